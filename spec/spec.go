@@ -307,14 +307,14 @@ func Load(path string) (*Spec, error) {
 
 // raw mirrors the file's top level.
 type raw struct {
-	Version      int        `yaml:"version"`
-	Limits       Limits     `yaml:"limits"`
-	Heads        Heads      `yaml:"heads"`
-	Flags        yaml.Node  `yaml:"flags"`
-	Fields       yaml.Node  `yaml:"fields"`
-	ReservedKeys []string   `yaml:"reserved_keys"`
-	Enums        yaml.Node  `yaml:"enums"`
-	Lane         yaml.Node  `yaml:"lane"`
+	Version      int       `yaml:"version"`
+	Limits       Limits    `yaml:"limits"`
+	Heads        Heads     `yaml:"heads"`
+	Flags        yaml.Node `yaml:"flags"`
+	Fields       yaml.Node `yaml:"fields"`
+	ReservedKeys []string  `yaml:"reserved_keys"`
+	Enums        yaml.Node `yaml:"enums"`
+	Lane         yaml.Node `yaml:"lane"`
 }
 
 // Parse parses and validates a spec; name is used in error messages.
