@@ -542,6 +542,30 @@ func (h *Head) Reset() {
 	*h = Head{SegmentCount: 1}
 }
 
+// Equal reports whether h and o hold the same values; NaN equals NaN.
+func (h *Head) Equal(o *Head) bool {
+	return h.PacketLength == o.PacketLength &&
+		h.HeadLength == o.HeadLength &&
+		h.Flags == o.Flags &&
+		h.Version == o.Version &&
+		h.PacketKind == o.PacketKind &&
+		h.HeadKind == o.HeadKind &&
+		h.SourceID == o.SourceID &&
+		h.DestinationID == o.DestinationID &&
+		h.SessionID == o.SessionID &&
+		h.TransactionID == o.TransactionID &&
+		h.TransactionKind == o.TransactionKind &&
+		(h.DateTime == o.DateTime || h.DateTime != h.DateTime && o.DateTime != o.DateTime) &&
+		h.OrderIndex == o.OrderIndex &&
+		h.SegmentNumber == o.SegmentNumber &&
+		h.SegmentCount == o.SegmentCount &&
+		h.MessageLength == o.MessageLength &&
+		h.BodyKind == o.BodyKind &&
+		h.CoatKind == o.CoatKind &&
+		h.FootKind == o.FootKind &&
+		h.FootLength == o.FootLength
+}
+
 // Correspondent reports the cf flag: sent by the correspondent (the non-initiator) of the transaction.
 func (h *Head) Correspondent() bool { return h.Flags&FlagCorrespondent != 0 }
 

@@ -40,6 +40,9 @@ func Generate(s *spec.Spec, source string) ([]File, error) {
 		g.emitNative,
 		g.emitJSON,
 		g.emitBinary,
+		g.emitLane,
+		g.emitCodecTest,
+		g.emitDocs,
 	}
 	for _, e := range emitters {
 		if err := e(); err != nil {

@@ -97,6 +97,19 @@ func (g *generator) emitHead() error {
 	f.Pf("*h = Head{%s}", strings.Join(inits, ", "))
 	f.P("}")
 	f.P()
+	f.P("// Equal reports whether h and o hold the same values; NaN equals NaN.")
+	f.P("func (h *Head) Equal(o *Head) bool {")
+	var terms []string
+	for _, fd := range g.headFields() {
+		if fd.Type == spec.TypeF64 {
+			terms = append(terms, fmt.Sprintf("(h.%[1]s == o.%[1]s || h.%[1]s != h.%[1]s && o.%[1]s != o.%[1]s)", fd.Go))
+		} else {
+			terms = append(terms, fmt.Sprintf("h.%[1]s == o.%[1]s", fd.Go))
+		}
+	}
+	f.P("return ", strings.Join(terms, " &&\n"))
+	f.P("}")
+	f.P()
 	for _, b := range fl.Bits {
 		f.Pf("// %s reports the %s flag: %s.", b.Go, b.Key, b.Doc)
 		f.Pf("func (h *Head) %s() bool { return h.%s&Flag%s != 0 }", b.Go, fieldByKey(s, fl.Key).Go, b.Go)

@@ -114,6 +114,7 @@ func (g *generator) emitJSON() error {
 		f.Pf("return 0, fail(b, string(key), keyAt, %s)", cq("ErrUnknownKey"))
 	}
 	f.P("default:")
+	f.Pf("if i := %s(key); i >= 0 { return 0, fail(b, \"\", keyAt+1+i, %s) }", f.Q(wireImport, "NonASCII"), cq("ErrNonASCII"))
 	f.Pf("return 0, fail(b, \"\", keyAt, %s)", cq("ErrUnknownKey"))
 	f.P("}")
 	f.Pf("if seen&(1<<idx) != 0 { return 0, fail(b, string(key), keyAt, %s) }", cq("ErrDuplicateKey"))

@@ -40,7 +40,7 @@ func (g *goFile) Pf(format string, args ...any) {
 // Q returns pkg.name for the import path importPath and records the import.
 // A path with a name to use may be given as "name=path".
 func (g *goFile) Q(importPath, name string) string {
-	local := path.Base(importPath)
+	local := pkgName(importPath)
 	if n, p, ok := strings.Cut(importPath, "="); ok {
 		local, importPath = n, p
 	}
@@ -63,7 +63,7 @@ func (g *goFile) Content() ([]byte, error) {
 		sort.Strings(paths)
 		b.WriteString("import (\n")
 		for _, p := range paths {
-			if g.imports[p] != path.Base(p) {
+			if g.imports[p] != pkgName(p) {
 				fmt.Fprintf(&b, "\t%s %q\n", g.imports[p], p)
 			} else {
 				fmt.Fprintf(&b, "\t%q\n", p)
@@ -77,4 +77,14 @@ func (g *goFile) Content() ([]byte, error) {
 		return b.Bytes(), fmt.Errorf("%s: %w", g.path, err)
 	}
 	return out, nil
+}
+
+// pkgName is the default package name of an import path: its last element,
+// or the one before a major version suffix (math/rand/v2 is rand).
+func pkgName(importPath string) string {
+	base := path.Base(importPath)
+	if len(base) > 1 && base[0] == 'v' && strings.Trim(base[1:], "0123456789") == "" {
+		return path.Base(path.Dir(importPath))
+	}
+	return base
 }

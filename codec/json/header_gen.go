@@ -453,6 +453,9 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "bl", "cl":
 			return 0, fail(b, string(key), keyAt, codec.ErrUnknownKey)
 		default:
+			if i := wire.NonASCII(key); i >= 0 {
+				return 0, fail(b, "", keyAt+1+i, codec.ErrNonASCII)
+			}
 			return 0, fail(b, "", keyAt, codec.ErrUnknownKey)
 		}
 		if seen&(1<<idx) != 0 {
