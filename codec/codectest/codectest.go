@@ -15,7 +15,7 @@ import (
 
 // Sample is a default head with one field set.
 type Sample struct {
-	Key  string // the field's two-letter key
+	Key     string // the field's two-letter key
 	Bit     int    // its bit in the binary presence bitmap, or -1
 	Leading bool   // always present in every encoding, so never marked
 	Head    codec.Head
