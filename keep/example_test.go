@@ -1,0 +1,156 @@
+package keep_test
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/keys"
+)
+
+func tempDir() string {
+	dir, err := os.MkdirTemp("", "keep-example-")
+	if err != nil {
+		panic(err)
+	}
+	return dir
+}
+
+// A stack saves its local estate and secret keys, and loads them on restart.
+func Example() {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+
+	k, err := keep.Open(filepath.Join(dir, "main"), nil) // auto mode never
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := k.LoadLocal(); errors.Is(err, fs.ErrNotExist) {
+		fmt.Println("first start: no local estate")
+	}
+	seed, _ := keys.ParseSigningSeed("378f61b6b73cb051458624f9f970e4853ecc58308e69d719738ca3ed7db36ec1")
+	pri, _ := keys.ParsePrivateKey("8985d11cb2e2fecb083005f376c829b18d8f76ef7e22354a639e5682876562c5")
+	err = errors.Join(
+		k.SaveLocal(keep.LocalEstate{
+			Name: "main", UID: 1, HA: keep.HostPort{Host: "127.0.0.1", Port: 7530},
+			FQDN: "localhost", PUID: 1, AHA: keep.HostPort{Host: "", Port: 7530}, Role: "main",
+		}),
+		k.SaveLocalRole(keep.LocalRole{Role: "main", Seed: seed, Private: pri}),
+	)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	local, _ := k.LoadLocal()
+	role, _ := k.LoadLocalRole()
+	fmt.Println(local.Name, local.HA, local.IHA == nil, role.Seed.VerifyKey().Hex()[:16])
+	data, _ := os.ReadFile(k.LocalRolePath())
+	fmt.Printf("%s\n", data)
+	// Output:
+	// first start: no local estate
+	// main 127.0.0.1:7530 true 551238481fe3504c
+	// {
+	//   "role": "main",
+	//   "sighex": "378f61b6b73cb051458624f9f970e4853ecc58308e69d719738ca3ed7db36ec1",
+	//   "prihex": "8985d11cb2e2fecb083005f376c829b18d8f76ef7e22354a639e5682876562c5"
+	// }
+}
+
+// Under auto mode never, a new role waits as pending until an operator
+// accepts it; different keys offered later for the role are rejected and the
+// accepted keys stay.
+func ExampleKeep_StatusRole() {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	k, _ := keep.Open(dir, &keep.Config{Auto: keep.AutoNever})
+
+	peer := keys.GenerateSigning()
+	peerBox, _ := keys.GenerateBox()
+	status, _ := k.StatusRole("other", peer.Verify, peerBox.Public)
+	fmt.Println("first join:", status)
+
+	_ = k.Accept("other") // the operator's decision
+	status, _ = k.StatusRole("other", peer.Verify, peerBox.Public)
+	fmt.Println("after accept:", status)
+
+	impostor := keys.GenerateSigning()
+	status, _ = k.StatusRole("other", impostor.Verify, peerBox.Public)
+	stored, _ := k.LoadRemoteRole("other")
+	fmt.Println("other keys:", status, "- stored still", stored.Acceptance, stored.Verify.Equal(peer.Verify))
+	// Output:
+	// first join: pending
+	// after accept: accepted
+	// other keys: rejected - stored still accepted true
+}
+
+func ExampleDecide() {
+	v := keys.GenerateSigning().Verify
+	p, _ := keys.GenerateBox()
+	stored := &keep.RemoteRole{Role: "other", Acceptance: keep.Pending, Verify: v, Public: p.Public}
+	for _, auto := range []keep.AutoMode{keep.AutoNever, keep.AutoOnce, keep.AutoAlways} {
+		status, write, _ := keep.Decide(auto, stored, v, p.Public)
+		fmt.Println(auto, status, write)
+	}
+	// Output:
+	// never pending false
+	// once accepted true
+	// always accepted true
+}
+
+// A corrupt file is moved aside, not deleted, and reported with its path.
+func ExampleFileError() {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	k, _ := keep.Open(dir, nil)
+	path, _ := k.RemoteEstatePath("other")
+	_ = os.WriteFile(path, []byte(`{"name": "other"}`), 0o600)
+
+	_, err := k.LoadRemote("other")
+	var fe *keep.FileError
+	if errors.As(err, &fe) && errors.Is(err, keep.ErrCorrupt) {
+		fmt.Println(filepath.Base(fe.Path), "->", filepath.Base(fe.Aside))
+	}
+	names, _ := k.RemoteNames()
+	fmt.Println(len(names), "remotes listed")
+	// Output:
+	// estate.other.json -> estate.other.json.corrupt.1
+	// 0 remotes listed
+}
+
+func ExampleKeep_LoadRemotes() {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	k, _ := keep.Open(dir, nil)
+	for i, name := range []string{"beta", "alpha"} {
+		_ = k.SaveRemote(keep.RemoteEstate{
+			Name: name, UID: uint32(2 + i), HA: keep.HostPort{Host: "127.0.0.1", Port: uint16(7531 + i)},
+			SID: 1, Joined: new(true), Role: name,
+		})
+	}
+	remotes, err := k.LoadRemotes()
+	for _, r := range remotes {
+		fmt.Println(r.Name, r.UID, r.HA, *r.Joined)
+	}
+	fmt.Println(err)
+	fmt.Println(k.SaveRemote(keep.RemoteEstate{Name: "bad name", Role: "x"}) != nil)
+	// Output:
+	// alpha 3 127.0.0.1:7532 true
+	// beta 2 127.0.0.1:7531 true
+	// <nil>
+	// true
+}
+
+func ExampleCheckName() {
+	for _, n := range []string{"other", "../etc", "my estate"} {
+		fmt.Println(n, keep.CheckName(n))
+	}
+	// Output:
+	// other <nil>
+	// ../etc keep: invalid name: "../etc" contains a path separator
+	// my estate keep: invalid name: "my estate" contains a space
+}
