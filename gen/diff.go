@@ -41,12 +41,12 @@ func unifiedDiff(nameA, nameB, a, b string) string {
 			ops = append(ops, op{' ', x[i], i, j})
 			i++
 			j++
-		case j < len(y) && (i == len(x) || lcs[i][j+1] >= lcs[i+1][j]):
-			ops = append(ops, op{'+', y[j], i, j})
-			j++
-		default:
+		case i < len(x) && (j == len(y) || lcs[i+1][j] >= lcs[i][j+1]):
 			ops = append(ops, op{'-', x[i], i, j})
 			i++
+		default:
+			ops = append(ops, op{'+', y[j], i, j})
+			j++
 		}
 	}
 	const context = 3
@@ -84,7 +84,7 @@ func unifiedDiff(nameA, nameB, a, b string) string {
 				bLen++
 			}
 		}
-		fmt.Fprintf(&out, "@@ -%d,%d +%d,%d @@\n", aStart+1, aLen, bStart+1, bLen)
+		fmt.Fprintf(&out, "@@ -%d,%d +%d,%d @@\n", hunkStart(aStart, aLen), aLen, hunkStart(bStart, bLen), bLen)
 		for _, o := range ops[start:end] {
 			out.WriteByte(o.kind)
 			out.WriteString(o.line)
@@ -100,4 +100,13 @@ func splitLines(s string) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+// hunkStart is the 1-based first line of a hunk side; an empty side names
+// the line before it, as diff does.
+func hunkStart(start, n int) int {
+	if n == 0 {
+		return start
+	}
+	return start + 1
 }

@@ -1,0 +1,4 @@
+package gen
+
+// UnifiedDiff exposes unifiedDiff to the tests.
+var UnifiedDiff = unifiedDiff

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what `make test` needs when it is missing: Debian packages via
+# apt-get when running as root, otherwise it says exactly what to install.
+set -euo pipefail
+
+need=()
+command -v go >/dev/null || { echo "deps: Go 1.26 is required (https://go.dev/dl/)"; exit 1; }
+# -race needs cgo and a C compiler.
+command -v gcc >/dev/null || need+=(gcc libc6-dev)
+command -v git >/dev/null || need+=(git)
+
+if [ ${#need[@]} -eq 0 ]; then
+	exit 0
+fi
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+	echo "deps: installing ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq "${need[@]}"
+else
+	echo "deps: missing packages; install them with:"
+	echo "  sudo apt-get install -y ${need[*]}"
+	exit 1
+fi
