@@ -41,6 +41,15 @@ func (v HeadKind) String() string {
 	return string("HeadKind(") + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
+// Valid reports whether v is a value the spec declares.
+func (v HeadKind) Valid() bool {
+	switch v {
+	case HeadKindRaet, HeadKindJSON, HeadKindBinary, HeadKindUnknown:
+		return true
+	}
+	return false
+}
+
 // ParseHeadKind returns the HeadKind named name.
 func ParseHeadKind(name string) (HeadKind, bool) {
 	switch name {
@@ -86,6 +95,15 @@ func (v BodyKind) String() string {
 		return "unknown"
 	}
 	return string("BodyKind(") + strconv.FormatUint(uint64(v), 10) + ")"
+}
+
+// Valid reports whether v is a value the spec declares.
+func (v BodyKind) Valid() bool {
+	switch v {
+	case BodyKindNada, BodyKindJSON, BodyKindRaw, BodyKindMsgpack, BodyKindCBOR, BodyKindUnknown:
+		return true
+	}
+	return false
 }
 
 // ParseBodyKind returns the BodyKind named name.
@@ -134,6 +152,15 @@ func (v CoatKind) String() string {
 		return "unknown"
 	}
 	return string("CoatKind(") + strconv.FormatUint(uint64(v), 10) + ")"
+}
+
+// Valid reports whether v is a value the spec declares.
+func (v CoatKind) Valid() bool {
+	switch v {
+	case CoatKindNada, CoatKindNaCl, CoatKindCRC16, CoatKindCRC64, CoatKindUnknown:
+		return true
+	}
+	return false
 }
 
 // ParseCoatKind returns the CoatKind named name.
@@ -185,6 +212,15 @@ func (v FootKind) String() string {
 	return string("FootKind(") + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
+// Valid reports whether v is a value the spec declares.
+func (v FootKind) Valid() bool {
+	switch v {
+	case FootKindNada, FootKindNaCl, FootKindSHA2, FootKindCRC64, FootKindMAC, FootKindUnknown:
+		return true
+	}
+	return false
+}
+
 // ParseFootKind returns the FootKind named name.
 func ParseFootKind(name string) (FootKind, bool) {
 	switch name {
@@ -234,6 +270,15 @@ func (v TransactionKind) String() string {
 		return "unknown"
 	}
 	return string("TransactionKind(") + strconv.FormatUint(uint64(v), 10) + ")"
+}
+
+// Valid reports whether v is a value the spec declares.
+func (v TransactionKind) Valid() bool {
+	switch v {
+	case TransactionKindMessage, TransactionKindJoin, TransactionKindBind, TransactionKindAllow, TransactionKindAlive, TransactionKindUnknown:
+		return true
+	}
+	return false
 }
 
 // ParseTransactionKind returns the TransactionKind named name.
@@ -320,6 +365,15 @@ func (v PacketKind) String() string {
 	return string("PacketKind(") + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
+// Valid reports whether v is a value the spec declares.
+func (v PacketKind) Valid() bool {
+	switch v {
+	case PacketKindMessage, PacketKindAck, PacketKindNack, PacketKindResend, PacketKindRequest, PacketKindResponse, PacketKindHello, PacketKindCookie, PacketKindInitiate, PacketKindUnjoined, PacketKindUnallowed, PacketKindRenew, PacketKindRefuse, PacketKindReject, PacketKindPend, PacketKindDone, PacketKindUnknown:
+		return true
+	}
+	return false
+}
+
 // ParsePacketKind returns the PacketKind named name.
 func ParsePacketKind(name string) (PacketKind, bool) {
 	switch name {
@@ -384,6 +438,15 @@ func (v Acceptance) String() string {
 	return string("Acceptance(") + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
+// Valid reports whether v is a value the spec declares.
+func (v Acceptance) Valid() bool {
+	switch v {
+	case AcceptancePending, AcceptanceAccepted, AcceptanceRejected:
+		return true
+	}
+	return false
+}
+
 // ParseAcceptance returns the Acceptance named name.
 func ParseAcceptance(name string) (Acceptance, bool) {
 	switch name {
@@ -420,6 +483,15 @@ func (v AutoMode) String() string {
 	return string("AutoMode(") + strconv.FormatUint(uint64(v), 10) + ")"
 }
 
+// Valid reports whether v is a value the spec declares.
+func (v AutoMode) Valid() bool {
+	switch v {
+	case AutoModeNever, AutoModeOnce, AutoModeAlways:
+		return true
+	}
+	return false
+}
+
 // ParseAutoMode returns the AutoMode named name.
 func ParseAutoMode(name string) (AutoMode, bool) {
 	switch name {
@@ -451,6 +523,15 @@ func (v PackKind) String() string {
 		return "pack"
 	}
 	return string("PackKind(") + strconv.FormatUint(uint64(v), 10) + ")"
+}
+
+// Valid reports whether v is a value the spec declares.
+func (v PackKind) Valid() bool {
+	switch v {
+	case PackKindJSON, PackKindPack:
+		return true
+	}
+	return false
 }
 
 // ParsePackKind returns the PackKind named name.

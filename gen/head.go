@@ -165,6 +165,18 @@ func (g *generator) emitEnum(f *goFile, e *spec.Enum) {
 	f.Pf("return %s(%q) + %s(uint64(v), 10) + \")\"", "string", e.Name+"(", f.Q("strconv", "FormatUint"))
 	f.P("}")
 	f.P()
+	f.Pf("// Valid reports whether v is a value the spec declares.")
+	f.Pf("func (v %s) Valid() bool {", e.Name)
+	f.P("switch v {")
+	var cs []string
+	for _, v := range e.Values {
+		cs = append(cs, enumConst(e, v))
+	}
+	f.Pf("case %s: return true", strings.Join(cs, ", "))
+	f.P("}")
+	f.P("return false")
+	f.P("}")
+	f.P()
 	f.Pf("// Parse%[1]s returns the %[1]s named name.", e.Name)
 	f.Pf("func Parse%[1]s(name string) (%[1]s, bool) {", e.Name)
 	f.P("switch name {")

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/keys"
 )
 
@@ -72,67 +73,36 @@ type RemoteRole struct {
 }
 
 // Acceptance is the status of a remote role's keys, stored as an integer.
-type Acceptance uint8
+// Its values and names come from spec/raet.yaml (codec.Acceptance).
+type Acceptance = codec.Acceptance
 
-// The acceptance values, as the reference numbers them.
+// The acceptance values.
 const (
-	Pending  Acceptance = 0 // waiting for an operator
-	Accepted Acceptance = 1 // keys trusted
-	Rejected Acceptance = 2 // keys refused
+	Pending  = codec.AcceptancePending  // waiting for an operator
+	Accepted = codec.AcceptanceAccepted // keys trusted
+	Rejected = codec.AcceptanceRejected // keys refused
 )
-
-// Valid reports whether a is one of Pending, Accepted or Rejected.
-func (a Acceptance) Valid() bool { return a <= Rejected }
-
-// String returns "pending", "accepted", "rejected" or "Acceptance(n)".
-func (a Acceptance) String() string {
-	switch a {
-	case Pending:
-		return "pending"
-	case Accepted:
-		return "accepted"
-	case Rejected:
-		return "rejected"
-	}
-	return fmt.Sprintf("Acceptance(%d)", uint8(a))
-}
 
 // AutoMode says how StatusRole treats keys no operator has decided on.
-// The zero value is AutoNever, the reference's default.
-type AutoMode uint8
+// The zero value is AutoNever, the reference's default. Its values and names
+// come from spec/raet.yaml (codec.AutoMode).
+type AutoMode = codec.AutoMode
 
-// The auto modes, as the reference numbers them.
+// The auto modes.
 const (
-	AutoNever  AutoMode = 0 // new keys wait as pending for an operator
-	AutoOnce   AutoMode = 1 // the first keys of a role are accepted, later different keys rejected
-	AutoAlways AutoMode = 2 // any keys are accepted and replace the stored ones
+	AutoNever  = codec.AutoModeNever  // new keys wait as pending for an operator
+	AutoOnce   = codec.AutoModeOnce   // the first keys of a role are accepted, later different keys rejected
+	AutoAlways = codec.AutoModeAlways // any keys are accepted and replace the stored ones
 )
 
-// Valid reports whether m is one of AutoNever, AutoOnce or AutoAlways.
-func (m AutoMode) Valid() bool { return m <= AutoAlways }
-
-// String returns "never", "once", "always" or "AutoMode(n)".
-func (m AutoMode) String() string {
-	switch m {
-	case AutoNever:
-		return "never"
-	case AutoOnce:
-		return "once"
-	case AutoAlways:
-		return "always"
-	}
-	return fmt.Sprintf("AutoMode(%d)", uint8(m))
-}
-
-// ParseAutoMode parses "never", "once" or "always" (or "0", "1", "2").
+// ParseAutoMode parses "never", "once" or "always" (any case), or the
+// number "0", "1" or "2".
 func ParseAutoMode(s string) (AutoMode, error) {
-	switch strings.ToLower(s) {
-	case "never", "0":
-		return AutoNever, nil
-	case "once", "1":
-		return AutoOnce, nil
-	case "always", "2":
-		return AutoAlways, nil
+	if m, ok := codec.ParseAutoMode(strings.ToLower(s)); ok {
+		return m, nil
+	}
+	if n, err := strconv.ParseUint(s, 10, 8); err == nil && AutoMode(n).Valid() {
+		return AutoMode(n), nil
 	}
 	return 0, fmt.Errorf("keep: unknown auto mode %q (want never, once or always)", s)
 }
