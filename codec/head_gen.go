@@ -512,6 +512,7 @@ type PackKind uint8
 const (
 	PackKindJSON PackKind = 0
 	PackKindPack PackKind = 1 // msgpack
+	PackKindCBOR PackKind = 2 // CBOR; a raet-go extension
 )
 
 // String returns the name the spec gives v, or PackKind(n) for other values.
@@ -521,6 +522,8 @@ func (v PackKind) String() string {
 		return "json"
 	case PackKindPack:
 		return "pack"
+	case PackKindCBOR:
+		return "cbor"
 	}
 	return string("PackKind(") + strconv.FormatUint(uint64(v), 10) + ")"
 }
@@ -528,7 +531,7 @@ func (v PackKind) String() string {
 // Valid reports whether v is a value the spec declares.
 func (v PackKind) Valid() bool {
 	switch v {
-	case PackKindJSON, PackKindPack:
+	case PackKindJSON, PackKindPack, PackKindCBOR:
 		return true
 	}
 	return false
@@ -541,6 +544,8 @@ func ParsePackKind(name string) (PackKind, bool) {
 		return PackKindJSON, true
 	case "pack":
 		return PackKindPack, true
+	case "cbor":
+		return PackKindCBOR, true
 	}
 	return 0, false
 }
