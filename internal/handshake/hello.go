@@ -1,0 +1,64 @@
+package handshake
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"io"
+
+	"github.com/raet-go/raet/keys"
+)
+
+// Offsets in a hello body.
+const (
+	helloPlainAt = 0
+	helloPubAt   = helloPlainAt + helloPlainLen
+	helloBoxAt   = helloPubAt + keys.Size
+	helloNonceAt = helloBoxAt + helloBoxLen
+)
+
+// helloPlain is the plain text of every hello: the hex of 32 zero bytes.
+var helloPlain = [helloPlainLen]byte(bytes.Repeat([]byte{'0'}, helloPlainLen))
+
+// MakeHello returns the hello body I sends to start an allow: the plain
+// text, iShort.Public, and the plain boxed with iShort.Private for rLongPub
+// (R's joined long-term key), followed by its nonce. iShort is I's fresh
+// short-term pair for this handshake; its Public must derive from its Private.
+//
+// rnd is the nonce source (crypto/rand.Reader when nil). Errors: ErrKey for a
+// low-order rLongPub, ErrRandom when rnd fails.
+func MakeHello(rnd io.Reader, iShort keys.Box, rLongPub keys.PublicKey) ([]byte, error) {
+	body := make([]byte, HelloSize)
+	copy(body[helloPlainAt:], helloPlain[:])
+	copy(body[helloPubAt:], iShort.Public[:])
+	if err := seal(body[helloBoxAt:helloNonceAt], body[helloNonceAt:], helloPlain[:],
+		iShort.Private, rLongPub, reader(rnd), StepHello, "box"); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// OpenHello checks a hello body with R's long-term private key and returns
+// I's short-term public key, which R must keep for the initiate.
+//
+// As the reference does, it opens the box with rLongPriv and the short-term
+// key the hello carries, and requires the result to equal the plain field;
+// it does not otherwise constrain the plain (the reference's initiator
+// always sends 64 ASCII '0'). Nor does it check that the short-term key is
+// canonical: X25519 and libsodium ignore its top bit, so a hello with that
+// bit flipped opens too, and the key returned then differs from the one the
+// initiate carries, which OpenInitiate refuses. Errors: ErrLength, ErrKey (a low-order short
+// key), ErrOpen, ErrMismatch (What "plain").
+func OpenHello(body []byte, rLongPriv keys.PrivateKey) (keys.PublicKey, error) {
+	if len(body) != HelloSize {
+		return keys.PublicKey{}, lengthError(StepHello, len(body), HelloSize)
+	}
+	iShortPub := keys.PublicKey(body[helloPubAt:helloBoxAt])
+	msg, err := open(body[helloBoxAt:helloNonceAt], body[helloNonceAt:], rLongPriv, iShortPub, StepHello, "box")
+	if err != nil {
+		return keys.PublicKey{}, err
+	}
+	if subtle.ConstantTimeCompare(msg, body[helloPlainAt:helloPubAt]) != 1 {
+		return keys.PublicKey{}, fail(StepHello, "plain", ErrMismatch)
+	}
+	return iShortPub, nil
+}
