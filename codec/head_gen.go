@@ -189,7 +189,7 @@ const (
 	FootKindNaCl    FootKind = 1 // Ed25519 signature over head||coat||64 zero bytes
 	FootKindSHA2    FootKind = 2 // declared but never implemented by the reference
 	FootKindCRC64   FootKind = 3 // declared but never implemented by the reference
-	FootKindMAC     FootKind = 4 // keyed BLAKE2b MAC over head||coat, for sessions between two raet-go estates; a raet-go extension
+	FootKindMAC     FootKind = 4 // HMAC-SHA-256 truncated to 16 bytes over head||coat, keyed from the session's short-term shared key; for sessions between two raet-go estates; a raet-go extension
 	FootKindUnknown FootKind = 255
 )
 

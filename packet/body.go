@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/raet-go/raet/codec"
 	"io"
 	"math"
 	"math/big"
@@ -20,23 +21,6 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/vmihailenco/msgpack/v5"
-)
-
-// Body kinds: the values of the head field bk. These are placeholders
-// until the generated enum of package codec replaces them; the numbers are
-// the reference's (§2), except BodyKindCBOR.
-const (
-	// BodyKindNada means no body.
-	BodyKindNada uint8 = 0
-	// BodyKindJSON is a mapping as compact JSON.
-	BodyKindJSON uint8 = 1
-	// BodyKindRaw is bytes as they are.
-	BodyKindRaw uint8 = 2
-	// BodyKindMsgpack is a mapping as MessagePack.
-	BodyKindMsgpack uint8 = 3
-	// BodyKindCBOR is a mapping as CBOR (RFC 8949). It is a kind of raet-go,
-	// unknown to the reference; 4 is a placeholder until the spec assigns it.
-	BodyKindCBOR uint8 = 4
 )
 
 // MaxBodyDepth is the deepest nesting of mappings and arrays that a body
@@ -68,37 +52,21 @@ var (
 
 // BodyError reports a failure to marshal, unmarshal or look up a body.
 type BodyError struct {
-	Kind uint8  // body kind (bk)
-	Op   string // "marshal", "unmarshal" or "lookup"
-	Err  error  // wraps one of the Err* sentinels above
+	Kind codec.BodyKind // body kind (bk)
+	Op   string         // "marshal", "unmarshal" or "lookup"
+	Err  error          // wraps one of the Err* sentinels above
 }
 
 // Error implements error.
 func (e *BodyError) Error() string {
-	return "raet: " + e.Op + " " + bodyKindName(e.Kind) + " body: " +
+	return "raet: " + e.Op + " " + e.Kind.String() + " body: " +
 		strings.TrimPrefix(e.Err.Error(), "raet: ")
 }
 
 // Unwrap returns the wrapped error.
 func (e *BodyError) Unwrap() error { return e.Err }
 
-func bodyKindName(k uint8) string {
-	switch k {
-	case BodyKindNada:
-		return "nada"
-	case BodyKindJSON:
-		return "json"
-	case BodyKindRaw:
-		return "raw"
-	case BodyKindMsgpack:
-		return "msgpack"
-	case BodyKindCBOR:
-		return "cbor"
-	}
-	return "kind " + strconv.Itoa(int(k))
-}
-
-func bodyErr(kind uint8, op string, err error) error {
+func bodyErr(kind codec.BodyKind, op string, err error) error {
 	return &BodyError{Kind: kind, Op: op, Err: err}
 }
 
@@ -144,7 +112,7 @@ func malformedf(format string, args ...any) error {
 // dst unchanged (its spare capacity may have been written).
 type Serializer interface {
 	// Kind returns the body kind (bk).
-	Kind() uint8
+	Kind() codec.BodyKind
 	// Marshal appends the encoding of v to dst.
 	Marshal(dst []byte, v any) ([]byte, error)
 	// Unmarshal decodes data into the value v points to.
@@ -153,17 +121,17 @@ type Serializer interface {
 
 // SerializerFor returns the built-in serializer of a body kind.
 // A registry of plugin serializers, if any, belongs on top of this.
-func SerializerFor(kind uint8) (Serializer, error) {
+func SerializerFor(kind codec.BodyKind) (Serializer, error) {
 	switch kind {
-	case BodyKindNada:
+	case codec.BodyKindNada:
 		return NadaBody{}, nil
-	case BodyKindJSON:
+	case codec.BodyKindJSON:
 		return JSONBody{}, nil
-	case BodyKindRaw:
+	case codec.BodyKindRaw:
 		return RawBody{}, nil
-	case BodyKindMsgpack:
+	case codec.BodyKindMsgpack:
 		return MsgpackBody{}, nil
-	case BodyKindCBOR:
+	case codec.BodyKindCBOR:
 		return CBORBody{}, nil
 	}
 	return nil, bodyErr(kind, "lookup", ErrUnknownBodyKind)
@@ -450,8 +418,8 @@ func intFromString(s string) (any, error) {
 // nothing; Unmarshal accepts only zero bytes and leaves v untouched.
 type NadaBody struct{}
 
-// Kind returns BodyKindNada.
-func (NadaBody) Kind() uint8 { return BodyKindNada }
+// Kind returns codec.BodyKindNada.
+func (NadaBody) Kind() codec.BodyKind { return codec.BodyKindNada }
 
 // Marshal returns dst if v is empty, else an ErrUnsupportedValue error.
 func (NadaBody) Marshal(dst []byte, v any) ([]byte, error) {
@@ -461,14 +429,14 @@ func (NadaBody) Marshal(dst []byte, v any) ([]byte, error) {
 	if b, ok := v.([]byte); ok && len(b) == 0 {
 		return dst, nil
 	}
-	return dst, bodyErr(BodyKindNada, "marshal",
+	return dst, bodyErr(codec.BodyKindNada, "marshal",
 		fmt.Errorf("%w: a nada body carries no data (got %T)", ErrUnsupportedValue, v))
 }
 
 // Unmarshal fails unless data is empty.
 func (NadaBody) Unmarshal(data []byte, _ any) error {
 	if len(data) != 0 {
-		return bodyErr(BodyKindNada, "unmarshal", malformedf("%d bytes in a nada body", len(data)))
+		return bodyErr(codec.BodyKindNada, "unmarshal", malformedf("%d bytes in a nada body", len(data)))
 	}
 	return nil
 }
@@ -484,8 +452,8 @@ func (NadaBody) Unmarshal(data []byte, _ any) error {
 // enough), *string and *any (a fresh []byte).
 type RawBody struct{}
 
-// Kind returns BodyKindRaw.
-func (RawBody) Kind() uint8 { return BodyKindRaw }
+// Kind returns codec.BodyKindRaw.
+func (RawBody) Kind() codec.BodyKind { return codec.BodyKindRaw }
 
 // Marshal appends the bytes of v to dst.
 func (RawBody) Marshal(dst []byte, v any) ([]byte, error) {
@@ -497,7 +465,7 @@ func (RawBody) Marshal(dst []byte, v any) ([]byte, error) {
 	case string:
 		return append(dst, x...), nil
 	}
-	return dst, bodyErr(BodyKindRaw, "marshal",
+	return dst, bodyErr(codec.BodyKindRaw, "marshal",
 		fmt.Errorf("%w: raw body needs []byte or string, got %T", ErrUnsupportedValue, v))
 }
 
@@ -520,7 +488,7 @@ func (RawBody) Unmarshal(data []byte, v any) error {
 			return nil
 		}
 	}
-	return bodyErr(BodyKindRaw, "unmarshal",
+	return bodyErr(codec.BodyKindRaw, "unmarshal",
 		fmt.Errorf("%w: raw body needs *[]byte, *string or *any, got %T", ErrUnsupportedValue, v))
 }
 
@@ -552,8 +520,8 @@ func (RawBody) Unmarshal(data []byte, v any) error {
 // OrderedMap.
 type JSONBody struct{}
 
-// Kind returns BodyKindJSON.
-func (JSONBody) Kind() uint8 { return BodyKindJSON }
+// Kind returns codec.BodyKindJSON.
+func (JSONBody) Kind() codec.BodyKind { return codec.BodyKindJSON }
 
 // Marshal appends the compact, ASCII-only JSON of the mapping v to dst.
 func (JSONBody) Marshal(dst []byte, v any) ([]byte, error) {
@@ -563,11 +531,11 @@ func (JSONBody) Marshal(dst []byte, v any) ([]byte, error) {
 	start := len(dst)
 	out, err := appendJSON(dst, v, 0)
 	if err != nil {
-		return dst, bodyErr(BodyKindJSON, "marshal", err)
+		return dst, bodyErr(codec.BodyKindJSON, "marshal", err)
 	}
 	enc := out[start:]
 	if len(enc) == 0 || enc[0] != '{' {
-		return dst, bodyErr(BodyKindJSON, "marshal", fmt.Errorf("%w: got %T", ErrNotMapping, v))
+		return dst, bodyErr(codec.BodyKindJSON, "marshal", fmt.Errorf("%w: got %T", ErrNotMapping, v))
 	}
 	if len(enc) == 2 { // {}
 		return dst, nil
@@ -578,7 +546,7 @@ func (JSONBody) Marshal(dst []byte, v any) ([]byte, error) {
 // Unmarshal decodes the JSON object data into v.
 func (JSONBody) Unmarshal(data []byte, v any) error {
 	if err := checkTarget(v); err != nil {
-		return bodyErr(BodyKindJSON, "unmarshal", err)
+		return bodyErr(codec.BodyKindJSON, "unmarshal", err)
 	}
 	if len(data) == 0 {
 		if setEmpty(v) {
@@ -587,7 +555,7 @@ func (JSONBody) Unmarshal(data []byte, v any) error {
 		data = []byte("{}")
 	}
 	if err := scanJSON(data); err != nil {
-		return bodyErr(BodyKindJSON, "unmarshal", err)
+		return bodyErr(codec.BodyKindJSON, "unmarshal", err)
 	}
 	var err error
 	switch p := v.(type) {
@@ -612,7 +580,7 @@ func (JSONBody) Unmarshal(data []byte, v any) error {
 		}
 	}
 	if err != nil {
-		return bodyErr(BodyKindJSON, "unmarshal", err)
+		return bodyErr(codec.BodyKindJSON, "unmarshal", err)
 	}
 	return nil
 }
@@ -1143,8 +1111,8 @@ func isJSONNumber(s string) bool {
 // ErrUnsupportedValue. Trailing bytes are ErrMalformedBody.
 type MsgpackBody struct{}
 
-// Kind returns BodyKindMsgpack.
-func (MsgpackBody) Kind() uint8 { return BodyKindMsgpack }
+// Kind returns codec.BodyKindMsgpack.
+func (MsgpackBody) Kind() codec.BodyKind { return codec.BodyKindMsgpack }
 
 type appendWriter struct{ b []byte }
 
@@ -1175,7 +1143,7 @@ func (MsgpackBody) Marshal(dst []byte, v any) ([]byte, error) {
 		return dst, nil
 	}
 	if err := checkDepth(v, 0); err != nil {
-		return dst, bodyErr(BodyKindMsgpack, "marshal", err)
+		return dst, bodyErr(codec.BodyKindMsgpack, "marshal", err)
 	}
 	start := len(dst)
 	st := mpEncPool.Get().(*mpEncState)
@@ -1187,11 +1155,11 @@ func (MsgpackBody) Marshal(dst []byte, v any) ([]byte, error) {
 	st.w.b = nil
 	mpEncPool.Put(st)
 	if err != nil {
-		return dst, bodyErr(BodyKindMsgpack, "marshal", fmt.Errorf("%w: %w", ErrUnsupportedValue, err))
+		return dst, bodyErr(codec.BodyKindMsgpack, "marshal", fmt.Errorf("%w: %w", ErrUnsupportedValue, err))
 	}
 	enc := out[start:]
 	if len(enc) == 0 || !isMsgpackMap(enc[0]) {
-		return dst, bodyErr(BodyKindMsgpack, "marshal", fmt.Errorf("%w: got %T", ErrNotMapping, v))
+		return dst, bodyErr(codec.BodyKindMsgpack, "marshal", fmt.Errorf("%w: got %T", ErrNotMapping, v))
 	}
 	if len(enc) == 1 && enc[0] == 0x80 { // empty fixmap
 		return dst, nil
@@ -1204,7 +1172,7 @@ func isMsgpackMap(c byte) bool { return c&0xf0 == 0x80 || c == 0xde || c == 0xdf
 // Unmarshal decodes the MessagePack map data into v.
 func (MsgpackBody) Unmarshal(data []byte, v any) error {
 	if err := checkTarget(v); err != nil {
-		return bodyErr(BodyKindMsgpack, "unmarshal", err)
+		return bodyErr(codec.BodyKindMsgpack, "unmarshal", err)
 	}
 	if len(data) == 0 {
 		if setEmpty(v) {
@@ -1213,7 +1181,7 @@ func (MsgpackBody) Unmarshal(data []byte, v any) error {
 		data = []byte{0x80}
 	}
 	if !isMsgpackMap(data[0]) {
-		return bodyErr(BodyKindMsgpack, "unmarshal", ErrNotMapping)
+		return bodyErr(codec.BodyKindMsgpack, "unmarshal", ErrNotMapping)
 	}
 	d := mpDecoder{data: data}
 	switch v.(type) {
@@ -1242,7 +1210,7 @@ func (MsgpackBody) Unmarshal(data []byte, v any) error {
 		}
 	}
 	if err != nil {
-		return bodyErr(BodyKindMsgpack, "unmarshal", err)
+		return bodyErr(codec.BodyKindMsgpack, "unmarshal", err)
 	}
 	return nil
 }
@@ -1516,7 +1484,7 @@ func (d *mpDecoder) key() (string, error) {
 // ---------------------------------------------------------------------------
 // CBOR
 
-// CBORBody is the serializer of body kind cbor (BodyKindCBOR), a kind of
+// CBORBody is the serializer of body kind cbor (codec.BodyKindCBOR), a kind of
 // raet-go for peers that are both this implementation
 // (github.com/fxamacker/cbor/v2).
 //
@@ -1528,8 +1496,8 @@ func (d *mpDecoder) key() (string, error) {
 // decode to []byte, time tags to time.Time in UTC, other tags to cbor.Tag.
 type CBORBody struct{}
 
-// Kind returns BodyKindCBOR.
-func (CBORBody) Kind() uint8 { return BodyKindCBOR }
+// Kind returns codec.BodyKindCBOR.
+func (CBORBody) Kind() codec.BodyKind { return codec.BodyKindCBOR }
 
 var (
 	cborEnc     = mustCBOREnc()
@@ -1570,7 +1538,7 @@ func (CBORBody) Marshal(dst []byte, v any) ([]byte, error) {
 		return dst, nil
 	}
 	if err := checkDepth(v, 0); err != nil {
-		return dst, bodyErr(BodyKindCBOR, "marshal", err)
+		return dst, bodyErr(codec.BodyKindCBOR, "marshal", err)
 	}
 	start := len(dst)
 	buf := cborBufPool.Get().(*bytes.Buffer)
@@ -1580,11 +1548,11 @@ func (CBORBody) Marshal(dst []byte, v any) ([]byte, error) {
 	*buf = bytes.Buffer{}
 	cborBufPool.Put(buf)
 	if err != nil {
-		return dst, bodyErr(BodyKindCBOR, "marshal", fmt.Errorf("%w: %w", ErrUnsupportedValue, err))
+		return dst, bodyErr(codec.BodyKindCBOR, "marshal", fmt.Errorf("%w: %w", ErrUnsupportedValue, err))
 	}
 	enc := out[start:]
 	if len(enc) == 0 || enc[0]>>5 != 5 {
-		return dst, bodyErr(BodyKindCBOR, "marshal", fmt.Errorf("%w: got %T", ErrNotMapping, v))
+		return dst, bodyErr(codec.BodyKindCBOR, "marshal", fmt.Errorf("%w: got %T", ErrNotMapping, v))
 	}
 	if len(enc) == 1 && enc[0] == 0xa0 { // empty map
 		return dst, nil
@@ -1595,7 +1563,7 @@ func (CBORBody) Marshal(dst []byte, v any) ([]byte, error) {
 // Unmarshal decodes the CBOR map data into v.
 func (CBORBody) Unmarshal(data []byte, v any) error {
 	if err := checkTarget(v); err != nil {
-		return bodyErr(BodyKindCBOR, "unmarshal", err)
+		return bodyErr(codec.BodyKindCBOR, "unmarshal", err)
 	}
 	if len(data) == 0 {
 		if setEmpty(v) {
@@ -1604,7 +1572,7 @@ func (CBORBody) Unmarshal(data []byte, v any) error {
 		data = []byte{0xa0}
 	}
 	if data[0]>>5 != 5 {
-		return bodyErr(BodyKindCBOR, "unmarshal", ErrNotMapping)
+		return bodyErr(codec.BodyKindCBOR, "unmarshal", ErrNotMapping)
 	}
 	var err error
 	switch p := v.(type) {
@@ -1643,7 +1611,7 @@ func (CBORBody) Unmarshal(data []byte, v any) error {
 				err = malformed(err)
 			}
 		}
-		return bodyErr(BodyKindCBOR, "unmarshal", err)
+		return bodyErr(codec.BodyKindCBOR, "unmarshal", err)
 	}
 	return nil
 }

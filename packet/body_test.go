@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/raet-go/raet/codec"
 	"math"
 	"math/big"
 	"os"
@@ -565,7 +566,7 @@ func TestCBOR(t *testing.T) {
 
 func TestRawBody(t *testing.T) {
 	var r RawBody
-	if r.Kind() != BodyKindRaw {
+	if r.Kind() != codec.BodyKindRaw {
 		t.Fatal("kind")
 	}
 	for _, v := range []any{[]byte("kettle"), "kettle"} {
@@ -621,13 +622,13 @@ func TestNadaBody(t *testing.T) {
 }
 
 func TestSerializerFor(t *testing.T) {
-	for _, k := range []uint8{BodyKindNada, BodyKindJSON, BodyKindRaw, BodyKindMsgpack, BodyKindCBOR} {
+	for _, k := range []codec.BodyKind{codec.BodyKindNada, codec.BodyKindJSON, codec.BodyKindRaw, codec.BodyKindMsgpack, codec.BodyKindCBOR} {
 		s, err := SerializerFor(k)
 		if err != nil || s.Kind() != k {
 			t.Errorf("kind %d: %v, %v", k, s, err)
 		}
 	}
-	for _, k := range []uint8{5, 255} {
+	for _, k := range []codec.BodyKind{5, 254} {
 		_, err := SerializerFor(k)
 		var be *BodyError
 		if !errors.Is(err, ErrUnknownBodyKind) || !errors.As(err, &be) || be.Kind != k || be.Op != "lookup" {
@@ -829,12 +830,12 @@ func benchBody(b *testing.B, s Serializer, unmarshal bool) {
 
 func BenchmarkBodyMarshal(b *testing.B) {
 	for _, s := range mappingKinds {
-		b.Run(bodyKindName(s.Kind()), func(b *testing.B) { benchBody(b, s, false) })
+		b.Run(s.Kind().String(), func(b *testing.B) { benchBody(b, s, false) })
 	}
 }
 
 func BenchmarkBodyUnmarshal(b *testing.B) {
 	for _, s := range mappingKinds {
-		b.Run(bodyKindName(s.Kind()), func(b *testing.B) { benchBody(b, s, true) })
+		b.Run(s.Kind().String(), func(b *testing.B) { benchBody(b, s, true) })
 	}
 }

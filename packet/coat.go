@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/raet-go/raet/codec"
 	"io"
 	"slices"
 	"strconv"
@@ -12,16 +13,6 @@ import (
 
 	"golang.org/x/crypto/curve25519"
 	"golang.org/x/crypto/nacl/box"
-)
-
-// Coat kinds: the values of the head field ck (placeholders until the
-// generated enum replaces them; the numbers are the reference's).
-const (
-	// CoatKindNada: the coat is the serialized body itself.
-	CoatKindNada uint8 = 0
-	// CoatKindNaCl: the coat is box(body) || nonce, NaCl crypto_box
-	// (Curve25519, XSalsa20, Poly1305) under the short-term keys.
-	CoatKindNaCl uint8 = 1
 )
 
 // Sizes of a nacl coat.
@@ -47,30 +38,20 @@ var (
 
 // CoatError reports a failure to seal or open a coat.
 type CoatError struct {
-	Kind uint8  // coat kind (ck)
-	Op   string // "seal", "open" or "new"
-	Len  int    // length of the coat (open) or body (seal)
-	Err  error  // ErrCoatShort, ErrCoatOpen, ErrWeakKey or the nonce source's error
+	Kind codec.CoatKind // coat kind (ck)
+	Op   string         // "seal", "open" or "new"
+	Len  int            // length of the coat (open) or body (seal)
+	Err  error          // ErrCoatShort, ErrCoatOpen, ErrWeakKey or the nonce source's error
 }
 
 // Error implements error.
 func (e *CoatError) Error() string {
-	return "raet: " + e.Op + " " + coatKindName(e.Kind) + " coat of " + strconv.Itoa(e.Len) +
+	return "raet: " + e.Op + " " + e.Kind.String() + " coat of " + strconv.Itoa(e.Len) +
 		" bytes: " + strings.TrimPrefix(e.Err.Error(), "raet: ")
 }
 
 // Unwrap returns the wrapped error.
 func (e *CoatError) Unwrap() error { return e.Err }
-
-func coatKindName(k uint8) string {
-	switch k {
-	case CoatKindNada:
-		return "nada"
-	case CoatKindNaCl:
-		return "nacl"
-	}
-	return "kind " + strconv.Itoa(int(k))
-}
 
 // Coat seals a serialized body into the coat of a packet, and opens it.
 // One Coat serves one remote (its keys are that session's); the
@@ -89,7 +70,7 @@ func coatKindName(k uint8) string {
 // nothing is allocated. On error they return dst unchanged.
 type Coat interface {
 	// Kind returns the coat kind (ck).
-	Kind() uint8
+	Kind() codec.CoatKind
 	// Overhead returns how many bytes the coat adds to a non-empty body.
 	Overhead() int
 	// Seal appends the coat of plain to dst.
@@ -106,8 +87,8 @@ var (
 // NadaCoat is coat kind nada (0): the coat is the body.
 type NadaCoat struct{}
 
-// Kind returns CoatKindNada.
-func (NadaCoat) Kind() uint8 { return CoatKindNada }
+// Kind returns codec.CoatKindNada.
+func (NadaCoat) Kind() codec.CoatKind { return codec.CoatKindNada }
 
 // Overhead returns 0.
 func (NadaCoat) Overhead() int { return 0 }
@@ -140,7 +121,7 @@ func NewNaClCoat(ourShortPriv, theirShortPub *[32]byte, rand io.Reader) (*NaClCo
 	}
 	var err error
 	if c.key, err = sharedKey(ourShortPriv, theirShortPub); err != nil {
-		return nil, &CoatError{Kind: CoatKindNaCl, Op: "new", Err: err}
+		return nil, &CoatError{Kind: codec.CoatKindNaCl, Op: "new", Err: err}
 	}
 	return c, nil
 }
@@ -161,8 +142,8 @@ func sharedKey(priv, pub *[32]byte) ([32]byte, error) {
 	return k, nil
 }
 
-// Kind returns CoatKindNaCl.
-func (c *NaClCoat) Kind() uint8 { return CoatKindNaCl }
+// Kind returns codec.CoatKindNaCl.
+func (c *NaClCoat) Kind() codec.CoatKind { return codec.CoatKindNaCl }
 
 // Overhead returns NaClOverhead.
 func (c *NaClCoat) Overhead() int { return NaClOverhead }
@@ -182,7 +163,7 @@ func (c *NaClCoat) Seal(dst, plain []byte) ([]byte, error) {
 	}
 	nonce := out[n+total-NaClNonceSize : n+total]
 	if _, err := io.ReadFull(c.rand, nonce); err != nil {
-		return dst, &CoatError{Kind: CoatKindNaCl, Op: "seal", Len: len(plain),
+		return dst, &CoatError{Kind: codec.CoatKindNaCl, Op: "seal", Len: len(plain),
 			Err: fmt.Errorf("nonce: %w", err)}
 	}
 	out = box.SealAfterPrecomputation(out[:n], plain, (*[NaClNonceSize]byte)(nonce), &c.key)
@@ -197,7 +178,7 @@ func (c *NaClCoat) Open(dst, coat []byte) ([]byte, error) {
 		return dst, nil
 	}
 	if len(coat) < NaClOverhead {
-		return dst, &CoatError{Kind: CoatKindNaCl, Op: "open", Len: len(coat), Err: ErrCoatShort}
+		return dst, &CoatError{Kind: codec.CoatKindNaCl, Op: "open", Len: len(coat), Err: ErrCoatShort}
 	}
 	sealed, nonce := coat[:len(coat)-NaClNonceSize], coat[len(coat)-NaClNonceSize:]
 	n, m := len(dst), len(sealed)-box.Overhead
@@ -208,7 +189,7 @@ func (c *NaClCoat) Open(dst, coat []byte) ([]byte, error) {
 	}
 	out, ok := box.OpenAfterPrecomputation(out[:n], sealed, (*[NaClNonceSize]byte)(nonce), &c.key)
 	if !ok {
-		return dst, &CoatError{Kind: CoatKindNaCl, Op: "open", Len: len(coat), Err: ErrCoatOpen}
+		return dst, &CoatError{Kind: codec.CoatKindNaCl, Op: "open", Len: len(coat), Err: ErrCoatOpen}
 	}
 	return out, nil
 }

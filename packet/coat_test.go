@@ -3,6 +3,7 @@ package packet
 import (
 	"bytes"
 	"errors"
+	"github.com/raet-go/raet/codec"
 	"io"
 	"sync"
 	"testing"
@@ -89,7 +90,7 @@ func TestNaClCoatTamper(t *testing.T) {
 		out, err := c.Open([]byte("prefix"), coat)
 		coat[i] ^= 0x20
 		var ce *CoatError
-		if !errors.Is(err, ErrCoatOpen) || !errors.As(err, &ce) || ce.Kind != CoatKindNaCl || ce.Len != len(coat) {
+		if !errors.Is(err, ErrCoatOpen) || !errors.As(err, &ce) || ce.Kind != codec.CoatKindNaCl || ce.Len != len(coat) {
 			t.Fatalf("byte %d flipped: err = %v, want *CoatError with ErrCoatOpen", i, err)
 		}
 		if string(out) != "prefix" {
@@ -146,7 +147,7 @@ func TestNaClCoatEmpty(t *testing.T) {
 
 func TestNaClCoatRoundTrip(t *testing.T) {
 	seal, open := otherCoat(t, nil), mainCoat(t)
-	if seal.Kind() != CoatKindNaCl || seal.Overhead() != 40 {
+	if seal.Kind() != codec.CoatKindNaCl || seal.Overhead() != 40 {
 		t.Fatal("kind or overhead")
 	}
 	for _, size := range []int{1, 15, 16, 100, 1024, 70000} {
@@ -251,7 +252,7 @@ func TestNaClCoatErrors(t *testing.T) {
 
 func TestNadaCoat(t *testing.T) {
 	var c NadaCoat
-	if c.Kind() != CoatKindNada || c.Overhead() != 0 {
+	if c.Kind() != codec.CoatKindNada || c.Overhead() != 0 {
 		t.Fatal("kind or overhead")
 	}
 	out, _ := c.Seal([]byte("a"), []byte("bc"))

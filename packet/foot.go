@@ -7,27 +7,13 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/raet-go/raet/codec"
 	"hash"
 	"strconv"
 	"strings"
 	"sync"
 
 	"golang.org/x/crypto/curve25519"
-)
-
-// Foot kinds: the values of the head field fk (placeholders until the
-// generated enum replaces them). 0 and 1 are the reference's; it declares
-// 2 (sha2) and 3 (crc64) without implementing them, so the MAC foot of
-// raet-go takes a new number.
-const (
-	// FootKindNada: no foot (fl=0).
-	FootKindNada uint8 = 0
-	// FootKindNaCl: a 64-byte Ed25519 signature.
-	FootKindNaCl uint8 = 1
-	// FootKindMAC: a 16-byte HMAC-SHA-256 tag under a session key, for
-	// sessions whose two ends are both raet-go. 4 is a placeholder until
-	// the spec assigns the number.
-	FootKindMAC uint8 = 4
 )
 
 // Foot sizes (fl).
@@ -58,15 +44,15 @@ var (
 
 // FootError reports a failure to sign or verify a foot.
 type FootError struct {
-	Kind uint8  // foot kind (fk)
-	Op   string // "sign", "verify" or "new"
-	De   uint32 // the packet's de (verify)
-	Err  error  // one of the Err* sentinels above
+	Kind codec.FootKind // foot kind (fk)
+	Op   string         // "sign", "verify" or "new"
+	De   uint32         // the packet's de (verify)
+	Err  error          // one of the Err* sentinels above
 }
 
 // Error implements error.
 func (e *FootError) Error() string {
-	s := "raet: " + e.Op + " " + footKindName(e.Kind) + " foot"
+	s := "raet: " + e.Op + " " + e.Kind.String() + " foot"
 	if e.Op == "verify" {
 		s += " (de " + strconv.FormatUint(uint64(e.De), 16) + ")"
 	}
@@ -75,18 +61,6 @@ func (e *FootError) Error() string {
 
 // Unwrap returns the wrapped error.
 func (e *FootError) Unwrap() error { return e.Err }
-
-func footKindName(k uint8) string {
-	switch k {
-	case FootKindNada:
-		return "nada"
-	case FootKindNaCl:
-		return "nacl"
-	case FootKindMAC:
-		return "mac"
-	}
-	return "kind " + strconv.Itoa(int(k))
-}
 
 // Foot signs packets and verifies their feet.
 //
@@ -112,7 +86,7 @@ func footKindName(k uint8) string {
 // resolver is).
 type Foot interface {
 	// Kind returns the foot kind (fk).
-	Kind() uint8
+	Kind() codec.FootKind
 	// Size returns the foot length (fl).
 	Size() int
 	// Sign appends the foot of pkt (head || coat) to pkt.
@@ -132,8 +106,8 @@ var (
 // (the reference refuses unsigned message packets, §7.3).
 type NadaFoot struct{}
 
-// Kind returns FootKindNada.
-func (NadaFoot) Kind() uint8 { return FootKindNada }
+// Kind returns codec.FootKindNada.
+func (NadaFoot) Kind() codec.FootKind { return codec.FootKindNada }
 
 // Size returns 0.
 func (NadaFoot) Size() int { return 0 }
@@ -144,7 +118,7 @@ func (NadaFoot) Sign(pkt []byte) ([]byte, error) { return pkt, nil }
 // Verify fails only if foot is not empty.
 func (NadaFoot) Verify(_, foot []byte, de uint32) error {
 	if len(foot) != 0 {
-		return &FootError{Kind: FootKindNada, Op: "verify", De: de, Err: ErrFootLength}
+		return &FootError{Kind: codec.FootKindNada, Op: "verify", De: de, Err: ErrFootLength}
 	}
 	return nil
 }
@@ -179,8 +153,8 @@ func NewNaClFoot(seed *[32]byte, resolve VerifyKeyResolver) *NaClFoot {
 	return f
 }
 
-// Kind returns FootKindNaCl.
-func (f *NaClFoot) Kind() uint8 { return FootKindNaCl }
+// Kind returns codec.FootKindNaCl.
+func (f *NaClFoot) Kind() codec.FootKind { return codec.FootKindNaCl }
 
 // Size returns NaClFootSize.
 func (f *NaClFoot) Size() int { return NaClFootSize }
@@ -191,7 +165,7 @@ var zeroFoot [NaClFootSize]byte
 // zeros with the signature.
 func (f *NaClFoot) Sign(pkt []byte) ([]byte, error) {
 	if f.priv == nil {
-		return pkt, &FootError{Kind: FootKindNaCl, Op: "sign", Err: ErrNoSigningKey}
+		return pkt, &FootError{Kind: codec.FootKindNaCl, Op: "sign", Err: ErrNoSigningKey}
 	}
 	n := len(pkt)
 	pkt = append(pkt, zeroFoot[:]...)
@@ -204,7 +178,7 @@ func (f *NaClFoot) Sign(pkt []byte) ([]byte, error) {
 // with the verify key that the resolver gives for de.
 func (f *NaClFoot) Verify(signed, foot []byte, de uint32) error {
 	if len(foot) != NaClFootSize {
-		return &FootError{Kind: FootKindNaCl, Op: "verify", De: de, Err: ErrFootLength}
+		return &FootError{Kind: codec.FootKindNaCl, Op: "verify", De: de, Err: ErrFootLength}
 	}
 	var key *[32]byte
 	ok := false
@@ -212,7 +186,7 @@ func (f *NaClFoot) Verify(signed, foot []byte, de uint32) error {
 		key, ok = f.resolve(de)
 	}
 	if !ok || key == nil {
-		return &FootError{Kind: FootKindNaCl, Op: "verify", De: de, Err: ErrUnknownVerifyKey}
+		return &FootError{Kind: codec.FootKindNaCl, Op: "verify", De: de, Err: ErrUnknownVerifyKey}
 	}
 	pub := ed25519.PublicKey(key[:])
 	var sig [NaClFootSize]byte
@@ -228,7 +202,7 @@ func (f *NaClFoot) Verify(signed, foot []byte, de uint32) error {
 		ok = ed25519.Verify(pub, msg, sig[:])
 	}
 	if !ok {
-		return &FootError{Kind: FootKindNaCl, Op: "verify", De: de, Err: ErrFootVerify}
+		return &FootError{Kind: codec.FootKindNaCl, Op: "verify", De: de, Err: ErrFootVerify}
 	}
 	return nil
 }
@@ -242,7 +216,7 @@ func follows(signed, foot []byte) bool {
 	return &signed[:len(signed)+1][len(signed)] == &foot[0]
 }
 
-// MACFoot is the MAC foot of raet-go (FootKindMAC) for one remote: a
+// MACFoot is the MAC foot of raet-go (codec.FootKindMAC) for one remote: a
 // 16-byte HMAC-SHA-256 tag (RFC 2104, truncated as in RFC 4868) over
 // head || coat, 40 to 100 times cheaper than an Ed25519 signature and
 // verification.
@@ -285,7 +259,7 @@ type macState struct {
 // (the directions would coincide).
 func NewMACFoot(ourShortPriv, theirShortPub *[32]byte) (*MACFoot, error) {
 	fail := func(err error) (*MACFoot, error) {
-		return nil, &FootError{Kind: FootKindMAC, Op: "new", Err: err}
+		return nil, &FootError{Kind: codec.FootKindMAC, Op: "new", Err: err}
 	}
 	shared, err := sharedKey(ourShortPriv, theirShortPub)
 	if err != nil {
@@ -321,8 +295,8 @@ func macKey(shared *[32]byte, fromPub, toPub []byte) ([]byte, error) {
 	return hkdf.Key(sha256.New, shared[:], nil, string(info), 32)
 }
 
-// Kind returns FootKindMAC.
-func (f *MACFoot) Kind() uint8 { return FootKindMAC }
+// Kind returns codec.FootKindMAC.
+func (f *MACFoot) Kind() codec.FootKind { return codec.FootKindMAC }
 
 // Size returns MACFootSize.
 func (f *MACFoot) Size() int { return MACFootSize }
@@ -341,7 +315,7 @@ func (f *MACFoot) Sign(pkt []byte) ([]byte, error) {
 // constant time. de is not used: the foot is already the remote's.
 func (f *MACFoot) Verify(signed, foot []byte, de uint32) error {
 	if len(foot) != MACFootSize {
-		return &FootError{Kind: FootKindMAC, Op: "verify", De: de, Err: ErrFootLength}
+		return &FootError{Kind: codec.FootKindMAC, Op: "verify", De: de, Err: ErrFootLength}
 	}
 	st := f.recv.Get().(*macState)
 	st.h.Reset()
@@ -349,7 +323,7 @@ func (f *MACFoot) Verify(signed, foot []byte, de uint32) error {
 	ok := hmac.Equal(st.h.Sum(st.sum[:0])[:MACFootSize], foot)
 	f.recv.Put(st)
 	if !ok {
-		return &FootError{Kind: FootKindMAC, Op: "verify", De: de, Err: ErrFootVerify}
+		return &FootError{Kind: codec.FootKindMAC, Op: "verify", De: de, Err: ErrFootVerify}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
+	"github.com/raet-go/raet/codec"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -179,7 +180,7 @@ func TestNaClFootErrors(t *testing.T) {
 	for _, foot := range [][]byte{nil, sig[:63], append(bytes.Clone(sig), 0)} {
 		err := f.Verify(head, foot, vectorDe)
 		var fe *FootError
-		if !errors.Is(err, ErrFootLength) || !errors.As(err, &fe) || fe.Kind != FootKindNaCl || fe.Op != "verify" {
+		if !errors.Is(err, ErrFootLength) || !errors.As(err, &fe) || fe.Kind != codec.FootKindNaCl || fe.Op != "verify" {
 			t.Errorf("foot of %d bytes: err = %v, want *FootError with ErrFootLength", len(foot), err)
 		}
 	}
@@ -281,7 +282,7 @@ func TestFootAllocs(t *testing.T) {
 
 func TestNadaFoot(t *testing.T) {
 	var f NadaFoot
-	if f.Kind() != FootKindNada || f.Size() != 0 {
+	if f.Kind() != codec.FootKindNada || f.Size() != 0 {
 		t.Fatal("kind or size")
 	}
 	pkt := []byte("head")
@@ -314,7 +315,7 @@ func macPair(tb testing.TB) (a, b *MACFoot) {
 
 func TestMACFoot(t *testing.T) {
 	a, b := macPair(t)
-	if a.Kind() != FootKindMAC || a.Size() != MACFootSize {
+	if a.Kind() != codec.FootKindMAC || a.Size() != MACFootSize {
 		t.Fatal("kind or size")
 	}
 	pkt := vectorHex(t, "message_small.hex")

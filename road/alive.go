@@ -1,0 +1,115 @@
+package road
+
+import (
+	"time"
+
+	"github.com/raet-go/raet/codec"
+)
+
+// Alive (tk=4, §8.4): presence. A request, signed and coated (empty), is
+// answered by ack, or by unjoined / unallowed, which make the aliver join or
+// allow again.
+
+type aliver struct {
+	r       *remote
+	si, ti  uint32
+	cascade bool
+	timeout expiry
+	redo    redo
+	last    []byte
+}
+
+func (a *aliver) kind() codec.TransactionKind { return codec.TransactionKindAlive }
+func (a *aliver) key() txnKey                 { return txnKey{si: a.si, ti: a.ti} }
+func (a *aliver) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
+
+func (c *core) aliveHead(r *remote, pk codec.PacketKind, si, ti uint32, cf bool) codec.Head {
+	h := c.outHead(codec.TransactionKindAlive, pk, r.nuid, r.fuid, si, ti, cf)
+	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, codec.CoatKindNaCl, codec.FootKindNaCl
+	return h
+}
+
+// startAliver checks that r is present, joining or allowing first when it
+// is not joined or allowed.
+func (c *core) startAliver(r *remote, cascade bool) {
+	if !r.joined {
+		c.startJoiner(r, cascade, false)
+		return
+	}
+	if !r.allowed {
+		c.startAllower(r, cascade)
+		return
+	}
+	if len(r.inProcess(codec.TransactionKindAlive)) > 0 {
+		return // still waiting for the last one
+	}
+	c.refresh(r, nil)
+	a := &aliver{r: r, si: r.sid, ti: r.nextTid(), cascade: cascade,
+		timeout: after(c.now, c.cfg.AliveTimeout), redo: newRedo(250*time.Millisecond, time.Second)}
+	h := c.aliveHead(r, codec.PacketKindRequest, a.si, a.ti, false)
+	if a.last = c.sendNew(r, &h, nil, r.ha); a.last == nil {
+		return
+	}
+	a.redo.restart(c.now)
+	c.addTxn(r, a)
+}
+
+func (a *aliver) receive(c *core, p *rxPacket) {
+	r := a.r
+	switch p.Head.PacketKind {
+	case codec.PacketKindAck:
+		c.removeTxn(r, a)
+		c.refresh(r, yes)
+	case codec.PacketKindNack, codec.PacketKindRefuse:
+		c.removeTxn(r, a)
+		c.refresh(r, nil)
+	case codec.PacketKindReject:
+		c.removeTxn(r, a)
+		c.refresh(r, no)
+	case codec.PacketKindUnjoined:
+		c.removeTxn(r, a)
+		c.refresh(r, nil)
+		r.joined = false
+		c.startJoiner(r, a.cascade, false)
+	case codec.PacketKindUnallowed:
+		c.removeTxn(r, a)
+		c.refresh(r, nil)
+		r.allowed = false
+		c.startAllower(r, a.cascade)
+	}
+}
+
+func (a *aliver) tick(c *core) {
+	if a.timeout.due(c.now) {
+		c.removeTxn(a.r, a)
+		c.refresh(a.r, no)
+		return
+	}
+	if a.redo.due(c.now) {
+		a.redo.backoff(c.now)
+		c.retransmit(a.last, a.r.ha)
+	}
+}
+
+func (a *aliver) abort(c *core, pk codec.PacketKind) {
+	h := c.aliveHead(a.r, pk, a.si, a.ti, false)
+	c.sendNew(a.r, &h, nil, a.r.ha)
+}
+
+// startAlivent answers an alive request at once; it keeps no state.
+func (c *core) startAlivent(p *rxPacket, r *remote) {
+	pk := codec.PacketKindAck
+	switch {
+	case !r.joined:
+		pk = codec.PacketKindUnjoined
+	case !r.allowed:
+		pk = codec.PacketKindUnallowed
+	}
+	h := c.aliveHead(r, pk, p.Head.SessionID, p.Head.TransactionID, true)
+	c.sendNew(r, &h, nil, r.ha)
+	if pk == codec.PacketKindAck {
+		c.refresh(r, yes)
+	} else {
+		c.refresh(r, nil)
+	}
+}

@@ -1,0 +1,307 @@
+package road
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/internal/handshake"
+	"github.com/raet-go/raet/packet"
+)
+
+// Allow (tk=3, §8.3): the CurveCP-style handshake that makes a session's
+// short-term keys. Allow packets are signed, not coated; their raw bodies
+// hold their own boxes (internal/handshake).
+//
+//	allower                          allowent
+//	  hello(I short pub, box) ──────▶  opens with its long key
+//	  ◀────── cookie(box: R short pub, uids, oreo)
+//	  initiate(oreo, box: I long pub, vouch, fqdn) ──▶  checks all
+//	  ◀────── ack                      allowed, session+1
+//	  ack ──────────────────────────▶  (both allowed; saved messages go)
+
+func (c *core) allowHead(r *remote, pk codec.PacketKind, si, ti uint32, cf bool) codec.Head {
+	h := c.outHead(codec.TransactionKindAllow, pk, r.nuid, r.fuid, si, ti, cf)
+	h.BodyKind, h.FootKind = codec.BodyKindRaw, codec.FootKindNaCl
+	return h
+}
+
+// allowed completes an allow on either side: the session's coat, the keylog
+// line, the new session id (§9.2) and the events.
+func (c *core) allowed(r *remote) error {
+	coat, err := packet.NewNaClCoat((*[32]byte)(&r.short.Private), (*[32]byte)(&r.peerShort), nil)
+	if err != nil {
+		return err
+	}
+	r.coat = coat
+	r.allowed = true
+	if c.keylog != nil {
+		if _, err := io.WriteString(c.keylog, handshake.FormatKeyLog(r.short.Public, r.short.Private, r.peerShort)); err != nil {
+			c.log.Warn("raet: keylog", "err", err)
+		}
+	}
+	alive := true
+	c.refresh(r, &alive)
+	r.nextSid()
+	c.replaceStaleInitiators(r)
+	c.saveRemote(r)
+	c.event(EventAllowed, r)
+	return nil
+}
+
+func (c *core) failAllow(r *remote, err error) {
+	c.notifyWaiters(r, &TxnError{Txn: "allow", Remote: r.name, Err: err})
+}
+
+// --- allower ---------------------------------------------------------------
+
+type allower struct {
+	r        *remote
+	si, ti   uint32
+	cascade  bool
+	oreo     handshake.Oreo
+	timeout  expiry
+	redo     redo
+	last     []byte
+	lastKind codec.PacketKind
+}
+
+func (a *allower) kind() codec.TransactionKind { return codec.TransactionKindAllow }
+func (a *allower) key() txnKey                 { return txnKey{si: a.si, ti: a.ti} }
+func (a *allower) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
+
+// startAllower starts an allow with r (a join first if r is not joined).
+func (c *core) startAllower(r *remote, cascade bool) {
+	if len(r.inProcess(codec.TransactionKindJoin)) > 0 || len(r.inProcess(codec.TransactionKindAllow)) > 0 {
+		return
+	}
+	r.allowed = false
+	if !r.joined {
+		c.startJoiner(r, cascade, false)
+		return
+	}
+	if err := r.rekey(); err != nil {
+		c.failAllow(r, err)
+		return
+	}
+	a := &allower{r: r, si: r.sid, ti: r.nextTid(), cascade: cascade,
+		timeout: after(c.now, c.cfg.AllowTimeout), redo: newRedo(250*time.Millisecond, time.Second)}
+	hello, err := handshake.MakeHello(nil, r.short, r.pub)
+	if err != nil {
+		c.failAllow(r, err)
+		return
+	}
+	c.addTxn(r, a)
+	a.send(c, codec.PacketKindHello, hello)
+}
+
+func (a *allower) send(c *core, pk codec.PacketKind, body []byte) {
+	h := c.allowHead(a.r, pk, a.si, a.ti, false)
+	if b := c.sendNew(a.r, &h, body, a.r.ha); b != nil {
+		a.last, a.lastKind = b, pk
+		a.redo.restart(c.now)
+	}
+}
+
+func (a *allower) nack(c *core, pk codec.PacketKind) {
+	c.removeTxn(a.r, a)
+	a.send(c, pk, nil)
+}
+
+func (a *allower) abort(c *core, pk codec.PacketKind) {
+	a.nack(c, pk)
+	c.failAllow(a.r, ErrSessionChanged)
+}
+
+func (a *allower) receive(c *core, p *rxPacket) {
+	r := a.r
+	switch p.Head.PacketKind {
+	case codec.PacketKindCookie:
+		ck, err := handshake.OpenCookie(p.Coat, r.short.Private, r.pub, r.fuid, r.nuid)
+		if err != nil {
+			c.stats.drop("allow_cookie")
+			a.nack(c, codec.PacketKindReject)
+			c.failAllow(r, fmt.Errorf("%w: bad cookie: %v", ErrRejected, err))
+			return
+		}
+		r.peerShort, a.oreo = ck.RShortPub, ck.Oreo
+		initiate, err := handshake.MakeInitiate(nil, r.short, c.box, r.peerShort, r.pub, a.oreo, r.fqdn)
+		if err != nil {
+			c.removeTxn(r, a)
+			c.failAllow(r, err)
+			return
+		}
+		a.send(c, codec.PacketKindInitiate, initiate)
+	case codec.PacketKindAck:
+		if a.lastKind != codec.PacketKindInitiate && a.lastKind != codec.PacketKindAck {
+			return // an ack before our initiate is not the allowent's
+		}
+		c.removeTxn(r, a)
+		a.send(c, codec.PacketKindAck, nil) // the final ack, in the old session
+		if err := c.allowed(r); err != nil {
+			c.failAllow(r, err)
+			return
+		}
+		c.notifyWaiters(r, nil)
+		c.sendSaved(r)
+		if a.cascade {
+			c.startAliver(r, true)
+		}
+	case codec.PacketKindNack, codec.PacketKindRefuse:
+		c.removeTxn(r, a)
+		c.failAllow(r, ErrRefused)
+	case codec.PacketKindReject:
+		r.allowed = false
+		c.removeTxn(r, a)
+		c.event(EventRejected, r)
+		c.failAllow(r, ErrRejected)
+	case codec.PacketKindUnjoined:
+		r.joined = false
+		c.removeTxn(r, a)
+		c.startJoiner(r, a.cascade, false)
+	}
+}
+
+func (a *allower) tick(c *core) {
+	if a.timeout.due(c.now) {
+		c.removeTxn(a.r, a)
+		c.failAllow(a.r, ErrTimeout)
+		return
+	}
+	if a.redo.due(c.now) {
+		a.redo.backoff(c.now)
+		if a.last != nil {
+			c.retransmit(a.last, a.r.ha)
+		}
+	}
+}
+
+// --- allowent --------------------------------------------------------------
+
+type allowent struct {
+	r        *remote
+	si, ti   uint32
+	oreo     handshake.Oreo
+	timeout  expiry
+	redo     redo
+	last     []byte
+	lastKind codec.PacketKind
+}
+
+func (a *allowent) kind() codec.TransactionKind { return codec.TransactionKindAllow }
+func (a *allowent) key() txnKey                 { return txnKey{rf: true, si: a.si, ti: a.ti} }
+func (a *allowent) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
+
+func (c *core) startAllowent(p *rxPacket, r *remote) {
+	a := &allowent{r: r, si: p.Head.SessionID, ti: p.Head.TransactionID,
+		timeout: after(c.now, c.cfg.AllowTimeout), redo: newRedo(250*time.Millisecond, time.Second)}
+	a.hello(c, p)
+}
+
+func (a *allowent) send(c *core, pk codec.PacketKind, body []byte) {
+	h := c.allowHead(a.r, pk, a.si, a.ti, true)
+	if b := c.sendNew(a.r, &h, body, a.r.ha); b != nil {
+		a.last, a.lastKind = b, pk
+		a.redo.restart(c.now)
+	}
+}
+
+func (a *allowent) nack(c *core, pk codec.PacketKind) {
+	c.removeTxn(a.r, a)
+	a.send(c, pk, nil)
+}
+
+func (a *allowent) abort(c *core, pk codec.PacketKind) { a.nack(c, pk) }
+
+func (a *allowent) hello(c *core, p *rxPacket) {
+	r := a.r
+	if len(r.inProcess(codec.TransactionKindJoin)) > 0 {
+		a.nack(c, codec.PacketKindRefuse)
+		return
+	}
+	for _, t := range r.inProcess(codec.TransactionKindAllow) {
+		if t == txn(a) {
+			return // a duplicate hello
+		}
+		other, ok := t.(*allower)
+		if !ok {
+			a.nack(c, codec.PacketKindRefuse) // another allowent already
+			return
+		}
+		// Both sides started an allow: the lower name refuses the remote's.
+		if c.name < r.name {
+			a.nack(c, codec.PacketKindRefuse)
+			return
+		}
+		other.nack(c, codec.PacketKindRefuse)
+	}
+	r.allowed = false
+	if !r.joined {
+		a.nack(c, codec.PacketKindUnjoined)
+		return
+	}
+	if err := r.rekey(); err != nil {
+		a.nack(c, codec.PacketKindRefuse)
+		return
+	}
+	c.addTxn(r, a)
+	ishort, err := handshake.OpenHello(p.Coat, c.box.Private)
+	if err != nil {
+		c.stats.drop("allow_hello")
+		a.nack(c, codec.PacketKindReject)
+		return
+	}
+	r.peerShort = ishort
+	cookie, oreo, err := handshake.MakeCookie(nil, c.box.Private, ishort, r.short.Public, r.nuid, r.fuid)
+	if err != nil {
+		a.nack(c, codec.PacketKindReject)
+		return
+	}
+	a.oreo = oreo
+	a.send(c, codec.PacketKindCookie, cookie)
+}
+
+func (a *allowent) receive(c *core, p *rxPacket) {
+	r := a.r
+	switch p.Head.PacketKind {
+	case codec.PacketKindHello:
+		a.hello(c, p)
+	case codec.PacketKindInitiate:
+		if a.lastKind != codec.PacketKindCookie {
+			return // a repeated initiate after our ack: do not allow twice (§13)
+		}
+		_, err := handshake.OpenInitiate(p.Coat, r.short.Private, c.box.Private,
+			handshake.InitiateWant{IShortPub: r.peerShort, Oreo: a.oreo, ILongPub: r.pub, FQDN: c.fqdn})
+		if err != nil {
+			c.stats.drop("allow_initiate")
+			a.nack(c, codec.PacketKindReject)
+			return
+		}
+		a.send(c, codec.PacketKindAck, nil)
+		if err := c.allowed(r); err != nil {
+			a.nack(c, codec.PacketKindRefuse)
+		}
+	case codec.PacketKindAck:
+		c.removeTxn(r, a)
+		c.sendSaved(r)
+	case codec.PacketKindNack, codec.PacketKindRefuse:
+		c.removeTxn(r, a)
+	case codec.PacketKindReject:
+		r.allowed = false
+		c.removeTxn(r, a)
+	}
+}
+
+func (a *allowent) tick(c *core) {
+	if a.timeout.due(c.now) {
+		a.nack(c, codec.PacketKindRefuse)
+		return
+	}
+	if a.redo.due(c.now) {
+		a.redo.backoff(c.now)
+		if a.last != nil {
+			c.retransmit(a.last, a.r.ha)
+		}
+	}
+}

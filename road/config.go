@@ -1,0 +1,172 @@
+package road
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/packet"
+)
+
+// DefaultPort is RAET's road port (RAET_PORT of the reference).
+const DefaultPort = 7530
+
+// Config configures a Stack. Its zero value works: an estate with a random
+// name listening on port 7530, with the reference's timers, 1024-byte
+// packets, native heads and JSON bodies, keys kept in memory only. A nil
+// *Config is the zero value.
+type Config struct {
+	// Name is the estate's name, unique on the road. Default: the name in
+	// the keep, else "estate_" and a random hex string.
+	Name string
+	// Role selects the key record; several estates may share one. Default:
+	// the name.
+	Role string
+	// Kind is the application kind, 0..255, sent in join bodies.
+	Kind uint8
+	// Main marks the road's hub: only a main estate accepts vacuous joins
+	// (joins from estates it does not know yet).
+	Main bool
+	// Mutable lets a remote rejoin with a changed name, address, keys, role,
+	// kind or main flag, and lets a renew start a fresh join. Default false,
+	// as in the reference: such a rejoin is rejected and a renew fails with
+	// ErrRenewImmutable.
+	Mutable bool
+
+	// Listen is the UDP address to listen and send on, "host:port". Default
+	// ":7530". One socket serves both directions, as the reference needs.
+	Listen string
+	// PacketConn, when set, is used instead of listening on Listen (tests
+	// use in-memory or impaired connections). The stack closes it on Close.
+	PacketConn net.PacketConn
+
+	// KeepDir is the directory of the reference-compatible keep (estate and
+	// role files). Empty: nothing is persisted and new keys are made at
+	// every start.
+	KeepDir string
+	// Auto is the key acceptance policy for remote roles: keep.AutoNever
+	// (the default, as in the reference: new keys wait for an operator),
+	// keep.AutoOnce or keep.AutoAlways.
+	Auto keep.AutoMode
+
+	// HeadKind is the head kind we send (replies too); received heads of
+	// every kind are understood. Default codec.HeadKindRaet.
+	HeadKind codec.HeadKind
+	// BodyKind serializes message and control bodies: codec.BodyKindJSON
+	// (default), BodyKindMsgpack or BodyKindCBOR (the last only for raet-go
+	// peers).
+	BodyKind codec.BodyKind
+	// MaxPacketSize is the largest datagram we send; larger messages are
+	// segmented. Default 1024 (the reference's; it cannot read datagrams
+	// over 2048 bytes).
+	MaxPacketSize int
+	// BurstSize is how many segments go out before waiting for an ack; 0
+	// sends all (the reference's default).
+	BurstSize int
+
+	// Timers. Zero means the default given; a negative value means never
+	// where that makes sense.
+	JoinTimeout    time.Duration // a join we start: 5s
+	JoinentTimeout time.Duration // a join we answer: 5s
+	PendTimeout    time.Duration // how long a pended join waits for an operator: 10m (the reference: 5s)
+	AllowTimeout   time.Duration // 4s
+	AliveTimeout   time.Duration // an alive we start; then the remote is dead: 2s
+	AlivePeriod    time.Duration // presence: an alive to each remote this often: 1s; negative: no presence
+	AliveOffset    time.Duration // added to the first period of a non-main estate: 0.5s
+	Interim        time.Duration // a main estate reaps a remote silent this long: 1h; negative: never
+	MessageTimeout time.Duration // a message not done by then fails with ErrTimeout: 1m; negative: never (the reference)
+	StaleTimeout   time.Duration // finished message ids are remembered this long: 10m
+
+	// SendQueue bounds the messages waiting in Send; 0 means 1024. When it
+	// is full Send blocks until there is room or its ctx ends, or fails at
+	// once with ErrQueueFull when FailFast is set.
+	SendQueue int
+	FailFast  bool
+	// ReceiveQueue bounds delivered messages not yet read from Receive; 0
+	// means 1024. While it is full, completed messages are held (and not
+	// acknowledged) instead of dropped, so senders slow down.
+	ReceiveQueue int
+	// Reassembly bounds unfinished segmented messages (defaults: 64 MiB per
+	// message as the reference, 64 at once, 256 MiB in all).
+	Reassembly packet.ReassemblyConfig
+
+	// KeyLog, when set, receives one line per short-term key pair made by
+	// an allow: "RAET_SESSION <our short public hex> <our short private hex>
+	// <their short public hex>", so that captures can be decrypted later
+	// (raetdump -keylog). KeyLogFile names a file to append to instead
+	// (created 0600); the environment variable RAET_KEYLOGFILE is used when
+	// both are unset.
+	KeyLog     io.Writer
+	KeyLogFile string
+
+	// Logger receives the stack's logs; nil is silent. Nothing is logged
+	// per packet.
+	Logger *slog.Logger
+}
+
+// populate returns a copy of cfg with every default filled in.
+func populate(cfg *Config) (*Config, error) {
+	c := Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.JoinTimeout, 5*time.Second)
+	def(&c.JoinentTimeout, 5*time.Second)
+	def(&c.PendTimeout, 10*time.Minute)
+	def(&c.AllowTimeout, 4*time.Second)
+	def(&c.AliveTimeout, 2*time.Second)
+	def(&c.AlivePeriod, time.Second)
+	def(&c.AliveOffset, 500*time.Millisecond)
+	def(&c.Interim, time.Hour)
+	def(&c.MessageTimeout, time.Minute)
+	def(&c.StaleTimeout, 10*time.Minute)
+	if c.Listen == "" {
+		c.Listen = fmt.Sprintf(":%d", DefaultPort)
+	}
+	if c.MaxPacketSize == 0 {
+		c.MaxPacketSize = codec.MaxPacketSize
+	}
+	if c.BodyKind == codec.BodyKindNada {
+		c.BodyKind = codec.BodyKindJSON
+	}
+	if c.SendQueue <= 0 {
+		c.SendQueue = 1024
+	}
+	if c.ReceiveQueue <= 0 {
+		c.ReceiveQueue = 1024
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &c, validate(&c)
+}
+
+func validate(c *Config) error {
+	if _, err := codec.Lookup(c.HeadKind); err != nil {
+		return fmt.Errorf("raet: config: head kind %v: %w", c.HeadKind, err)
+	}
+	switch c.BodyKind {
+	case codec.BodyKindJSON, codec.BodyKindMsgpack, codec.BodyKindCBOR:
+	default:
+		return fmt.Errorf("raet: config: body kind %v cannot carry mappings", c.BodyKind)
+	}
+	if c.MaxPacketSize < 256 || c.MaxPacketSize > 65507 {
+		return fmt.Errorf("raet: config: MaxPacketSize %d is not within 256..65507", c.MaxPacketSize)
+	}
+	if !c.Auto.Valid() {
+		return fmt.Errorf("raet: config: unknown auto mode %v", c.Auto)
+	}
+	if c.BurstSize < 0 {
+		return fmt.Errorf("raet: config: negative BurstSize")
+	}
+	return nil
+}

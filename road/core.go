@@ -1,0 +1,776 @@
+package road
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/keys"
+	"github.com/raet-go/raet/packet"
+)
+
+// core is the stack's state and protocol logic, with no sockets and no
+// goroutines: the owner goroutine feeds it datagrams (receive), commands and
+// the time (tick), and takes from it the datagrams to send (out), the
+// messages to deliver and the events. Everything here runs on the owner
+// goroutine only.
+type core struct {
+	cfg   *Config
+	log   *slog.Logger
+	now   time.Time
+	store store
+
+	// The local estate.
+	name, role string
+	uid, puid  uint32
+	sid        uint32
+	signing    keys.Signing
+	box        keys.Box
+	fqdn       string
+	aha        keep.HostPort
+	mainFlag   bool
+
+	codec  codec.Codec
+	bodies packet.Serializer
+	signer *packet.NaClFoot // signs with our key, verifies with remotes[de]'s
+
+	remotes map[uint32]*remote
+	byName  map[string]*remote
+	joinees map[netip.AddrPort]*remote // vacuous joins in progress, by address
+
+	reasm *packet.Reassembler[msgKey]
+
+	out      []datagram
+	delivery []Message // completed messages not yet handed to the runtime
+	events   []Event
+	stats    stats
+	wake     time.Time // the earliest timer; zero when none
+	dirty    []txn     // transactions whose timers may have moved since the last flushWake
+
+	keylog io.Writer
+}
+
+// datagram is one packet to send.
+type datagram struct {
+	b  []byte
+	to netip.AddrPort
+}
+
+// rxPacket is a received packet, parsed and verified.
+type rxPacket struct {
+	packet.Packet
+	from netip.AddrPort
+}
+
+// msgKey identifies an incoming segmented message.
+type msgKey struct {
+	nuid, si, ti uint32
+}
+
+func newCore(cfg *Config, st store, now time.Time) (*core, error) {
+	hc, err := codec.Lookup(cfg.HeadKind)
+	if err != nil {
+		return nil, err
+	}
+	ser, err := packet.SerializerFor(cfg.BodyKind)
+	if err != nil {
+		return nil, err
+	}
+	c := &core{
+		cfg: cfg, log: cfg.Logger, now: now, store: st,
+		codec: hc, bodies: ser,
+		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
+		reasm: packet.NewReassembler[msgKey](&cfg.Reassembly),
+		stats: newStats(),
+	}
+	if err := c.loadLocal(); err != nil {
+		return nil, err
+	}
+	c.signer = packet.NewNaClFoot((*[32]byte)(&c.signing.Seed), c.verifyKey)
+	if err := c.loadRemotes(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// verifyKey resolves the verify key of the remote whose uid is de (§7.3).
+func (c *core) verifyKey(de uint32) (*[32]byte, bool) {
+	r := c.remotes[de]
+	if r == nil || r.verify.IsZero() {
+		return nil, false
+	}
+	return (*[32]byte)(&r.verify), true
+}
+
+// loadLocal restores the local estate from the store or makes a new one.
+func (c *core) loadLocal() error {
+	est, role, ok, err := c.store.loadLocal()
+	if err != nil {
+		return fmt.Errorf("raet: load local estate: %w", err)
+	}
+	c.mainFlag = c.cfg.Main
+	if ok {
+		if c.cfg.Name != "" && c.cfg.Name != est.Name {
+			return fmt.Errorf("raet: the keep belongs to estate %q, not %q", est.Name, c.cfg.Name)
+		}
+		c.name, c.role, c.uid, c.puid, c.sid, c.fqdn = est.Name, est.Role, est.UID, est.PUID, est.SID, est.FQDN
+		c.signing = keys.NewSigning(role.Seed)
+		if c.box, err = keys.NewBox(role.Private); err != nil {
+			return err
+		}
+	} else {
+		c.name = c.cfg.Name
+		if c.name == "" {
+			c.name = "estate_" + randomHex(16)
+		}
+		c.role = c.cfg.Role
+		if c.role == "" {
+			c.role = c.name
+		}
+		c.signing = keys.GenerateSigning()
+		if c.box, err = keys.GenerateBox(); err != nil {
+			return err
+		}
+		c.uid = c.nextUid()
+	}
+	return nil
+}
+
+func (c *core) saveLocal() {
+	est := keep.LocalEstate{Name: c.name, UID: c.uid, HA: c.aha, FQDN: c.fqdn, SID: c.sid, PUID: c.puid, AHA: c.aha, Role: c.role}
+	if err := c.store.saveLocal(est, keep.LocalRole{Role: c.role, Seed: c.signing.Seed, Private: c.box.Private}); err != nil {
+		c.log.Error("raet: save local estate", "err", err)
+	}
+}
+
+// loadRemotes restores the kept remotes: joined as they were, not allowed,
+// with a new session (§9.3).
+func (c *core) loadRemotes() error {
+	kept, err := c.store.loadRemotes()
+	if err != nil {
+		c.log.Warn("raet: some kept remotes were not loaded", "err", err)
+	}
+	for _, k := range kept {
+		ha, perr := parseHostPort(k.est.HA)
+		if perr != nil {
+			c.log.Warn("raet: kept remote has a bad address", "remote", k.est.Name, "err", perr)
+			continue
+		}
+		r := &remote{nuid: k.est.UID, fuid: k.est.FUID, name: k.est.Name, role: k.est.Role, ha: ha,
+			main: k.est.Main, kind: k.est.Kind, fqdn: k.est.FQDN, verify: k.role.Verify, pub: k.role.Public,
+			sid: k.est.SID, joined: k.est.Joined != nil && *k.est.Joined,
+			txns: map[txnKey]txn{}, done: map[uint32]time.Time{}}
+		if c.remotes[r.nuid] != nil || c.byName[r.name] != nil || r.nuid == c.uid {
+			c.log.Warn("raet: kept remote clashes with another; skipped", "remote", r.name, "uid", r.nuid)
+			continue
+		}
+		r.nextSid()
+		c.addRemote(r)
+	}
+	return nil
+}
+
+// start records the listening address and persists the local estate and
+// remotes, as the reference does at stack start.
+func (c *core) start(addr netip.AddrPort) {
+	c.aha = keep.HostPort{Host: addr.Addr().String(), Port: addr.Port()}
+	c.saveLocal()
+	for _, r := range c.remotes {
+		c.saveRemote(r)
+		c.schedulePresence(r, true)
+	}
+}
+
+func (c *core) nextUid() uint32 {
+	for {
+		c.puid++
+		if c.puid == 0 {
+			c.puid = 1
+		}
+		if c.puid != c.uid && c.remotes[c.puid] == nil {
+			return c.puid
+		}
+	}
+}
+
+// newRemote makes a remote for address ha, not yet added.
+func (c *core) newRemote(ha netip.AddrPort, fuid, sid uint32) *remote {
+	return &remote{nuid: c.nextUid(), fuid: fuid, sid: sid, ha: ha, name: "estate_" + randomHex(16),
+		txns: map[txnKey]txn{}, done: map[uint32]time.Time{}}
+}
+
+func (c *core) addRemote(r *remote) {
+	r.added = true
+	c.remotes[r.nuid] = r
+	c.byName[r.name] = r
+	if r.role == "" {
+		r.role = r.name
+	}
+}
+
+func (c *core) renameRemote(r *remote, name string) error {
+	if o := c.byName[name]; o != nil && o != r {
+		return fmt.Errorf("raet: name %q is taken", name)
+	}
+	if r.added {
+		old := r.name
+		delete(c.byName, old)
+		c.byName[name] = r
+		if err := c.store.deleteRemote(old); err != nil {
+			c.log.Warn("raet: delete renamed remote", "remote", old, "err", err)
+		}
+	}
+	r.name = name
+	return nil
+}
+
+// removeRemote forgets r (and its kept file), ending its transactions.
+func (c *core) removeRemote(r *remote, reason error) {
+	for _, t := range r.txns {
+		t.abort(c, codec.PacketKindNack)
+	}
+	for _, m := range r.saved {
+		m.finish(c, reason)
+	}
+	r.saved = nil
+	c.notifyWaiters(r, reason)
+	if r.added {
+		delete(c.remotes, r.nuid)
+		if c.byName[r.name] == r {
+			delete(c.byName, r.name)
+		}
+		if err := c.store.deleteRemote(r.name); err != nil {
+			c.log.Warn("raet: delete remote", "remote", r.name, "err", err)
+		}
+		c.event(EventRemoved, r)
+	}
+	r.added = false
+	for ha, j := range c.joinees {
+		if j == r {
+			delete(c.joinees, ha)
+		}
+	}
+}
+
+func (c *core) saveRemote(r *remote) {
+	if !r.added {
+		return
+	}
+	if err := c.store.saveRemote(r.estate()); err != nil {
+		c.log.Error("raet: save remote", "remote", r.name, "err", err)
+	}
+}
+
+// addTxn registers t with r.
+func (c *core) addTxn(r *remote, t txn) {
+	r.txns[t.key()] = t
+	c.dirty = append(c.dirty, t)
+}
+
+// flushWake takes the timers of the transactions touched since the last
+// call into the next wake-up; the owner calls it after every event.
+func (c *core) flushWake() {
+	for _, t := range c.dirty {
+		c.wakeAt(t.deadline())
+	}
+	clear(c.dirty)
+	c.dirty = c.dirty[:0]
+}
+
+// removeTxn unregisters t from r (if it is still the one at its key).
+func (c *core) removeTxn(r *remote, t txn) {
+	if r.txns[t.key()] == t {
+		delete(r.txns, t.key())
+	}
+}
+
+// wakeAt asks for a tick no later than at.
+func (c *core) wakeAt(at time.Time) {
+	if !at.IsZero() && (c.wake.IsZero() || at.Before(c.wake)) {
+		c.wake = at
+	}
+}
+
+func (c *core) event(k EventKind, r *remote) {
+	c.events = append(c.events, Event{Kind: k, Remote: r.name, UID: r.nuid, Time: c.now})
+}
+
+// --- sending -------------------------------------------------------------
+
+// outHead returns a head for a packet of transaction kind tk to r.
+func (c *core) outHead(tk codec.TransactionKind, pk codec.PacketKind, se, de, si, ti uint32, cf bool) codec.Head {
+	var h codec.Head
+	h.Reset()
+	h.TransactionKind, h.PacketKind = tk, pk
+	h.SourceID, h.DestinationID, h.SessionID, h.TransactionID = se, de, si, ti
+	h.SetCorrespondent(cf)
+	return h
+}
+
+// footFor returns the foot of kind fk for packets to r.
+func (c *core) footFor(fk codec.FootKind) packet.Foot {
+	if fk == codec.FootKindNaCl {
+		return c.signer
+	}
+	return packet.NadaFoot{}
+}
+
+// pack packs one packet with head h (bk, ck and fk set by the caller) and
+// the serialized body, sealing it with r's coat when h.CoatKind says so.
+func (c *core) pack(r *remote, h *codec.Head, body []byte) ([]byte, error) {
+	coat := body
+	if h.CoatKind == codec.CoatKindNaCl && len(body) > 0 {
+		if r == nil || r.coat == nil {
+			return nil, fmt.Errorf("raet: no session keys with %s to coat a packet", remoteName(r))
+		}
+		var err error
+		if coat, err = r.coat.Seal(nil, body); err != nil {
+			return nil, err
+		}
+	}
+	pk := packet.Packer{Codec: c.codec, Foot: c.footFor(h.FootKind), MaxPacketSize: c.cfg.MaxPacketSize}
+	return pk.Pack(make([]byte, 0, 128+len(coat)+packet.NaClFootSize), h, coat)
+}
+
+// marshal serializes a control or message body with the stack's body kind.
+func (c *core) marshal(body any) ([]byte, error) { return c.bodies.Marshal(nil, body) }
+
+// transmit queues a packed datagram.
+func (c *core) transmit(b []byte, to netip.AddrPort, h *codec.Head) {
+	c.out = append(c.out, datagram{b: b, to: to})
+	c.stats.out(h)
+}
+
+// retransmit queues a datagram sent before, unchanged.
+func (c *core) retransmit(b []byte, to netip.AddrPort) {
+	c.out = append(c.out, datagram{b: b, to: to})
+	c.stats.retransmit()
+}
+
+// sendNew packs and queues a packet to to; a failure is logged and counted.
+func (c *core) sendNew(r *remote, h *codec.Head, body []byte, to netip.AddrPort) []byte {
+	b, err := c.pack(r, h, body)
+	if err != nil {
+		c.stats.drop("pack_error")
+		c.log.Warn("raet: pack", "remote", remoteName(r), "err", err)
+		return nil
+	}
+	c.transmit(b, to, h)
+	return b
+}
+
+func remoteName(r *remote) string {
+	if r == nil {
+		return "?"
+	}
+	return r.name
+}
+
+// --- receiving -----------------------------------------------------------
+
+// receive handles one datagram from addr (§8.6). Anything malformed or
+// unauthenticated is dropped and counted; nothing here panics on input.
+func (c *core) receive(b []byte, from netip.AddrPort) {
+	var p rxPacket
+	if err := packet.Parse(b, &p.Packet); err != nil {
+		c.stats.drop(dropReason(err))
+		return
+	}
+	p.from = from
+	h := &p.Head
+	c.stats.in(h)
+	switch h.FootKind {
+	case codec.FootKindNaCl:
+		if err := p.Verify(c.signer); err != nil {
+			c.stats.drop(dropReason(err))
+			return
+		}
+	case codec.FootKindNada:
+		if h.TransactionKind == codec.TransactionKindMessage {
+			c.stats.drop("unsigned_message") // veritive, as the reference
+			return
+		}
+	default:
+		c.stats.drop("foot_kind")
+		return
+	}
+	if h.Broadcast() {
+		c.stats.drop("broadcast")
+		return
+	}
+	r := c.route(&p)
+	if r == nil {
+		return
+	}
+	if t := r.txns[txnKey{rf: !h.Correspondent(), si: h.SessionID, ti: h.TransactionID}]; t != nil {
+		t.receive(c, &p)
+		c.dirty = append(c.dirty, t)
+		return
+	}
+	if h.Correspondent() {
+		c.stale(&p, r)
+		return
+	}
+	if !r.added && h.TransactionKind != codec.TransactionKindJoin {
+		c.stats.drop("unknown_destination")
+		return
+	}
+	c.correspond(&p, r)
+}
+
+// route finds the remote a packet belongs to, or nil after dropping or
+// answering it.
+func (c *core) route(p *rxPacket) *remote {
+	h := &p.Head
+	se, de, si, cf := h.SourceID, h.DestinationID, h.SessionID, h.Correspondent()
+	if h.TransactionKind == codec.TransactionKindJoin {
+		if si != 0 {
+			c.stats.drop("join_nonzero_sid")
+			return nil
+		}
+		if cf { // from a joinent to us, the joiner
+			if de == 0 {
+				c.stats.drop("join_zero_nuid")
+				return nil
+			}
+			if se == 0 {
+				r := c.joinees[p.from]
+				if r == nil || r.nuid != de {
+					c.stats.drop("join_unknown_joinee")
+					return nil
+				}
+				return r
+			}
+			if r := c.remotes[de]; r != nil {
+				return r
+			}
+			c.stats.drop("unknown_destination")
+			return nil
+		}
+		// From a joiner to us, the joinent.
+		if se == 0 {
+			c.stats.drop("join_zero_fuid")
+			return nil
+		}
+		if de == 0 {
+			r := c.joinees[p.from]
+			if r != nil && r.fuid != se && r.fuid != 0 {
+				delete(c.joinees, p.from) // a stale vacuous join from there
+				r = nil
+			}
+			if r == nil {
+				if h.PacketKind != codec.PacketKindRequest {
+					c.stats.drop("join_stale")
+					return nil
+				}
+				r = c.newRemote(p.from, 0, si)
+			}
+			return r
+		}
+		r := c.remotes[de]
+		if r == nil {
+			// We lost it (a new keep?): tell the joiner to join afresh.
+			c.stats.drop("join_stale_nuid")
+			c.replyStale(p, codec.PacketKindRenew)
+			return nil
+		}
+		return r
+	}
+	if si == 0 {
+		c.stats.drop("zero_sid")
+		return nil
+	}
+	if se == 0 || de == 0 {
+		c.stats.drop("zero_uid")
+		return nil
+	}
+	r := c.remotes[de]
+	if r == nil {
+		c.stats.drop("unknown_destination")
+		return nil
+	}
+	if !cf {
+		if !validSid(si, r.rsid) {
+			c.stats.drop("stale_sid")
+			c.replyStale(p, codec.PacketKindNack)
+			return nil
+		}
+		if si != r.rsid {
+			r.rsid = si
+			c.removeStaleCorrespondents(r)
+		}
+	}
+	if r.reaped {
+		c.unreap(r)
+	}
+	return r
+}
+
+// correspond starts the correspondent transaction a packet asks for.
+func (c *core) correspond(p *rxPacket, r *remote) {
+	h := &p.Head
+	switch {
+	case h.TransactionKind == codec.TransactionKindJoin && h.PacketKind == codec.PacketKindRequest:
+		c.startJoinent(p, r)
+	case h.TransactionKind == codec.TransactionKindAllow && h.PacketKind == codec.PacketKindHello:
+		c.startAllowent(p, r)
+	case h.TransactionKind == codec.TransactionKindAlive && h.PacketKind == codec.PacketKindRequest:
+		c.startAlivent(p, r)
+	case h.TransactionKind == codec.TransactionKindMessage && h.PacketKind == codec.PacketKindMessage:
+		if _, done := r.done[h.TransactionID]; done {
+			// Finished in this session: its done was lost. The reference
+			// answers nack; done tells the sender the truth.
+			c.stats.drop("repeated_message")
+			c.replyStale(p, codec.PacketKindDone)
+			return
+		}
+		if h.Again() {
+			c.stats.drop("stale_message")
+			c.replyStale(p, codec.PacketKindNack)
+			return
+		}
+		c.startMessengent(p, r)
+	default:
+		c.stats.drop("stale_packet")
+	}
+}
+
+// ignoredStale are the packet kinds never answered with a stale nack.
+func ignoredStale(pk codec.PacketKind) bool {
+	switch pk {
+	case codec.PacketKindNack, codec.PacketKindUnjoined, codec.PacketKindUnallowed,
+		codec.PacketKindRenew, codec.PacketKindRefuse, codec.PacketKindReject:
+		return true
+	}
+	return false
+}
+
+// stale answers a correspondent's packet for a transaction we do not have
+// (the reference's Staler): a nack from us as initiator.
+func (c *core) stale(p *rxPacket, r *remote) {
+	h := &p.Head
+	if ignoredStale(h.PacketKind) {
+		c.stats.drop("stale_reply")
+		return
+	}
+	if !r.added {
+		c.stats.drop("stale_unknown")
+		return
+	}
+	c.stats.drop("stale_correspondent")
+	out := c.outHead(h.TransactionKind, codec.PacketKindNack, r.nuid, h.SourceID, h.SessionID, h.TransactionID, false)
+	out.BodyKind, out.CoatKind, out.FootKind = c.cfg.BodyKind, h.CoatKind, h.FootKind
+	c.sendNew(r, &out, nil, p.from)
+}
+
+// replyStale answers an initiator's packet that cannot be served (the
+// reference's Stalent): a nack, or a renew for a join to a forgotten uid.
+func (c *core) replyStale(p *rxPacket, pk codec.PacketKind) {
+	h := &p.Head
+	if ignoredStale(h.PacketKind) {
+		return
+	}
+	out := c.outHead(h.TransactionKind, pk, h.DestinationID, h.SourceID, h.SessionID, h.TransactionID, true)
+	out.BodyKind, out.CoatKind, out.FootKind = c.cfg.BodyKind, h.CoatKind, h.FootKind
+	c.sendNew(nil, &out, nil, p.from)
+}
+
+// removeStaleCorrespondents ends r's correspondent transactions of older
+// sessions once it started a newer one.
+func (c *core) removeStaleCorrespondents(r *remote) {
+	for _, t := range r.txns {
+		if k := t.key(); k.rf && !validSid(k.si, r.rsid) {
+			t.abort(c, codec.PacketKindNack)
+			c.removeTxn(r, t)
+		}
+	}
+	clear(r.done)
+}
+
+// replaceStaleInitiators ends our transactions of older sessions after our
+// session changed, saving their messages to send after the next allow.
+func (c *core) replaceStaleInitiators(r *remote) {
+	for _, t := range r.txns {
+		k := t.key()
+		if k.rf || validSid(k.si, r.sid) {
+			continue
+		}
+		if m, ok := t.(*messenger); ok {
+			r.saved = append(r.saved, m)
+			m.abort(c, codec.PacketKindNack)
+			c.removeTxn(r, t)
+			continue
+		}
+		t.abort(c, codec.PacketKindNack)
+		c.removeTxn(r, t)
+	}
+}
+
+// sendSaved sends again the messages saved when the session changed.
+func (c *core) sendSaved(r *remote) {
+	saved := r.saved
+	r.saved = nil
+	for _, m := range saved {
+		c.startMessenger(r, m.body, m.bk, m.result, m.started)
+	}
+}
+
+// --- timers --------------------------------------------------------------
+
+// tick runs every timer due at now and recomputes the next wake-up.
+func (c *core) tick(now time.Time) {
+	c.now = now
+	c.wake = time.Time{}
+	for _, r := range c.remotes {
+		c.tickRemote(r)
+	}
+	for _, r := range c.joinees {
+		if !r.added {
+			c.tickRemote(r)
+		}
+	}
+}
+
+func (c *core) tickRemote(r *remote) {
+	for _, t := range r.txns {
+		if d := t.deadline(); !d.IsZero() && !c.now.Before(d) {
+			t.tick(c)
+		}
+	}
+	for _, t := range r.txns {
+		c.wakeAt(t.deadline())
+	}
+	for ti, exp := range r.done {
+		if !c.now.Before(exp) {
+			delete(r.done, ti)
+		} else {
+			c.wakeAt(exp)
+		}
+	}
+	if !r.added {
+		return
+	}
+	c.managePresence(r)
+}
+
+// --- presence ------------------------------------------------------------
+
+func (c *core) schedulePresence(r *remote, first bool) {
+	if c.cfg.AlivePeriod < 0 {
+		return
+	}
+	d := c.cfg.AlivePeriod
+	if first && !c.mainFlag {
+		d += c.cfg.AliveOffset
+	}
+	r.presence = c.now.Add(d)
+	if r.reapAt.IsZero() && c.cfg.Interim > 0 {
+		r.reapAt = c.now.Add(c.cfg.Interim)
+	}
+	c.wakeAt(r.presence)
+}
+
+// managePresence starts an alive when r's presence timer is due, and lets a
+// main estate reap a remote silent for Interim (§8.4).
+func (c *core) managePresence(r *remote) {
+	if c.cfg.AlivePeriod < 0 || r.reaped || r.presence.IsZero() {
+		return
+	}
+	if !c.now.Before(r.presence) {
+		c.schedulePresence(r, false)
+		if r.joined || len(r.inProcess(codec.TransactionKindJoin)) == 0 {
+			c.startAliver(r, true)
+		}
+	}
+	if c.cfg.Interim > 0 && !r.reapAt.IsZero() && !c.now.Before(r.reapAt) && c.mainFlag {
+		r.reaped = true
+		c.event(EventReaped, r)
+	}
+	c.wakeAt(r.presence)
+	if c.cfg.Interim > 0 {
+		c.wakeAt(r.reapAt)
+	}
+}
+
+// refresh records an alive outcome (the reference's refresh): a nil alived
+// only restarts the presence timer.
+func (c *core) refresh(r *remote, alived *bool) {
+	c.schedulePresence(r, false)
+	if alived == nil {
+		return
+	}
+	if r.alived || *alived {
+		if c.cfg.Interim > 0 {
+			r.reapAt = c.now.Add(c.cfg.Interim)
+		}
+		if r.reaped {
+			c.unreap(r)
+		}
+	}
+	switch {
+	case *alived && (!r.alived || !r.aliveKnown):
+		c.event(EventAlive, r)
+	case !*alived && (r.alived || !r.aliveKnown):
+		c.event(EventDead, r)
+	}
+	r.alived, r.aliveKnown = *alived, true
+}
+
+func (c *core) unreap(r *remote) {
+	if c.mainFlag && r.reaped {
+		r.reaped = false
+		c.event(EventUnreaped, r)
+	}
+}
+
+var (
+	yes = func() *bool { b := true; return &b }()
+	no  = func() *bool { b := false; return &b }()
+)
+
+// --- join waiters ----------------------------------------------------------
+
+func (c *core) notifyWaiters(r *remote, err error) {
+	for _, w := range r.waiters {
+		w <- err
+	}
+	r.waiters = nil
+}
+
+// dropReason names the counter for a refused datagram.
+func dropReason(err error) string {
+	var ce *codec.Error
+	if errors.As(err, &ce) {
+		switch {
+		case errors.Is(err, codec.ErrPrefix):
+			return "not_raet"
+		case errors.Is(err, codec.ErrUnknownKey):
+			return "head_unknown_key"
+		case errors.Is(err, codec.ErrSyntax):
+			return "head_syntax"
+		case errors.Is(err, codec.ErrUnsupported):
+			return "head_unsupported"
+		case errors.Is(err, codec.ErrPacketLength), errors.Is(err, codec.ErrHeadLength):
+			return "head_length"
+		case errors.Is(err, codec.ErrShort), errors.Is(err, codec.ErrTooLong):
+			return "head_truncated"
+		}
+		return "head_invalid"
+	}
+	switch {
+	case errors.Is(err, packet.ErrFootKind), errors.Is(err, packet.ErrUnknownFoot), errors.Is(err, packet.ErrPacketTooShort):
+		return "foot_length"
+	case errors.Is(err, packet.ErrUnknownVerifyKey):
+		return "verify_unknown_key"
+	case errors.Is(err, packet.ErrFootVerify), errors.Is(err, packet.ErrFootLength):
+		return "verify_failed"
+	case errors.Is(err, packet.ErrCoatOpen), errors.Is(err, packet.ErrCoatShort):
+		return "coat_open"
+	}
+	return "parse_error"
+}

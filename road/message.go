@@ -1,0 +1,464 @@
+package road
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/packet"
+)
+
+// Message (tk=0, §8.5): the body is serialized, sealed once with the
+// session's coat and sent whole or in segments, each signed. The receiver
+// asks for what it misses (resend), acknowledges bursts (ack) and ends with
+// done.
+//
+//	messenger                        messengent
+//	  segments…(wf on the last) ───▶   reassembles
+//	  ◀── resend{misseds} / ack(sn)    (when wf arrives and it is not whole)
+//	  missed segments (af) ────────▶
+//	  ◀── done                         delivers
+
+// maxMisseds is the most segment numbers one resend carries (the reference's
+// MAX_MISSEDS_RESEND).
+const maxMisseds = 64
+
+// Segment flags the messenger keeps per segment, as the reference keeps them
+// on its packets.
+const (
+	segWait  = 1 << iota // wf was set on it
+	segAgain             // af was set on it
+)
+
+type messenger struct {
+	r       *remote
+	si, ti  uint32
+	body    []byte // the serialized body, kept to send again in a new session
+	bk      codec.BodyKind
+	coat    []byte
+	segSize int
+	count   int
+	flags   []uint8
+	current int   // the next segment of the burst
+	misseds []int // asked for again, in order, unique
+	acked   bool  // something came back
+	lastSeg int   // the segment sent last
+	last    []byte
+	timeout expiry
+	redo    redo
+	started time.Time
+	result  chan<- error // Send's waiter; nil when nobody waits
+}
+
+func (m *messenger) kind() codec.TransactionKind { return codec.TransactionKindMessage }
+func (m *messenger) key() txnKey                 { return txnKey{si: m.si, ti: m.ti} }
+func (m *messenger) deadline() time.Time         { return earliest(time.Time(m.timeout), m.redo.at) }
+
+// startMessenger sends a serialized body to r. result receives the outcome.
+func (c *core) startMessenger(r *remote, body []byte, bk codec.BodyKind, result chan<- error, started time.Time) {
+	m := &messenger{r: r, body: body, bk: bk, result: result, started: started}
+	if !r.allowed || r.coat == nil {
+		m.finish(c, ErrNotAllowed)
+		return
+	}
+	coat, err := r.coat.Seal(nil, body)
+	if err != nil {
+		m.finish(c, err)
+		return
+	}
+	m.si, m.ti, m.coat = r.sid, r.nextTid(), coat
+	h := m.head(c, 0, 0)
+	pk := c.packer(codec.FootKindNaCl)
+	if m.segSize, m.count, err = pk.Segments(&h, len(coat)); err != nil {
+		m.finish(c, err)
+		return
+	}
+	m.flags = make([]uint8, m.count)
+	m.timeout = after(c.now, c.cfg.MessageTimeout)
+	m.redo = newRedo(200*time.Millisecond, 500*time.Millisecond)
+	c.addTxn(r, m)
+	m.burst(c)
+}
+
+func (c *core) packer(fk codec.FootKind) packet.Packer {
+	return packet.Packer{Codec: c.codec, Foot: c.footFor(fk), MaxPacketSize: c.cfg.MaxPacketSize}
+}
+
+func (m *messenger) head(c *core, pk codec.PacketKind, flags uint8) codec.Head {
+	h := c.outHead(codec.TransactionKindMessage, pk, m.r.nuid, m.r.fuid, m.si, m.ti, false)
+	h.BodyKind, h.CoatKind = m.bk, codec.CoatKindNaCl
+	h.SetWait(flags&segWait != 0)
+	h.SetAgain(flags&segAgain != 0)
+	return h
+}
+
+// sendSeg packs and sends segment i with its current flags.
+func (m *messenger) sendSeg(c *core, i int, again bool) {
+	h := m.head(c, codec.PacketKindMessage, m.flags[i])
+	pk := c.packer(codec.FootKindNaCl)
+	b, err := pk.PackSegment(make([]byte, 0, c.cfg.MaxPacketSize), &h, m.coat, i, m.segSize, m.count)
+	if err != nil {
+		c.stats.drop("pack_error")
+		return
+	}
+	if again {
+		c.stats.retransmit()
+	}
+	c.transmit(b, m.r.ha, &h)
+	m.last, m.lastSeg = b, i
+	m.redo.restart(c.now)
+}
+
+// burst sends the next BurstSize segments (all when 0), wf on the last.
+func (m *messenger) burst(c *core) {
+	if !m.r.allowed {
+		c.removeTxn(m.r, m)
+		m.finish(c, ErrNotAllowed)
+		return
+	}
+	n := m.count - m.current
+	if b := c.cfg.BurstSize; b > 0 {
+		n = min(n, b)
+	}
+	if n <= 0 {
+		return
+	}
+	m.flags[m.current+n-1] |= segWait
+	for range n {
+		m.sendSeg(c, m.current, false)
+		m.current++
+	}
+}
+
+func (m *messenger) receive(c *core, p *rxPacket) {
+	r := m.r
+	switch p.Head.PacketKind {
+	case codec.PacketKindAck:
+		m.acked = true
+		c.refresh(r, yes)
+		if len(m.misseds) > 0 {
+			m.sendMisseds(c)
+			return
+		}
+		next := int(p.Head.SegmentNumber) + 1
+		if m.current > next {
+			m.current = next
+		}
+		if m.current < m.count {
+			m.burst(c)
+		}
+	case codec.PacketKindResend:
+		m.acked = true
+		c.refresh(r, yes)
+		misseds, err := parseMisseds(p, r)
+		if err != nil {
+			c.stats.drop("resend_body")
+			return
+		}
+		for _, s := range misseds {
+			if s < 0 || s >= m.count {
+				c.stats.drop("resend_range")
+				return
+			}
+			if !slices.Contains(m.misseds, s) {
+				m.misseds = append(m.misseds, s)
+			}
+		}
+		m.sendMisseds(c)
+	case codec.PacketKindDone:
+		c.refresh(r, yes)
+		c.removeTxn(r, m)
+		c.stats.rtt(c.now.Sub(m.started))
+		m.finish(c, nil)
+	case codec.PacketKindNack:
+		c.refresh(r, yes)
+		c.removeTxn(r, m)
+		m.finish(c, ErrRejected)
+	}
+}
+
+// sendMisseds sends the segments asked for again: af on all, wf only on the
+// last of the burst.
+func (m *messenger) sendMisseds(c *core) {
+	n := len(m.misseds)
+	if b := c.cfg.BurstSize; b > 0 {
+		n = min(n, b)
+	}
+	batch := m.misseds[:n]
+	for i, s := range batch {
+		m.flags[s] |= segAgain
+		if i == n-1 {
+			m.flags[s] |= segWait
+		} else {
+			m.flags[s] &^= segWait
+		}
+		m.sendSeg(c, s, true)
+	}
+	m.misseds = append(m.misseds[:0], m.misseds[n:]...)
+}
+
+func (m *messenger) tick(c *core) {
+	if m.timeout.due(c.now) {
+		c.removeTxn(m.r, m)
+		m.finish(c, ErrTimeout)
+		return
+	}
+	if !m.redo.due(c.now) || m.last == nil {
+		return
+	}
+	m.redo.backoff(c.now)
+	if m.acked && m.flags[m.lastSeg]&segAgain == 0 {
+		m.flags[m.lastSeg] |= segAgain
+		m.sendSeg(c, m.lastSeg, true)
+		return
+	}
+	c.retransmit(m.last, m.r.ha)
+}
+
+// abort ends the messenger when its session went stale; the core saves it
+// to send again after the next allow.
+func (m *messenger) abort(c *core, pk codec.PacketKind) {
+	h := m.head(c, pk, 0)
+	c.sendNew(m.r, &h, nil, m.r.ha)
+}
+
+// finish reports the outcome to Send.
+func (m *messenger) finish(c *core, err error) {
+	if err == nil {
+		c.stats.c.MessagesOut++
+	} else {
+		c.stats.c.MessageFails++
+		err = &TxnError{Txn: "message", Remote: m.r.name, Err: err}
+	}
+	if m.result != nil {
+		m.result <- err
+		m.result = nil
+	}
+}
+
+// parseMisseds reads a resend body: {"misseds": [n, ...]}.
+func parseMisseds(p *rxPacket, r *remote) ([]int, error) {
+	plain := p.Coat
+	if p.Head.CoatKind == codec.CoatKindNaCl && len(plain) > 0 {
+		if r.coat == nil {
+			return nil, errors.New("no session coat")
+		}
+		var err error
+		if plain, err = r.coat.Open(nil, plain); err != nil {
+			return nil, err
+		}
+	}
+	ser, err := packet.SerializerFor(p.Head.BodyKind)
+	if err != nil {
+		return nil, err
+	}
+	var body map[string]any
+	if err := ser.Unmarshal(plain, &body); err != nil {
+		return nil, err
+	}
+	list, ok := body["misseds"].([]any)
+	if !ok {
+		return nil, fmt.Errorf("no misseds list")
+	}
+	out := make([]int, 0, len(list))
+	for _, v := range list {
+		n, ok := intValue(v)
+		if !ok || n < 0 || n > 0xffff {
+			return nil, fmt.Errorf("bad segment number %v", v)
+		}
+		out = append(out, int(n))
+	}
+	return out, nil
+}
+
+// --- messengent --------------------------------------------------------------
+
+type messengent struct {
+	r       *remote
+	si, ti  uint32
+	wait    bool // wf of the packet that started it, copied onto our replies
+	ck      codec.CoatKind
+	fk      codec.FootKind
+	lowest  int
+	highest int
+	pending *Message // whole, waiting for room to deliver
+	timeout expiry
+	redo    redo
+}
+
+func (m *messengent) kind() codec.TransactionKind { return codec.TransactionKindMessage }
+func (m *messengent) key() txnKey                 { return txnKey{rf: true, si: m.si, ti: m.ti} }
+func (m *messengent) deadline() time.Time         { return earliest(time.Time(m.timeout), m.redo.at) }
+func (m *messengent) msgKey() msgKey              { return msgKey{m.r.nuid, m.si, m.ti} }
+
+func (c *core) startMessengent(p *rxPacket, r *remote) {
+	m := &messengent{r: r, si: p.Head.SessionID, ti: p.Head.TransactionID, wait: p.Head.Wait(),
+		ck: p.Head.CoatKind, fk: p.Head.FootKind, redo: newRedo(200*time.Millisecond, 500*time.Millisecond)}
+	m.message(c, p)
+}
+
+func (m *messengent) send(c *core, pk codec.PacketKind, body []byte, sn int) {
+	h := c.outHead(codec.TransactionKindMessage, pk, m.r.nuid, m.r.fuid, m.si, m.ti, true)
+	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, m.ck, m.fk
+	h.SetWait(m.wait)
+	h.SegmentNumber = uint16(sn)
+	if c.sendNew(m.r, &h, body, m.r.ha) != nil {
+		m.redo.restart(c.now)
+	}
+}
+
+func (m *messengent) remove(c *core) {
+	c.removeTxn(m.r, m)
+	c.reasm.Drop(m.msgKey())
+	m.r.done[m.ti] = c.now.Add(c.cfg.StaleTimeout)
+	c.wakeAt(m.r.done[m.ti])
+}
+
+func (m *messengent) nack(c *core) {
+	m.send(c, codec.PacketKindNack, nil, 0)
+	m.remove(c)
+}
+
+func (m *messengent) abort(c *core, pk codec.PacketKind) { m.nack(c) }
+
+func (m *messengent) receive(c *core, p *rxPacket) {
+	switch p.Head.PacketKind {
+	case codec.PacketKindMessage:
+		m.message(c, p)
+	case codec.PacketKindNack:
+		c.refresh(m.r, yes)
+		m.remove(c)
+	}
+}
+
+func (m *messengent) message(c *core, p *rxPacket) {
+	r := m.r
+	if !r.allowed || r.coat == nil {
+		m.nack(c)
+		return
+	}
+	if m.pending != nil {
+		return // whole already; waiting to deliver
+	}
+	h := &p.Head
+	var whole []byte
+	complete := false
+	if h.SegmentCount <= 1 && !h.Segment() {
+		whole, complete = p.Coat, true
+	} else {
+		m.highest = max(m.highest, int(h.SegmentNumber))
+		got, err := c.reasm.Add(m.msgKey(), h, p.Coat)
+		if err != nil {
+			c.stats.drop("segment")
+			m.nack(c)
+			return
+		}
+		whole, complete = got, got != nil
+	}
+	if r.txns[m.key()] == nil {
+		c.addTxn(r, m)
+	}
+	m.timeout = after(c.now, c.cfg.MessageTimeout)
+	c.refresh(r, yes)
+	m.wait = h.Wait()
+	if complete {
+		msg, err := c.openMessage(r, h.BodyKind, h.CoatKind, whole)
+		if err != nil {
+			c.stats.drop(dropReason(err))
+			m.nack(c)
+			return
+		}
+		m.pending = msg
+		m.complete(c)
+		return
+	}
+	if m.wait {
+		m.askMore(c)
+	}
+}
+
+// askMore asks for the missing segments, or acknowledges the highest seen.
+func (m *messengent) askMore(c *core) {
+	missing, _ := c.reasm.Missing(nil, m.msgKey())
+	var misseds []int
+	for _, s := range missing {
+		if int(s) >= m.lowest {
+			misseds = append(misseds, int(s))
+		}
+	}
+	if len(misseds) == 0 {
+		m.send(c, codec.PacketKindAck, nil, m.highest)
+		return
+	}
+	m.lowest = misseds[0]
+	for len(misseds) > 0 {
+		n := min(len(misseds), maxMisseds)
+		body, err := c.marshal(packet.OrderedMap{{Key: "misseds", Value: misseds[:n]}})
+		if err != nil {
+			return
+		}
+		m.send(c, codec.PacketKindResend, body, 0)
+		misseds = misseds[n:]
+	}
+}
+
+// complete delivers the message and sends done, unless the receive queue is
+// full: then it waits (and says nothing, so the sender retries) until there
+// is room.
+func (m *messengent) complete(c *core) {
+	if len(c.delivery) >= c.cfg.ReceiveQueue {
+		c.stats.drop("receive_queue_full")
+		m.redo.restart(c.now)
+		c.wakeAt(m.redo.at)
+		return
+	}
+	c.delivery = append(c.delivery, *m.pending)
+	c.stats.c.MessagesIn++
+	m.send(c, codec.PacketKindDone, nil, 0)
+	m.remove(c)
+}
+
+func (m *messengent) tick(c *core) {
+	if m.timeout.due(c.now) {
+		m.nack(c)
+		return
+	}
+	if !m.redo.due(c.now) {
+		return
+	}
+	m.redo.backoff(c.now)
+	if m.pending != nil {
+		m.complete(c)
+		return
+	}
+	m.askMore(c)
+}
+
+// openMessage opens a whole coat and decodes its body.
+func (c *core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat []byte) (*Message, error) {
+	plain := coat
+	if ck == codec.CoatKindNaCl {
+		var err error
+		if plain, err = r.coat.Open(nil, coat); err != nil {
+			return nil, err
+		}
+	} else if ck != codec.CoatKindNada {
+		return nil, fmt.Errorf("coat kind %v", ck)
+	} else {
+		plain = append([]byte(nil), coat...)
+	}
+	msg := &Message{From: r.name, Kind: bk, Raw: plain}
+	if bk == codec.BodyKindRaw {
+		return msg, nil
+	}
+	ser, err := packet.SerializerFor(bk)
+	if err != nil {
+		return nil, err
+	}
+	if err := ser.Unmarshal(plain, &msg.Body); err != nil {
+		return nil, err
+	}
+	return msg, nil
+}

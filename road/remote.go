@@ -1,0 +1,138 @@
+package road
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/keys"
+	"github.com/raet-go/raet/packet"
+)
+
+// remote is a remote estate, owned by the core.
+type remote struct {
+	nuid uint32 // our uid for it (the key of core.remotes)
+	fuid uint32 // its uid for us
+	name string
+	role string
+	ha   netip.AddrPort
+	main bool
+	kind uint8
+	fqdn string
+
+	verify keys.VerifyKey
+	pub    keys.PublicKey
+
+	sid  uint32 // session of transactions we start
+	rsid uint32 // last session of transactions it started
+	tid  uint32 // last transaction id we gave
+
+	joined     bool
+	allowed    bool
+	alived     bool
+	aliveKnown bool
+	reaped     bool
+	added      bool // in core.remotes (a vacuous joinent's remote is not, until accepted)
+
+	short     keys.Box       // our short-term pair for this session (privee)
+	peerShort keys.PublicKey // its short-term public key (publee)
+	coat      *packet.NaClCoat
+
+	txns map[txnKey]txn
+	done map[uint32]time.Time // finished messengent tids until they expire
+
+	presence time.Time // next alive
+	reapAt   time.Time // reaped if no alive success by then
+
+	// saved holds messages whose messenger a new session made stale; they
+	// are sent again after the next allow.
+	saved []*messenger
+	// waiters are Join calls waiting for this remote to be allowed.
+	waiters []chan error
+}
+
+// txnKey indexes a remote's transactions (§8.1): who started it, session
+// and transaction id. The uids of the reference's index are the remote's.
+type txnKey struct {
+	rf bool // the remote initiated it
+	si uint32
+	ti uint32
+}
+
+// txn is a transaction state machine. It never blocks or does I/O: it
+// handles packets and timer expiries by calling the core, which queues what
+// to send.
+type txn interface {
+	kind() codec.TransactionKind
+	key() txnKey
+	receive(c *core, p *rxPacket)
+	// tick runs the timers that are due at c.now.
+	tick(c *core)
+	// deadline is when tick must run next (zero: no timer).
+	deadline() time.Time
+	// abort ends the transaction because its session went stale, sending
+	// the peer a nack of kind pk when it is not zero.
+	abort(c *core, pk codec.PacketKind)
+}
+
+func (r *remote) nextTid() uint32 {
+	r.tid++
+	if r.tid == 0 {
+		r.tid = 1
+	}
+	return r.tid
+}
+
+func (r *remote) nextSid() {
+	r.sid++
+	if r.sid == 0 {
+		r.sid = 1
+	}
+}
+
+// validSid reports whether session new is not older than old (§9.2).
+func validSid(new, old uint32) bool {
+	if new == 0 || old == 0 {
+		return true
+	}
+	return new-old < 1<<31
+}
+
+func (r *remote) inProcess(k codec.TransactionKind) []txn {
+	var out []txn
+	for _, t := range r.txns {
+		if t.kind() == k {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// rekey makes a fresh short-term key pair for an allow.
+func (r *remote) rekey() error {
+	b, err := keys.GenerateBox()
+	if err != nil {
+		return err
+	}
+	r.allowed = false
+	r.short = b
+	r.peerShort = keys.PublicKey{}
+	r.coat = nil
+	return nil
+}
+
+func (r *remote) info() Remote {
+	return Remote{Name: r.name, UID: r.nuid, FUID: r.fuid, Addr: r.ha, Role: r.role, Kind: r.kind, Main: r.main,
+		Joined: r.joined, Allowed: r.allowed, Alive: r.alived, Reaped: r.reaped, SID: r.sid, RSID: r.rsid}
+}
+
+// estate is the remote as the keep writes it.
+func (r *remote) estate() keep.RemoteEstate {
+	joined := r.joined
+	return keep.RemoteEstate{
+		Name: r.name, UID: r.nuid, FUID: r.fuid,
+		HA:   keep.HostPort{Host: r.ha.Addr().String(), Port: r.ha.Port()},
+		FQDN: r.fqdn, SID: r.sid, Main: r.main, Kind: r.kind, Joined: &joined, Role: r.role,
+	}
+}

@@ -1,0 +1,553 @@
+package road
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/packet"
+)
+
+// Stack is a road estate: one UDP socket, the transactions with its
+// remotes, and the goroutines that run them.
+//
+// Goroutines: Start starts three, all stopped and joined by Close. The owner
+// goroutine holds all protocol state (the core) and is the only one to touch
+// it; a reader goroutine reads datagrams from the socket and a writer
+// goroutine writes them. The calls (Join, Send, Remotes, …) talk to the owner
+// through channels.
+type Stack struct {
+	cfg  *Config
+	core *core
+	ser  packet.Serializer
+
+	conn    net.PacketConn
+	udp     *net.UDPConn // conn, when it is a real UDP socket
+	addr    netip.AddrPort
+	keylogF *os.File
+
+	cmds     chan func(*core)
+	inbound  chan rxDatagram
+	outbound chan []datagram
+	recv     chan Message
+	events   chan Event
+	sendSem  chan struct{}
+
+	startOnce sync.Once
+	started   chan struct{}
+	closeOnce sync.Once
+	closing   chan struct{}
+	wg        sync.WaitGroup
+	bufs      sync.Pool
+}
+
+type rxDatagram struct {
+	buf  *[]byte
+	n    int
+	from netip.AddrPort
+}
+
+// maxDatagram is the read buffer size: the largest UDP payload.
+const maxDatagram = 65535
+
+// New makes a stack from cfg (nil for defaults): it opens the keep, restores
+// or makes the local estate and its keys, and restores kept remotes. It
+// starts nothing; call Start.
+func New(cfg *Config) (*Stack, error) {
+	c, err := populate(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var st store
+	if c.KeepDir != "" {
+		k, err := keep.Open(c.KeepDir, &keep.Config{Auto: c.Auto})
+		if err != nil {
+			return nil, fmt.Errorf("raet: open keep: %w", err)
+		}
+		st = diskStore{k}
+	} else {
+		st = newMemStore(c.Auto)
+	}
+	cr, err := newCore(c, st, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{
+		cfg: c, core: cr, ser: cr.bodies,
+		cmds:     make(chan func(*core), 64),
+		inbound:  make(chan rxDatagram, 256),
+		outbound: make(chan []datagram, 64),
+		recv:     make(chan Message, c.ReceiveQueue),
+		events:   make(chan Event, 256),
+		sendSem:  make(chan struct{}, c.SendQueue),
+		started:  make(chan struct{}),
+		closing:  make(chan struct{}),
+	}
+	s.bufs.New = func() any { b := make([]byte, maxDatagram); return &b }
+	if err := s.openKeyLog(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) openKeyLog() error {
+	if s.cfg.KeyLog != nil {
+		s.core.keylog = s.cfg.KeyLog
+		return nil
+	}
+	path := s.cfg.KeyLogFile
+	if path == "" {
+		path = os.Getenv("RAET_KEYLOGFILE")
+	}
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("raet: keylog: %w", err)
+	}
+	s.keylogF = f
+	s.core.keylog = f
+	return nil
+}
+
+// Name is the local estate's name.
+func (s *Stack) Name() string { return s.core.name }
+
+// Addr is the address the stack listens and sends on (valid after Start).
+func (s *Stack) Addr() netip.AddrPort { return s.addr }
+
+// Start opens the socket (or takes Config.PacketConn) and starts the
+// stack's goroutines.
+func (s *Stack) Start() error {
+	err := ErrClosed
+	s.startOnce.Do(func() {
+		err = s.start()
+	})
+	return err
+}
+
+func (s *Stack) start() error {
+	select {
+	case <-s.closing:
+		return ErrClosed
+	default:
+	}
+	if s.cfg.PacketConn != nil {
+		s.conn = s.cfg.PacketConn
+	} else {
+		ua, err := net.ResolveUDPAddr("udp", s.cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("raet: listen address %q: %w", s.cfg.Listen, err)
+		}
+		conn, err := net.ListenUDP("udp", ua)
+		if err != nil {
+			return fmt.Errorf("raet: listen: %w", err)
+		}
+		s.conn = conn
+	}
+	s.udp, _ = s.conn.(*net.UDPConn)
+	ap, err := addrPort(s.conn.LocalAddr())
+	if err != nil {
+		s.conn.Close()
+		return fmt.Errorf("raet: local address: %w", err)
+	}
+	s.addr = ap
+	s.core.now = time.Now()
+	s.core.start(ap)
+	s.wg.Add(3)
+	go s.readLoop()
+	go s.writeLoop()
+	go s.run()
+	close(s.started)
+	return nil
+}
+
+// Close stops the goroutines, fails the calls still waiting with ErrClosed
+// and closes the socket. It is safe to call more than once.
+func (s *Stack) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		if s.conn != nil {
+			s.conn.Close()
+		}
+		s.wg.Wait()
+		if s.keylogF != nil {
+			s.keylogF.Close()
+		}
+	})
+	return nil
+}
+
+func (s *Stack) readLoop() {
+	defer s.wg.Done()
+	for {
+		bp := s.bufs.Get().(*[]byte)
+		var n int
+		var from netip.AddrPort
+		var err error
+		if s.udp != nil {
+			n, from, err = s.udp.ReadFromUDPAddrPort(*bp)
+		} else {
+			var a net.Addr
+			n, a, err = s.conn.ReadFrom(*bp)
+			if err == nil {
+				from, err = addrPort(a)
+			}
+		}
+		if err != nil {
+			s.bufs.Put(bp)
+			select {
+			case <-s.closing:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue // a transient error (ICMP unreachable and such)
+		}
+		select {
+		case s.inbound <- rxDatagram{buf: bp, n: n, from: netip.AddrPortFrom(from.Addr().Unmap(), from.Port())}:
+		case <-s.closing:
+			s.bufs.Put(bp)
+			return
+		}
+	}
+}
+
+func (s *Stack) writeLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case batch := <-s.outbound:
+			for _, d := range batch {
+				if s.udp != nil {
+					_, _ = s.udp.WriteToUDPAddrPort(d.b, d.to)
+				} else {
+					_, _ = s.conn.WriteTo(d.b, net.UDPAddrFromAddrPort(d.to))
+				}
+			}
+		case <-s.closing:
+			return
+		}
+	}
+}
+
+// run is the owner goroutine: the only one that touches the core.
+func (s *Stack) run() {
+	defer s.wg.Done()
+	c := s.core
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	defer s.shutdown()
+	for {
+		var timerC <-chan time.Time
+		if !c.wake.IsZero() {
+			timer.Reset(max(time.Until(c.wake), 0))
+			timerC = timer.C
+		}
+		select {
+		case <-s.closing:
+			return
+		case d := <-s.inbound:
+			c.now = time.Now()
+			c.receive((*d.buf)[:d.n], d.from)
+			s.bufs.Put(d.buf)
+			// Take what else has arrived before flushing.
+			for range 64 {
+				select {
+				case d := <-s.inbound:
+					c.receive((*d.buf)[:d.n], d.from)
+					s.bufs.Put(d.buf)
+					continue
+				default:
+				}
+				break
+			}
+		case f := <-s.cmds:
+			c.now = time.Now()
+			f(c)
+		case <-timerC:
+			c.tick(time.Now())
+		}
+		c.flushWake()
+		if !s.flush() {
+			return
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// flush hands the core's output to the writer, the receivers and the event
+// readers. It reports false when the stack is closing.
+func (s *Stack) flush() bool {
+	c := s.core
+	if len(c.out) > 0 {
+		batch := c.out
+		c.out = nil
+		select {
+		case s.outbound <- batch:
+		case <-s.closing:
+			return false
+		}
+	}
+	n := 0
+	for _, m := range c.delivery {
+		select {
+		case s.recv <- m:
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	c.delivery = append(c.delivery[:0], c.delivery[n:]...)
+	if len(c.delivery) > 0 {
+		c.wakeAt(time.Now().Add(5 * time.Millisecond))
+	}
+	for _, e := range c.events {
+		select {
+		case s.events <- e:
+		default:
+			c.stats.c.EventDrops++
+		}
+	}
+	c.events = c.events[:0]
+	return true
+}
+
+// shutdown fails everything still waiting when the owner stops.
+func (s *Stack) shutdown() {
+	c := s.core
+	for _, r := range c.remotes {
+		for _, t := range r.txns {
+			if m, ok := t.(*messenger); ok {
+				m.finish(c, ErrClosed)
+			}
+		}
+		for _, m := range r.saved {
+			m.finish(c, ErrClosed)
+		}
+		c.notifyWaiters(r, ErrClosed)
+	}
+	for _, r := range c.joinees {
+		c.notifyWaiters(r, ErrClosed)
+	}
+}
+
+// do runs f on the owner goroutine.
+func (s *Stack) do(ctx context.Context, f func(*core)) error {
+	select {
+	case <-s.started:
+	default:
+		return ErrNotStarted
+	}
+	select {
+	case s.cmds <- f:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closing:
+		return ErrClosed
+	}
+}
+
+// wait waits for a result, ctx or Close.
+func (s *Stack) wait(ctx context.Context, res <-chan error) error {
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closing:
+		return ErrClosed
+	}
+}
+
+// Join joins and allows the estate at addr ("host:port"), unless that is
+// done already, and returns it once its session is up (allowed). A remote
+// whose keys wait for an operator keeps Join waiting until ctx ends or
+// Config.PendTimeout passes.
+func (s *Stack) Join(ctx context.Context, addr string) (Remote, error) {
+	ap, err := resolve(addr)
+	if err != nil {
+		return Remote{}, err
+	}
+	res := make(chan error, 1)
+	var info Remote
+	err = s.do(ctx, func(c *core) {
+		r := c.remoteAt(ap)
+		if r == nil {
+			r = c.newRemote(ap, 0, 0)
+			c.addRemote(r)
+			c.schedulePresence(r, true)
+		}
+		if r.allowed {
+			info = r.info()
+			res <- nil
+			return
+		}
+		r.waiters = append(r.waiters, res)
+		c.startAllower(r, true)
+	})
+	if err != nil {
+		return Remote{}, err
+	}
+	if err := s.wait(ctx, res); err != nil {
+		return Remote{}, err
+	}
+	if info.Name != "" {
+		return info, nil
+	}
+	return s.remoteInfo(ctx, func(c *core) *remote { return c.remoteAt(ap) })
+}
+
+// remoteAt finds the remote at address a.
+func (c *core) remoteAt(a netip.AddrPort) *remote {
+	for _, r := range c.remotes {
+		if r.ha == a {
+			return r
+		}
+	}
+	return nil
+}
+
+func (s *Stack) remoteInfo(ctx context.Context, find func(*core) *remote) (Remote, error) {
+	res := make(chan Remote, 1)
+	if err := s.do(ctx, func(c *core) {
+		if r := find(c); r != nil {
+			res <- r.info()
+		} else {
+			res <- Remote{}
+		}
+	}); err != nil {
+		return Remote{}, err
+	}
+	select {
+	case r := <-res:
+		if r.Name == "" {
+			return r, ErrUnknownRemote
+		}
+		return r, nil
+	case <-s.closing:
+		return Remote{}, ErrClosed
+	}
+}
+
+// Send sends body, a mapping (map, struct or packet.OrderedMap), to the
+// remote named to, and returns once the remote says it is done, or an error:
+// *TxnError wrapping ErrRejected, ErrTimeout, ErrNotAllowed; ErrUnknownRemote;
+// ErrQueueFull (with Config.FailFast); ErrClosed; or ctx's error (the message
+// may still arrive).
+func (s *Stack) Send(ctx context.Context, to string, body any) error {
+	plain, err := s.ser.Marshal(nil, body)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNotMapping, err)
+	}
+	if s.cfg.FailFast {
+		select {
+		case s.sendSem <- struct{}{}:
+		default:
+			return ErrQueueFull
+		}
+	} else {
+		select {
+		case s.sendSem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.closing:
+			return ErrClosed
+		}
+	}
+	defer func() { <-s.sendSem }()
+	res := make(chan error, 1)
+	bk := s.cfg.BodyKind
+	started := time.Now()
+	if err := s.do(ctx, func(c *core) {
+		r := c.byName[to]
+		if r == nil {
+			res <- ErrUnknownRemote
+			return
+		}
+		c.startMessenger(r, plain, bk, res, started)
+	}); err != nil {
+		return err
+	}
+	return s.wait(ctx, res)
+}
+
+// Receive returns the channel of received messages. It is never closed;
+// select on it together with your own shutdown signal.
+func (s *Stack) Receive() <-chan Message { return s.recv }
+
+// Events returns the channel of remote state changes. Events that find it
+// full are dropped and counted (Counters.EventDrops).
+func (s *Stack) Events() <-chan Event { return s.events }
+
+// Remotes lists the remote estates.
+func (s *Stack) Remotes(ctx context.Context) ([]Remote, error) {
+	res := make(chan []Remote, 1)
+	if err := s.do(ctx, func(c *core) {
+		var out []Remote
+		for _, r := range c.remotes {
+			out = append(out, r.info())
+		}
+		res <- out
+	}); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-res:
+		return r, nil
+	case <-s.closing:
+		return nil, ErrClosed
+	}
+}
+
+// Counters returns a snapshot of the stack's statistics.
+func (s *Stack) Counters(ctx context.Context) (Counters, error) {
+	res := make(chan Counters, 1)
+	if err := s.do(ctx, func(c *core) { res <- c.stats.snapshot() }); err != nil {
+		return Counters{}, err
+	}
+	select {
+	case r := <-res:
+		return r, nil
+	case <-s.closing:
+		return Counters{}, ErrClosed
+	}
+}
+
+// resolve parses "host:port", resolving a host name.
+func resolve(addr string) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("raet: address %q: %w", addr, err)
+	}
+	ap := ua.AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+}
+
+// addrPort converts a net.Addr of a PacketConn.
+func addrPort(a net.Addr) (netip.AddrPort, error) {
+	if ua, ok := a.(*net.UDPAddr); ok {
+		ap := ua.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+	}
+	return netip.ParseAddrPort(a.String())
+}

@@ -1,0 +1,131 @@
+package road
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/keep"
+)
+
+// redo is a transaction's retry timer: each expiry doubles its duration
+// from min up to max (§8.1), and every transmission restarts it.
+type redo struct {
+	min, max time.Duration
+	cur      time.Duration
+	at       time.Time
+}
+
+func newRedo(min, max time.Duration) redo { return redo{min: min, max: max, cur: min} }
+
+// restart arms the timer for its current duration from now.
+func (r *redo) restart(now time.Time) { r.at = now.Add(r.cur) }
+
+// backoff doubles the duration within [min, max] and re-arms it.
+func (r *redo) backoff(now time.Time) {
+	r.cur = min(max(r.min, 2*r.cur), r.max)
+	r.restart(now)
+}
+
+func (r *redo) due(now time.Time) bool { return !r.at.IsZero() && !now.Before(r.at) }
+
+// expiry is a transaction timeout; zero means none.
+type expiry time.Time
+
+func after(now time.Time, d time.Duration) expiry {
+	if d <= 0 {
+		return expiry{}
+	}
+	return expiry(now.Add(d))
+}
+
+func (e expiry) due(now time.Time) bool { t := time.Time(e); return !t.IsZero() && !now.Before(t) }
+
+// earliest returns the earliest non-zero time.
+func earliest(ts ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if !t.IsZero() && (out.IsZero() || t.Before(out)) {
+			out = t
+		}
+	}
+	return out
+}
+
+// stats are the counters the owner goroutine updates.
+type stats struct {
+	c Counters
+}
+
+func newStats() stats {
+	return stats{c: Counters{PacketsIn: map[string]uint64{}, PacketsOut: map[string]uint64{}, Drops: map[string]uint64{}}}
+}
+
+func kindKey(h *codec.Head) string {
+	return h.TransactionKind.String() + "/" + h.PacketKind.String()
+}
+
+func (s *stats) in(h *codec.Head)   { s.c.PacketsIn[kindKey(h)]++ }
+func (s *stats) out(h *codec.Head)  { s.c.PacketsOut[kindKey(h)]++ }
+func (s *stats) drop(reason string) { s.c.Drops[reason]++ }
+func (s *stats) retransmit()        { s.c.Retransmits++ }
+func (s *stats) rtt(d time.Duration) {
+	r := &s.c.RTT
+	if r.Count == 0 || d < r.Min {
+		r.Min = d
+	}
+	r.Max = max(r.Max, d)
+	r.Avg = time.Duration((int64(r.Avg)*int64(r.Count) + int64(d)) / int64(r.Count+1))
+	r.Count++
+}
+
+// snapshot copies the counters for another goroutine.
+func (s *stats) snapshot() Counters {
+	out := s.c
+	out.PacketsIn = cloneMap(s.c.PacketsIn)
+	out.PacketsOut = cloneMap(s.c.PacketsOut)
+	out.Drops = cloneMap(s.c.Drops)
+	return out
+}
+
+func cloneMap(m map[string]uint64) map[string]uint64 {
+	out := make(map[string]uint64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("raet: crypto/rand: %v", err)) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b)
+}
+
+// parseHostPort turns a kept address into an AddrPort; the reference keeps
+// an empty or 0.0.0.0 host as 127.0.0.1 and :: as ::1 (§9.1).
+func parseHostPort(h keep.HostPort) (netip.AddrPort, error) {
+	host := h.Host
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("host %q: %w", h.Host, err)
+	}
+	return netip.AddrPortFrom(a.Unmap(), h.Port), nil
+}
+
+// hostPortString formats an address for messages.
+func hostPortString(a netip.AddrPort) string {
+	return a.Addr().String() + ":" + strconv.Itoa(int(a.Port()))
+}
