@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/raet-go/raet/codec"
@@ -106,6 +107,20 @@ type Config struct {
 	// Logger receives the stack's logs; nil is silent. Nothing is logged
 	// per packet.
 	Logger *slog.Logger
+
+	// Tap, when set, sees every datagram the stack sends and receives (for
+	// example a pcapng writer from package dissect). It is called from the
+	// socket goroutines and must not keep Data after it returns.
+	Tap func(TapPacket)
+}
+
+// TapPacket is one datagram seen by Config.Tap.
+type TapPacket struct {
+	Out    bool // sent by us
+	Local  netip.AddrPort
+	Remote netip.AddrPort
+	Time   time.Time
+	Data   []byte
 }
 
 // populate returns a copy of cfg with every default filled in.

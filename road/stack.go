@@ -213,8 +213,12 @@ func (s *Stack) readLoop() {
 			}
 			continue // a transient error (ICMP unreachable and such)
 		}
+		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		if s.cfg.Tap != nil {
+			s.cfg.Tap(TapPacket{Local: s.addr, Remote: from, Time: time.Now(), Data: (*bp)[:n]})
+		}
 		select {
-		case s.inbound <- rxDatagram{buf: bp, n: n, from: netip.AddrPortFrom(from.Addr().Unmap(), from.Port())}:
+		case s.inbound <- rxDatagram{buf: bp, n: n, from: from}:
 		case <-s.closing:
 			s.bufs.Put(bp)
 			return
@@ -228,6 +232,9 @@ func (s *Stack) writeLoop() {
 		select {
 		case batch := <-s.outbound:
 			for _, d := range batch {
+				if s.cfg.Tap != nil {
+					s.cfg.Tap(TapPacket{Out: true, Local: s.addr, Remote: d.to, Time: time.Now(), Data: d.b})
+				}
 				if s.udp != nil {
 					_, _ = s.udp.WriteToUDPAddrPort(d.b, d.to)
 				} else {
