@@ -47,6 +47,7 @@ func (c *core) allowed(r *remote) error {
 	c.replaceStaleInitiators(r)
 	c.saveRemote(r)
 	c.event(EventAllowed, r)
+	c.notifyWaiters(r, nil)
 	return nil
 }
 
@@ -143,7 +144,6 @@ func (a *allower) receive(c *core, p *rxPacket) {
 			c.failAllow(r, err)
 			return
 		}
-		c.notifyWaiters(r, nil)
 		c.sendSaved(r)
 		if a.cascade {
 			c.startAliver(r, true)

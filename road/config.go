@@ -65,8 +65,9 @@ type Config struct {
 	// segmented. Default 1024 (the reference's; it cannot read datagrams
 	// over 2048 bytes).
 	MaxPacketSize int
-	// BurstSize is how many segments go out before waiting for an ack; 0
-	// sends all (the reference's default).
+	// BurstSize is how many segments of a message go out before waiting
+	// for an ack; 0 means 64. Negative sends all at once, the reference's
+	// default, which overruns socket buffers with large messages.
 	BurstSize int
 
 	// Timers. Zero means the default given; a negative value means never
@@ -153,6 +154,9 @@ func populate(cfg *Config) (*Config, error) {
 	if c.BodyKind == codec.BodyKindNada {
 		c.BodyKind = codec.BodyKindJSON
 	}
+	if c.BurstSize == 0 {
+		c.BurstSize = 64
+	}
 	if c.SendQueue <= 0 {
 		c.SendQueue = 1024
 	}
@@ -179,9 +183,6 @@ func validate(c *Config) error {
 	}
 	if !c.Auto.Valid() {
 		return fmt.Errorf("raet: config: unknown auto mode %v", c.Auto)
-	}
-	if c.BurstSize < 0 {
-		return fmt.Errorf("raet: config: negative BurstSize")
 	}
 	return nil
 }

@@ -486,7 +486,13 @@ func (j *joinent) join(c *core, p *rxPacket) {
 			r = known
 			j.r = r
 		} else {
-			r.name, r.main, r.kind, r.role, r.verify, r.pub = b.name, b.main, b.kind, b.role, b.verify, b.pub
+			// A new estate, or our own vacuous joiner's remote (both sides
+			// joining at once): it takes the name and keys offered.
+			if err := c.renameRemote(r, b.name); err != nil {
+				j.nack(c, codec.PacketKindReject)
+				return
+			}
+			r.main, r.kind, r.role, r.verify, r.pub = b.main, b.kind, b.role, b.verify, b.pub
 			if r.fuid != reid {
 				if r.fuid != 0 {
 					j.nack(c, codec.PacketKindReject)

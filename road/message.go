@@ -350,7 +350,14 @@ func (m *messengent) message(c *core, p *rxPacket) {
 	} else {
 		m.highest = max(m.highest, int(h.SegmentNumber))
 		got, err := c.reasm.Add(m.msgKey(), h, p.Coat)
-		if err != nil {
+		switch {
+		case errors.Is(err, packet.ErrTooManyMessages), errors.Is(err, packet.ErrReassemblyMemory):
+			// Out of room for now: drop it; the sender will send it again.
+			c.stats.drop("reassembly_full")
+			if r.txns[m.key()] == nil {
+				return
+			}
+		case err != nil:
 			c.stats.drop("segment")
 			m.nack(c)
 			return

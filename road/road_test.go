@@ -19,9 +19,6 @@ func newStack(t testing.TB, cfg road.Config) *road.Stack {
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
 	}
-	if cfg.Auto == 0 {
-		cfg.Auto = keep.AutoAlways
-	}
 	s, err := road.New(&cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -51,8 +48,8 @@ func recvOne(t testing.TB, s *road.Stack, d time.Duration) road.Message {
 }
 
 func TestJoinAllowAndMessages(t *testing.T) {
-	main := newStack(t, road.Config{Name: "main", Main: true})
-	other := newStack(t, road.Config{Name: "other"})
+	main := newStack(t, road.Config{Name: "main", Main: true, Auto: keep.AutoAlways})
+	other := newStack(t, road.Config{Name: "other", Auto: keep.AutoAlways})
 	ctx := ctxT(t, 10*time.Second)
 	r, err := other.Join(ctx, main.Addr().String())
 	if err != nil {

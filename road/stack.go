@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/packet"
 )
@@ -55,6 +56,9 @@ type rxDatagram struct {
 
 // maxDatagram is the read buffer size: the largest UDP payload.
 const maxDatagram = 65535
+
+// socketBuffer is the socket buffer size asked for.
+const socketBuffer = 4 << 20
 
 // New makes a stack from cfg (nil for defaults): it opens the keep, restores
 // or makes the local estate and its keys, and restores kept remotes. It
@@ -150,6 +154,9 @@ func (s *Stack) start() error {
 		if err != nil {
 			return fmt.Errorf("raet: listen: %w", err)
 		}
+		// Room for a burst of segments; the kernel caps it at rmem_max.
+		_ = conn.SetReadBuffer(socketBuffer)
+		_ = conn.SetWriteBuffer(socketBuffer)
 		s.conn = conn
 	}
 	s.udp, _ = s.conn.(*net.UDPConn)
@@ -383,8 +390,11 @@ func (s *Stack) wait(ctx context.Context, res <-chan error) error {
 	}
 }
 
-// Join joins and allows the estate at addr ("host:port"), unless that is
-// done already, and returns it once its session is up (allowed). A remote
+// Join joins and allows the estate at addr ("host:port"), unless a session
+// with it is up already, and returns it once its session is up (allowed).
+// An estate it knew before (from the keep) is joined again with the uids it
+// has; if the estate lost them it answers renew, and a mutable road then
+// joins afresh (an immutable one fails with ErrRenewImmutable). A remote
 // whose keys wait for an operator keeps Join waiting until ctx ends or
 // Config.PendTimeout passes.
 func (s *Stack) Join(ctx context.Context, addr string) (Remote, error) {
@@ -407,7 +417,9 @@ func (s *Stack) Join(ctx context.Context, addr string) (Remote, error) {
 			return
 		}
 		r.waiters = append(r.waiters, res)
-		c.startAllower(r, true)
+		if len(r.inProcess(codec.TransactionKindAllow)) == 0 {
+			c.startJoiner(r, true, false) // then allow (cascade)
+		}
 	})
 	if err != nil {
 		return Remote{}, err

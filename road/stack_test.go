@@ -1,0 +1,377 @@
+package road_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/internal/handshake"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/road"
+)
+
+// joined returns a main and an other stack, other joined and allowed.
+func joined(t *testing.T, mainCfg, otherCfg road.Config) (*road.Stack, *road.Stack) {
+	t.Helper()
+	if mainCfg.Name == "" {
+		mainCfg.Name = "main"
+	}
+	if otherCfg.Name == "" {
+		otherCfg.Name = "other"
+	}
+	mainCfg.Main = true
+	if mainCfg.KeepDir == "" {
+		mainCfg.Auto = keep.AutoAlways // no operator in these tests
+	}
+	if otherCfg.KeepDir == "" {
+		otherCfg.Auto = keep.AutoAlways
+	}
+	m := newStack(t, mainCfg)
+	o := newStack(t, otherCfg)
+	if _, err := o.Join(ctxT(t, 10*time.Second), m.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	return m, o
+}
+
+func waitEvent(t *testing.T, s *road.Stack, kind road.EventKind, d time.Duration) road.Event {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case e := <-s.Events():
+			if e.Kind == kind {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("%s: no %v event in %v", s.Name(), kind, d)
+		}
+	}
+}
+
+func TestMessageSizes(t *testing.T) {
+	for _, hk := range []codec.HeadKind{codec.HeadKindRaet, codec.HeadKindJSON, codec.HeadKindBinary} {
+		t.Run(hk.String(), func(t *testing.T) {
+			m, o := joined(t, road.Config{HeadKind: hk}, road.Config{HeadKind: hk, BodyKind: codec.BodyKindMsgpack})
+			ctx := ctxT(t, 60*time.Second)
+			for _, size := range []int{0, 1024, 100 * 1024, 10 << 20} {
+				if testing.Short() && size > 1<<20 {
+					continue
+				}
+				body := map[string]any{}
+				if size > 0 {
+					body["data"] = strings.Repeat("z", size)
+				}
+				if err := o.Send(ctx, "main", body); err != nil {
+					t.Fatalf("%d B: %v", size, err)
+				}
+				got := recvOne(t, m, 30*time.Second)
+				if size == 0 && len(got.Body) != 0 || size > 0 && got.Body["data"] != body["data"] {
+					t.Fatalf("%d B: got a body of %d bytes", size, len(got.Raw))
+				}
+			}
+		})
+	}
+}
+
+func TestJoinPendedThenAccepted(t *testing.T) {
+	dir := t.TempDir()
+	m := newStack(t, road.Config{Name: "main", Main: true, KeepDir: dir, Auto: keep.AutoNever})
+	o := newStack(t, road.Config{Name: "other", Auto: keep.AutoAlways})
+	ctx := ctxT(t, 20*time.Second)
+	done := make(chan error, 1)
+	go func() {
+		_, err := o.Join(ctx, m.Addr().String())
+		done <- err
+	}()
+	waitEvent(t, m, road.EventPending, 5*time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("join finished while pending: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// The operator accepts, on disk, as `raet keys accept` does.
+	k, err := keep.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Accept("other"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("join after acceptance: %v", err)
+	}
+	if err := o.Send(ctx, "main", map[string]any{"after": "pend"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := recvOne(t, m, 5*time.Second); got.Body["after"] != "pend" {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+func TestJoinRejected(t *testing.T) {
+	dir := t.TempDir()
+	m := newStack(t, road.Config{Name: "main", Main: true, KeepDir: dir, Auto: keep.AutoNever})
+	o := newStack(t, road.Config{Name: "other", Auto: keep.AutoAlways})
+	ctx := ctxT(t, 20*time.Second)
+	done := make(chan error, 1)
+	go func() {
+		_, err := o.Join(ctx, m.Addr().String())
+		done <- err
+	}()
+	waitEvent(t, m, road.EventPending, 5*time.Second)
+	k, err := keep.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Reject("other"); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, m, road.EventRemoved, 5*time.Second)
+	err = <-done
+	if err == nil {
+		t.Fatal("join succeeded with rejected keys")
+	}
+	// A second attempt is rejected at once by the stored status.
+	_, err = o.Join(ctx, m.Addr().String())
+	if !errors.Is(err, road.ErrRejected) && !errors.Is(err, road.ErrRefused) && !errors.Is(err, road.ErrTimeout) {
+		t.Fatalf("second join: %v", err)
+	}
+}
+
+func TestNonMainRejectsVacuousJoin(t *testing.T) {
+	a := newStack(t, road.Config{Name: "a", Auto: keep.AutoAlways})
+	b := newStack(t, road.Config{Name: "b", Auto: keep.AutoAlways})
+	_, err := b.Join(ctxT(t, 10*time.Second), a.Addr().String())
+	if !errors.Is(err, road.ErrRejected) {
+		t.Fatalf("join to a non-main: %v", err)
+	}
+}
+
+func TestAliveDeadAndReaped(t *testing.T) {
+	m, o := joined(t, road.Config{AlivePeriod: 100 * time.Millisecond, AliveTimeout: 300 * time.Millisecond, Interim: 700 * time.Millisecond},
+		road.Config{AlivePeriod: 100 * time.Millisecond})
+	waitEvent(t, m, road.EventAlive, 5*time.Second)
+	o.Close()
+	waitEvent(t, m, road.EventDead, 5*time.Second)
+	waitEvent(t, m, road.EventReaped, 5*time.Second)
+	rs, err := m.Remotes(ctxT(t, time.Second))
+	if err != nil || len(rs) != 1 || !rs[0].Reaped || rs[0].Alive {
+		t.Fatalf("remotes %+v, %v", rs, err)
+	}
+}
+
+// A restarted estate keeps its joins (from the keep) but not its sessions:
+// the first alive from the peer is answered unallowed and the peer allows
+// again (§9.3).
+func TestRestartFromKeep(t *testing.T) {
+	dir := t.TempDir()
+	cfg := road.Config{Name: "main", Main: true, KeepDir: dir, Listen: "127.0.0.1:0", AlivePeriod: 100 * time.Millisecond, Auto: keep.AutoAlways}
+	m := newStack(t, cfg)
+	o := newStack(t, road.Config{Name: "other", AlivePeriod: 100 * time.Millisecond, Auto: keep.AutoAlways})
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := o.Join(ctx, m.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	addr := m.Addr()
+	m.Close()
+	cfg.Listen = addr.String()
+	m2 := newStack(t, cfg)
+	rs, err := m2.Remotes(ctx)
+	if err != nil || len(rs) != 1 || !rs[0].Joined || rs[0].Allowed || rs[0].Name != "other" {
+		t.Fatalf("restored remotes %+v, %v", rs, err)
+	}
+	// other's presence alive meets an unallowed remote and allows again.
+	waitEvent(t, m2, road.EventAllowed, 10*time.Second)
+	if err := o.Send(ctx, "main", map[string]any{"after": "restart"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := recvOne(t, m2, 5*time.Second); got.Body["after"] != "restart" {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+// A joiner whose joinent lost its keep gets renew: a mutable road joins
+// afresh, an immutable one fails with ErrRenewImmutable (§9.3).
+func TestRenew(t *testing.T) {
+	for _, mutable := range []bool{true, false} {
+		t.Run(map[bool]string{true: "mutable", false: "immutable"}[mutable], func(t *testing.T) {
+			mcfg := road.Config{Name: "main", Main: true, Listen: "127.0.0.1:0", Mutable: mutable, AlivePeriod: -1, Auto: keep.AutoAlways}
+			ocfg := road.Config{Name: "other", KeepDir: t.TempDir(), Mutable: mutable, AlivePeriod: -1, Auto: keep.AutoAlways}
+			m := newStack(t, mcfg)
+			o := newStack(t, ocfg)
+			ctx := ctxT(t, 20*time.Second)
+			if _, err := o.Join(ctx, m.Addr().String()); err != nil {
+				t.Fatal(err)
+			}
+			// main comes back on the same port with no memory of other.
+			mcfg.Listen = m.Addr().String()
+			m.Close()
+			newStack(t, mcfg)
+			// other restarts from its keep: joined, not allowed; its join
+			// carries main's old uid for it, which main does not know.
+			o.Close()
+			o2 := newStack(t, ocfg)
+			_, err := o2.Join(ctx, mcfg.Listen)
+			if mutable {
+				if err != nil {
+					t.Fatalf("join after renew: %v", err)
+				}
+				if err := o2.Send(ctx, "main", map[string]any{"renewed": true}); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, road.ErrRenewImmutable) {
+				t.Fatalf("join on an immutable road: %v", err)
+			}
+		})
+	}
+}
+
+func TestSimultaneousJoinsAndAllows(t *testing.T) {
+	a := newStack(t, road.Config{Name: "alpha", Main: true, Auto: keep.AutoAlways})
+	b := newStack(t, road.Config{Name: "beta", Main: true, Auto: keep.AutoAlways})
+	ctx := ctxT(t, 30*time.Second)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	wg.Add(2)
+	go func() { defer wg.Done(); _, errs[0] = a.Join(ctx, b.Addr().String()) }()
+	go func() { defer wg.Done(); _, errs[1] = b.Join(ctx, a.Addr().String()) }()
+	wg.Wait()
+	// The race may refuse one side's join; joining again then succeeds.
+	for i, s := range []*road.Stack{a, b} {
+		other := []*road.Stack{b, a}[i]
+		if errs[i] != nil {
+			if _, err := s.Join(ctx, other.Addr().String()); err != nil {
+				t.Fatalf("%s rejoin: %v (first: %v)", s.Name(), err, errs[i])
+			}
+		}
+	}
+	if err := a.Send(ctx, "beta", map[string]any{"x": 1}); err != nil {
+		ra, _ := a.Remotes(ctx)
+		rb, _ := b.Remotes(ctx)
+		t.Fatalf("%v (first joins: %v)\nalpha: %+v\nbeta: %+v", err, errs, ra, rb)
+	}
+	recvOne(t, b, 5*time.Second)
+	if err := b.Send(ctx, "alpha", map[string]any{"x": 2}); err != nil {
+		t.Fatal(err)
+	}
+	recvOne(t, a, 5*time.Second)
+	for _, s := range []*road.Stack{a, b} {
+		rs, _ := s.Remotes(ctx)
+		if len(rs) != 1 {
+			t.Fatalf("%s has %d remotes: %+v", s.Name(), len(rs), rs)
+		}
+	}
+}
+
+func TestIPv6(t *testing.T) {
+	ln, err := net.ListenPacket("udp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	ln.Close()
+	m, o := joined(t, road.Config{Listen: "[::1]:0"}, road.Config{Listen: "[::1]:0"})
+	if !m.Addr().Addr().Is6() {
+		t.Fatalf("main on %v", m.Addr())
+	}
+	ctx := ctxT(t, 10*time.Second)
+	if err := o.Send(ctx, "main", map[string]any{"v": 6, "data": strings.Repeat("6", 5000)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := recvOne(t, m, 5*time.Second); got.From != "other" {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+// The keylog line of each side has its short-term keys, and the two lines
+// mirror each other.
+func TestKeyLog(t *testing.T) {
+	var ka, kb bytes.Buffer
+	var mu sync.Mutex
+	m, o := joined(t, road.Config{KeyLog: lockedWriter{&mu, &ka}}, road.Config{KeyLog: lockedWriter{&mu, &kb}})
+	_ = m
+	_ = o
+	mu.Lock()
+	defer mu.Unlock()
+	ea, err := handshake.ParseKeyLog(bytes.NewReader(ka.Bytes()))
+	if err != nil || len(ea) != 1 {
+		t.Fatalf("main keylog %q: %v", ka.String(), err)
+	}
+	eb, err := handshake.ParseKeyLog(bytes.NewReader(kb.Bytes()))
+	if err != nil || len(eb) != 1 {
+		t.Fatalf("other keylog %q: %v", kb.String(), err)
+	}
+	if ea[0].OurShortPub != eb[0].TheirShortPub || eb[0].OurShortPub != ea[0].TheirShortPub {
+		t.Fatal("the two lines do not mirror each other")
+	}
+	if !strings.HasPrefix(ka.String(), "RAET_SESSION "+hex.EncodeToString(ea[0].OurShortPub[:])) {
+		t.Fatalf("line %q", ka.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func TestKeyLogFileIs0600(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.log")
+	joined(t, road.Config{KeyLogFile: path}, road.Config{})
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("keylog mode %v", fi.Mode())
+	}
+}
+
+func TestSendErrors(t *testing.T) {
+	m, o := joined(t, road.Config{}, road.Config{MessageTimeout: 500 * time.Millisecond})
+	ctx := ctxT(t, 10*time.Second)
+	if err := o.Send(ctx, "nobody", map[string]any{}); !errors.Is(err, road.ErrUnknownRemote) {
+		t.Fatalf("unknown remote: %v", err)
+	}
+	if err := o.Send(ctx, "main", []int{1, 2}); !errors.Is(err, road.ErrNotMapping) {
+		t.Fatalf("not a mapping: %v", err)
+	}
+	m.Close()
+	if err := o.Send(ctx, "main", map[string]any{"x": 1}); !errors.Is(err, road.ErrTimeout) {
+		t.Fatalf("to a closed remote: %v", err)
+	}
+	o.Close()
+	if err := o.Send(ctx, "main", map[string]any{"x": 1}); !errors.Is(err, road.ErrClosed) {
+		t.Fatalf("on a closed stack: %v", err)
+	}
+	if err := o.Start(); !errors.Is(err, road.ErrClosed) {
+		t.Fatalf("restart: %v", err)
+	}
+}
+
+func TestContextCancel(t *testing.T) {
+	s := newStack(t, road.Config{Name: "lonely"})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	// Nobody listens there: the join waits until ctx ends.
+	_, err := s.Join(ctx, "127.0.0.1:9")
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, road.ErrTimeout) {
+		t.Fatalf("join to nobody: %v", err)
+	}
+}
