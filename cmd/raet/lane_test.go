@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -70,6 +69,8 @@ type server struct {
 	cmd    *exec.Cmd
 	lines  chan string
 	stderr bytes.Buffer
+	done   chan struct{} // closed when the process has exited
+	code   int
 }
 
 // serve starts `raet lane serve` in dir as yard name and waits for its
@@ -77,22 +78,26 @@ type server struct {
 func serve(t *testing.T, dir, name string, extra ...string) *server {
 	t.Helper()
 	s := &server{cmd: raetCmd(t, append([]string{"lane", "serve", "--dir", dir, "--name", name}, extra...)...),
-		lines: make(chan string, 20_000)}
-	out, err := s.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+		lines: make(chan string, 20_000), done: make(chan struct{})}
+	pr, pw := io.Pipe()
+	s.cmd.Stdout = pw
 	s.cmd.Stderr = &s.stderr
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		sc := bufio.NewScanner(out)
+		sc := bufio.NewScanner(pr)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
 			s.lines <- sc.Text()
 		}
 		close(s.lines)
+	}()
+	go func() {
+		s.cmd.Wait() // copies all of stdout first
+		s.code = s.cmd.ProcessState.ExitCode()
+		pw.Close()
+		close(s.done)
 	}()
 	t.Cleanup(func() { s.stop(t) })
 	path := lane.SocketPath(dir, "lane", name)
@@ -101,28 +106,34 @@ func serve(t *testing.T, dir, name string, extra ...string) *server {
 			return s
 		}
 		if time.Since(start) > 30*time.Second {
-			t.Fatalf("serve did not bind %s: %s", path, s.stderr.String())
+			t.Fatalf("serve did not bind %s", path)
 		}
 	}
+}
+
+// wait waits for the server to exit and returns its status.
+func (s *server) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		t.Errorf("serve did not exit")
+	}
+	return s.code
 }
 
 // stop interrupts the server and returns its exit status.
 func (s *server) stop(t *testing.T) int {
 	t.Helper()
-	if s.cmd.ProcessState != nil {
-		return s.cmd.ProcessState.ExitCode()
+	select {
+	case <-s.done:
+		return s.code
+	default:
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- s.cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-		t.Errorf("serve did not stop on SIGINT")
-	}
-	return s.cmd.ProcessState.ExitCode()
+	return s.wait(t)
 }
 
 // line returns the server's next output line.
@@ -131,7 +142,7 @@ func (s *server) line(t *testing.T) string {
 	select {
 	case l, ok := <-s.lines:
 		if !ok {
-			t.Fatalf("serve ended: %s", s.stderr.String())
+			t.Fatal("serve ended")
 		}
 		return l
 	case <-time.After(30 * time.Second):
@@ -281,11 +292,13 @@ func TestLaneServeCount(t *testing.T) {
 	if out, code := raet(t, "lane", "send", "--dir", dir, "--to", "beta", "--size", "5", "--count", "2"); code != exitOK {
 		t.Fatalf("send exited %d: %s", code, out)
 	}
-	if err := srv.cmd.Wait(); err != nil {
-		t.Fatalf("serve: %v", err)
+	if code := srv.wait(t); code != exitOK {
+		t.Fatalf("serve exited %d", code)
 	}
-	if n := len(srv.lines); n != 2 {
-		t.Logf("lines buffered: %d", n)
+	srv.line(t)
+	srv.line(t)
+	if l, ok := <-srv.lines; ok {
+		t.Fatalf("a third line: %s", l)
 	}
 }
 
@@ -322,5 +335,4 @@ func TestLaneUsage(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("usage errors left files: %v", entries)
 	}
-	_ = filepath.Join
 }

@@ -1,0 +1,193 @@
+package lane
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+)
+
+// Defaults used for the zero values of Config fields.
+const (
+	// DefaultLane is the lane name when Config.Lane is empty (the reference's).
+	DefaultLane = "lane"
+	// DefaultDir is the socket directory tried first when Config.Dir is
+	// empty (the reference's); DefaultAltDir, under the home directory, is
+	// used when DefaultDir cannot be used.
+	DefaultDir    = "/var/cache/raet"
+	DefaultAltDir = "~/.raet/uxd"
+	// DefaultReceiveQueue is the capacity of the channel of received messages.
+	DefaultReceiveQueue = 256
+	// DefaultMaxMessageSize bounds a serialized body, sent or received.
+	DefaultMaxMessageSize = 16 << 20
+	// DefaultMaxBooks bounds the unfinished books (multi-page messages being
+	// reassembled) kept at once.
+	DefaultMaxBooks = 128
+	// DefaultMaxBookBytes bounds the memory held by unfinished books.
+	DefaultMaxBookBytes = 64 << 20
+	// DefaultBookTimeout is how long a book may take from its first page to
+	// its last.
+	DefaultBookTimeout = 10 * time.Second
+	// DefaultMaxYards bounds the remote yards the stack knows.
+	DefaultMaxYards = 4096
+	// DefaultSendTimeout bounds how long Send retries a busy destination.
+	DefaultSendTimeout = 10 * time.Second
+	// DefaultRetryQueue bounds the Sends retrying busy destinations at once.
+	DefaultRetryQueue = 128
+)
+
+// Config configures a Stack. The zero value works: every field documents
+// its default. A nil *Config is the same as a zero Config.
+type Config struct {
+	// Dir is the directory of the socket files. Empty means DefaultDir if
+	// it exists and is writable or can be created, else DefaultAltDir (the
+	// reference's choice). Start creates a missing directory with mode
+	// 0700; an existing one is used as it is.
+	Dir string
+	// Lane is the lane name. Empty means DefaultLane. It may not contain
+	// '/', spaces or control characters.
+	Lane string
+	// Name is the name of this yard. Empty means "lane_" and 18 random hex
+	// characters (the reference's default). It may not contain '.', '/',
+	// spaces or control characters. The socket is <Dir>/<Lane>.<Name>.uxd.
+	Name string
+	// PackKind is the serialization of the bodies this stack sends:
+	// codec.PackKindJSON (the zero value, compact JSON as the reference
+	// writes it), codec.PackKindPack (msgpack) or codec.PackKindCBOR (a
+	// raet-go extension the reference cannot read). Received pages may use
+	// any of the three.
+	PackKind codec.PackKind
+	// ReceiveQueue is the capacity of the Receive channel. Zero means
+	// DefaultReceiveQueue. When it is full the stack stops reading its
+	// socket, and senders see back-pressure; nothing is dropped.
+	ReceiveQueue int
+	// MaxMessageSize bounds a serialized body in bytes, on send and on
+	// receive. Zero means DefaultMaxMessageSize. (The reference refuses
+	// bodies over 67107840 bytes.)
+	MaxMessageSize int
+	// MaxBooks bounds the unfinished books kept at once; when a new book
+	// would exceed it the oldest is dropped. Zero means DefaultMaxBooks.
+	MaxBooks int
+	// MaxBookBytes bounds the bytes held by unfinished books; when a page
+	// would exceed it the oldest books are dropped. Zero means
+	// DefaultMaxBookBytes.
+	MaxBookBytes int
+	// BookTimeout is how long a book may take from its first page to its
+	// last before it is dropped. Zero means DefaultBookTimeout.
+	BookTimeout time.Duration
+	// MaxYards bounds the remote yards the stack knows (created by Send
+	// and by pages from new yards). Zero means DefaultMaxYards.
+	MaxYards int
+	// SendTimeout bounds how long a Send retries a destination whose socket
+	// is full (EAGAIN, ENOBUFS), in addition to the context's deadline.
+	// Zero means DefaultSendTimeout.
+	SendTimeout time.Duration
+	// RetryQueue bounds the Sends that may be retrying busy destinations at
+	// once; a further one fails at once with ErrBusy. Zero means
+	// DefaultRetryQueue.
+	RetryQueue int
+	// Logger receives the stack's logs. Nil means no logging. Nothing is
+	// logged per page except at slog.LevelDebug for dropped pages.
+	Logger *slog.Logger
+}
+
+// populate returns a copy of cfg with the defaults filled in, or an error
+// wrapping ErrInvalidConfig or ErrBadName.
+func populate(cfg *Config) (Config, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Lane == "" {
+		c.Lane = DefaultLane
+	}
+	if err := checkLaneName(c.Lane); err != nil {
+		return c, fmt.Errorf("raet: lane config: Lane %q: %w", c.Lane, err)
+	}
+	if c.Name == "" {
+		c.Name = "lane_" + newSessionID()
+	}
+	if err := checkYardName(c.Name); err != nil {
+		return c, fmt.Errorf("raet: lane config: Name %q: %w", c.Name, err)
+	}
+	if !c.PackKind.Valid() {
+		return c, fmt.Errorf("%w: PackKind %v", ErrInvalidConfig, c.PackKind)
+	}
+	ints := []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"ReceiveQueue", &c.ReceiveQueue, DefaultReceiveQueue},
+		{"MaxMessageSize", &c.MaxMessageSize, DefaultMaxMessageSize},
+		{"MaxBooks", &c.MaxBooks, DefaultMaxBooks},
+		{"MaxBookBytes", &c.MaxBookBytes, DefaultMaxBookBytes},
+		{"MaxYards", &c.MaxYards, DefaultMaxYards},
+		{"RetryQueue", &c.RetryQueue, DefaultRetryQueue},
+	}
+	for _, f := range ints {
+		switch {
+		case *f.v < 0:
+			return c, fmt.Errorf("%w: %s is negative (%d)", ErrInvalidConfig, f.name, *f.v)
+		case *f.v == 0:
+			*f.v = f.def
+		}
+	}
+	durs := []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"BookTimeout", &c.BookTimeout, DefaultBookTimeout},
+		{"SendTimeout", &c.SendTimeout, DefaultSendTimeout},
+	}
+	for _, f := range durs {
+		switch {
+		case *f.v < 0:
+			return c, fmt.Errorf("%w: %s is negative (%v)", ErrInvalidConfig, f.name, *f.v)
+		case *f.v == 0:
+			*f.v = f.def
+		}
+	}
+	if c.Dir == "" {
+		c.Dir = defaultDir()
+	}
+	dir, err := expandHome(c.Dir)
+	if err != nil {
+		return c, fmt.Errorf("%w: Dir %q: %w", ErrInvalidConfig, c.Dir, err)
+	}
+	if c.Dir, err = filepath.Abs(dir); err != nil {
+		return c, fmt.Errorf("%w: Dir %q: %w", ErrInvalidConfig, dir, err)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// defaultDir picks DefaultDir when it is usable, else DefaultAltDir. It
+// only looks; Start creates the directory.
+func defaultDir() string {
+	if fi, err := os.Stat(DefaultDir); err == nil {
+		if fi.IsDir() && writable(DefaultDir) {
+			return DefaultDir
+		}
+	} else if os.IsNotExist(err) && writable(filepath.Dir(DefaultDir)) {
+		return DefaultDir
+	}
+	return DefaultAltDir
+}
+
+func expandHome(p string) (string, error) {
+	if p != "~" && (len(p) < 2 || p[:2] != "~/") {
+		return p, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, p[1:]), nil
+}

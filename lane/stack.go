@@ -1,0 +1,466 @@
+package lane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	codeclane "github.com/raet-go/raet/codec/lane"
+	"github.com/raet-go/raet/packet"
+)
+
+// Message is a message received from a yard.
+type Message struct {
+	// From is the name of the yard that sent it (the head field sn).
+	From string
+	// Kind is how the body was serialized.
+	Kind codec.PackKind
+	// Body is the decoded body; an empty body gives an empty map. Values
+	// have the types package packet documents for its serializers.
+	Body map[string]any
+	// Raw is the body as it came, its pages joined: compact JSON, msgpack
+	// or CBOR according to Kind. Decode it into your own types, or keep key
+	// order with packet.OrderedMap. The stack does not keep it.
+	Raw []byte
+}
+
+// Stack states.
+const (
+	stateNew int32 = iota
+	stateStarted
+	stateClosed
+)
+
+// retrySlice bounds one wait for a busy destination, after which the
+// sender checks its deadline and lets the next waiting Send have a turn.
+const retrySlice = 2 * time.Millisecond
+
+// Stack is a yard on a lane: one AF_UNIX datagram socket at
+// <Dir>/<Lane>.<Name>.uxd that sends pages to other yards and receives
+// theirs. Create it with New, bind it with Start, stop it with Close. Its
+// methods are safe for concurrent use.
+type Stack struct {
+	cfg     Config
+	path    string
+	ser     packet.Serializer
+	log     *slog.Logger
+	ctr     counters
+	yards   yardTable
+	in      *inbound
+	recv    chan Message
+	closing chan struct{}
+	wg      sync.WaitGroup
+
+	mu       sync.Mutex // serializes Start and Close
+	state    atomic.Int32
+	sock     *sock
+	retrying atomic.Int64
+}
+
+// New returns a stack for cfg (nil means the zero Config). It checks the
+// configuration and starts nothing: no socket, no goroutine.
+func New(cfg *Config) (*Stack, error) {
+	c, err := populate(cfg)
+	if err != nil {
+		return nil, err
+	}
+	path := SocketPath(c.Dir, c.Lane, c.Name)
+	if len(path) > maxPathLen {
+		return nil, fmt.Errorf("%w: %q is %d bytes, at most %d", ErrPathTooLong, path, len(path), maxPathLen)
+	}
+	s := &Stack{
+		cfg:     c,
+		path:    path,
+		ser:     serializer(c.PackKind),
+		log:     c.Logger,
+		recv:    make(chan Message, c.ReceiveQueue),
+		closing: make(chan struct{}),
+	}
+	s.yards = yardTable{
+		m:      make(map[string]*yard),
+		max:    c.MaxYards,
+		self:   path,
+		dir:    c.Dir,
+		lane:   c.Lane,
+		ctr:    &s.ctr,
+		log:    c.Logger,
+		newSID: newSessionID,
+	}
+	s.in = newInbound(&s.cfg, s.yards.source, &s.ctr)
+	return s, nil
+}
+
+// Name returns the yard's name.
+func (s *Stack) Name() string { return s.cfg.Name }
+
+// Lane returns the lane's name.
+func (s *Stack) Lane() string { return s.cfg.Lane }
+
+// Dir returns the socket directory (absolute).
+func (s *Stack) Dir() string { return s.cfg.Dir }
+
+// Path returns the yard's socket path.
+func (s *Stack) Path() string { return s.path }
+
+// Config returns the configuration in use, defaults filled in.
+func (s *Stack) Config() Config { return s.cfg }
+
+// Receive returns the channel of received messages. It is closed when the
+// stack is closed. A consumer that falls behind holds up the stack's
+// reading, so senders see back-pressure; nothing is dropped for it.
+func (s *Stack) Receive() <-chan Message { return s.recv }
+
+// Counters returns a snapshot of the stack's counters.
+func (s *Stack) Counters() Counters { return s.ctr.snapshot() }
+
+// Yards returns the names of the remote yards the stack knows, in no
+// particular order.
+func (s *Stack) Yards() []string { return s.yards.names() }
+
+// Start creates the socket directory if needed (mode 0700), removes a
+// stale socket file (after a connect probe shows nobody listens on it),
+// binds the yard's socket (mode 0600) and starts the reader goroutine. A
+// live socket at the path is an error wrapping ErrYardInUse and is left
+// alone. Errors are *BindError.
+func (s *Stack) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state.Load() {
+	case stateStarted:
+		return ErrStarted
+	case stateClosed:
+		return ErrClosed
+	}
+	if err := s.makeDir(); err != nil {
+		return err
+	}
+	sk, err := listen(s.path, s.log, &s.ctr)
+	if err != nil {
+		return err
+	}
+	s.sock = sk
+	s.wg.Add(1)
+	go s.readLoop()
+	s.state.Store(stateStarted)
+	s.log.Info("lane yard started", "yard", s.cfg.Name, "path", s.path, "pack", s.cfg.PackKind.String())
+	return nil
+}
+
+// makeDir creates the socket directory with mode 0700 if it is missing.
+func (s *Stack) makeDir() error {
+	dir := s.cfg.Dir
+	fi, err := os.Stat(dir)
+	switch {
+	case err == nil:
+		if !fi.IsDir() {
+			return &BindError{Path: dir, Op: "mkdir", Err: fs.ErrExist}
+		}
+		if m := fi.Mode(); m&0o022 != 0 && m&fs.ModeSticky == 0 {
+			s.log.Warn("lane socket directory is writable by others", "dir", dir, "mode", m.String())
+		}
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return &BindError{Path: dir, Op: "mkdir", Err: err}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return &BindError{Path: dir, Op: "mkdir", Err: err}
+	}
+	if err := os.Chmod(dir, 0o700); err != nil { // whatever the umask
+		return &BindError{Path: dir, Op: "mkdir", Err: err}
+	}
+	return nil
+}
+
+// Close stops the reader goroutine and waits for it, closes the socket,
+// removes the socket file (if it is still ours) and closes the Receive
+// channel. Sends in progress fail with ErrClosed. Close is idempotent.
+func (s *Stack) Close() error {
+	s.mu.Lock()
+	prev := s.state.Load()
+	if prev == stateClosed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.state.Store(stateClosed)
+	close(s.closing)
+	sk := s.sock
+	s.mu.Unlock()
+
+	var err error
+	if prev == stateStarted {
+		err = sk.close()
+		s.wg.Wait()
+		if uerr := sk.unlink(); uerr != nil {
+			err = errors.Join(err, &BindError{Path: s.path, Op: "remove", Err: uerr})
+		}
+		s.log.Info("lane yard closed", "yard", s.cfg.Name, "path", s.path)
+	}
+	close(s.recv)
+	return err
+}
+
+// readLoop is the reader goroutine: it owns s.in.
+func (s *Stack) readLoop() {
+	defer s.wg.Done()
+	buf := make([]byte, MaxPageSize+1) // one more, to see oversize datagrams
+	var deadline time.Time
+	fails := 0
+	for {
+		n, from, err := s.sock.read(buf)
+		switch {
+		case err == nil:
+			fails = 0
+			if m, ok := s.in.page(buf[:n], from); ok {
+				select {
+				case s.recv <- m:
+				case <-s.closing:
+					return
+				}
+			}
+		case errors.Is(err, net.ErrClosed):
+			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			s.in.expire(s.in.now())
+		default:
+			fails++
+			s.log.Warn("lane read failed", "yard", s.cfg.Name, "err", err)
+			t := time.NewTimer(min(time.Duration(fails)*10*time.Millisecond, time.Second))
+			select {
+			case <-t.C:
+			case <-s.closing:
+				t.Stop()
+				return
+			}
+		}
+		// Wake up when the oldest unfinished book expires.
+		if next := s.in.nextExpiry(); !next.Equal(deadline) {
+			if err := s.sock.setReadDeadline(next); err == nil {
+				deadline = next
+			}
+		}
+	}
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= 4*MaxPageSize {
+		*b = (*b)[:0]
+		bufPool.Put(b)
+	}
+}
+
+// Send sends body to the yard named yard on this stack's lane, at
+// <Dir>/<Lane>.<yard>.uxd, or at the address it last sent from. body must
+// be a mapping (map[string]any, packet.OrderedMap to keep key order, a
+// struct, ...); it is serialized with Config.PackKind and cut into pages if
+// needed.
+//
+// Send returns once every page is in the destination's socket queue (the
+// kernel delivers unix datagrams reliably and in order), or with an error:
+// the stack never drops a message silently. When the destination's queue
+// is full (EAGAIN, ENOBUFS) Send waits for room, in order behind other
+// Sends to the same yard, until ctx is done or Config.SendTimeout passes;
+// then it fails with ErrBusy. A destination whose socket vanished
+// (ECONNREFUSED, ENOENT) fails with ErrYardGone and is forgotten. Errors
+// are *SendError.
+func (s *Stack) Send(ctx context.Context, yard string, body any) error {
+	switch s.state.Load() {
+	case stateNew:
+		return s.fail(yard, -1, 0, ErrNotStarted)
+	case stateClosed:
+		return s.fail(yard, -1, 0, ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return s.fail(yard, -1, 0, err)
+	}
+	y, err := s.lockYard(ctx, yard)
+	if err != nil {
+		return s.fail(yard, -1, 0, err)
+	}
+	defer y.unlock()
+
+	bp := bufPool.Get().(*[]byte)
+	defer putBuf(bp)
+	bid := y.nextBid()
+	h := codeclane.Head{
+		PackKind:    s.cfg.PackKind,
+		Source:      s.cfg.Name,
+		Destination: yard,
+		SessionID:   y.sid,
+		BookID:      bid,
+		PageCount:   1,
+	}
+	buf, err := codeclane.Append((*bp)[:0], &h)
+	if err != nil {
+		return s.fail(yard, -1, 0, err)
+	}
+	hl := len(buf)
+	if buf, err = s.ser.Marshal(buf, body); err != nil {
+		return s.fail(yard, -1, 0, err)
+	}
+	*bp = buf
+	size := len(buf) - hl
+	if size > s.cfg.MaxMessageSize {
+		return s.fail(yard, -1, 0, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, size, s.cfg.MaxMessageSize))
+	}
+	section, count, err := paginate(hl, size, MaxPageSize)
+	if err != nil {
+		return s.fail(yard, -1, 0, err)
+	}
+	y.bid = bid
+
+	var deadline time.Time // set when a retry first needs it
+	if count == 1 {
+		if err := s.write(ctx, y, buf, &deadline); err != nil {
+			return s.fail(yard, 0, 1, err)
+		}
+		s.ctr.messagesOut.Add(1)
+		return nil
+	}
+	pp := bufPool.Get().(*[]byte)
+	defer putBuf(pp)
+	data := buf[hl:]
+	for i := range count {
+		h.PageNumber, h.PageCount = uint16(i), uint16(count)
+		page, err := codeclane.Append((*pp)[:0], &h)
+		if err != nil {
+			return s.fail(yard, i, count, err)
+		}
+		page = append(page, data[i*section:min((i+1)*section, len(data))]...)
+		*pp = page
+		if err := s.write(ctx, y, page, &deadline); err != nil {
+			return s.fail(yard, i, count, err)
+		}
+	}
+	s.ctr.messagesOut.Add(1)
+	return nil
+}
+
+// lockYard finds (or makes) the record of the yard named name and takes
+// its send lock, retrying when the record was removed meanwhile.
+func (s *Stack) lockYard(ctx context.Context, name string) (*yard, error) {
+	for range 3 {
+		y, err := s.yards.forSend(name)
+		if err != nil {
+			return nil, err
+		}
+		if err := y.lock(ctx, s.closing); err != nil {
+			return nil, err
+		}
+		if !y.gone.Load() {
+			return y, nil
+		}
+		y.unlock()
+	}
+	return nil, ErrYardGone
+}
+
+func (s *Stack) fail(yard string, page, pages int, err error) error {
+	s.ctr.sendErr.Add(1)
+	return &SendError{Yard: yard, Page: page, Pages: pages, Err: err}
+}
+
+// write writes one page, retrying while the destination is busy.
+func (s *Stack) write(ctx context.Context, y *yard, p []byte, deadline *time.Time) error {
+	err := s.sock.send(p, y.to)
+	if err != nil && isBusy(err) {
+		err = s.retry(ctx, y, p, deadline)
+	}
+	if err == nil {
+		s.ctr.pagesOut.Add(1)
+		s.ctr.bytesOut.Add(uint64(len(p)))
+		return nil
+	}
+	switch {
+	case s.state.Load() == stateClosed, errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrClosed):
+		return ErrClosed // a file closing error is not os.ErrClosed
+	case isGone(err):
+		s.yards.remove(y)
+		return fmt.Errorf("%w: %w", ErrYardGone, err)
+	case isMsgSize(err):
+		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+	}
+	return err
+}
+
+// retry is the bounded retry queue: at most Config.RetryQueue Sends wait
+// here at once, one of them at a time on the socket, each until its
+// deadline (ctx and Config.SendTimeout).
+func (s *Stack) retry(ctx context.Context, y *yard, p []byte, deadline *time.Time) error {
+	if s.retrying.Add(1) > int64(s.cfg.RetryQueue) {
+		s.retrying.Add(-1)
+		return fmt.Errorf("%w: retry queue full (%d sends waiting)", ErrBusy, s.cfg.RetryQueue)
+	}
+	defer s.retrying.Add(-1)
+	if deadline.IsZero() {
+		*deadline = time.Now().Add(s.cfg.SendTimeout)
+		if d, ok := ctx.Deadline(); ok && d.Before(*deadline) {
+			*deadline = d
+		}
+	}
+	for {
+		s.ctr.retries.Add(1)
+		if err := s.acquireWait(ctx, *deadline); err != nil {
+			return err
+		}
+		now := time.Now()
+		if !now.Before(*deadline) {
+			<-s.sock.wait
+			return s.busy(ctx)
+		}
+		until := now.Add(retrySlice)
+		if deadline.Before(until) {
+			until = *deadline
+		}
+		err := s.sock.sendWait(p, y.to, until)
+		<-s.sock.wait
+		switch {
+		case err == nil:
+			return nil
+		case !isBusy(err) && !errors.Is(err, os.ErrDeadlineExceeded):
+			return err
+		case ctx.Err() != nil:
+			return s.busy(ctx)
+		}
+	}
+}
+
+// acquireWait takes the turn to wait on the socket.
+func (s *Stack) acquireWait(ctx context.Context, deadline time.Time) error {
+	select {
+	case s.sock.wait <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case s.sock.wait <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return s.busy(ctx)
+	case <-s.closing:
+		return ErrClosed
+	case <-t.C:
+		return s.busy(ctx)
+	}
+}
+
+func (s *Stack) busy(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return fmt.Errorf("%w: %w", ErrBusy, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("%w: no room within %v", ErrBusy, s.cfg.SendTimeout)
+}
