@@ -772,5 +772,9 @@ func dropReason(err error) string {
 	case errors.Is(err, packet.ErrCoatOpen), errors.Is(err, packet.ErrCoatShort):
 		return "coat_open"
 	}
+	var be *packet.BodyError
+	if errors.As(err, &be) {
+		return "body"
+	}
 	return "parse_error"
 }
