@@ -31,7 +31,7 @@ const (
 	// DefaultBookTimeout is how long a book may take from its first page to
 	// its last.
 	DefaultBookTimeout = 10 * time.Second
-	// DefaultMaxYards bounds the remote yards the stack knows.
+	// DefaultMaxYards bounds the remote yards the stack remembers.
 	DefaultMaxYards = 4096
 	// DefaultSendTimeout bounds how long Send retries a busy destination.
 	DefaultSendTimeout = 10 * time.Second
@@ -78,8 +78,10 @@ type Config struct {
 	// BookTimeout is how long a book may take from its first page to its
 	// last before it is dropped. Zero means DefaultBookTimeout.
 	BookTimeout time.Duration
-	// MaxYards bounds the remote yards the stack knows (created by Send
-	// and by pages from new yards). Zero means DefaultMaxYards.
+	// MaxYards bounds the remote yards the stack remembers (made by Send
+	// and by pages from new yards); beyond it the least recently used is
+	// forgotten, and gets a new session when used again. Zero means
+	// DefaultMaxYards.
 	MaxYards int
 	// SendTimeout bounds how long a Send retries a destination whose socket
 	// is full (EAGAIN, ENOBUFS), in addition to the context's deadline.

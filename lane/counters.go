@@ -35,8 +35,6 @@ const (
 	// <lane>.<sn>.uxd for the page's source name sn, or a known yard's page
 	// came from another address.
 	DropBadSource
-	// DropYardLimit: a page from a new yard when Config.MaxYards are known.
-	DropYardLimit
 	// DropTooLarge: a book grew beyond Config.MaxMessageSize.
 	DropTooLarge
 	// DropBookLimit: an unfinished book was dropped to keep within
@@ -54,7 +52,7 @@ const (
 
 var dropNames = [numDropReasons]string{
 	"bad_head", "pack_kind", "oversize", "page_number", "missed_page",
-	"bad_page", "bad_body", "not_mapping", "bad_source", "yard_limit",
+	"bad_page", "bad_body", "not_mapping", "bad_source",
 	"too_large", "book_limit", "expired", "stale_book",
 }
 
@@ -93,6 +91,7 @@ type Counters struct {
 	Misaddressed uint64
 	YardsAdded   uint64 // remote yards created (by Send or by a first page)
 	YardsRemoved uint64 // remote yards removed because their socket vanished
+	YardsEvicted uint64 // remote yards forgotten to keep within Config.MaxYards
 	StaleRemoved uint64 // stale socket files removed by Start
 	// Drops counts dropped pages and books by reason; index it with a
 	// DropReason.
@@ -113,6 +112,7 @@ type counters struct {
 	pagesIn, pagesOut, bytesIn, bytesOut      atomic.Uint64
 	messagesIn, messagesOut, retries, sendErr atomic.Uint64
 	misaddressed, yardsAdded, yardsRemoved    atomic.Uint64
+	yardsEvicted                              atomic.Uint64
 	staleRemoved                              atomic.Uint64
 	drops                                     [numDropReasons]atomic.Uint64
 }
@@ -130,6 +130,7 @@ func (c *counters) snapshot() Counters {
 		Misaddressed: c.misaddressed.Load(),
 		YardsAdded:   c.yardsAdded.Load(),
 		YardsRemoved: c.yardsRemoved.Load(),
+		YardsEvicted: c.yardsEvicted.Load(),
 		StaleRemoved: c.staleRemoved.Load(),
 	}
 	for i := range c.drops {

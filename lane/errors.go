@@ -38,8 +38,6 @@ var (
 	// ErrTooLarge: the serialized body exceeds Config.MaxMessageSize or
 	// needs more than 65535 pages.
 	ErrTooLarge = errors.New("raet: lane message too large")
-	// ErrTooManyYards: the stack already knows Config.MaxYards yards.
-	ErrTooManyYards = errors.New("raet: too many lane yards")
 	// ErrUnsupported: this platform has no Unix datagram sockets.
 	ErrUnsupported = errors.New("raet: lane sockets unsupported on this platform")
 )

@@ -15,6 +15,15 @@ import (
 	"github.com/raet-go/raet/packet"
 )
 
+// The page of §11 of raet-protocol.md, captured from the reference.
+const referencePage = "ri RAET\nvn 0\npk 0\nsn alpha\ndn beta\nsi 661752e96abf6110ed\nbi 1\npn 0000\npc 0001\n\n" +
+	`{"subject":"lane hello","n":1}`
+
+const (
+	sidA = "aaaaaaaaaaaaaaaaaa"
+	sidB = "bbbbbbbbbbbbbbbbbb"
+)
+
 // testInbound returns an inbound with small limits, a clock the test
 // moves, and a source that accepts any yard.
 func testInbound(maxBooks, maxBookBytes, maxMessage int) (*inbound, *counters, *time.Time) {
@@ -25,7 +34,7 @@ func testInbound(maxBooks, maxBookBytes, maxMessage int) (*inbound, *counters, *
 		y := yards[sn]
 		if y == nil {
 			if len(yards) >= 8 {
-				return nil, DropYardLimit, false
+				return nil, DropBadSource, false
 			}
 			y = &yard{name: sn}
 			yards[sn] = y

@@ -176,25 +176,25 @@ func (s *sock) send(p []byte, to *sockAddr) error {
 	return serr
 }
 
-// sendWait writes p to the socket at to through the retry descriptor. If
-// the destination is busy it waits, until deadline, for the socket to
-// become writable (the kernel signals it when a receiver consumes one of
-// our datagrams) and tries once more. It returns the busy error, or
-// os.ErrDeadlineExceeded, when there was still no room. The caller holds
+// sendWait writes p to the socket at to through the retry descriptor,
+// waiting while the destination is busy for the socket to become writable
+// (the kernel signals it when a receiver consumes one of our datagrams),
+// until deadline. With tryFirst false it waits before the first try: the
+// caller has just seen the destination busy. It returns
+// os.ErrDeadlineExceeded when there was still no room. The caller holds
 // s.wait.
-func (s *sock) sendWait(p []byte, to *sockAddr, deadline time.Time) error {
+func (s *sock) sendWait(p []byte, to *sockAddr, deadline time.Time, tryFirst bool) error {
 	if err := s.retry.SetWriteDeadline(deadline); err != nil {
 		return err
 	}
 	var serr error
-	waited := false
 	if err := s.rraw.Write(func(fd uintptr) bool {
-		serr = sendto(fd, p, to)
-		if isBusy(serr) && !waited {
-			waited = true
-			return false // wait for writability, then try again
+		if !tryFirst {
+			tryFirst = true
+			return false
 		}
-		return true
+		serr = sendto(fd, p, to)
+		return !isBusy(serr)
 	}); err != nil {
 		return err
 	}

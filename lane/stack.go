@@ -40,7 +40,8 @@ const (
 )
 
 // retrySlice bounds one wait for a busy destination, after which the
-// sender checks its deadline and lets the next waiting Send have a turn.
+// sender tries again, checks its deadline and lets the next waiting Send
+// have a turn.
 const retrySlice = 2 * time.Millisecond
 
 // Stack is a yard on a lane: one AF_UNIX datagram socket at
@@ -407,7 +408,7 @@ func (s *Stack) retry(ctx context.Context, y *yard, p []byte, deadline *time.Tim
 			*deadline = d
 		}
 	}
-	for {
+	for try := false; ; try = true {
 		s.ctr.retries.Add(1)
 		if err := s.acquireWait(ctx, *deadline); err != nil {
 			return err
@@ -421,7 +422,7 @@ func (s *Stack) retry(ctx context.Context, y *yard, p []byte, deadline *time.Tim
 		if deadline.Before(until) {
 			until = *deadline
 		}
-		err := s.sock.sendWait(p, y.to, until)
+		err := s.sock.sendWait(p, y.to, until, try)
 		<-s.sock.wait
 		switch {
 		case err == nil:

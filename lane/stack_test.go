@@ -1,3 +1,5 @@
+//go:build unix
+
 package lane
 
 import (
@@ -20,10 +22,6 @@ import (
 	"github.com/raet-go/raet/internal/testutil"
 	"github.com/raet-go/raet/packet"
 )
-
-// The page of §11 of raet-protocol.md, captured from the reference.
-const referencePage = "ri RAET\nvn 0\npk 0\nsn alpha\ndn beta\nsi 661752e96abf6110ed\nbi 1\npn 0000\npc 0001\n\n" +
-	`{"subject":"lane hello","n":1}`
 
 func TestSendReceive(t *testing.T) {
 	testutil.CheckLeaks(t)

@@ -17,6 +17,7 @@ type yard struct {
 	sem  chan struct{}
 	bid  uint32 // last book id sent; guarded by sem
 	gone atomic.Bool
+	used atomic.Uint64 // the table's clock when last used, for eviction
 
 	rsid string // last session id received from it; reader goroutine only
 }
@@ -53,6 +54,7 @@ func (y *yard) nextBid() uint32 {
 // yardTable holds the remote yards by name. Senders and the reader share it.
 type yardTable struct {
 	mu     sync.Mutex
+	clock  atomic.Uint64 // counts uses, to find the least recently used yard
 	m      map[string]*yard
 	max    int
 	self   string // our own socket path
@@ -63,7 +65,12 @@ type yardTable struct {
 	newSID func() string
 }
 
+// addLocked makes a record; when the table is full it first evicts the
+// least recently used yard.
 func (t *yardTable) addLocked(name, path string) *yard {
+	if len(t.m) >= t.max {
+		t.evictLocked()
+	}
 	y := &yard{
 		name: name,
 		path: path,
@@ -71,6 +78,7 @@ func (t *yardTable) addLocked(name, path string) *yard {
 		sid:  t.newSID(),
 		sem:  make(chan struct{}, 1),
 	}
+	y.used.Store(t.clock.Add(1))
 	t.m[name] = y
 	t.ctr.yardsAdded.Add(1)
 	if t.log.Enabled(context.Background(), slog.LevelDebug) {
@@ -85,6 +93,7 @@ func (t *yardTable) forSend(name string) (*yard, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if y := t.m[name]; y != nil {
+		y.used.Store(t.clock.Add(1))
 		return y, nil
 	}
 	if err := checkYardName(name); err != nil {
@@ -93,9 +102,6 @@ func (t *yardTable) forSend(name string) (*yard, error) {
 	path := SocketPath(t.dir, t.lane, name)
 	if path == t.self {
 		return nil, fmt.Errorf("%w: %q is this yard", ErrBadName, name)
-	}
-	if len(t.m) >= t.max {
-		return nil, fmt.Errorf("%w (%d)", ErrTooManyYards, t.max)
 	}
 	return t.addLocked(name, path), nil
 }
@@ -109,15 +115,33 @@ func (t *yardTable) source(sn, addr string) (*yard, DropReason, bool) {
 		if y.path != addr {
 			return nil, DropBadSource, false
 		}
+		y.used.Store(t.clock.Add(1))
 		return y, 0, true
 	}
 	if _, name, ok := namesFromPath(addr); !ok || name != sn || addr == t.self {
 		return nil, DropBadSource, false
 	}
-	if len(t.m) >= t.max {
-		return nil, DropYardLimit, false
-	}
 	return t.addLocked(sn, addr), 0, true
+}
+
+// evictLocked forgets the least recently used yard. A later Send to it,
+// or a page from it, makes a new record (and a new session towards it).
+func (t *yardTable) evictLocked() {
+	var old *yard
+	for _, y := range t.m {
+		if old == nil || y.used.Load() < old.used.Load() {
+			old = y
+		}
+	}
+	if old == nil {
+		return
+	}
+	old.gone.Store(true)
+	delete(t.m, old.name)
+	t.ctr.yardsEvicted.Add(1)
+	if t.log.Enabled(context.Background(), slog.LevelDebug) {
+		t.log.Debug("lane yard evicted (least recently used)", "yard", old.name, "max", t.max)
+	}
 }
 
 // remove forgets y (its socket vanished).
