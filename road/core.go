@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/raet-go/raet/codec"
@@ -53,6 +54,11 @@ type core struct {
 	dirty    []txn     // transactions whose timers may have moved since the last flushWake
 
 	keylog io.Writer
+
+	// sharedKeys is published for the reader goroutine; keysChanged says
+	// it is out of date.
+	sharedKeys  *atomic.Pointer[verifyKeys]
+	keysChanged bool
 }
 
 // datagram is one packet to send.
@@ -205,6 +211,7 @@ func (c *core) newRemote(ha netip.AddrPort, fuid, sid uint32) *remote {
 }
 
 func (c *core) addRemote(r *remote) {
+	c.keysChanged = true
 	r.added = true
 	c.remotes[r.nuid] = r
 	c.byName[r.name] = r
@@ -239,6 +246,7 @@ func (c *core) removeRemote(r *remote, reason error) {
 	}
 	r.saved = nil
 	c.notifyWaiters(r, reason)
+	c.keysChanged = true
 	if r.added {
 		delete(c.remotes, r.nuid)
 		if c.byName[r.name] == r {
@@ -377,18 +385,28 @@ func remoteName(r *remote) string {
 // unauthenticated is dropped and counted; nothing here panics on input.
 func (c *core) receive(b []byte, from netip.AddrPort) {
 	var p rxPacket
-	if err := packet.Parse(b, &p.Packet); err != nil {
-		c.stats.drop(dropReason(err))
+	err := packet.Parse(b, &p.Packet)
+	p.from = from
+	c.handle(&p, err, false)
+}
+
+// handle takes a datagram that the reader goroutine parsed (parseErr) and
+// may have verified already with the shared key table (verified); a packet
+// that failed there is verified again here, where the keys are authoritative.
+func (c *core) handle(p *rxPacket, parseErr error, verified bool) {
+	if parseErr != nil {
+		c.stats.drop(dropReason(parseErr))
 		return
 	}
-	p.from = from
 	h := &p.Head
 	c.stats.in(h)
 	switch h.FootKind {
 	case codec.FootKindNaCl:
-		if err := p.Verify(c.signer); err != nil {
-			c.stats.drop(dropReason(err))
-			return
+		if !verified {
+			if err := p.Verify(c.signer); err != nil {
+				c.stats.drop(dropReason(err))
+				return
+			}
 		}
 	case codec.FootKindNada:
 		if h.TransactionKind == codec.TransactionKindMessage {
@@ -403,24 +421,45 @@ func (c *core) receive(b []byte, from netip.AddrPort) {
 		c.stats.drop("broadcast")
 		return
 	}
-	r := c.route(&p)
+	r := c.route(p)
 	if r == nil {
 		return
 	}
 	if t := r.txns[txnKey{rf: !h.Correspondent(), si: h.SessionID, ti: h.TransactionID}]; t != nil {
-		t.receive(c, &p)
+		t.receive(c, p)
 		c.dirty = append(c.dirty, t)
 		return
 	}
 	if h.Correspondent() {
-		c.stale(&p, r)
+		c.stale(p, r)
 		return
 	}
 	if !r.added && h.TransactionKind != codec.TransactionKindJoin {
 		c.stats.drop("unknown_destination")
 		return
 	}
-	c.correspond(&p, r)
+	c.correspond(p, r)
+}
+
+// verifyKeys is the uid → verify key table that the reader goroutine
+// verifies with, a copy the owner publishes when keys change.
+type verifyKeys = map[uint32]*[32]byte
+
+// publishKeys replaces the shared key table when remotes or their keys
+// changed since the last call.
+func (c *core) publishKeys() {
+	if !c.keysChanged || c.sharedKeys == nil {
+		return
+	}
+	c.keysChanged = false
+	t := make(verifyKeys, len(c.remotes))
+	for uid, r := range c.remotes {
+		if !r.verify.IsZero() {
+			k := [32]byte(r.verify)
+			t[uid] = &k
+		}
+	}
+	c.sharedKeys.Store(&t)
 }
 
 // route finds the remote a packet belongs to, or nil after dropping or

@@ -143,6 +143,7 @@ func (c *core) apply(r *remote, b *joinBody, from netip.AddrPort, fuid uint32) e
 		}
 	}
 	r.ha, r.fuid, r.main, r.kind, r.role, r.verify, r.pub = from, fuid, b.main, b.kind, b.role, b.verify, b.pub
+	c.keysChanged = true
 	return nil
 }
 
@@ -269,6 +270,7 @@ func (j *joiner) accept(c *core, p *rxPacket) {
 				}
 			}
 			r.main, r.kind, r.role, r.verify, r.pub = b.main, b.kind, b.role, b.verify, b.pub
+			c.keysChanged = true
 		}
 	}
 	sameKeys := sameRoleKeys(r, &b)
@@ -493,6 +495,7 @@ func (j *joinent) join(c *core, p *rxPacket) {
 				return
 			}
 			r.main, r.kind, r.role, r.verify, r.pub = b.main, b.kind, b.role, b.verify, b.pub
+			c.keysChanged = true
 			if r.fuid != reid {
 				if r.fuid != 0 {
 					j.nack(c, codec.PacketKindReject)

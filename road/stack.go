@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/raet-go/raet/codec"
@@ -42,16 +43,23 @@ type Stack struct {
 
 	startOnce sync.Once
 	started   chan struct{}
+
+	// keys is the verify key table the reader verifies with; the owner
+	// publishes it (core.publishKeys).
+	keys     atomic.Pointer[verifyKeys]
+	verifier *packet.NaClFoot
 	closeOnce sync.Once
 	closing   chan struct{}
 	wg        sync.WaitGroup
 	bufs      sync.Pool
 }
 
+// rxDatagram is a datagram the reader parsed and, when it could, verified.
 type rxDatagram struct {
-	buf  *[]byte
-	n    int
-	from netip.AddrPort
+	buf      *[]byte
+	pkt      rxPacket
+	parseErr error
+	verified bool
 }
 
 // maxDatagram is the read buffer size: the largest UDP payload.
@@ -94,6 +102,13 @@ func New(cfg *Config) (*Stack, error) {
 		closing:  make(chan struct{}),
 	}
 	s.bufs.New = func() any { b := make([]byte, maxDatagram); return &b }
+	s.keys.Store(&verifyKeys{})
+	cr.sharedKeys = &s.keys
+	cr.keysChanged = true
+	s.verifier = packet.NewNaClFoot(nil, func(de uint32) (*[32]byte, bool) {
+		k, ok := (*s.keys.Load())[de]
+		return k, ok
+	})
 	if err := s.openKeyLog(); err != nil {
 		return nil, err
 	}
@@ -168,6 +183,7 @@ func (s *Stack) start() error {
 	s.addr = ap
 	s.core.now = time.Now()
 	s.core.start(ap)
+	s.core.publishKeys()
 	s.wg.Add(3)
 	go s.readLoop()
 	go s.writeLoop()
@@ -224,8 +240,16 @@ func (s *Stack) readLoop() {
 		if s.cfg.Tap != nil {
 			s.cfg.Tap(TapPacket{Local: s.addr, Remote: from, Time: time.Now(), Data: (*bp)[:n]})
 		}
+		// Parse and verify here, off the owner goroutine, so that the
+		// signature checks of received packets run beside the owner's work.
+		d := rxDatagram{buf: bp}
+		d.pkt.from = from
+		d.parseErr = packet.Parse((*bp)[:n], &d.pkt.Packet)
+		if d.parseErr == nil && d.pkt.Head.FootKind == codec.FootKindNaCl {
+			d.verified = d.pkt.Verify(s.verifier) == nil
+		}
 		select {
-		case s.inbound <- rxDatagram{buf: bp, n: n, from: from}:
+		case s.inbound <- d:
 		case <-s.closing:
 			s.bufs.Put(bp)
 			return
@@ -272,13 +296,13 @@ func (s *Stack) run() {
 			return
 		case d := <-s.inbound:
 			c.now = time.Now()
-			c.receive((*d.buf)[:d.n], d.from)
+			c.handle(&d.pkt, d.parseErr, d.verified)
 			s.bufs.Put(d.buf)
 			// Take what else has arrived before flushing.
 			for range 64 {
 				select {
 				case d := <-s.inbound:
-					c.receive((*d.buf)[:d.n], d.from)
+					c.handle(&d.pkt, d.parseErr, d.verified)
 					s.bufs.Put(d.buf)
 					continue
 				default:
@@ -292,6 +316,7 @@ func (s *Stack) run() {
 			c.tick(time.Now())
 		}
 		c.flushWake()
+		c.publishKeys()
 		if !s.flush() {
 			return
 		}

@@ -1,0 +1,144 @@
+package road_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/nacl/box"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/road"
+)
+
+var benchSizes = []struct {
+	name string
+	n    int
+}{{"64B", 64}, {"1KiB", 1024}, {"16KiB", 16 << 10}, {"256KiB", 256 << 10}}
+
+// BenchmarkRoad measures messages/s and round trips (Send until done) over
+// loopback UDP between two stacks with the reference-compatible profile
+// (native heads, JSON bodies, Ed25519 on every packet of at most 1024
+// bytes), 16 messages in flight. Beside each size, "ceiling" is the crypto
+// the same message costs on one goroutine: the body's box seal and open, and
+// an Ed25519 sign and verify for each of its packets and for the done.
+func BenchmarkRoad(b *testing.B) {
+	m, o := joinedB(b)
+	for _, sz := range benchSizes {
+		body := map[string]any{"data": strings.Repeat("x", sz.n)}
+		b.Run(sz.name+"/stack", func(b *testing.B) {
+			ctx := context.Background()
+			go drain(ctx, m, b.N)
+			var mu sync.Mutex
+			rtts := make([]time.Duration, 0, b.N)
+			sem := make(chan struct{}, 16)
+			var wg sync.WaitGroup
+			b.SetBytes(int64(sz.n))
+			b.ResetTimer()
+			for range b.N {
+				sem <- struct{}{}
+				wg.Add(1)
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					t0 := time.Now()
+					if err := o.Send(ctx, "main", body); err != nil {
+						b.Error(err)
+					}
+					mu.Lock()
+					rtts = append(rtts, time.Since(t0))
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			slices.Sort(rtts)
+			b.ReportMetric(float64(rtts[len(rtts)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(rtts[len(rtts)*99/100].Microseconds()), "p99-µs")
+		})
+		b.Run(sz.name+"/ceiling", func(b *testing.B) { cryptoCeiling(b, sz.n) })
+	}
+}
+
+func drain(ctx context.Context, s *road.Stack, n int) {
+	for range n {
+		select {
+		case <-s.Receive():
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Minute):
+			return
+		}
+	}
+}
+
+// cryptoCeiling does, on one goroutine, the crypto of one message of n
+// bytes: seal and open of the body, and sign and verify of each packet
+// (segments of at most 1024 bytes, and the done).
+func cryptoCeiling(b *testing.B, n int) {
+	pubA, privA, _ := box.GenerateKey(rand.Reader)
+	pubB, privB, _ := box.GenerateKey(rand.Reader)
+	var kA, kB [32]byte
+	box.Precompute(&kA, pubB, privA)
+	box.Precompute(&kB, pubA, privB)
+	_, sk, _ := ed25519.GenerateKey(rand.Reader)
+	pk := sk.Public().(ed25519.PublicKey)
+	body := make([]byte, n+12) // {"data":"…"}
+	var nonce [24]byte
+	const segPayload = 1024 - 72 - 27 - 64
+	segs := (len(body) + 40 + segPayload - 1) / segPayload
+	pkt := make([]byte, 1024)
+	done := make([]byte, 72+64)
+	sealed := make([]byte, 0, len(body)+64)
+	opened := make([]byte, 0, len(body)+64)
+	b.SetBytes(int64(n))
+	b.ReportMetric(float64(segs), "packets")
+	for b.Loop() {
+		s := box.SealAfterPrecomputation(sealed[:0], body, &nonce, &kA)
+		for range segs {
+			sig := ed25519.Sign(sk, pkt)
+			if !ed25519.Verify(pk, pkt, sig) {
+				b.Fatal("verify")
+			}
+		}
+		if _, ok := box.OpenAfterPrecomputation(opened[:0], s, &nonce, &kB); !ok {
+			b.Fatal("open")
+		}
+		sig := ed25519.Sign(sk, done)
+		if !ed25519.Verify(pk, done, sig) {
+			b.Fatal("verify")
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+func joinedB(b *testing.B) (*road.Stack, *road.Stack) {
+	b.Helper()
+	mk := func(cfg road.Config) *road.Stack {
+		cfg.Listen, cfg.Auto, cfg.AlivePeriod = "127.0.0.1:0", 2, -1
+		cfg.HeadKind, cfg.BodyKind = codec.HeadKindRaet, codec.BodyKindJSON
+		s, err := road.New(&cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	}
+	m := mk(road.Config{Name: "main", Main: true})
+	o := mk(road.Config{Name: "other"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := o.Join(ctx, m.Addr().String()); err != nil {
+		b.Fatal(fmt.Errorf("join: %w", err))
+	}
+	return m, o
+}
