@@ -46,8 +46,8 @@ type Stack struct {
 
 	// keys is the verify key table the reader verifies with; the owner
 	// publishes it (core.publishKeys).
-	keys     atomic.Pointer[verifyKeys]
-	verifier *packet.NaClFoot
+	keys      atomic.Pointer[verifyKeys]
+	verifier  *packet.NaClFoot
 	closeOnce sync.Once
 	closing   chan struct{}
 	wg        sync.WaitGroup
