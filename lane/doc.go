@@ -54,9 +54,11 @@
 // removes the socket file if it is still ours.
 //
 // Unfinished books are bounded in number, bytes and time (Config.MaxBooks,
-// MaxBookBytes, BookTimeout); messages in size (MaxMessageSize); known yards
-// in number (MaxYards). A page that is bad in any way is dropped and counted
-// by reason (DropReason, Counters.Drops), never a panic. A consumer that
+// MaxBookBytes, BookTimeout); messages in size (MaxMessageSize); remembered
+// yards in number (MaxYards, the least recently used is forgotten). A page
+// that is bad in any way is dropped and counted by reason (DropReason,
+// Counters.Drops), never a panic; the Receive channel carries only whole,
+// decoded mappings. A consumer that
 // does not keep up with Receive makes senders wait: a full destination
 // (EAGAIN, ENOBUFS) makes Send wait for room in a bounded retry queue until
 // its context or Config.SendTimeout ends, then fail with ErrBusy. A
