@@ -25,12 +25,12 @@ func listen(path string, _ *slog.Logger, _ *counters) (*sock, error) {
 	return nil, &BindError{Path: path, Op: "bind", Err: ErrUnsupported}
 }
 
-func (s *sock) read([]byte) (int, string, error)                  { return 0, "", ErrUnsupported }
-func (s *sock) setReadDeadline(time.Time) error                   { return ErrUnsupported }
-func (s *sock) send([]byte, *sockAddr) error                      { return ErrUnsupported }
-func (s *sock) sendWait([]byte, *sockAddr, time.Time, bool) error { return ErrUnsupported }
-func (s *sock) close() error                                      { return nil }
-func (s *sock) unlink() error                                     { return nil }
+func (s *sock) read([]byte) (int, string, error)            { return 0, "", ErrUnsupported }
+func (s *sock) setReadDeadline(time.Time) error             { return ErrUnsupported }
+func (s *sock) send([]byte, *sockAddr) error                { return ErrUnsupported }
+func (s *sock) sendWait([]byte, *sockAddr, time.Time) error { return ErrUnsupported }
+func (s *sock) close() error                                { return nil }
+func (s *sock) unlink() error                               { return nil }
 
 func isBusy(error) bool    { return false }
 func isGone(error) bool    { return false }

@@ -179,20 +179,16 @@ func (s *sock) send(p []byte, to *sockAddr) error {
 // sendWait writes p to the socket at to through the retry descriptor,
 // waiting while the destination is busy for the socket to become writable
 // (the kernel signals it when a receiver consumes one of our datagrams),
-// until deadline. With tryFirst false it waits before the first try: the
-// caller has just seen the destination busy. It returns
+// until deadline. It tries before it waits: RawConn.Write forgets any
+// readiness signalled before it was called. It returns
 // os.ErrDeadlineExceeded when there was still no room. The caller holds
 // s.wait.
-func (s *sock) sendWait(p []byte, to *sockAddr, deadline time.Time, tryFirst bool) error {
+func (s *sock) sendWait(p []byte, to *sockAddr, deadline time.Time) error {
 	if err := s.retry.SetWriteDeadline(deadline); err != nil {
 		return err
 	}
 	var serr error
 	if err := s.rraw.Write(func(fd uintptr) bool {
-		if !tryFirst {
-			tryFirst = true
-			return false
-		}
 		serr = sendto(fd, p, to)
 		return !isBusy(serr)
 	}); err != nil {

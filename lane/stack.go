@@ -39,10 +39,17 @@ const (
 	stateClosed
 )
 
-// retrySlice bounds one wait for a busy destination, after which the
-// sender tries again, checks its deadline and lets the next waiting Send
-// have a turn.
-const retrySlice = 2 * time.Millisecond
+// A Send waiting for a busy destination waits on the socket (woken when a
+// receiver consumes one of our datagrams) for a slice of time, then tries
+// again, checks its deadline and lets the next waiting Send have a turn.
+// The slice starts short and doubles: the Go scheduler looks at socket
+// readiness only when a P is idle, but runs timers at every scheduling
+// round, so on a busy machine the timer is the faster wake-up; a
+// destination that stays full is polled every retrySlice at most.
+const (
+	firstRetrySlice = 25 * time.Microsecond
+	retrySlice      = 2 * time.Millisecond
+)
 
 // Stack is a yard on a lane: one AF_UNIX datagram socket at
 // <Dir>/<Lane>.<Name>.uxd that sends pages to other yards and receives
@@ -408,7 +415,7 @@ func (s *Stack) retry(ctx context.Context, y *yard, p []byte, deadline *time.Tim
 			*deadline = d
 		}
 	}
-	for try := false; ; try = true {
+	for slice := firstRetrySlice; ; slice = min(2*slice, retrySlice) {
 		s.ctr.retries.Add(1)
 		if err := s.acquireWait(ctx, *deadline); err != nil {
 			return err
@@ -418,11 +425,11 @@ func (s *Stack) retry(ctx context.Context, y *yard, p []byte, deadline *time.Tim
 			<-s.sock.wait
 			return s.busy(ctx)
 		}
-		until := now.Add(retrySlice)
+		until := now.Add(slice)
 		if deadline.Before(until) {
 			until = *deadline
 		}
-		err := s.sock.sendWait(p, y.to, until, try)
+		err := s.sock.sendWait(p, y.to, until)
 		<-s.sock.wait
 		switch {
 		case err == nil:
