@@ -579,7 +579,7 @@ func TestRetryQueueBound(t *testing.T) {
 	rawYard(t, dir, "s2")
 	alpha := newStack(t, dir, "alpha", func(c *Config) { c.RetryQueue = 1; c.SendTimeout = 5 * time.Second })
 	fill := func(to string) {
-		for {
+		for range 1000 {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			err := alpha.Send(ctx, to, nil)
 			cancel()
@@ -590,6 +590,7 @@ func TestRetryQueueBound(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		t.Fatalf("%s never got full", to)
 	}
 	fill("s1")
 	fill("s2")
@@ -622,12 +623,13 @@ func TestCloseWhileSending(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() {
-		for {
+		for range 1000 { // the sink is full after a few (it never reads)
 			if err := alpha.Send(context.Background(), "sink", nil); err != nil {
 				errc <- err
 				return
 			}
 		}
+		errc <- errors.New("the sink never got full")
 	}()
 	waitCounters(t, alpha, func(c Counters) bool { return c.Retries > 0 })
 	if err := alpha.Close(); err != nil {
