@@ -216,6 +216,14 @@ func (a *allowent) abort(c *core, pk codec.PacketKind) { a.nack(c, pk) }
 
 func (a *allowent) hello(c *core, p *rxPacket) {
 	r := a.r
+	for _, t := range r.inProcess(codec.TransactionKindJoin) {
+		// A joinent that answered and waits for the joiner's ack: a
+		// signed hello from the joiner shows the join is done on its
+		// side, so the lost ack is taken as given.
+		if j, ok := t.(*joinent); ok && j.lastKind == codec.PacketKindResponse {
+			j.complete(c)
+		}
+	}
 	if len(r.inProcess(codec.TransactionKindJoin)) > 0 {
 		a.nack(c, codec.PacketKindRefuse)
 		return

@@ -601,6 +601,13 @@ func (c *core) stale(p *rxPacket, r *remote) {
 		c.stats.drop("stale_unknown")
 		return
 	}
+	if h.TransactionKind == codec.TransactionKindJoin && h.PacketKind == codec.PacketKindResponse &&
+		r.joinAck != nil && h.TransactionID == r.joinAckTi {
+		// Our ack of a join we finished was lost and the joinent asks
+		// again: ack again (the reference nacks, which undoes the join).
+		c.retransmit(r.joinAck, p.from)
+		return
+	}
 	c.stats.drop("stale_correspondent")
 	out := c.outHead(h.TransactionKind, codec.PacketKindNack, r.nuid, h.SourceID, h.SessionID, h.TransactionID, false)
 	out.BodyKind, out.CoatKind, out.FootKind = c.cfg.BodyKind, h.CoatKind, h.FootKind

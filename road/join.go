@@ -324,6 +324,7 @@ func (j *joiner) completify(c *core) {
 	c.saveRemote(r)
 	c.saveLocal()
 	j.send(c, codec.PacketKindAck, nil)
+	r.joinAck, r.joinAckTi = j.last, j.ti
 	j.remove(c)
 	c.event(EventJoined, r)
 	if j.cascade {

@@ -50,6 +50,10 @@ type remote struct {
 	saved []*messenger
 	// waiters are Join calls waiting for this remote to be allowed.
 	waiters []chan error
+	// joinAck is the ack of the last join we completed as joiner, sent
+	// again if the joinent repeats its response (joinAckTi).
+	joinAck   []byte
+	joinAckTi uint32
 }
 
 // txnKey indexes a remote's transactions (§8.1): who started it, session

@@ -427,9 +427,24 @@ func (s *Stack) Join(ctx context.Context, addr string) (Remote, error) {
 	if err != nil {
 		return Remote{}, err
 	}
+	// A join or allow refused in a race with the remote's own, or lost to a
+	// lossy network, is tried again a few times while ctx allows.
+	for attempt := 1; ; attempt++ {
+		r, err := s.join(ctx, ap)
+		if err == nil || attempt == joinAttempts || ctx.Err() != nil ||
+			!(errors.Is(err, ErrRefused) || errors.Is(err, ErrTimeout)) {
+			return r, err
+		}
+	}
+}
+
+// joinAttempts is how many times Join tries.
+const joinAttempts = 3
+
+func (s *Stack) join(ctx context.Context, ap netip.AddrPort) (Remote, error) {
 	res := make(chan error, 1)
 	var info Remote
-	err = s.do(ctx, func(c *core) {
+	err := s.do(ctx, func(c *core) {
 		r := c.remoteAt(ap)
 		if r == nil {
 			r = c.newRemote(ap, 0, 0)

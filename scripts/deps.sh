@@ -8,6 +8,11 @@ command -v go >/dev/null || { echo "deps: Go 1.26 is required (https://go.dev/dl
 # -race needs cgo and a C compiler.
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v git >/dev/null || need+=(git)
+# The multi-host road test: network namespaces, veth and nftables (root only).
+if [ "$(id -u)" -eq 0 ]; then
+	command -v ip >/dev/null || need+=(iproute2)
+	command -v nft >/dev/null || need+=(nftables)
+fi
 
 if [ ${#need[@]} -eq 0 ]; then
 	exit 0
