@@ -189,7 +189,7 @@ const (
 	FootKindNaCl    FootKind = 1 // Ed25519 signature over head||coat||64 zero bytes
 	FootKindSHA2    FootKind = 2 // declared but never implemented by the reference
 	FootKindCRC64   FootKind = 3 // declared but never implemented by the reference
-	FootKindMAC     FootKind = 4 // HMAC-SHA-256 truncated to 16 bytes over head||coat, keyed from the session's short-term shared key; for sessions between two raet-go estates; a raet-go extension
+	FootKindMAC     FootKind = 4 // a 16-byte HMAC-SHA-256 tag (truncated) over head||coat, for sessions between two raet-go estates after an allow; the key of each direction is HKDF-SHA-256 of the session's short-term shared key S (box.Precompute), no salt, info "raet-go mac foot v1" || 0x00 || sender's short-term public key || receiver's, so a reflected packet fails and the MAC key is never the coat key; a raet-go extension
 	FootKindUnknown FootKind = 255
 )
 

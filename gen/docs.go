@@ -43,7 +43,7 @@ func (g *generator) emitDocs() error {
 		if f.Type == spec.TypeStr {
 			goName = "(constant)"
 		}
-		p("| `%s` | %s | %s | `%s` | %s | %s | %s | %s |", f.Key, goName, typ, docDefault(f), f.Doc,
+		p("| `%s` | %s | %s | `%s` | %s | %s | %s | %s |", f.Key, goName, typ, docDefault(f), cell(f.Doc),
 			textDoc(f.Native), textDoc(f.JSON), binaryDoc(f))
 	}
 	if len(s.ReservedKeys) > 0 {
@@ -68,7 +68,7 @@ func (g *generator) emitDocs() error {
 	for _, k := range s.Flags.Order {
 		for _, bt := range s.Flags.Bits {
 			if bt.Key == k {
-				p("| `%#02x` | `%s` | `Flag%s` | %s |", bt.Mask, bt.Key, bt.Go, bt.Doc)
+				p("| `%#02x` | `%s` | `Flag%s` | %s |", bt.Mask, bt.Key, bt.Go, cell(bt.Doc))
 			}
 		}
 	}
@@ -144,7 +144,7 @@ func (g *generator) emitDocs() error {
 			if v.Ours {
 				notes = append(notes, "raet-go extension")
 			}
-			p("| %d | `%s` | `%s` | %s |", v.Value, v.Name, enumConst(e, v), strings.Join(notes, "; "))
+			p("| %d | `%s` | `%s` | %s |", v.Value, v.Name, enumConst(e, v), cell(strings.Join(notes, "; ")))
 		}
 	}
 	l := s.Lane
@@ -161,11 +161,14 @@ func (g *generator) emitDocs() error {
 		if f.Width > 0 {
 			format += fmt.Sprintf(", %d characters", f.Width)
 		}
-		p("| `%s` | `%s` | %s | `%s` | %s | %s |", f.Key, f.Go, f.TypeName, f.Default.Value, format, f.Doc)
+		p("| `%s` | `%s` | %s | `%s` | %s | %s |", f.Key, f.Go, f.TypeName, f.Default.Value, format, cell(f.Doc))
 	}
 	g.files = append(g.files, File{Path: "docs/wire.md", Content: b.Bytes()})
 	return nil
 }
+
+// cell escapes text for a Markdown table cell.
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 func docDefault(f *spec.Field) string {
 	switch f.Type {
