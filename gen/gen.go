@@ -43,6 +43,7 @@ func Generate(s *spec.Spec, source string) ([]File, error) {
 		g.emitLane,
 		g.emitCodecTest,
 		g.emitDocs,
+		g.emitLua,
 	}
 	for _, e := range emitters {
 		if err := e(); err != nil {

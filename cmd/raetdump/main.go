@@ -1,0 +1,428 @@
+// Command raetdump shows RAET traffic: road datagrams and lane pages, read
+// from a capture file or captured live, decoded, verified, decrypted and
+// followed transaction by transaction.
+//
+//	raetdump -r road.pcapng                        one line per packet, then a summary
+//	raetdump -r road.pcapng -v -keep main/keep -keylog keys.log
+//	raetdump -r road.pcapng -json                  one JSON object per packet
+//	raetdump -r road.pcapng -T                     one line per transaction
+//	raetdump -i lo -c 100 udp port 7530            live (needs -tags pcap and libpcap)
+//	raetdump -i lo -w out.pcapng                   save what is captured
+//
+// Flags follow tcpdump: -r FILE (pcap or pcapng, "-" for stdin), -i IFACE,
+// -c COUNT, -w FILE, a BPF filter expression as the arguments, -v, -x.
+// Then: -p PORTS (RAET's UDP ports besides 7530, "7531,40000-40100"),
+// -json, -T, -keep DIR (repeatable; a keep's keys verify feet), -keylog
+// FILE (repeatable; the stacks' RAET_SESSION lines open coats), -q (no
+// summary).
+//
+// Exit status: 0 when everything read was decoded, 1 when some packets or
+// the capture itself had errors (they are shown and counted), 2 for bad
+// usage, 3 when the input cannot be opened.
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/raet-go/raet/dissect"
+)
+
+const (
+	exitOK     = 0
+	exitErrors = 1
+	exitUsage  = 2
+	exitInput  = 3
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+// source is where records come from: a file or a live capture.
+type source interface {
+	Next() (dissect.Record, error) // io.EOF at the end
+	Close() error
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+type options struct {
+	read, iface, write   string
+	count                int
+	ports                []uint16
+	verbose, hexdump     bool
+	json, txns, quiet    bool
+	keeps, keylogs       listFlag
+	filter               string
+	snaplen              int
+	dedup                bool
+	stdin                io.Reader
+	stdout, stderr       io.Writer
+	interrupt            <-chan os.Signal
+	liveReadyForTestHook func()
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("raetdump", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	var ports string
+	fs.StringVar(&o.read, "r", "", "read packets from a pcap or pcapng `file` (- for stdin)")
+	fs.StringVar(&o.iface, "i", "", "capture live on `interface` (needs a build with -tags pcap)")
+	fs.StringVar(&o.write, "w", "", "write the captured frames to a pcapng `file` instead of showing them")
+	fs.IntVar(&o.count, "c", 0, "stop after `count` RAET packets")
+	fs.StringVar(&ports, "p", "", "RAET UDP `ports` besides 7530: a list of ports and ranges, 7531,40000-40100")
+	fs.BoolVar(&o.verbose, "v", false, "show every head field, the body and the transaction")
+	fs.BoolVar(&o.hexdump, "x", false, "show each datagram in hex")
+	fs.BoolVar(&o.json, "json", false, "one JSON object per packet")
+	fs.BoolVar(&o.txns, "T", false, "show transactions instead of packets")
+	fs.BoolVar(&o.quiet, "q", false, "no summary at the end")
+	fs.Var(&o.keeps, "keep", "a keep `dir`ectory whose keys verify feet (repeatable)")
+	fs.Var(&o.keylogs, "keylog", "a key log `file` of RAET_SESSION lines that opens coats (repeatable)")
+	fs.IntVar(&o.snaplen, "s", 262144, "live capture: bytes to capture of each frame")
+	fs.BoolVar(&o.dedup, "dedup", true, "live capture on loopback: show a frame seen twice once")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: raetdump [-r file | -i interface] [flags] [BPF filter expression]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	o.filter = strings.Join(fs.Args(), " ")
+	if (o.read == "") == (o.iface == "") {
+		fmt.Fprintln(stderr, "raetdump: give exactly one of -r FILE and -i INTERFACE")
+		return exitUsage
+	}
+	o.ports = []uint16{dissect.DefaultPort}
+	if ports != "" {
+		ps, err := parsePorts(ports)
+		if err != nil {
+			fmt.Fprintln(stderr, "raetdump: -p:", err)
+			return exitUsage
+		}
+		o.ports = append(o.ports, ps...)
+	}
+	o.stdin, o.stdout, o.stderr = stdin, stdout, stderr
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	o.interrupt = sig
+	return o.run()
+}
+
+// parsePorts parses "7531,40000-40100".
+func parsePorts(s string) ([]uint16, error) {
+	var out []uint16
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.ParseUint(lo, 10, 16)
+		if err != nil || a == 0 {
+			return nil, fmt.Errorf("bad port %q", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseUint(hi, 10, 16); err != nil || b < a {
+				return nil, fmt.Errorf("bad port range %q", part)
+			}
+		}
+		if b-a >= 65535 {
+			return nil, fmt.Errorf("bad port range %q", part)
+		}
+		for p := a; p <= b; p++ {
+			out = append(out, uint16(p))
+		}
+	}
+	return out, nil
+}
+
+func (o *options) run() int {
+	keys := dissect.NewKeyRing()
+	for _, dir := range o.keeps {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			fmt.Fprintf(o.stderr, "raetdump: -keep %s: not a keep directory: %v\n", dir, err)
+			return exitInput
+		}
+		// A corrupt file is reported; the keep's other keys still serve.
+		if err := keys.AddKeep(dir); err != nil {
+			fmt.Fprintf(o.stderr, "raetdump: -keep %s: %v\n", dir, err)
+		}
+	}
+	for _, file := range o.keylogs {
+		f, err := os.Open(file)
+		if err != nil {
+			fmt.Fprintln(o.stderr, "raetdump: -keylog:", err)
+			return exitInput
+		}
+		err = keys.AddKeyLog(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintf(o.stderr, "raetdump: -keylog %s: %v\n", file, err)
+		}
+	}
+	for _, p := range o.ports {
+		dissect.RegisterPort(p)
+	}
+
+	var src source
+	var err error
+	live := o.iface != ""
+	if live {
+		src, err = openLive(o.iface, o.snaplen, o.filter)
+	} else {
+		src, err = o.openFile()
+	}
+	if err != nil {
+		fmt.Fprintln(o.stderr, "raetdump:", err)
+		return exitInput
+	}
+	defer src.Close()
+	var match func(dissect.Record) bool
+	if !live && o.filter != "" {
+		if match, err = newFilter(o.filter, o.snaplen); err != nil {
+			fmt.Fprintln(o.stderr, "raetdump:", err)
+			return exitUsage
+		}
+	}
+
+	out := bufio.NewWriterSize(o.stdout, 64<<10)
+	defer out.Flush()
+	pr := &printer{w: out, verbose: o.verbose, hex: o.hexdump, json: o.json}
+	cfg := &dissect.Config{Keys: keys, Ports: o.ports}
+	if o.txns {
+		cfg.OnClose = pr.transaction
+	}
+	d := dissect.NewDissector(cfg)
+
+	var w *dissect.PcapngWriter
+	var saved func() error
+	if o.write != "" {
+		wf, err := os.Create(o.write)
+		if err != nil {
+			fmt.Fprintln(o.stderr, "raetdump:", err)
+			return exitInput
+		}
+		defer wf.Close()
+		bw := bufio.NewWriterSize(wf, 256<<10)
+		saved = func() error {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+			return wf.Close()
+		}
+		if w, err = dissect.NewPcapngWriter(bw, &dissect.WriterOptions{Application: "raetdump"}); err != nil {
+			fmt.Fprintln(o.stderr, "raetdump:", err)
+			return exitInput
+		}
+	}
+
+	var dd *deduper
+	if live && o.dedup && isLoopback(o.iface) {
+		dd = newDeduper()
+	}
+	next := func() (recResult, bool) {
+		select {
+		case <-o.interrupt:
+			return recResult{}, false
+		default:
+		}
+		rec, err := src.Next()
+		return recResult{rec, err}, true
+	}
+	if live {
+		// Live reads block: read in a goroutine so that an interrupt ends
+		// the capture at once.
+		recs := make(chan recResult)
+		stop := make(chan struct{})
+		go func() {
+			defer close(recs)
+			for {
+				rec, err := src.Next()
+				if err == nil {
+					rec.Data = append([]byte(nil), rec.Data...)
+				}
+				select {
+				case recs <- recResult{rec, err}:
+				case <-stop:
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		defer close(stop)
+		next = func() (recResult, bool) {
+			select {
+			case r, ok := <-recs:
+				return r, ok
+			case <-o.interrupt:
+				return recResult{}, false
+			}
+		}
+	}
+	if o.liveReadyForTestHook != nil {
+		o.liveReadyForTestHook()
+	}
+
+	var p dissect.Packet
+	shown, status := 0, exitOK
+	for {
+		r, ok := next()
+		if !ok {
+			break
+		}
+		if r.err != nil {
+			if r.err != io.EOF {
+				d.SetCaptureError(r.err)
+				fmt.Fprintln(o.stderr, "raetdump:", r.err)
+				status = exitErrors
+			}
+			break
+		}
+		if match != nil && !match(r.rec) {
+			continue
+		}
+		if dd != nil && dd.seen(r.rec) {
+			d.CountDuplicate()
+			continue
+		}
+		if w != nil {
+			if err := w.WriteRecord(r.rec); err != nil {
+				fmt.Fprintln(o.stderr, "raetdump: -w:", err)
+				return exitInput
+			}
+		}
+		if !d.DecodeInto(r.rec, &p) {
+			continue
+		}
+		if p.Err != nil {
+			status = exitErrors
+		}
+		if w == nil && !o.txns {
+			pr.packet(&p)
+		}
+		shown++
+		if o.count > 0 && shown >= o.count {
+			break
+		}
+	}
+	d.Flush()
+	if saved != nil {
+		if err := saved(); err != nil {
+			fmt.Fprintln(o.stderr, "raetdump: -w:", err)
+			return exitInput
+		}
+	}
+	if !o.quiet {
+		if o.json || w != nil {
+			out.Flush()
+			d.Stats().WriteText(o.stderr)
+		} else {
+			if !o.txns || shown > 0 {
+				fmt.Fprintln(out)
+			}
+			d.Stats().WriteText(out)
+		}
+	}
+	if err := out.Flush(); err != nil {
+		return exitInput
+	}
+	return status
+}
+
+type recResult struct {
+	rec dissect.Record
+	err error
+}
+
+// fileSource reads a capture file.
+type fileSource struct {
+	r *dissect.CaptureReader
+	c io.Closer
+}
+
+func (f *fileSource) Next() (dissect.Record, error) { return f.r.Next() }
+func (f *fileSource) Close() error {
+	if f.c != nil {
+		return f.c.Close()
+	}
+	return nil
+}
+
+func (o *options) openFile() (source, error) {
+	var r io.Reader = o.stdin
+	var c io.Closer
+	if o.read != "-" {
+		f, err := os.Open(o.read)
+		if err != nil {
+			return nil, err
+		}
+		r, c = f, f
+	}
+	cr, err := dissect.NewCaptureReader(r)
+	if err != nil {
+		if c != nil {
+			c.Close()
+		}
+		return nil, fmt.Errorf("%s: %w", o.read, err)
+	}
+	return &fileSource{r: cr, c: c}, nil
+}
+
+// deduper drops the second copy of a frame a loopback capture sees twice
+// (sent and received): the same bytes after the link header within
+// dedupWindow.
+type deduper struct {
+	seed maphash.Seed
+	ring [64]struct {
+		sum uint64
+		at  time.Time
+	}
+	next int
+}
+
+const dedupWindow = 20 * time.Millisecond
+
+func newDeduper() *deduper { return &deduper{seed: maphash.MakeSeed()} }
+
+func (d *deduper) seen(rec dissect.Record) bool {
+	data := rec.Data
+	switch rec.LinkType {
+	case dissect.LinkTypeLinuxSLL:
+		if len(data) > 16 {
+			data = data[16:]
+		}
+	case dissect.LinkTypeLinuxSLL2:
+		if len(data) > 20 {
+			data = data[20:]
+		}
+	case dissect.LinkTypeEthernet:
+		if len(data) > 14 {
+			data = data[14:]
+		}
+	}
+	sum := maphash.Bytes(d.seed, data)
+	for _, e := range d.ring {
+		if e.sum == sum && !e.at.IsZero() && rec.Time.Sub(e.at).Abs() <= dedupWindow {
+			return true
+		}
+	}
+	d.ring[d.next].sum, d.ring[d.next].at = sum, rec.Time
+	d.next = (d.next + 1) % len(d.ring)
+	return false
+}

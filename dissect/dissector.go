@@ -1,0 +1,399 @@
+package dissect
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	codeclane "github.com/raet-go/raet/codec/lane"
+	"github.com/raet-go/raet/packet"
+)
+
+// Config configures a Dissector. The zero value dissects RAET on port 7530
+// without keys.
+type Config struct {
+	// Keys verifies feet and opens coats; nil means no keys.
+	Keys *KeyRing
+	// Ports are the UDP ports of RAET; none means DefaultPort.
+	Ports []uint16
+	// NoHeuristic turns off taking UDP datagrams on other ports as RAET when
+	// they start like a RAET head (LooksLikeRAET).
+	NoHeuristic bool
+	// Tracker bounds the transaction tracker.
+	Tracker TrackerConfig
+	// OnClose, when set, is called once for each transaction when it ends,
+	// times out, is evicted, or is still running at Flush.
+	OnClose func(*Transaction)
+}
+
+// Packet is one dissected RAET packet (a road datagram or a lane page), or a
+// frame that should have been one and could not be decoded (Err).
+type Packet struct {
+	N                int       // the record's number in the capture, from 1
+	Time             time.Time // capture time
+	Lane             bool      // a lane page, not a road datagram
+	Src, Dst         netip.AddrPort
+	SrcPath, DstPath string // lane socket paths
+	LinkType         int    // the link type of the frame
+	Data             []byte // the datagram or page; valid until the next Decode
+	Truncated        bool   // the capture holds less than was sent
+
+	HeadOK                    bool // Head (or LaneHead) holds the decoded head
+	Parsed                    bool // the head and the parts around it are sound
+	Head                      codec.Head
+	LaneHead                  codeclane.Head
+	HeadLen, CoatLen, FootLen int
+
+	// Verified is nil when the foot was not checked (unsigned, or no key
+	// for it), else whether it verified. Signer names the estate (from the
+	// keeps) whose key verified it; VerifyNote says why it is nil or false.
+	Verified   *bool
+	Signer     string
+	VerifyNote string
+
+	// Body is the decoded body: a packet.OrderedMap for the mapping kinds
+	// and for the allow handshake's bodies (what could be opened). BodyNote
+	// says why there is none (a sealed coat, a segment of a message).
+	Body     packet.OrderedMap
+	HasBody  bool
+	BodyNote string
+
+	Note    Note // the transaction tracker's; Note.Txn is nil for lane pages and errors
+	HasNote bool
+
+	// Err is why the packet could not be decoded: its frame, head or
+	// framing (Parsed false), or, with Parsed true, a coat that does not
+	// open with its session's key or a body that does not parse, the
+	// inputs that crash the reference's service loop (§13).
+	Err error
+}
+
+// Dissector decodes captured frames into Packets: the link layers, the RAET
+// head (through the RAET layer and the generated codecs), the foot
+// (verified with keep keys), the coat (opened with key-log sessions), the
+// body, and the packet's place in its transaction. It is not safe for
+// concurrent use.
+type Dissector struct {
+	keys    *KeyRing
+	link    *LinkDecoder
+	tracker *Tracker
+	stats   *Stats
+	cache   sessionCache
+	layer   RAET
+	lane    Lane
+	books   laneBooks
+	seed    maphash.Seed
+	noKeys  *KeyRing // learns keys from the capture when Keys is nil
+	n       int
+}
+
+// NewDissector returns a Dissector configured by cfg (nil for defaults).
+func NewDissector(cfg *Config) *Dissector {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	d := &Dissector{keys: cfg.Keys, link: NewLinkDecoder(cfg.Ports...), stats: NewStats(), seed: maphash.MakeSeed(), noKeys: NewKeyRing()}
+	d.link.Heuristic = !cfg.NoHeuristic
+	d.tracker = NewTracker(&cfg.Tracker, d.stats)
+	d.tracker.OnClose = cfg.OnClose
+	return d
+}
+
+// Stats returns the counts so far; call Flush first for the final ones.
+func (d *Dissector) Stats() *Stats {
+	d.stats.nameKinds()
+	return d.stats
+}
+
+// Flush ends the capture: transactions still running are Incomplete, and
+// all are counted in Stats.
+func (d *Dissector) Flush() { d.tracker.Flush() }
+
+// SetCaptureError records why reading stopped early, for the summary.
+func (d *Dissector) SetCaptureError(err error) {
+	d.stats.CaptureError = err.Error()
+	d.stats.addFailure(reason(err))
+}
+
+// CountDuplicate counts a frame suppressed as a loopback duplicate.
+func (d *Dissector) CountDuplicate() { d.stats.Records++; d.n++; d.stats.Duplicates++ }
+
+// Decode dissects one captured frame. It returns nil for a frame that is not
+// RAET (counted in Stats.Other and Stats.Fragments).
+func (d *Dissector) Decode(rec Record) *Packet {
+	p := new(Packet)
+	if !d.DecodeInto(rec, p) {
+		return nil
+	}
+	return p
+}
+
+// DecodeInto is Decode into a caller's Packet, which it resets; it reports
+// false for a frame that is not RAET.
+func (d *Dissector) DecodeInto(rec Record, p *Packet) bool {
+	d.n++
+	st := d.stats
+	st.Records++
+	if st.First.IsZero() || rec.Time.Before(st.First) {
+		st.First = rec.Time
+	}
+	if rec.Time.After(st.Last) {
+		st.Last = rec.Time
+	}
+	f := d.link.Decode(rec.LinkType, rec.Data, rec.Length)
+	switch f.Kind {
+	case FrameOther:
+		st.Other++
+		return false
+	case FrameFragment:
+		st.Fragments++
+		return false
+	}
+	*p = Packet{N: d.n, Time: rec.Time, LinkType: rec.LinkType, Src: f.Src, Dst: f.Dst, SrcPath: f.SrcPath, DstPath: f.DstPath,
+		Data: f.Payload, Truncated: f.Truncated, Lane: f.Kind == FrameLane}
+	switch f.Kind {
+	case FrameBad:
+		p.Data = rec.Data
+		p.Err = f.Err
+		if f.Truncated {
+			p.Err = fmt.Errorf("frame truncated by the capture: %w", f.Err)
+		}
+		st.addFailure(reason(p.Err))
+	case FrameLane:
+		d.decodeLane(p)
+	default:
+		d.decodeRoad(p)
+	}
+	return true
+}
+
+var errCaptureTruncated = errors.New("truncated by the capture (snap length)")
+
+func (d *Dissector) decodeRoad(p *Packet) {
+	st := d.stats
+	err := d.layer.DecodeFromBytes(p.Data, nil)
+	l := &d.layer
+	if p.HeadOK = HeadDecoded(err); p.HeadOK {
+		p.Head = l.Head
+	}
+	if err != nil {
+		var ce *codec.Error
+		if errors.As(err, &ce) {
+			err = ce // the packet layer's wrapping adds nothing
+		}
+		if p.Truncated {
+			err = fmt.Errorf("%w: %d bytes captured: %w", errCaptureTruncated, len(p.Data), err)
+		}
+		p.Err = err
+		st.addFailure(reason(err))
+		return
+	}
+	h := &p.Head
+	p.Parsed = true
+	p.CoatLen, p.FootLen = len(l.Coat), len(l.Foot)
+	p.HeadLen = len(p.Data) - p.CoatLen - p.FootLen
+	st.Road++
+	st.kinds[[2]uint8{uint8(h.TransactionKind), uint8(h.PacketKind)}]++
+	st.HeadKinds[h.HeadKind.String()]++
+
+	flow := makeFlowKey(p.Src, p.Dst, h.SessionID)
+	vr := d.keys.footVerify(&d.cache, flow, &l.Packet)
+	p.Verified, p.Signer, p.VerifyNote = vr.verified, vr.who, vr.note
+	switch {
+	case h.FootKind == codec.FootKindNada:
+		st.Unsigned++
+	case vr.verified == nil:
+		st.VerifyUnknown++
+	case *vr.verified:
+		st.Verified++
+	default:
+		st.VerifyFailed++
+	}
+
+	// Reassemble only what can be read: plain coats, or sealed ones with a
+	// key log.
+	readable := h.CoatKind == codec.CoatKindNada || (h.CoatKind == codec.CoatKindNaCl && d.keys != nil && len(d.keys.sessions) > 0)
+	note, whole := d.tracker.Observe(p.Time, p.Src, p.Dst, h, l.Coat, p.Data, d.seed, readable)
+	p.Note, p.HasNote = note, true
+	if note.Err != nil {
+		p.Err = fmt.Errorf("segment: %w", note.Err)
+		st.addFailure("segment refused by the reassembly: " + segmentReason(note.Err))
+		return
+	}
+
+	segmented := h.Segment() || h.SegmentCount > 1
+	coat := l.Coat
+	switch {
+	case segmented && whole == nil:
+		switch {
+		case !readable && note.Completes:
+			p.BodyNote = "sealed: no key log given"
+			d.stats.Sealed++
+		default:
+			p.BodyNote = "segment (the body is shown when the message completes)"
+		}
+		return
+	case segmented:
+		coat = whole
+	}
+	plain, ok := d.openCoat(p, flow, coat)
+	if !ok {
+		return
+	}
+	if h.TransactionKind == codec.TransactionKindAllow && h.BodyKind == codec.BodyKindRaw {
+		p.Body, p.BodyNote = d.allowBody(note.Txn, h.PacketKind, plain)
+		p.HasBody = p.BodyNote == ""
+		st.Opened++
+		return
+	}
+	d.decodeBody(p, h.BodyKind, plain)
+	if !p.HasBody {
+		return
+	}
+	switch {
+	case h.TransactionKind == codec.TransactionKindJoin:
+		d.learnJoin(p.Body)
+	case h.PacketKind == codec.PacketKindResend && note.Txn != nil:
+		if v, ok := p.Body.Get("misseds"); ok {
+			if list, ok := v.([]any); ok {
+				d.tracker.NoteRequested(note.Txn, len(list))
+				p.Note.Event += fmt.Sprintf(": %d segments asked for", len(list))
+			}
+		}
+	}
+}
+
+// openCoat returns the body bytes inside coat, or false with p.BodyNote
+// set.
+func (d *Dissector) openCoat(p *Packet, flow flowKey, coat []byte) ([]byte, bool) {
+	switch p.Head.CoatKind {
+	case codec.CoatKindNada:
+		return coat, true
+	case codec.CoatKindNaCl:
+		if len(coat) == 0 {
+			return nil, true
+		}
+		if d.keys == nil || len(d.keys.sessions) == 0 {
+			p.BodyNote = "sealed: no key log given"
+			d.stats.Sealed++
+			return nil, false
+		}
+		known, _ := d.cache.get(flow)
+		plain, _, ok := d.keys.openCoat(&d.cache, flow, coat)
+		if !ok {
+			if known != nil {
+				p.Err = errors.New("coat: does not open with the key of its session (corrupt, forged or replayed)")
+				d.stats.addFailure("coat does not open with its session's key")
+				return nil, false
+			}
+			p.BodyNote = "sealed: no key-log session opens it"
+			d.stats.Sealed++
+			return nil, false
+		}
+		return plain, true
+	}
+	p.BodyNote = "coat kind " + p.Head.CoatKind.String() + " cannot be opened"
+	d.stats.addError(p.BodyNote)
+	return nil, false
+}
+
+// decodeBody decodes plain by body kind into p.Body.
+func (d *Dissector) decodeBody(p *Packet, bk codec.BodyKind, plain []byte) {
+	switch bk {
+	case codec.BodyKindNada:
+		if len(plain) > 0 {
+			p.BodyNote = fmt.Sprintf("body kind nada with %d bytes", len(plain))
+			d.stats.addError("body kind nada with bytes")
+		}
+		d.stats.Opened++
+		return
+	case codec.BodyKindRaw:
+		p.Body, p.HasBody = packet.OrderedMap{kv("raw", hexs(plain))}, true
+		d.stats.Opened++
+		return
+	}
+	ser, err := packet.SerializerFor(bk)
+	if err != nil {
+		p.BodyNote = "body kind " + bk.String() + " unknown"
+		d.stats.addError("unknown body kind")
+		return
+	}
+	var m packet.OrderedMap
+	if err := ser.Unmarshal(plain, &m); err != nil {
+		p.Err = fmt.Errorf("body: %w", err)
+		d.stats.addFailure("body does not decode (" + bk.String() + ")")
+		return
+	}
+	if m == nil {
+		m = packet.OrderedMap{}
+	}
+	p.Body, p.HasBody = m, true
+	d.stats.Opened++
+}
+
+// learnJoin keeps the long-term public key of a join request or response
+// body, to open allow boxes later.
+func (d *Dissector) learnJoin(body packet.OrderedMap) {
+	if d.keys == nil {
+		return
+	}
+	name, _ := body.Get("name")
+	pub, _ := body.Get("pubhex")
+	n, _ := name.(string)
+	if s, ok := pub.(string); ok {
+		d.keys.learnLongPub(n, s)
+	}
+}
+
+func segmentReason(err error) string {
+	for _, e := range []error{packet.ErrSegment, packet.ErrMessageTooLarge, packet.ErrTooManyMessages, packet.ErrReassemblyMemory} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return "other"
+}
+
+// reason is the category of an error for the summary: the cause without
+// the details that vary from packet to packet.
+func reason(err error) string {
+	var ce *codec.Error
+	var le *codeclane.Error
+	var ce2 *CaptureError
+	switch {
+	case errors.Is(err, errCaptureTruncated):
+		return errCaptureTruncated.Error()
+	case errors.As(err, &ce):
+		if ce.Field != "" {
+			return fmt.Sprintf("head: %v (%s)", ce.Err, ce.Field)
+		}
+		return "head: " + ce.Err.Error()
+	case errors.As(err, &le):
+		if le.Field != "" {
+			return fmt.Sprintf("lane head: %v (%s)", le.Err, le.Field)
+		}
+		return "lane head: " + le.Err.Error()
+	case errors.As(err, &ce2):
+		return "capture: " + ce2.Err.Error()
+	case errors.Is(err, ErrLaneRecord):
+		return ErrLaneRecord.Error()
+	case errors.Is(err, errUnknownLink):
+		return errUnknownLink.Error()
+	case errors.Is(err, errRawVersion):
+		return errRawVersion.Error()
+	}
+	for _, e := range []error{packet.ErrUnknownFoot, packet.ErrFootKind, packet.ErrPacketTooShort} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	s := err.Error()
+	if i := strings.IndexAny(s, ":0123456789"); i > 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	return s
+}

@@ -1,0 +1,73 @@
+package dissect_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/raet-go/raet/dissect"
+	"github.com/raet-go/raet/road"
+)
+
+// A stack records its own traffic, without privileges, through its tap.
+func ExamplePcapngWriter() {
+	f, err := os.Create("road.pcapng")
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	pw, err := dissect.NewPcapngWriter(f, nil)
+	if err != nil {
+		panic(err)
+	}
+	s, err := road.New(&road.Config{Name: "main", Main: true, Listen: "127.0.0.1:7530", Tap: pw.Tap, KeyLogFile: "road.keylog"})
+	if err != nil {
+		panic(err)
+	}
+	if err := s.Start(); err != nil {
+		panic(err)
+	}
+	// ... the stack works ...
+	s.Close()
+	if err := pw.Err(); err != nil {
+		fmt.Println("capture:", err)
+	}
+	// Then: raetdump -r road.pcapng -keylog road.keylog
+}
+
+// Dissect a capture: one JSON object per RAET packet, then the summary.
+func ExampleDissector() {
+	f, err := os.Open("testdata/lane.pcapng")
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	cr, err := dissect.NewCaptureReader(f)
+	if err != nil {
+		panic(err)
+	}
+	d := dissect.NewDissector(nil) // or with a KeyRing of keeps and key logs
+	var p dissect.Packet
+	for {
+		rec, err := cr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fmt.Println(err) // a truncated or corrupt file: what was read still counts
+			break
+		}
+		if d.DecodeInto(rec, &p) && p.HasBody {
+			body, _ := json.Marshal(p.Body)
+			fmt.Printf("%s > %s: %s\n", p.LaneHead.Source, p.LaneHead.Destination, body)
+		}
+	}
+	d.Flush()
+	fmt.Println(d.Stats().Lane, "lane pages")
+	// Output:
+	// alpha > beta: {"subject":"lane hello","n":1}
+	// beta > alpha: {"subject":"msgpack reply","ok":true}
+	// alpha > beta: {"subject":"a book of three pages","text":"lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane "}
+	// 5 lane pages
+}

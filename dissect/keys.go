@@ -1,0 +1,427 @@
+package dissect
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/internal/handshake"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/keys"
+	"github.com/raet-go/raet/packet"
+)
+
+// KeyRing holds the keys a Dissector uses:
+//
+//   - from keeps (AddKeep): the Ed25519 verify keys that check feet, and
+//     the long-term Curve25519 keys that open the allow handshake's boxes;
+//   - from key logs (AddKeyLog, the road stack's RAET_SESSION lines): the
+//     short-term keys of sessions, which open message, alive and other
+//     coats in both directions, and the handshake's boxes where one side's
+//     short-term private key suffices.
+//
+// A keep is read, never written: unlike keep.Open, AddKeep neither creates
+// directories nor moves corrupt files aside. A KeyRing is not safe for
+// concurrent use while keys are added; once built it is only read.
+type KeyRing struct {
+	keeps []*keepKeys
+	// verifiers by (se, de) of the packets they verify, and by de alone.
+	byPair map[[2]uint32][]verifier
+	byDe   map[uint32][]verifier
+	// long-term Curve25519 keys: the keeps' own (with the private key) and
+	// the public keys of remote roles.
+	longPriv []longKey
+	longPub  []longKey
+	sessions []*session
+	byPub    map[keys.PublicKey][]*session // by either short public key
+	hasKeep  bool
+}
+
+type keepKeys struct {
+	dir   string
+	name  string
+	local keep.LocalRole
+	hasLR bool
+}
+
+type verifier struct {
+	foot *packet.NaClFoot
+	who  string // the estate whose key it is
+}
+
+type longKey struct {
+	who  string
+	priv keys.PrivateKey // zero for a public key only
+	pub  keys.PublicKey
+}
+
+// session is one key-log entry: one side's short-term pair and the other
+// side's short-term public key.
+type session struct {
+	e    handshake.KeyLogEntry
+	coat *packet.NaClCoat
+	mac  *packet.MACFoot
+}
+
+// NewKeyRing returns an empty key ring.
+func NewKeyRing() *KeyRing {
+	return &KeyRing{byPair: map[[2]uint32][]verifier{}, byDe: map[uint32][]verifier{},
+		byPub: map[keys.PublicKey][]*session{}}
+}
+
+// HasVerifyKeys reports whether a keep was added: without one, feet are not
+// checked and Packet.Verified stays nil.
+func (k *KeyRing) HasVerifyKeys() bool { return k != nil && k.hasKeep }
+
+// Sessions returns the number of key-log sessions.
+func (k *KeyRing) Sessions() int { return len(k.sessions) }
+
+// AddKeep reads the keep in dir (the reference's layout: local/estate.json,
+// remote/estate.<name>.json, role/local/role.json,
+// role/remote/role.<role>.json), read only. The keep's own estate verifies
+// the packets it sent; its remotes' roles verify the packets they sent it.
+// Files that are missing are skipped; files that are corrupt are reported
+// in the returned error, and the keys of the other files are still added.
+func (k *KeyRing) AddKeep(dir string) error {
+	if st, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("raet: keep %s: %w", dir, err)
+	} else if !st.IsDir() {
+		return fmt.Errorf("raet: keep %s: not a directory", dir)
+	}
+	var errs []error
+	load := func(path string, u interface{ UnmarshalJSON([]byte) error }) bool {
+		data, err := readSmall(path)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			return false
+		}
+		if err := u.UnmarshalJSON(data); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+			return false
+		}
+		return true
+	}
+	kk := &keepKeys{dir: dir}
+	var le keep.LocalEstate
+	if load(filepath.Join(dir, "local", "estate.json"), &le) {
+		kk.name = le.Name
+	}
+	kk.hasLR = load(filepath.Join(dir, "role", "local", "role.json"), &kk.local)
+	if kk.name == "" {
+		kk.name = kk.local.Role
+	}
+	if kk.name == "" {
+		kk.name = filepath.Base(dir)
+	}
+	roles := map[string]keep.RemoteRole{}
+	for _, name := range listJSON(filepath.Join(dir, "role", "remote"), "role.") {
+		var r keep.RemoteRole
+		if load(filepath.Join(dir, "role", "remote", "role."+name+".json"), &r) {
+			roles[r.Role] = r
+			k.addLongPub(r.Role, r.Public)
+		}
+	}
+	var remotes []keep.RemoteEstate
+	for _, name := range listJSON(filepath.Join(dir, "remote"), "estate.") {
+		var r keep.RemoteEstate
+		if load(filepath.Join(dir, "remote", "estate."+name+".json"), &r) {
+			remotes = append(remotes, r)
+		}
+	}
+	if kk.hasLR {
+		if pub, err := kk.local.Private.PublicKey(); err == nil {
+			k.longPriv = append(k.longPriv, longKey{who: kk.name, priv: kk.local.Private, pub: pub})
+			k.addLongPub(kk.name, pub)
+		}
+	}
+	for _, r := range remotes {
+		role, ok := roles[r.Role]
+		if ok && !role.Verify.IsZero() {
+			// r sent to us: se = its uid for us (our fuid), de = our uid for it.
+			v := newVerifier(role.Verify, r.Name)
+			k.byPair[[2]uint32{r.FUID, r.UID}] = append(k.byPair[[2]uint32{r.FUID, r.UID}], v)
+			k.byDe[r.UID] = append(k.byDe[r.UID], v)
+		}
+		if kk.hasLR {
+			// we sent to r: se = our uid for r, de = r's uid for us.
+			v := newVerifier(kk.local.Seed.VerifyKey(), kk.name)
+			k.byPair[[2]uint32{r.UID, r.FUID}] = append(k.byPair[[2]uint32{r.UID, r.FUID}], v)
+			k.byDe[r.FUID] = append(k.byDe[r.FUID], v)
+		}
+	}
+	k.keeps = append(k.keeps, kk)
+	k.hasKeep = true
+	return errors.Join(errs...)
+}
+
+func newVerifier(vk keys.VerifyKey, who string) verifier {
+	key := [32]byte(vk)
+	return verifier{foot: packet.NewNaClFoot(nil, func(uint32) (*[32]byte, bool) { return &key, true }), who: who}
+}
+
+func (k *KeyRing) addLongPub(who string, pub keys.PublicKey) {
+	if pub.IsZero() {
+		return
+	}
+	for _, l := range k.longPub {
+		if l.pub.Equal(pub) {
+			return
+		}
+	}
+	if len(k.longPub) < maxLearnedKeys {
+		k.longPub = append(k.longPub, longKey{who: who, pub: pub})
+	}
+}
+
+// maxLearnedKeys bounds the long-term public keys kept, from keeps and from
+// join bodies in the capture.
+const maxLearnedKeys = 1024
+
+// learnLongPub records a long-term public key seen in a join body; it is
+// used only to try to open allow boxes.
+func (k *KeyRing) learnLongPub(who string, hex string) {
+	pub, err := keys.ParsePublicKey(hex)
+	if err == nil {
+		k.addLongPub(who, pub)
+	}
+}
+
+// readSmall reads a keep file, refusing one over 1 MiB.
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > 1<<20 {
+		return nil, fmt.Errorf("%s: larger than 1 MiB", path)
+	}
+	return data, nil
+}
+
+// listJSON lists the names X of the files <prefix>X.json in dir.
+func listJSON(dir, prefix string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() || !strings.HasPrefix(n, prefix) || !strings.HasSuffix(n, ".json") {
+			continue
+		}
+		if name := strings.TrimSuffix(strings.TrimPrefix(n, prefix), ".json"); name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// AddKeyLog reads key-log lines ("RAET_SESSION <our short pub> <our short
+// priv> <their short pub>") from r. On a bad line it returns the error and
+// keeps the entries before it.
+func (k *KeyRing) AddKeyLog(r io.Reader) error {
+	entries, err := handshake.ParseKeyLog(r)
+	for _, e := range entries {
+		k.addSession(e)
+	}
+	return err
+}
+
+func (k *KeyRing) addSession(e handshake.KeyLogEntry) {
+	for _, s := range k.byPub[e.OurShortPub] {
+		if s.e.OurShortPub.Equal(e.OurShortPub) && s.e.TheirShortPub.Equal(e.TheirShortPub) {
+			return // the same line twice
+		}
+	}
+	priv, pub := [32]byte(e.OurShortPriv), [32]byte(e.TheirShortPub)
+	s := &session{e: e}
+	s.coat, _ = packet.NewNaClCoat(&priv, &pub, nil)
+	s.mac, _ = packet.NewMACFoot(&priv, &pub)
+	k.sessions = append(k.sessions, s)
+	k.byPub[e.OurShortPub] = append(k.byPub[e.OurShortPub], s)
+	k.byPub[e.TheirShortPub] = append(k.byPub[e.TheirShortPub], s)
+}
+
+// verifyResult is the outcome of checking a foot.
+type verifyResult struct {
+	verified *bool
+	who      string
+	note     string
+}
+
+var (
+	trueVal  = true
+	falseVal = false
+)
+
+// verifyNaCl checks an Ed25519 foot with the keys for the packet's se and
+// de, the key that verified the flow's last packet first.
+func (k *KeyRing) verifyNaCl(c *sessionCache, f flowKey, p *packet.Packet) verifyResult {
+	h := &p.Head
+	cands := k.byPair[[2]uint32{h.SourceID, h.DestinationID}]
+	if len(cands) == 0 {
+		cands = k.byDe[h.DestinationID]
+	}
+	if len(cands) == 0 {
+		return verifyResult{note: fmt.Sprintf("no verify key for se %d de %d in the keeps", h.SourceID, h.DestinationID)}
+	}
+	vk := verKey{f, h.SourceID, h.DestinationID}
+	if i, ok := c.ver[vk]; ok && i < len(cands) {
+		if p.Verify(cands[i].foot) == nil {
+			return verifyResult{verified: &trueVal, who: cands[i].who}
+		}
+	}
+	for i, v := range cands {
+		if p.Verify(v.foot) == nil {
+			if c.ver == nil || len(c.ver) >= maxFlows {
+				c.ver = map[verKey]int{}
+			}
+			c.ver[vk] = i
+			return verifyResult{verified: &trueVal, who: v.who}
+		}
+	}
+	who := cands[0].who
+	for _, v := range cands[1:] {
+		who += "|" + v.who
+	}
+	return verifyResult{verified: &falseVal, who: who, note: "signature does not verify with the key of " + who}
+}
+
+// flowKey names a session on the wire: its two addresses, in order, and its
+// session id.
+type flowKey struct {
+	a, b netip.AddrPort
+	si   uint32
+}
+
+func makeFlowKey(x, y netip.AddrPort, si uint32) flowKey {
+	if y.Addr().Less(x.Addr()) || (y.Addr() == x.Addr() && y.Port() < x.Port()) {
+		x, y = y, x
+	}
+	return flowKey{x, y, si}
+}
+
+// maxFlows bounds the session cache.
+const maxFlows = 4096
+
+// sessionCache remembers which key-log session opened the coats of a flow,
+// and which verify key checked its feet.
+type sessionCache struct {
+	hit  map[flowKey]*session
+	miss map[flowKey]int
+	ver  map[verKey]int
+}
+
+type verKey struct {
+	f      flowKey
+	se, de uint32
+}
+
+func (c *sessionCache) get(f flowKey) (*session, int) { return c.hit[f], c.miss[f] }
+
+func (c *sessionCache) put(f flowKey, s *session) {
+	if c.hit == nil || len(c.hit) >= maxFlows {
+		c.hit = map[flowKey]*session{}
+	}
+	c.hit[f] = s
+	delete(c.miss, f)
+}
+
+func (c *sessionCache) fail(f flowKey) {
+	if c.miss == nil || len(c.miss) >= maxFlows {
+		c.miss = map[flowKey]int{}
+	}
+	c.miss[f]++
+}
+
+// maxMisses is how many coats of a flow may fail to open with every session
+// before the flow is no longer tried.
+const maxMisses = 3
+
+// openCoat opens a nacl coat of the flow with the key-log sessions: the
+// session that opened the flow before first, then every session.
+func (k *KeyRing) openCoat(c *sessionCache, f flowKey, coat []byte) ([]byte, *session, bool) {
+	s, misses := c.get(f)
+	if s != nil && s.coat != nil {
+		if plain, err := s.coat.Open(nil, coat); err == nil {
+			return plain, s, true
+		}
+	}
+	if misses >= maxMisses {
+		return nil, nil, false
+	}
+	for _, s := range k.sessions {
+		if s.coat == nil {
+			continue
+		}
+		if plain, err := s.coat.Open(nil, coat); err == nil {
+			c.put(f, s)
+			return plain, s, true
+		}
+	}
+	c.fail(f)
+	return nil, nil, false
+}
+
+// verifyMAC checks a MAC foot with the key-log sessions; the foot of either
+// direction verifies with either side's entry.
+func (k *KeyRing) verifyMAC(c *sessionCache, f flowKey, p *packet.Packet) verifyResult {
+	try := func(s *session) bool {
+		if s.mac == nil {
+			return false
+		}
+		n := len(p.Raw) - len(p.Foot)
+		if s.mac.Verify(p.Raw[:n], p.Foot, p.Head.DestinationID) == nil {
+			return true
+		}
+		tag, err := s.mac.Sign(append([]byte(nil), p.Raw[:n]...))
+		return err == nil && len(tag) == len(p.Raw) && string(tag[n:]) == string(p.Foot)
+	}
+	if s, _ := c.get(f); s != nil && try(s) {
+		return verifyResult{verified: &trueVal, who: "session " + s.e.OurShortPub.Hex()[:8]}
+	}
+	for _, s := range k.sessions {
+		if try(s) {
+			c.put(f, s)
+			return verifyResult{verified: &trueVal, who: "session " + s.e.OurShortPub.Hex()[:8]}
+		}
+	}
+	if len(k.sessions) == 0 {
+		return verifyResult{note: "MAC foot: no key log"}
+	}
+	return verifyResult{verified: &falseVal, note: "MAC foot does not verify with any key-log session"}
+}
+
+// footVerify checks the packet's foot. Without keeps, Ed25519 feet are not
+// checked (nil result).
+func (k *KeyRing) footVerify(c *sessionCache, f flowKey, p *packet.Packet) verifyResult {
+	switch p.Head.FootKind {
+	case codec.FootKindNada:
+		return verifyResult{note: "unsigned"}
+	case codec.FootKindNaCl:
+		if !k.HasVerifyKeys() {
+			return verifyResult{note: "no keep given"}
+		}
+		return k.verifyNaCl(c, f, p)
+	case codec.FootKindMAC:
+		if k == nil {
+			return verifyResult{note: "no key log given"}
+		}
+		return k.verifyMAC(c, f, p)
+	}
+	return verifyResult{note: "foot kind " + p.Head.FootKind.String() + " cannot be checked"}
+}
