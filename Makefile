@@ -2,15 +2,27 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 SMOKETIME ?= 4s
-TESTFLAGS ?= -race -timeout 30m
+TESTFLAGS ?= -race -timeout 30m -tags pcap
+DEMO_DIR  ?= $(or $(TMPDIR),/tmp)/raet-demo
 
 .PHONY: all demo test deps generate check-gen fmt-check vet tidy-check unit fuzz fuzz-smoke bench bench-codec clean
 
 all: test
 
-## demo: the main job; needs nothing but Go.
+## demo: the main job; needs nothing but Go. Two estates join, allow and
+## exchange messages; raetdump then shows their traffic, verified and decrypted.
 demo:
-	$(GO) run ./examples/heads
+	@mkdir -p $(DEMO_DIR)
+	@rm -rf $(DEMO_DIR)/demo.pcapng $(DEMO_DIR)/keys.log $(DEMO_DIR)/keeps
+	$(GO) run ./examples/demo -pcap $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log -keeps $(DEMO_DIR)/keeps
+	@echo
+	@echo "== raetdump: the same traffic, signatures verified with the keeps, bodies opened with the key log =="
+	$(GO) run ./cmd/raetdump -r $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log \
+		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -c 12
+	@echo
+	@echo "== raetdump -T: the transactions =="
+	$(GO) run ./cmd/raetdump -r $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log \
+		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -T
 
 ## test: everything CI checks (.ci/run calls this).
 test: deps check-gen fmt-check vet tidy-check unit fuzz-smoke
@@ -33,6 +45,7 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags pcap ./...
 
 tidy-check:
 	$(GO) mod tidy -diff

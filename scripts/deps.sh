@@ -8,6 +8,9 @@ command -v go >/dev/null || { echo "deps: Go 1.26 is required (https://go.dev/dl
 # -race needs cgo and a C compiler.
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v git >/dev/null || need+=(git)
+# raetdump: live capture (cgo, libpcap) and the Wireshark dissector's tests (tshark).
+[ -e /usr/include/pcap/pcap.h ] || need+=(libpcap-dev)
+command -v tshark >/dev/null || need+=(tshark)
 # The multi-host road test: network namespaces, veth and nftables (root only).
 if [ "$(id -u)" -eq 0 ]; then
 	command -v ip >/dev/null || need+=(iproute2)
@@ -21,6 +24,7 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
 	echo "deps: installing ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
+	echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null || true
 	apt-get install -y -qq "${need[@]}"
 else
 	echo "deps: missing packages; install them with:"

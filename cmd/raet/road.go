@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/dissect"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/road"
 )
@@ -102,6 +103,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	var sf stackFlags
 	sf.register(fs)
 	echo := fs.Bool("echo", false, "send every message back to its sender")
+	pcap := fs.String("pcap", "", "write the estate's traffic to this pcapng file (for raetdump)")
 	join := fs.String("join", "", "join this estate (host:port) at start")
 	duration := fs.Duration("for", 0, "stop after this long (0: until SIGINT or SIGTERM)")
 	if err := fs.Parse(args); err != nil {
@@ -111,6 +113,26 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "raet serve:", err)
 		return exitUsage
+	}
+	if *pcap != "" {
+		f, err := os.Create(*pcap)
+		if err != nil {
+			fmt.Fprintln(stderr, "raet serve:", err)
+			return exitSetup
+		}
+		pw, err := dissect.NewPcapngWriter(f, nil)
+		if err != nil {
+			f.Close()
+			fmt.Fprintln(stderr, "raet serve:", err)
+			return exitSetup
+		}
+		cfg.Tap = pw.Tap
+		defer func() {
+			if err := pw.Err(); err != nil {
+				fmt.Fprintln(stderr, "raet serve: capture:", err)
+			}
+			f.Close()
+		}()
 	}
 	s, err := startStack(cfg)
 	if err != nil {
