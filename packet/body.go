@@ -134,6 +134,9 @@ func SerializerFor(kind codec.BodyKind) (Serializer, error) {
 	case codec.BodyKindCBOR:
 		return CBORBody{}, nil
 	}
+	if s := registered(kind); s != nil {
+		return s, nil
+	}
 	return nil, bodyErr(kind, "lookup", ErrUnknownBodyKind)
 }
 

@@ -839,3 +839,30 @@ func BenchmarkBodyUnmarshal(b *testing.B) {
 		b.Run(s.Kind().String(), func(b *testing.B) { benchBody(b, s, true) })
 	}
 }
+
+func TestRegisterSerializer(t *testing.T) {
+	if err := RegisterSerializer(JSONBody{}); err == nil {
+		t.Fatal("replaced a built-in kind")
+	}
+	s := upperRaw{}
+	if err := RegisterSerializer(s); err != nil {
+		t.Fatal(err)
+	}
+	defer UnregisterSerializer(s.Kind())
+	if err := RegisterSerializer(s); err == nil {
+		t.Fatal("registered a kind twice")
+	}
+	got, err := SerializerFor(s.Kind())
+	if err != nil || got.Kind() != s.Kind() {
+		t.Fatalf("SerializerFor = %v, %v", got, err)
+	}
+	UnregisterSerializer(s.Kind())
+	if _, err := SerializerFor(s.Kind()); !errors.Is(err, ErrUnknownBodyKind) {
+		t.Fatalf("after unregister: %v", err)
+	}
+}
+
+// upperRaw is a test serializer of an unused body kind.
+type upperRaw struct{ RawBody }
+
+func (upperRaw) Kind() codec.BodyKind { return 200 }

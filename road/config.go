@@ -109,10 +109,40 @@ type Config struct {
 	// per packet.
 	Logger *slog.Logger
 
+	// Serializer, when set, serializes the messages we send instead of the
+	// built-in serializer of BodyKind: a plugin, or an extension that
+	// receivers find by its kind (packet.RegisterSerializer).
+	Serializer packet.Serializer
+	// Queue, when set, holds every message from Send until its remote says
+	// done; a durable queue (a plugin) keeps them across a crash, and Start
+	// sends the messages it finds pending once their remotes are allowed.
+	// Nil keeps messages in memory only.
+	Queue Queue
+
 	// Tap, when set, sees every datagram the stack sends and receives (for
 	// example a pcapng writer from package dissect). It is called from the
 	// socket goroutines and must not keep Data after it returns.
 	Tap func(TapPacket)
+}
+
+// Queue holds messages until their remote has them. It is called once per
+// message (never per packet), from the goroutines of Send and of Start.
+type Queue interface {
+	// Put stores a serialized message for the remote named remote and
+	// returns its id.
+	Put(remote string, kind codec.BodyKind, body []byte) (uint64, error)
+	// Done forgets the message id: its remote said done.
+	Done(id uint64) error
+	// Pending lists the messages put and not done, oldest first.
+	Pending() ([]QueuedMessage, error)
+}
+
+// QueuedMessage is a message a Queue holds.
+type QueuedMessage struct {
+	ID     uint64
+	Remote string
+	Kind   codec.BodyKind
+	Body   []byte
 }
 
 // TapPacket is one datagram seen by Config.Tap.

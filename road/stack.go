@@ -109,6 +109,9 @@ func New(cfg *Config) (*Stack, error) {
 		k, ok := (*s.keys.Load())[de]
 		return k, ok
 	})
+	if c.Serializer != nil {
+		s.ser = c.Serializer
+	}
 	if err := s.openKeyLog(); err != nil {
 		return nil, err
 	}
@@ -189,7 +192,52 @@ func (s *Stack) start() error {
 	go s.writeLoop()
 	go s.run()
 	close(s.started)
+	if s.cfg.Queue != nil {
+		pending, err := s.cfg.Queue.Pending()
+		if err != nil {
+			s.cfg.Logger.Error("raet: queue: pending messages", "err", err)
+		} else if len(pending) > 0 {
+			s.wg.Add(1)
+			go s.resendPending(pending)
+		}
+	}
 	return nil
+}
+
+// resendPending sends the messages a queue kept from an earlier run, each
+// once its remote is allowed, and tells the queue when each is done. It
+// ends with the stack.
+func (s *Stack) resendPending(pending []QueuedMessage) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for _, m := range pending {
+		for {
+			r, err := s.remoteInfo(ctx, func(c *core) *remote { return c.byName[m.Remote] })
+			if err == nil && r.Allowed {
+				break
+			}
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-s.closing:
+				return
+			}
+		}
+		if err := s.sendPlain(ctx, m.Remote, m.Kind, m.Body); err != nil {
+			s.cfg.Logger.Warn("raet: queued message not sent", "remote", m.Remote, "id", m.ID, "err", err)
+			continue // stays queued for the next run
+		}
+		if err := s.cfg.Queue.Done(m.ID); err != nil {
+			s.cfg.Logger.Error("raet: queue: done", "id", m.ID, "err", err)
+		}
+	}
 }
 
 // Close stops the goroutines, fails the calls still waiting with ErrClosed
@@ -515,6 +563,25 @@ func (s *Stack) Send(ctx context.Context, to string, body any) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNotMapping, err)
 	}
+	kind := s.ser.Kind()
+	if s.cfg.Queue == nil {
+		return s.sendPlain(ctx, to, kind, plain)
+	}
+	id, err := s.cfg.Queue.Put(to, kind, plain)
+	if err != nil {
+		return fmt.Errorf("raet: queue: %w", err)
+	}
+	if err := s.sendPlain(ctx, to, kind, plain); err != nil {
+		return err // still queued: sent again after the next Start
+	}
+	if err := s.cfg.Queue.Done(id); err != nil {
+		return fmt.Errorf("raet: message done, but the queue did not forget it: %w", err)
+	}
+	return nil
+}
+
+// sendPlain sends a serialized body and waits for done.
+func (s *Stack) sendPlain(ctx context.Context, to string, bk codec.BodyKind, plain []byte) error {
 	if s.cfg.FailFast {
 		select {
 		case s.sendSem <- struct{}{}:
@@ -532,7 +599,6 @@ func (s *Stack) Send(ctx context.Context, to string, body any) error {
 	}
 	defer func() { <-s.sendSem }()
 	res := make(chan error, 1)
-	bk := s.cfg.BodyKind
 	started := time.Now()
 	if err := s.do(ctx, func(c *core) {
 		r := c.byName[to]
