@@ -94,6 +94,15 @@ type Config struct {
 	// Logger receives the stack's logs. Nil means no logging. Nothing is
 	// logged per page except at slog.LevelDebug for dropped pages.
 	Logger *slog.Logger
+	// Tap, when set, sees every page the stack sends and receives, for
+	// example to write a capture with package dissect (see TapPacket). A
+	// page sent is tapped once the kernel has taken it, from the goroutine
+	// calling Send; a page received is tapped as it is read, before it is
+	// checked (dropped pages too), from the reader goroutine. Calls may be
+	// concurrent. Tap must not keep Data after it returns, and should be
+	// quick: it holds up the Send or the reading. Nil means no tap, at no
+	// cost (no allocation, no clock read).
+	Tap func(TapPacket)
 }
 
 // populate returns a copy of cfg with the defaults filled in, or an error

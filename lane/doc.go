@@ -65,6 +65,18 @@
 // destination whose socket vanished (ECONNREFUSED, ENOENT) fails with
 // ErrYardGone and is forgotten.
 //
+// # Capture
+//
+// Config.Tap sees every page sent and received (TapPacket). Its fields are
+// those of dissect.LanePacket, so a pcapng capture that raetdump reads is
+// one conversion away:
+//
+//	pw, err := dissect.NewPcapngWriter(f, nil)
+//	...
+//	cfg.Tap = func(p lane.TapPacket) { pw.TapLane(dissect.LanePacket(p)) }
+//
+// raet lane serve --pcap FILE does this.
+//
 // # Compatibility notes
 //
 // Differences from the reference, all on input it would mishandle: it

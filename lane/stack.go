@@ -226,6 +226,9 @@ func (s *Stack) readLoop() {
 		switch {
 		case err == nil:
 			fails = 0
+			if tap := s.cfg.Tap; tap != nil {
+				tap(TapPacket{Local: s.path, Remote: from, Time: time.Now(), Data: buf[:n]})
+			}
 			if m, ok := s.in.page(buf[:n], from); ok {
 				select {
 				case s.recv <- m:
@@ -386,6 +389,9 @@ func (s *Stack) write(ctx context.Context, y *yard, p []byte, deadline *time.Tim
 	if err == nil {
 		s.ctr.pagesOut.Add(1)
 		s.ctr.bytesOut.Add(uint64(len(p)))
+		if tap := s.cfg.Tap; tap != nil {
+			tap(TapPacket{Out: true, Local: s.path, Remote: y.path, Time: time.Now(), Data: p})
+		}
 		return nil
 	}
 	switch {

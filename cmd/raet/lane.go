@@ -30,12 +30,15 @@ import (
 func init() { commands["lane"] = runLane }
 
 const laneUsage = `usage:
-  raet lane serve --dir DIR [--lane NAME] --name YARD [--echo] [--count N] [--for DUR] [--pack json|msgpack|cbor] [-v]
+  raet lane serve --dir DIR [--lane NAME] --name YARD [--echo] [--count N] [--for DUR] [--pack json|msgpack|cbor]
+                  [--pcap FILE] [-v]
   raet lane send  --dir DIR [--lane NAME] [--name YARD] --to YARD (--body-json '{...}' | --size BYTES) [--count N]
                   [--expect-echo] [--timeout DUR] [--pack json|msgpack|cbor] [-v]
 
 serve prints each message received as a line {"from":YARD,"body":{...}}; with
---echo it sends the message back to its sender. send prints one summary line.
+--echo it sends the message back to its sender; with --pcap it writes every
+page it sends and receives to FILE as a pcapng capture (raetdump -r FILE).
+send prints one summary line.
 Exit status: 0 success, 1 failure (a send failed, an echo is missing or
 differs), 2 usage, 3 the yard's socket could not be bound (e.g. it is live).
 `
@@ -88,14 +91,15 @@ func (f *laneFlags) config(stderr io.Writer) (*lane.Config, error) {
 	}, nil
 }
 
-// startLane makes and starts a stack; a bad configuration is a usage
-// error, a failure to bind a setup error.
-func startLane(f *laneFlags, prog string, stderr io.Writer) (*lane.Stack, int) {
+// startLane makes and starts a stack, with tap as its Config.Tap; a bad
+// configuration is a usage error, a failure to bind a setup error.
+func startLane(f *laneFlags, prog string, tap func(lane.TapPacket), stderr io.Writer) (*lane.Stack, int) {
 	cfg, err := f.config(stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 		return nil, exitUsage
 	}
+	cfg.Tap = tap
 	s, err := lane.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
@@ -141,7 +145,7 @@ func laneOrdered(m lane.Message) (packet.OrderedMap, error) {
 	return om, err
 }
 
-func runLaneServe(args []string, stdout, stderr io.Writer) int {
+func runLaneServe(args []string, stdout, stderr io.Writer) (status int) {
 	const prog = "raet lane serve"
 	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -150,6 +154,7 @@ func runLaneServe(args []string, stdout, stderr io.Writer) int {
 	echo := fs.Bool("echo", false, "send every message back to its sender")
 	count := fs.Int("count", 0, "exit after this many messages (0: no limit)")
 	duration := fs.Duration("for", 0, "stop after this long (0: until SIGINT or SIGTERM)")
+	pcap := fs.String("pcap", "", "write the yard's pages to this pcapng file (for raetdump)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -160,7 +165,24 @@ func runLaneServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", prog, fs.Args())
 		return exitUsage
 	}
-	s, code := startLane(&lf, prog, stderr)
+	var tap func(lane.TapPacket)
+	if *pcap != "" {
+		var closeCapture func() error
+		var err error
+		if tap, closeCapture, err = laneCapture(*pcap); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+			return exitSetup
+		}
+		defer func() { // after the stack is closed: no page comes later
+			if err := closeCapture(); err != nil {
+				fmt.Fprintf(stderr, "%s: capture: %v\n", prog, err)
+				if status == exitOK {
+					status = exitFailure
+				}
+			}
+		}()
+	}
+	s, code := startLane(&lf, prog, tap, stderr)
 	if s == nil {
 		return code
 	}
@@ -174,7 +196,6 @@ func runLaneServe(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "%s: %s listening on %s\n", prog, s.Name(), s.Path())
 	out := bytes.NewBuffer(nil)
-	status := exitOK
 	muted := map[string]bool{} // yards whose echo failed
 	for n := 0; *count == 0 || n < *count; n++ {
 		var m lane.Message
@@ -266,7 +287,7 @@ func runLaneSend(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	s, code := startLane(&lf, prog, stderr)
+	s, code := startLane(&lf, prog, nil, stderr)
 	if s == nil {
 		return code
 	}
