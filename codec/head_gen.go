@@ -70,12 +70,13 @@ type BodyKind uint8
 
 // The values of BodyKind.
 const (
-	BodyKindNada    BodyKind = 0 // no body
-	BodyKindJSON    BodyKind = 1 // a JSON mapping
-	BodyKindRaw     BodyKind = 2 // bytes as they are
-	BodyKindMsgpack BodyKind = 3 // a msgpack mapping
-	BodyKindCBOR    BodyKind = 4 // a CBOR mapping; a raet-go extension
-	BodyKindUnknown BodyKind = 255
+	BodyKindNada     BodyKind = 0 // no body
+	BodyKindJSON     BodyKind = 1 // a JSON mapping
+	BodyKindRaw      BodyKind = 2 // bytes as they are
+	BodyKindMsgpack  BodyKind = 3 // a msgpack mapping
+	BodyKindCBOR     BodyKind = 4 // a CBOR mapping; a raet-go extension
+	BodyKindZstdJSON BodyKind = 5 // a zstd-compressed JSON mapping (serializer plugin); a raet-go extension
+	BodyKindUnknown  BodyKind = 255
 )
 
 // String returns the name the spec gives v, or BodyKind(n) for other values.
@@ -91,6 +92,8 @@ func (v BodyKind) String() string {
 		return "msgpack"
 	case BodyKindCBOR:
 		return "cbor"
+	case BodyKindZstdJSON:
+		return "zstdjson"
 	case BodyKindUnknown:
 		return "unknown"
 	}
@@ -100,7 +103,7 @@ func (v BodyKind) String() string {
 // Valid reports whether v is a value the spec declares.
 func (v BodyKind) Valid() bool {
 	switch v {
-	case BodyKindNada, BodyKindJSON, BodyKindRaw, BodyKindMsgpack, BodyKindCBOR, BodyKindUnknown:
+	case BodyKindNada, BodyKindJSON, BodyKindRaw, BodyKindMsgpack, BodyKindCBOR, BodyKindZstdJSON, BodyKindUnknown:
 		return true
 	}
 	return false
@@ -119,6 +122,8 @@ func ParseBodyKind(name string) (BodyKind, bool) {
 		return BodyKindMsgpack, true
 	case "cbor":
 		return BodyKindCBOR, true
+	case "zstdjson":
+		return BodyKindZstdJSON, true
 	case "unknown":
 		return BodyKindUnknown, true
 	}
@@ -134,6 +139,7 @@ const (
 	CoatKindNaCl    CoatKind = 1 // NaCl crypto_box, nonce after the ciphertext
 	CoatKindCRC16   CoatKind = 2 // declared but never implemented by the reference
 	CoatKindCRC64   CoatKind = 3 // declared but never implemented by the reference
+	CoatKindXChaCha CoatKind = 5 // XChaCha20-Poly1305, HKDF key, nonce after the ciphertext (coat plugin); a raet-go extension
 	CoatKindUnknown CoatKind = 255
 )
 
@@ -148,6 +154,8 @@ func (v CoatKind) String() string {
 		return "crc16"
 	case CoatKindCRC64:
 		return "crc64"
+	case CoatKindXChaCha:
+		return "xchacha"
 	case CoatKindUnknown:
 		return "unknown"
 	}
@@ -157,7 +165,7 @@ func (v CoatKind) String() string {
 // Valid reports whether v is a value the spec declares.
 func (v CoatKind) Valid() bool {
 	switch v {
-	case CoatKindNada, CoatKindNaCl, CoatKindCRC16, CoatKindCRC64, CoatKindUnknown:
+	case CoatKindNada, CoatKindNaCl, CoatKindCRC16, CoatKindCRC64, CoatKindXChaCha, CoatKindUnknown:
 		return true
 	}
 	return false
@@ -174,6 +182,8 @@ func ParseCoatKind(name string) (CoatKind, bool) {
 		return CoatKindCRC16, true
 	case "crc64":
 		return CoatKindCRC64, true
+	case "xchacha":
+		return CoatKindXChaCha, true
 	case "unknown":
 		return CoatKindUnknown, true
 	}
