@@ -303,6 +303,13 @@ func (a *allowent) receive(c *core, p *rxPacket) {
 
 func (a *allowent) tick(c *core) {
 	if a.timeout.due(c.now) {
+		if a.r.allowed && a.lastKind == codec.PacketKindAck {
+			// Allowed, but the final ack was lost: the session is up all
+			// the same, so the saved messages go now.
+			c.removeTxn(a.r, a)
+			c.sendSaved(a.r)
+			return
+		}
 		a.nack(c, codec.PacketKindRefuse)
 		return
 	}

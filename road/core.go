@@ -698,6 +698,18 @@ func (c *core) tickRemote(r *remote) {
 			c.wakeAt(exp)
 		}
 	}
+	// Messages saved for the next allow still time out.
+	kept := r.saved[:0]
+	for _, m := range r.saved {
+		if m.timeout.due(c.now) {
+			m.finish(c, ErrTimeout)
+			continue
+		}
+		kept = append(kept, m)
+		c.wakeAt(time.Time(m.timeout))
+	}
+	clear(r.saved[len(kept):])
+	r.saved = kept
 	if !r.added {
 		return
 	}

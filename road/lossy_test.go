@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -76,6 +77,13 @@ func TestLossyNetworkExactlyOnce(t *testing.T) {
 					}
 				}
 			}()
+			// Should it ever stall, show where every goroutine is.
+			stall := time.AfterFunc(3*time.Minute, func() {
+				buf := make([]byte, 1<<20)
+				n := runtime.Stack(buf, true)
+				t.Logf("stalled after 3 minutes; goroutines:\n%s", buf[:n])
+			})
+			defer stall.Stop()
 			sem := make(chan struct{}, 32)
 			var wg sync.WaitGroup
 			var failures sync.Map
