@@ -276,7 +276,8 @@ type proc struct {
 	restarts int
 	lastErr  error
 	hung     int    // calls in a row that missed their deadline
-	kill     uint64 // a generation to kill and start again (hung)
+	kill     uint64 // a generation to kill and start again (hung, broken)
+	why      string // why kill was set
 	kick     chan struct{}
 }
 
@@ -399,15 +400,16 @@ func (p *proc) launch(ctx context.Context) (launched, error) {
 // explainStart adds what to do to go-plugin's start errors.
 func explainStart(err error) error {
 	msg := err.Error()
-	switch {
+	switch lower := strings.ToLower(msg); {
+	case strings.Contains(msg, "Failed to read any lines from plugin's stdout"),
+		strings.Contains(msg, "exited before we could connect"):
+		return fmt.Errorf("the plugin exited before its handshake (see its log lines): %w", err)
 	case strings.Contains(msg, "Unrecognized remote plugin message"):
 		return fmt.Errorf("handshake failed: the plugin wrote something other than its handshake line to stdout "+
 			"(plugins must log to stderr, and print nothing before sdk.Serve): %w", err)
-	case strings.Contains(msg, "Incompatible API version"):
+	case strings.Contains(lower, "incompatible api version"):
 		return fmt.Errorf("incompatible plugin protocol version (this host speaks %v; rebuild the plugin with a "+
 			"matching plugins/sdk): %w", sdk.Versions, err)
-	case strings.Contains(msg, "exited before we could connect"):
-		return fmt.Errorf("the plugin exited before its handshake (see its log lines above): %w", err)
 	}
 	return err
 }
@@ -427,12 +429,12 @@ func (p *proc) supervise() {
 			kicked = true
 		}
 		p.mu.Lock()
-		client, gen, kill := p.client, p.gen, p.kill == p.gen
+		client, gen, kill, why := p.client, p.gen, p.kill == p.gen, p.why
 		p.mu.Unlock()
 		reason := ""
 		switch {
 		case kill:
-			reason = fmt.Sprintf("%d calls in a row missed their deadline", p.h.cfg.HungRestarts)
+			reason = why
 		case client.Exited():
 			reason = "the plugin exited"
 		case kicked:
@@ -440,18 +442,9 @@ func (p *proc) supervise() {
 				reason = "the plugin stopped answering: " + err.Error()
 			}
 		}
-		if reason == "" {
+		if reason == "" || !p.markDown(gen, reason, false) {
 			continue
 		}
-		p.mu.Lock()
-		if p.gen != gen || p.state != stateRunning {
-			p.mu.Unlock()
-			continue
-		}
-		p.state = stateDown
-		p.up = make(chan struct{})
-		p.lastErr = errors.New(reason)
-		p.mu.Unlock()
 		p.h.cfg.Logger.Warn("raet: plugin down; starting it again", "plugin", p.spec.Name, "reason", reason)
 		client.Kill()
 		if !p.restart() {
@@ -506,6 +499,30 @@ func (p *proc) restart() bool {
 		p.h.cfg.Logger.Warn("raet: plugin failed to start", "plugin", p.spec.Name, "err", err, "retry_in", 2*backoff)
 		backoff = min(2*backoff, p.h.cfg.MaxBackoff)
 	}
+}
+
+// markDown takes generation gen out of service: calls wait for the
+// restart from now on. With kill, the supervisor is asked to kill and
+// restart it. It reports whether gen was the one running.
+func (p *proc) markDown(gen uint64, reason string, kill bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gen != gen || p.state == stateClosed || p.state == stateStopped {
+		return false
+	}
+	if p.state == stateRunning {
+		p.state = stateDown
+		p.up = make(chan struct{})
+	}
+	p.lastErr = errors.New(reason)
+	if kill {
+		p.kill, p.why = gen, reason
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+	return true
 }
 
 // stop kills the process (after the supervisor ended).
@@ -573,10 +590,7 @@ func (p *proc) call(ctx context.Context, op string, fn func(ctx context.Context,
 	case errors.Is(ctx.Err(), context.Canceled):
 		err = ctx.Err()
 	case code == codes.Unavailable || code == codes.Canceled || code == codes.Internal:
-		select {
-		case p.kick <- struct{}{}:
-		default:
-		}
+		p.markDown(gen, "the connection broke during "+op+": "+err.Error(), true)
 		err = fmt.Errorf("%w: %w", ErrCrashed, err)
 	}
 	return &CallError{Plugin: p.spec.Name, Op: op, Err: err}
@@ -584,17 +598,15 @@ func (p *proc) call(ctx context.Context, op string, fn func(ctx context.Context,
 
 func (p *proc) noteHung(gen uint64) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.gen != gen || p.h.cfg.HungRestarts < 0 {
+		p.mu.Unlock()
 		return
 	}
 	p.hung++
-	if p.hung >= p.h.cfg.HungRestarts {
-		p.kill = gen
-		select {
-		case p.kick <- struct{}{}:
-		default:
-		}
+	hung := p.hung >= p.h.cfg.HungRestarts
+	p.mu.Unlock()
+	if hung {
+		p.markDown(gen, fmt.Sprintf("%d calls in a row missed their deadline", p.h.cfg.HungRestarts), true)
 	}
 }
 

@@ -19,11 +19,10 @@ import (
 // (plugin.TestPluginGRPCConn) and returns the host side of kind.
 func GRPC[T any](t testing.TB, kind string, p plugin.Plugin) T {
 	t.Helper()
-	client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{kind: p})
-	t.Cleanup(func() {
-		client.Close()
-		server.Stop()
-	})
+	client, _ := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{kind: p})
+	// Closing the client shuts the server down (go-plugin's controller);
+	// stopping it here as well would race with that.
+	t.Cleanup(func() { client.Close() })
 	raw, err := client.Dispense(kind)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +62,7 @@ var Mains = map[string]string{
 	"raet-serializer-zstdjson": "./plugins/serializer/zstdjson/cmd/raet-serializer-zstdjson",
 	"raet-coat-xchacha":        "./plugins/coat/xchacha/cmd/raet-coat-xchacha",
 	"raet-queue-bolt":          "./plugins/queue/boltqueue/cmd/raet-queue-bolt",
-	"raet-test-faulty":         "./plugins/internal/testplugins/faulty",
+	"raet-test-faulty":         "./plugins/internal/testplugins/raet-test-faulty",
 }
 
 // Build builds the named binaries of Mains into dir with one go build.

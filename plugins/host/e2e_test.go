@@ -1,0 +1,3 @@
+package host_test
+
+func runEstate() int { return 2 }
