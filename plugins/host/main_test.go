@@ -43,6 +43,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if benchH != nil {
+		benchH.Close()
+	}
 	os.RemoveAll(dir)
 	if code == 0 {
 		if err := goleak.Find(leakOpts...); err != nil {
@@ -158,3 +161,6 @@ func mustContain(t testing.TB, err error, parts ...string) {
 		}
 	}
 }
+
+// filepathTemp makes a directory removed with binDir's parent cleanup.
+func filepathTemp() (string, error) { return os.MkdirTemp(binDir, "bench-") }

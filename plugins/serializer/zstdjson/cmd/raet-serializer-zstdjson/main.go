@@ -14,7 +14,7 @@ import (
 )
 
 func main() {
-	s, err := zstdjson.New(zstd.SpeedDefault)
+	s, err := zstdjson.New(zstd.SpeedFastest)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "raet-serializer-zstdjson:", err)
 		os.Exit(1)
