@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/raet-go/raet/plugins/builtin"
+	"github.com/raet-go/raet/plugins/host"
+	"github.com/raet-go/raet/road"
+)
+
+func init() { commands["plugins"] = runPlugins }
+
+// pluginFlags are the flags of serve and send that pick a serializer, a
+// queue or a coat, built in or a plugin:
+//
+//	--plugins DIR            the plugin directory (plugins.yaml, or raet-KIND-NAME executables)
+//	--serializer NAME        json, msgpack, cbor (built in), or plugin:NAME
+//	--queue NAME             memory or memory:N (built in), or plugin:NAME (a durable queue)
+//	--coat NAME              nacl (built in); plugin:NAME is refused until the road stack negotiates coats
+//	--plugin-timeout D       the deadline of one plugin call
+type pluginFlags struct {
+	dir, serializer, queue, coat string
+	timeout                      time.Duration
+}
+
+func (f *pluginFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.dir, "plugins", "", "plugin directory: its plugins.yaml, or executables named raet-KIND-NAME")
+	fs.StringVar(&f.serializer, "serializer", "", "serializer of the messages sent: json, msgpack, cbor or plugin:NAME (default: --body)")
+	fs.StringVar(&f.queue, "queue", "", "keep messages until done: memory[:N] or plugin:NAME (a durable queue plugin keeps them across restarts)")
+	fs.StringVar(&f.coat, "coat", "", "coat: nacl (the default); coat plugins are not negotiated by the road stack yet")
+	fs.DurationVar(&f.timeout, "plugin-timeout", 0, "deadline of one plugin call (default 5s)")
+}
+
+// pluginName splits "plugin:NAME".
+func pluginName(v string) (string, bool) { return strings.CutPrefix(v, "plugin:") }
+
+// apply sets cfg's Serializer and Queue from the flags, starting the
+// plugins they name under one host. The returned stop, never nil, closes
+// the host; call it after the stack is closed.
+func (f *pluginFlags) apply(ctx context.Context, cfg *road.Config) (stop func(), err error) {
+	stop = func() {}
+	var h *host.Host
+	getHost := func() (*host.Host, error) {
+		if h != nil {
+			return h, nil
+		}
+		if f.dir == "" {
+			return nil, errors.New("a plugin needs --plugins DIR")
+		}
+		logger := cfg.Logger
+		if logger == nil {
+			logger = slog.New(slog.DiscardHandler)
+		}
+		var err error
+		h, err = host.New(&host.Config{Dir: f.dir, Logger: logger, CallTimeout: f.timeout})
+		return h, err
+	}
+	var cleanups []func()
+	stop = func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+		if h != nil {
+			h.Close()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+			stop = func() {}
+		}
+	}()
+
+	switch v := f.serializer; {
+	case v == "":
+	case strings.HasPrefix(v, "plugin:"):
+		name, _ := pluginName(v)
+		ph, err := getHost()
+		if err != nil {
+			return stop, fmt.Errorf("--serializer %s: %w", v, err)
+		}
+		s, err := ph.Serializer(ctx, name)
+		if err != nil {
+			return stop, fmt.Errorf("--serializer %s: %w", v, err)
+		}
+		if err := s.Register(); err != nil {
+			return stop, fmt.Errorf("--serializer %s: %w", v, err)
+		}
+		cleanups = append(cleanups, s.Unregister)
+		cfg.Serializer = s
+	default:
+		s, err := builtin.Serializer(v)
+		if err != nil {
+			return stop, fmt.Errorf("--serializer: %w", err)
+		}
+		cfg.Serializer = s
+	}
+
+	switch v := f.queue; {
+	case v == "":
+	case strings.HasPrefix(v, "plugin:"):
+		name, _ := pluginName(v)
+		ph, err := getHost()
+		if err != nil {
+			return stop, fmt.Errorf("--queue %s: %w", v, err)
+		}
+		q, err := ph.Queue(ctx, name)
+		if err != nil {
+			return stop, fmt.Errorf("--queue %s: %w", v, err)
+		}
+		cfg.Queue = q
+	case v == "memory" || strings.HasPrefix(v, "memory:"):
+		n := 0
+		if s, ok := strings.CutPrefix(v, "memory:"); ok {
+			if n, err = strconv.Atoi(s); err != nil || n < 1 {
+				return stop, fmt.Errorf("--queue %s: want memory:N with N >= 1", v)
+			}
+		}
+		cfg.Queue = builtin.NewMemQueue(n, 0)
+	default:
+		return stop, fmt.Errorf("--queue %q: want memory, memory:N or plugin:NAME", v)
+	}
+
+	switch v := f.coat; {
+	case v == "" || v == "nacl":
+	case strings.HasPrefix(v, "plugin:"):
+		return stop, fmt.Errorf("--coat %s: the road stack does not negotiate coat kinds with its remotes yet, "+
+			"so a coat plugin cannot be used on the road (see plugins/README.md)", v)
+	default:
+		return stop, fmt.Errorf("--coat %q: want nacl or plugin:NAME", v)
+	}
+	return stop, nil
+}
+
+// pluginLine is one line of `raet plugins list`.
+type pluginLine struct {
+	Name     string `json:"name"`
+	Provides string `json:"provides"`
+	Path     string `json:"path"`
+	Running  bool   `json:"running,omitempty"`
+	Protocol int    `json:"protocol,omitempty"`
+	Kind     string `json:"kind,omitempty"`
+	Version  string `json:"version,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// runPlugins is `raet plugins list --plugins DIR [--check]`: the plugins a
+// directory holds, one JSON line each; --check starts each one and reports
+// what it says it is.
+func runPlugins(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "list" {
+		fmt.Fprintln(stderr, "usage: raet plugins list --plugins DIR [--check]")
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("raet plugins list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("plugins", "", "plugin directory")
+	check := fs.Bool("check", false, "start each plugin and report its kind and version")
+	verbose := fs.Bool("v", false, "log the plugins' start (to stderr)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return exitUsage
+	}
+	if *dir == "" {
+		fmt.Fprintln(stderr, "raet plugins list: need --plugins DIR")
+		return exitUsage
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	h, err := host.New(&host.Config{Dir: *dir, Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))})
+	if err != nil {
+		fmt.Fprintln(stderr, "raet plugins list:", err)
+		return exitSetup
+	}
+	defer h.Close()
+	enc := json.NewEncoder(stdout)
+	code := exitOK
+	for _, s := range h.Specs() {
+		line := pluginLine{Name: s.Name, Provides: s.Provides, Path: s.Path}
+		if *check {
+			if err := describe(h, s, &line); err != nil {
+				line.Error = err.Error()
+				code = exitFailure
+			}
+		}
+		if err := enc.Encode(line); err != nil {
+			return exitFailure
+		}
+	}
+	return code
+}
+
+func describe(h *host.Host, s host.Spec, line *pluginLine) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	switch s.Provides {
+	case "serializer":
+		p, err := h.Serializer(ctx, s.Name)
+		if err != nil {
+			return err
+		}
+		line.Kind, line.Version = "body kind "+p.Kind().String(), p.Info().Version
+	case "coat":
+		p, err := h.Coat(ctx, s.Name)
+		if err != nil {
+			return err
+		}
+		line.Kind, line.Version = "coat kind "+p.Info().Kind.String(), p.Info().Version
+	case "queue":
+		p, err := h.Queue(ctx, s.Name)
+		if err != nil {
+			return err
+		}
+		line.Kind, line.Version = "queue", p.Info().Version
+		if p.Info().Durable {
+			line.Kind = "durable queue"
+		}
+	}
+	st, err := h.Status(s.Name)
+	if err != nil {
+		return err
+	}
+	line.Running, line.Protocol = st.Running, st.Version
+	return nil
+}
