@@ -3,6 +3,7 @@ package road
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/raet-go/raet/codec"
@@ -35,6 +36,9 @@ func (c *core) allowed(r *remote) error {
 		return err
 	}
 	r.coat = coat
+	if r.prof, err = c.negotiate(r); err != nil {
+		return err
+	}
 	r.allowed = true
 	if c.keylog != nil {
 		if _, err := io.WriteString(c.keylog, handshake.FormatKeyLog(r.short.Public, r.short.Private, r.peerShort)); err != nil {
@@ -127,7 +131,11 @@ func (a *allower) receive(c *core, p *rxPacket) {
 			return
 		}
 		r.peerShort, a.oreo = ck.RShortPub, ck.Oreo
-		initiate, err := handshake.MakeInitiate(nil, r.short, c.box, r.peerShort, r.pub, a.oreo, r.fqdn)
+		fqdn := r.fqdn
+		if ours := c.ourCaps(); ours != nil {
+			fqdn = capsDigest(ours, r.peerCaps) // authenticates both advertisements
+		}
+		initiate, err := handshake.MakeInitiate(nil, r.short, c.box, r.peerShort, r.pub, a.oreo, fqdn)
 		if err != nil {
 			c.removeTxn(r, a)
 			c.failAllow(r, err)
@@ -279,12 +287,23 @@ func (a *allowent) receive(c *core, p *rxPacket) {
 		if a.lastKind != codec.PacketKindCookie {
 			return // a repeated initiate after our ack: do not allow twice (§13)
 		}
-		_, err := handshake.OpenInitiate(p.Coat, r.short.Private, c.box.Private,
+		init, err := handshake.OpenInitiate(p.Coat, r.short.Private, c.box.Private,
 			handshake.InitiateWant{IShortPub: r.peerShort, Oreo: a.oreo, ILongPub: r.pub, FQDN: c.fqdn})
 		if err != nil {
 			c.stats.drop("allow_initiate")
 			a.nack(c, codec.PacketKindReject)
 			return
+		}
+		if ours := c.ourCaps(); ours != nil {
+			digest := strings.HasPrefix(init.FQDN, capsPrefix)
+			if (digest && init.FQDN != capsDigest(r.peerCaps, ours)) || (!digest && r.peerCaps != nil) {
+				// The advertisements we and it saw differ: changed in
+				// transit, or forgotten in a restart. Join again.
+				c.stats.drop("caps_mismatch")
+				c.log.Warn("raet: advertisements differ; asking for a new join", "remote", r.name)
+				a.nack(c, codec.PacketKindUnjoined)
+				return
+			}
 		}
 		a.send(c, codec.PacketKindAck, nil)
 		if err := c.allowed(r); err != nil {

@@ -65,6 +65,14 @@ type Config struct {
 	// segmented. Default 1024 (the reference's; it cannot read datagrams
 	// over 2048 bytes).
 	MaxPacketSize int
+	// Profile selects what we offer raet-go peers: ProfileAuto (the
+	// default) negotiates binary heads, the MAC foot and FastMaxPacketSize
+	// with peers that offer them too; ProfileReference offers nothing.
+	Profile Profile
+	// FastMaxPacketSize is the largest datagram offered to raet-go peers:
+	// 0 means 1400 (safe for the path MTU of real networks); loopback can
+	// take far more.
+	FastMaxPacketSize int
 	// BurstSize is how many segments of a message go out before waiting
 	// for an ack; 0 means 64. Negative sends all at once, the reference's
 	// default, which overruns socket buffers with large messages.
@@ -181,6 +189,9 @@ func populate(cfg *Config) (*Config, error) {
 	if c.MaxPacketSize == 0 {
 		c.MaxPacketSize = codec.MaxPacketSize
 	}
+	if c.FastMaxPacketSize == 0 {
+		c.FastMaxPacketSize = 1400
+	}
 	if c.BodyKind == codec.BodyKindNada {
 		c.BodyKind = codec.BodyKindJSON
 	}
@@ -210,6 +221,9 @@ func validate(c *Config) error {
 	}
 	if c.MaxPacketSize < 256 || c.MaxPacketSize > 65507 {
 		return fmt.Errorf("raet: config: MaxPacketSize %d is not within 256..65507", c.MaxPacketSize)
+	}
+	if c.FastMaxPacketSize < 256 || c.FastMaxPacketSize > 65507 {
+		return fmt.Errorf("raet: config: FastMaxPacketSize %d is not within 256..65507", c.FastMaxPacketSize)
 	}
 	if !c.Auto.Valid() {
 		return fmt.Errorf("raet: config: unknown auto mode %v", c.Auto)

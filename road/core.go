@@ -320,12 +320,23 @@ func (c *core) outHead(tk codec.TransactionKind, pk codec.PacketKind, se, de, si
 	return h
 }
 
-// footFor returns the foot of kind fk for packets to r.
-func (c *core) footFor(fk codec.FootKind) packet.Foot {
-	if fk == codec.FootKindNaCl {
-		return c.signer
+// packerFor returns the packer for a packet with head h to r: the session's
+// negotiated profile for everything but joins and allows, else the
+// reference profile (the stack's head kind, Ed25519, MaxPacketSize).
+func (c *core) packerFor(r *remote, h *codec.Head) packet.Packer {
+	pk := packet.Packer{Codec: c.codec, Foot: packet.NadaFoot{}, MaxPacketSize: c.cfg.MaxPacketSize}
+	if h.FootKind != codec.FootKindNada {
+		pk.Foot = c.signer
 	}
-	return packet.NadaFoot{}
+	tk := h.TransactionKind
+	if r == nil || r.prof == nil || tk == codec.TransactionKindJoin || tk == codec.TransactionKindAllow {
+		return pk
+	}
+	pk.Codec, pk.MaxPacketSize = r.prof.codec, r.prof.mps
+	if h.FootKind != codec.FootKindNada && r.prof.mac != nil {
+		pk.Foot = r.prof.mac
+	}
+	return pk
 }
 
 // pack packs one packet with head h (bk, ck and fk set by the caller) and
@@ -341,7 +352,7 @@ func (c *core) pack(r *remote, h *codec.Head, body []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	pk := packet.Packer{Codec: c.codec, Foot: c.footFor(h.FootKind), MaxPacketSize: c.cfg.MaxPacketSize}
+	pk := c.packerFor(r, h)
 	return pk.Pack(make([]byte, 0, 128+len(coat)+packet.NaClFootSize), h, coat)
 }
 
@@ -407,6 +418,16 @@ func (c *core) handle(p *rxPacket, parseErr error, verified bool) {
 				c.stats.drop(dropReason(err))
 				return
 			}
+		}
+	case codec.FootKindMAC:
+		r := c.remotes[h.DestinationID]
+		if r == nil || r.prof == nil || r.prof.mac == nil {
+			c.stats.drop("verify_unknown_key")
+			return
+		}
+		if err := p.Verify(r.prof.mac); err != nil {
+			c.stats.drop(dropReason(err))
+			return
 		}
 	case codec.FootKindNada:
 		if h.TransactionKind == codec.TransactionKindMessage {

@@ -55,6 +55,12 @@ type Remote struct {
 	Reaped  bool
 	SID     uint32 // our session id with it
 	RSID    uint32 // its session id with us
+	// The profile of the session (see Config.Profile): the head and foot
+	// kinds and the largest packet used for everything but joins and
+	// allows.
+	HeadKind      codec.HeadKind
+	FootKind      codec.FootKind
+	MaxPacketSize int
 }
 
 // Message is a message received from a remote.

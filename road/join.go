@@ -26,6 +26,7 @@ const pendRedo = time.Second
 
 // joinBody is a join request or response body.
 type joinBody struct {
+	caps   *caps // the raet-go advertisement; nil when absent
 	name   string
 	main   bool
 	kind   uint8
@@ -35,21 +36,25 @@ type joinBody struct {
 	role   string
 }
 
-func (c *core) joinRequestBody() packet.OrderedMap {
-	return packet.OrderedMap{
+// joinBody is a join request body, or with uid a response body, in the
+// reference's key order, with our advertisement last.
+func (c *core) joinBody(response bool, uid uint32) packet.OrderedMap {
+	b := packet.OrderedMap{
 		{Key: "name", Value: c.name},
 		{Key: "mode", Value: c.mode()},
 		{Key: "kind", Value: int(c.cfg.Kind)},
-		{Key: "verhex", Value: c.signing.Verify.Hex()},
-		{Key: "pubhex", Value: c.box.Public.Hex()},
-		{Key: "role", Value: c.role},
 	}
-}
-
-func (c *core) joinResponseBody(uid uint32) packet.OrderedMap {
-	b := c.joinRequestBody()
-	// The response carries uid after kind.
-	return append(b[:3:3], append(packet.OrderedMap{{Key: "uid", Value: int64(uid)}}, b[3:]...)...)
+	if response {
+		b = append(b, packet.KV{Key: "uid", Value: int64(uid)})
+	}
+	b = append(b,
+		packet.KV{Key: "verhex", Value: c.signing.Verify.Hex()},
+		packet.KV{Key: "pubhex", Value: c.box.Public.Hex()},
+		packet.KV{Key: "role", Value: c.role})
+	if k := c.ourCaps(); k != nil {
+		b = append(b, packet.KV{Key: "caps", Value: k.body()})
+	}
+	return b
 }
 
 // mode is the operation mode byte: bit 0x01 says we are main.
@@ -109,6 +114,7 @@ func parseJoinBody(p *rxPacket, response bool) (joinBody, error) {
 	if keep.CheckName(b.name) != nil || keep.CheckName(b.role) != nil {
 		return b, fmt.Errorf("%w: name or role unusable", errBadJoinBody)
 	}
+	b.caps = parseCaps(m["caps"])
 	return b, nil
 }
 
@@ -175,7 +181,7 @@ func (c *core) startJoiner(r *remote, cascade, renewal bool) {
 	j := &joiner{r: r, ti: r.nextTid(), se: r.nuid, de: r.fuid, vacuous: r.fuid == 0, renewal: renewal, cascade: cascade,
 		timeout: after(c.now, c.cfg.JoinTimeout), redo: newRedo(time.Second, 4*time.Second)}
 	r.joined = false
-	body, err := c.marshal(c.joinRequestBody())
+	body, err := c.marshal(c.joinBody(false, 0))
 	if err != nil {
 		c.log.Error("raet: join body", "err", err)
 		return
@@ -300,6 +306,7 @@ func (j *joiner) accept(c *core, p *rxPacket) {
 		c.failJoin(r, err)
 		return
 	}
+	r.peerCaps = b.caps
 	if status == keep.Accepted {
 		j.completify(c)
 		return
@@ -554,6 +561,7 @@ func (j *joinent) join(c *core, p *rxPacket) {
 		c.joinees[r.ha] = r
 	}
 	r.joined = false
+	r.peerCaps = b.caps
 	if status == keep.Accepted {
 		j.redo.backoff(c.now)
 		j.ackAccept(c)
@@ -567,7 +575,7 @@ func (j *joinent) join(c *core, p *rxPacket) {
 }
 
 func (j *joinent) ackAccept(c *core) {
-	body, err := c.marshal(c.joinResponseBody(j.r.nuid))
+	body, err := c.marshal(c.joinBody(true, j.r.nuid))
 	if err != nil {
 		j.remove(c)
 		return

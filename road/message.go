@@ -70,7 +70,8 @@ func (c *core) startMessenger(r *remote, body []byte, bk codec.BodyKind, result 
 	}
 	m.si, m.ti, m.coat = r.sid, r.nextTid(), coat
 	h := m.head(c, 0, 0)
-	pk := c.packer(codec.FootKindNaCl)
+	h.FootKind = codec.FootKindNaCl
+	pk := c.packerFor(r, &h)
 	if m.segSize, m.count, err = pk.Segments(&h, len(coat)); err != nil {
 		m.finish(c, err)
 		return
@@ -80,10 +81,6 @@ func (c *core) startMessenger(r *remote, body []byte, bk codec.BodyKind, result 
 	m.redo = newRedo(200*time.Millisecond, 500*time.Millisecond)
 	c.addTxn(r, m)
 	m.burst(c)
-}
-
-func (c *core) packer(fk codec.FootKind) packet.Packer {
-	return packet.Packer{Codec: c.codec, Foot: c.footFor(fk), MaxPacketSize: c.cfg.MaxPacketSize}
 }
 
 func (m *messenger) head(c *core, pk codec.PacketKind, flags uint8) codec.Head {
@@ -97,7 +94,8 @@ func (m *messenger) head(c *core, pk codec.PacketKind, flags uint8) codec.Head {
 // sendSeg packs and sends segment i with its current flags.
 func (m *messenger) sendSeg(c *core, i int, again bool) {
 	h := m.head(c, codec.PacketKindMessage, m.flags[i])
-	pk := c.packer(codec.FootKindNaCl)
+	h.FootKind = codec.FootKindNaCl
+	pk := c.packerFor(m.r, &h)
 	b, err := pk.PackSegment(make([]byte, 0, c.cfg.MaxPacketSize), &h, m.coat, i, m.segSize, m.count)
 	if err != nil {
 		c.stats.drop("pack_error")

@@ -38,6 +38,8 @@ type remote struct {
 	short     keys.Box       // our short-term pair for this session (privee)
 	peerShort keys.PublicKey // its short-term public key (publee)
 	coat      *packet.NaClCoat
+	peerCaps  *caps    // what it advertised in the last join; nil: nothing (the reference)
+	prof      *profile // the negotiated profile of this session; nil: the reference's
 
 	txns map[txnKey]txn
 	done map[uint32]time.Time // finished messengent tids until they expire
@@ -123,12 +125,21 @@ func (r *remote) rekey() error {
 	r.short = b
 	r.peerShort = keys.PublicKey{}
 	r.coat = nil
+	r.prof = nil
 	return nil
 }
 
-func (r *remote) info() Remote {
-	return Remote{Name: r.name, UID: r.nuid, FUID: r.fuid, Addr: r.ha, Role: r.role, Kind: r.kind, Main: r.main,
-		Joined: r.joined, Allowed: r.allowed, Alive: r.alived, Reaped: r.reaped, SID: r.sid, RSID: r.rsid}
+func (c *core) info(r *remote) Remote {
+	out := Remote{Name: r.name, UID: r.nuid, FUID: r.fuid, Addr: r.ha, Role: r.role, Kind: r.kind, Main: r.main,
+		Joined: r.joined, Allowed: r.allowed, Alive: r.alived, Reaped: r.reaped, SID: r.sid, RSID: r.rsid,
+		HeadKind: c.cfg.HeadKind, FootKind: codec.FootKindNaCl, MaxPacketSize: c.cfg.MaxPacketSize}
+	if p := r.prof; p != nil {
+		out.HeadKind, out.MaxPacketSize = p.codec.Kind(), p.mps
+		if p.mac != nil {
+			out.FootKind = codec.FootKindMAC
+		}
+	}
+	return out
 }
 
 // estate is the remote as the keep writes it.

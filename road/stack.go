@@ -500,7 +500,7 @@ func (s *Stack) join(ctx context.Context, ap netip.AddrPort) (Remote, error) {
 			c.schedulePresence(r, true)
 		}
 		if r.allowed {
-			info = r.info()
+			info = c.info(r)
 			res <- nil
 			return
 		}
@@ -535,7 +535,7 @@ func (s *Stack) remoteInfo(ctx context.Context, find func(*core) *remote) (Remot
 	res := make(chan Remote, 1)
 	if err := s.do(ctx, func(c *core) {
 		if r := find(c); r != nil {
-			res <- r.info()
+			res <- c.info(r)
 		} else {
 			res <- Remote{}
 		}
@@ -627,7 +627,7 @@ func (s *Stack) Remotes(ctx context.Context) ([]Remote, error) {
 	if err := s.do(ctx, func(c *core) {
 		var out []Remote
 		for _, r := range c.remotes {
-			out = append(out, r.info())
+			out = append(out, c.info(r))
 		}
 		res <- out
 	}); err != nil {

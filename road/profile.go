@@ -1,0 +1,211 @@
+package road
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/packet"
+)
+
+// Capability negotiation (raet-go only; the reference ignores all of it).
+//
+// An estate advertises what it can do under an extra key "caps" of its join
+// request or response body: {"v":1,"hk":[…],"fk":[…],"bk":[…],"mps":N}.
+// The reference answers a join whose body has extra keys normally and sends
+// none, so it always gets the reference profile.
+//
+// The advertisements travel in join bodies, which are not signed, so the
+// allow handshake authenticates them: an allower that advertises puts
+//
+//	"raet-caps:" + hex(SHA-256(its caps || the caps it received))
+//
+// in the initiate's fqdn field, which is boxed to the allowent and vouched
+// for by the allower's long-term key (the reference only logs an fqdn it
+// does not expect). An allowent that advertises computes the same digest
+// from what it received and sent; any difference — a changed, added or
+// stripped advertisement, or an allower that received ours but sends no
+// digest — fails the allow with unjoined, which makes the allower join
+// again, so neither end can be downgraded without failing loudly. (After a
+// restart neither end knows what the other advertised, so the first allow
+// fails the same way and the join that follows exchanges them again.)
+//
+// Once allowed, two estates that both advertised use the best common
+// profile for every packet but joins and allows: binary heads when both
+// have them, the MAC foot instead of Ed25519 when both have it, and the
+// smaller of their largest packet sizes.
+
+// caps is what an estate advertises.
+type caps struct {
+	heads  []codec.HeadKind
+	feet   []codec.FootKind
+	bodies []codec.BodyKind
+	mps    int // largest datagram it takes
+}
+
+const capsPrefix = "raet-caps:"
+
+// ourCaps is what this stack advertises, from its configuration.
+func (c *core) ourCaps() *caps {
+	if c.cfg.Profile == ProfileReference {
+		return nil
+	}
+	return &caps{
+		heads:  []codec.HeadKind{codec.HeadKindRaet, codec.HeadKindJSON, codec.HeadKindBinary},
+		feet:   []codec.FootKind{codec.FootKindNaCl, codec.FootKindMAC},
+		bodies: []codec.BodyKind{codec.BodyKindJSON, codec.BodyKindMsgpack, codec.BodyKindCBOR},
+		mps:    c.cfg.FastMaxPacketSize,
+	}
+}
+
+// body is the advertisement as a join body value.
+func (k *caps) body() packet.OrderedMap {
+	ints := func(n int, at func(int) int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = at(i)
+		}
+		return out
+	}
+	return packet.OrderedMap{
+		{Key: "v", Value: 1},
+		{Key: "hk", Value: ints(len(k.heads), func(i int) int { return int(k.heads[i]) })},
+		{Key: "fk", Value: ints(len(k.feet), func(i int) int { return int(k.feet[i]) })},
+		{Key: "bk", Value: ints(len(k.bodies), func(i int) int { return int(k.bodies[i]) })},
+		{Key: "mps", Value: k.mps},
+	}
+}
+
+// canonical is the advertisement's digest input; nil is the empty string.
+func (k *caps) canonical() string {
+	if k == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("v1")
+	write := func(name string, vs []int) {
+		b.WriteString(";" + name + "=")
+		for i, v := range vs {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(v))
+		}
+	}
+	hk := make([]int, len(k.heads))
+	for i, v := range k.heads {
+		hk[i] = int(v)
+	}
+	fk := make([]int, len(k.feet))
+	for i, v := range k.feet {
+		fk[i] = int(v)
+	}
+	bk := make([]int, len(k.bodies))
+	for i, v := range k.bodies {
+		bk[i] = int(v)
+	}
+	write("hk", hk)
+	write("fk", fk)
+	write("bk", bk)
+	write("mps", []int{k.mps})
+	return b.String()
+}
+
+// capsDigest is what the allower sends in the fqdn field.
+func capsDigest(allower, allowent *caps) string {
+	sum := sha256.Sum256([]byte(allower.canonical() + "\x00" + allowent.canonical()))
+	return capsPrefix + hex.EncodeToString(sum[:])
+}
+
+// parseCaps reads the "caps" value of a join body; nil when absent or not
+// understood (then the peer gets the reference profile).
+func parseCaps(v any) *caps {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	if ver, _ := intValue(m["v"]); ver != 1 {
+		return nil
+	}
+	list := func(key string) ([]int, bool) {
+		raw, ok := m[key].([]any)
+		if !ok || len(raw) > 16 {
+			return nil, false
+		}
+		out := make([]int, 0, len(raw))
+		for _, x := range raw {
+			n, ok := intValue(x)
+			if !ok || n < 0 || n > 255 {
+				return nil, false
+			}
+			out = append(out, int(n))
+		}
+		return out, true
+	}
+	hk, ok1 := list("hk")
+	fk, ok2 := list("fk")
+	bk, ok3 := list("bk")
+	mps, ok4 := intValue(m["mps"])
+	if !ok1 || !ok2 || !ok3 || !ok4 || mps < 256 || mps > 65507 {
+		return nil
+	}
+	k := &caps{mps: int(mps)}
+	for _, v := range hk {
+		k.heads = append(k.heads, codec.HeadKind(v))
+	}
+	for _, v := range fk {
+		k.feet = append(k.feet, codec.FootKind(v))
+	}
+	for _, v := range bk {
+		k.bodies = append(k.bodies, codec.BodyKind(v))
+	}
+	return k
+}
+
+// profile is how packets to one remote are made after its allow.
+type profile struct {
+	codec codec.Codec
+	mac   *packet.MACFoot // nil: Ed25519
+	mps   int
+}
+
+// negotiate picks the best common profile, or nil for the reference one.
+func (c *core) negotiate(r *remote) (*profile, error) {
+	ours := c.ourCaps()
+	if ours == nil || r.peerCaps == nil {
+		return nil, nil
+	}
+	p := &profile{codec: c.codec, mps: min(ours.mps, r.peerCaps.mps)}
+	if slices.Contains(r.peerCaps.heads, codec.HeadKindBinary) {
+		hc, err := codec.Lookup(codec.HeadKindBinary)
+		if err != nil {
+			return nil, err
+		}
+		p.codec = hc
+	}
+	if slices.Contains(r.peerCaps.feet, codec.FootKindMAC) {
+		mac, err := packet.NewMACFoot((*[32]byte)(&r.short.Private), (*[32]byte)(&r.peerShort))
+		if err != nil {
+			return nil, fmt.Errorf("mac foot: %w", err)
+		}
+		p.mac = mac
+	}
+	return p, nil
+}
+
+// Profile selects what an estate offers its peers.
+type Profile uint8
+
+// The profiles.
+const (
+	// ProfileAuto advertises the fast profile and uses it with peers that
+	// advertise it too (raet-go estates); others get the reference profile.
+	ProfileAuto Profile = iota
+	// ProfileReference advertises nothing: every peer gets the reference
+	// profile (native heads, Ed25519 on every packet, 1024-byte packets).
+	ProfileReference
+)

@@ -1,0 +1,141 @@
+package road_test
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/road"
+)
+
+// Two raet-go estates agree on the fast profile: binary heads, the MAC foot
+// and the larger packet size; their messages flow with it.
+func TestFastProfileNegotiated(t *testing.T) {
+	m, o := joined(t, road.Config{FastMaxPacketSize: 8000}, road.Config{FastMaxPacketSize: 4000})
+	ctx := ctxT(t, 20*time.Second)
+	for _, s := range []*road.Stack{m, o} {
+		rs, err := s.Remotes(ctx)
+		if err != nil || len(rs) != 1 {
+			t.Fatal(rs, err)
+		}
+		r := rs[0]
+		if r.HeadKind != codec.HeadKindBinary || r.FootKind != codec.FootKindMAC || r.MaxPacketSize != 4000 {
+			t.Fatalf("%s's session with %s: %v heads, %v feet, %d bytes", s.Name(), r.Name, r.HeadKind, r.FootKind, r.MaxPacketSize)
+		}
+	}
+	for _, size := range []int{10, 3000, 100_000} {
+		if err := o.Send(ctx, "main", map[string]any{"d": strings.Repeat("f", size)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := recvOne(t, m, 5*time.Second); len(got.Body["d"].(string)) != size {
+			t.Fatalf("%d B: got %d", size, len(got.Body["d"].(string)))
+		}
+		if err := m.Send(ctx, "other", map[string]any{"d": strings.Repeat("g", size)}); err != nil {
+			t.Fatal(err)
+		}
+		recvOne(t, o, 5*time.Second)
+	}
+	c, _ := o.Counters(ctx)
+	// 100 kB in 4000-byte packets, not 1024-byte ones.
+	if n := c.PacketsOut["message/message"]; n > 40 {
+		t.Fatalf("%d message packets: the large packet size is not used", n)
+	}
+}
+
+// A peer that advertises nothing, as the reference, gets the reference
+// profile, whatever the other offers.
+func TestReferencePeerGetsReferenceProfile(t *testing.T) {
+	m, o := joined(t, road.Config{}, road.Config{Profile: road.ProfileReference})
+	ctx := ctxT(t, 10*time.Second)
+	for _, s := range []*road.Stack{m, o} {
+		rs, _ := s.Remotes(ctx)
+		if len(rs) != 1 || rs[0].HeadKind != codec.HeadKindRaet || rs[0].FootKind != codec.FootKindNaCl || rs[0].MaxPacketSize != 1024 {
+			t.Fatalf("%s: %+v", s.Name(), rs)
+		}
+	}
+	if err := o.Send(ctx, "main", map[string]any{"d": strings.Repeat("r", 5000)}); err != nil {
+		t.Fatal(err)
+	}
+	recvOne(t, m, 5*time.Second)
+}
+
+// mitm relays UDP between a client and a server, passing every datagram
+// through edit.
+type mitm struct {
+	conn   *net.UDPConn
+	server netip.AddrPort
+	mu     sync.Mutex
+	client netip.AddrPort
+	edits  int
+}
+
+func newMITM(t *testing.T, server netip.AddrPort, edit func([]byte) []byte) *mitm {
+	t.Helper()
+	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &mitm{conn: c, server: server}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 65535)
+		for {
+			n, from, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			b := edit(append([]byte(nil), buf[:n]...))
+			x.mu.Lock()
+			if from == server {
+				_, _ = c.WriteToUDPAddrPort(b, x.client)
+			} else {
+				x.client = from
+				_, _ = c.WriteToUDPAddrPort(b, server)
+			}
+			x.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { c.Close(); <-done })
+	return x
+}
+
+// A changed advertisement (the join bodies are not signed) fails the allow
+// that authenticates it, so the estates never use a profile they did not
+// both offer.
+func TestTamperedAdvertisementFailsTheHandshake(t *testing.T) {
+	m := newStack(t, road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, FastMaxPacketSize: 1400})
+	o := newStack(t, road.Config{Name: "other", Auto: keep.AutoAlways, FastMaxPacketSize: 1400})
+	var mu sync.Mutex
+	tampered := 0
+	x := newMITM(t, m.Addr(), func(b []byte) []byte {
+		if i := bytes.Index(b, []byte(`"mps":1400`)); i >= 0 {
+			copy(b[i:], `"mps":9400`) // same length: the head's lengths still hold
+			mu.Lock()
+			tampered++
+			mu.Unlock()
+		}
+		return b
+	})
+	ctx := ctxT(t, 40*time.Second)
+	_, err := o.Join(ctx, x.conn.LocalAddr().String())
+	if err == nil {
+		rs, _ := o.Remotes(ctx)
+		t.Fatalf("joined and allowed through a tampered advertisement: %+v", rs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if tampered == 0 {
+		t.Fatal("the relay never saw an advertisement")
+	}
+	c, _ := m.Counters(ctx)
+	if c.Drops["caps_mismatch"] == 0 {
+		t.Fatalf("the mismatch was not detected: %v (join: %v)", c.Drops, err)
+	}
+}
