@@ -23,23 +23,34 @@ var benchSizes = []struct {
 }{{"64B", 64}, {"1KiB", 1024}, {"16KiB", 16 << 10}, {"256KiB", 256 << 10}}
 
 // BenchmarkRoad measures messages/s and round trips (Send until done) over
-// loopback UDP between two stacks with the reference-compatible profile
-// (native heads, JSON bodies, Ed25519 on every packet of at most 1024
-// bytes), 16 messages in flight. Beside each size, "ceiling" is the crypto
+// loopback UDP between two stacks, 16 messages in flight: "stack" with the
+// reference-compatible profile (native heads, JSON bodies, Ed25519 on every
+// packet of at most 1024 bytes), "fast" with the profile two raet-go estates
+// negotiate (binary heads, the MAC foot, 1400-byte packets). Beside each size, "ceiling" is the crypto
 // the same message costs on one goroutine: the body's box seal and open, and
 // an Ed25519 sign and verify for each of its packets and for the done.
 func BenchmarkRoad(b *testing.B) {
-	m, o := joinedB(b)
+	m, o := joinedB(b, road.ProfileReference)
+	fm, fo := joinedB(b, road.ProfileAuto)
 	for _, sz := range benchSizes {
 		body := map[string]any{"data": strings.Repeat("x", sz.n)}
-		b.Run(sz.name+"/stack", func(b *testing.B) {
+		b.Run(sz.name+"/stack", func(b *testing.B) { benchSend(b, m, o, body, sz.n) })
+		b.Run(sz.name+"/fast", func(b *testing.B) { benchSend(b, fm, fo, body, sz.n) })
+		b.Run(sz.name+"/ceiling", func(b *testing.B) { cryptoCeiling(b, sz.n) })
+	}
+}
+
+// benchSend sends b.N messages from o to m, 16 in flight.
+func benchSend(b *testing.B, m, o *road.Stack, body map[string]any, size int) {
+	{
+		{
 			ctx := context.Background()
 			go drain(ctx, m, b.N)
 			var mu sync.Mutex
 			rtts := make([]time.Duration, 0, b.N)
 			sem := make(chan struct{}, 16)
 			var wg sync.WaitGroup
-			b.SetBytes(int64(sz.n))
+			b.SetBytes(int64(size))
 			b.ResetTimer()
 			for range b.N {
 				sem <- struct{}{}
@@ -61,8 +72,7 @@ func BenchmarkRoad(b *testing.B) {
 			slices.Sort(rtts)
 			b.ReportMetric(float64(rtts[len(rtts)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(rtts[len(rtts)*99/100].Microseconds()), "p99-µs")
-		})
-		b.Run(sz.name+"/ceiling", func(b *testing.B) { cryptoCeiling(b, sz.n) })
+		}
 	}
 }
 
@@ -118,11 +128,11 @@ func cryptoCeiling(b *testing.B, n int) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
 
-func joinedB(b *testing.B) (*road.Stack, *road.Stack) {
+func joinedB(b *testing.B, prof road.Profile) (*road.Stack, *road.Stack) {
 	b.Helper()
 	mk := func(cfg road.Config) *road.Stack {
 		cfg.Listen, cfg.Auto, cfg.AlivePeriod = "127.0.0.1:0", 2, -1
-		cfg.HeadKind, cfg.BodyKind = codec.HeadKindRaet, codec.BodyKindJSON
+		cfg.HeadKind, cfg.BodyKind, cfg.Profile = codec.HeadKindRaet, codec.BodyKindJSON, prof
 		s, err := road.New(&cfg)
 		if err != nil {
 			b.Fatal(err)
