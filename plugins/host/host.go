@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -63,6 +64,11 @@ type Host struct {
 
 	mu     sync.Mutex // orders wg.Add of a new supervisor before Close's Wait
 	closed bool
+
+	spawnOnce sync.Once
+	spawnCh   chan func()
+	spawnStop chan struct{}
+	spawnDone chan struct{}
 }
 
 // New checks the configuration and finds the plugins of cfg.Dir. A nil
@@ -138,8 +144,52 @@ func (h *Host) Close() error {
 		for _, p := range h.procs {
 			p.stop()
 		}
+		h.spawnOnce.Do(func() {}) // no spawner after Close
+		if h.spawnStop != nil {
+			close(h.spawnStop)
+			<-h.spawnDone
+		}
 	})
 	return nil
+}
+
+// onSpawner runs fn on the spawner: one goroutine locked to its OS thread
+// for the host's life. Pdeathsig fires when the *thread* that started a
+// plugin exits, not the process; Go ends a thread when a goroutine that
+// locked it exits, so a plugin started from an ordinary goroutine could
+// be killed when some unrelated code later locks and leaves that thread.
+// Starting every plugin from one thread that lives until Close avoids it.
+func (h *Host) onSpawner(fn func()) error {
+	h.spawnOnce.Do(func() {
+		h.spawnCh = make(chan func())
+		h.spawnStop = make(chan struct{})
+		h.spawnDone = make(chan struct{})
+		go h.spawner()
+	})
+	if h.spawnCh == nil {
+		return ErrClosed
+	}
+	done := make(chan struct{})
+	select {
+	case h.spawnCh <- func() { defer close(done); fn() }:
+	case <-h.spawnDone:
+		return ErrClosed
+	}
+	<-done
+	return nil
+}
+
+func (h *Host) spawner() {
+	runtime.LockOSThread() // never unlocked: the thread ends with the host
+	defer close(h.spawnDone)
+	for {
+		select {
+		case fn := <-h.spawnCh:
+			fn()
+		case <-h.spawnStop:
+			return
+		}
+	}
 }
 
 // Status is a plugin's state, for operators and tests.
@@ -360,11 +410,15 @@ func (p *proc) launch(ctx context.Context) (launched, error) {
 		StartTimeout:     p.h.cfg.StartTimeout,
 		GRPCDialOptions:  sdk.GRPCDialOptions(),
 	})
+	var err error
 	fail := func(err error) (launched, error) {
 		client.Kill()
 		return launched{}, err
 	}
-	rpc, err := client.Client()
+	var rpc plugin.ClientProtocol
+	if serr := p.h.onSpawner(func() { rpc, err = client.Client() }); serr != nil {
+		return fail(serr)
+	}
 	if err != nil {
 		return fail(explainStart(err))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -464,5 +465,35 @@ func TestConcurrentCalls(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// A plugin first used from a goroutine that locks its OS thread and ends
+// (so Go ends the thread) keeps running: plugins are started from the
+// host's own locked thread, and Pdeathsig follows the thread that started
+// the process, not the process.
+func TestPluginOutlivesStartingThread(t *testing.T) {
+	h, _ := newHost(t, host.Config{}, zstdSpec())
+	ctx := ctxT(t, time.Minute)
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // not unlocked: this thread exits with the goroutine
+		_, err := h.SerializerPlugin(ctx, "zstdjson")
+		errc <- err
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	pid := pidOf(t, h, "zstdjson")
+	time.Sleep(300 * time.Millisecond)
+	if !alive(pid) {
+		t.Fatal("the plugin died with the thread of its first caller")
+	}
+	s, _ := h.SerializerPlugin(ctx, "zstdjson")
+	if _, err := s.Encode(ctx, [][]byte{[]byte(`{"a":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := h.Status("zstdjson"); st.Restarts != 0 {
+		t.Fatalf("restarted %d times", st.Restarts)
 	}
 }

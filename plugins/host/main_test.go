@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,11 @@ import (
 	"github.com/raet-go/raet/plugins/host"
 	"github.com/raet-go/raet/plugins/internal/plugintest"
 )
+
+// init keeps the main goroutine on the main thread, so that the thread a
+// test locks and leaves is never the main one (Go does not end that one;
+// see TestPluginOutlivesStartingThread).
+func init() { runtime.LockOSThread() }
 
 // binDir holds the plugin binaries TestMain builds.
 var binDir string
