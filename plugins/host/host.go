@@ -445,10 +445,27 @@ func (p *proc) launch(ctx context.Context) (launched, error) {
 	p.mu.Lock()
 	first := p.info
 	p.mu.Unlock()
-	if first != nil && first != info {
-		return fail(fmt.Errorf("the plugin changed across a restart: %+v, was %+v", info, first))
+	if first != nil && !sameContract(first, info) {
+		return fail(fmt.Errorf("the plugin changed its kind across a restart: %+v, was %+v", info, first))
 	}
 	return launched{client: client, impl: raw, version: client.NegotiatedVersion(), info: info}, nil
+}
+
+// sameContract reports whether a restarted plugin still implements what
+// its first start did (its own version may change: an upgrade in place).
+func sameContract(a, b any) bool {
+	switch a := a.(type) {
+	case sdk.SerializerInfo:
+		b, ok := b.(sdk.SerializerInfo)
+		return ok && a.Kind == b.Kind && a.Interchange == b.Interchange
+	case sdk.CoatInfo:
+		b, ok := b.(sdk.CoatInfo)
+		return ok && a.Kind == b.Kind && a.Overhead == b.Overhead
+	case sdk.QueueInfo:
+		_, ok := b.(sdk.QueueInfo)
+		return ok
+	}
+	return false
 }
 
 // explainStart adds what to do to go-plugin's start errors.

@@ -44,8 +44,9 @@ type CoatInfo struct {
 // input, in order. An empty body seals to an empty coat and an empty coat
 // opens to an empty body (as every coat kind does). Open must fail with an
 // error that wraps ErrCoatOpen for a coat that does not authenticate, and
-// ErrCoatShort for one shorter than Overhead. A coat of len(body)+Overhead
-// bytes. Implementations must be safe for concurrent use.
+// ErrCoatShort for one shorter than Overhead. A coat is exactly
+// len(body)+Overhead bytes. Implementations must be safe for concurrent
+// use.
 type Coat interface {
 	Info(ctx context.Context) (CoatInfo, error)
 	Seal(ctx context.Context, key *SessionKey, bodies [][]byte) ([]Result, error)
