@@ -318,18 +318,25 @@ func (j *joiner) accept(c *core, p *rxPacket) {
 	j.send(c, codec.PacketKindPend, nil)
 }
 
-func (j *joiner) completify(c *core) {
-	r := j.r
+// joined completes a join on either side: the first session starts (sid
+// 0 → 1), a vacuous join resets the remote's session, and both estates are
+// kept.
+func (c *core) joined(r *remote, vacuous bool) {
 	if r.sid == 0 {
 		r.nextSid()
 		c.replaceStaleInitiators(r)
 	}
-	if j.vacuous {
+	if vacuous {
 		r.rsid = 0
 	}
 	r.joined = true
 	c.saveRemote(r)
 	c.saveLocal()
+}
+
+func (j *joiner) completify(c *core) {
+	r := j.r
+	c.joined(r, j.vacuous)
 	j.send(c, codec.PacketKindAck, nil)
 	r.joinAck, r.joinAckTi = j.last, j.ti
 	j.remove(c)
@@ -584,19 +591,9 @@ func (j *joinent) ackAccept(c *core) {
 }
 
 func (j *joinent) complete(c *core) {
-	r := j.r
-	if r.sid == 0 {
-		r.nextSid()
-		c.replaceStaleInitiators(r)
-	}
-	if j.vacuous {
-		r.rsid = 0
-	}
-	r.joined = true
-	c.saveRemote(r)
-	c.saveLocal()
+	c.joined(j.r, j.vacuous)
 	j.remove(c)
-	c.event(EventJoined, r)
+	c.event(EventJoined, j.r)
 }
 
 func (j *joinent) tick(c *core) {
