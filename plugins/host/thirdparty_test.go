@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func TestThirdPartyPlugin(t *testing.T) {
 	}
 	mod := t.TempDir()
 	goMod := "module example.com/raet-reverse\n\ngo 1.26.0\n\nrequire github.com/raet-go/raet v0.0.0\n\n" +
-		"replace github.com/raet-go/raet => " + root + "\n"
+		"replace github.com/raet-go/raet => " + strconv.Quote(root) + "\n"
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	if err != nil {
 		t.Fatal(err)

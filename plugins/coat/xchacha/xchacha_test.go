@@ -3,6 +3,7 @@ package xchacha_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
 	"golang.org/x/crypto/chacha20poly1305"
@@ -44,4 +45,30 @@ func TestLayout(t *testing.T) {
 	if err != nil || string(plain) != "body" {
 		t.Fatalf("%q %v", plain, err)
 	}
+}
+
+// FuzzOpen: any coat opens or fails with ErrCoatOpen or ErrCoatShort,
+// without panicking; a sealed body opens to itself.
+func FuzzOpen(f *testing.F) {
+	c := xchacha.New(nil)
+	sk := sdk.SessionKey{7}
+	for _, seed := range [][]byte{[]byte("x"), bytes.Repeat([]byte("body"), 100)} {
+		rs, _ := c.Seal(context.Background(), &sk, [][]byte{seed})
+		f.Add(rs[0].Data)
+	}
+	f.Add(make([]byte, xchacha.Overhead-1))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rs, err := c.Open(context.Background(), &sk, [][]byte{b})
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("%v", err)
+		}
+		if rs[0].Err != nil && !errors.Is(rs[0].Err, sdk.ErrCoatOpen) && !errors.Is(rs[0].Err, sdk.ErrCoatShort) {
+			t.Fatalf("an unclassified error: %v", rs[0].Err)
+		}
+		sealed, _ := c.Seal(context.Background(), &sk, [][]byte{b})
+		back, _ := c.Open(context.Background(), &sk, [][]byte{sealed[0].Data})
+		if back[0].Err != nil || !bytes.Equal(back[0].Data, b) {
+			t.Fatal("no round trip")
+		}
+	})
 }

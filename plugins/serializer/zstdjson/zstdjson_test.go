@@ -3,7 +3,9 @@ package zstdjson_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -59,4 +61,36 @@ func TestNotMapping(t *testing.T) {
 	if !errors.Is(rs[0].Err, sdk.ErrNotMapping) {
 		t.Fatalf("an array encoded: %v", rs[0].Err)
 	}
+}
+
+// FuzzDecode: any body decodes to a JSON object or fails with
+// ErrMalformed or ErrNotMapping, without panicking; what Encode made
+// decodes back to itself.
+func FuzzDecode(f *testing.F) {
+	s := newS(f)
+	for _, seed := range []string{`{"a":1}`, `{"route":{"src":["a",null,"y"]},"body":"` + strings.Repeat("x", 300) + `"}`, `[]`, `{`} {
+		enc, _ := s.Encode(context.Background(), [][]byte{[]byte(seed)})
+		f.Add(enc[0].Data)
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rs, err := s.Decode(context.Background(), [][]byte{b})
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("%v %d", err, len(rs))
+		}
+		if r := rs[0]; r.Err != nil {
+			if !errors.Is(r.Err, sdk.ErrMalformed) && !errors.Is(r.Err, sdk.ErrNotMapping) {
+				t.Fatalf("an unclassified error: %v", r.Err)
+			}
+			return
+		}
+		if len(b) > 0 && (!json.Valid(rs[0].Data) || bytes.TrimLeft(rs[0].Data, " \t\r\n")[0] != '{') {
+			t.Fatalf("decoded to %q", rs[0].Data)
+		}
+		enc, _ := s.Encode(context.Background(), [][]byte{rs[0].Data})
+		back, _ := s.Decode(context.Background(), [][]byte{enc[0].Data})
+		if !bytes.Equal(back[0].Data, rs[0].Data) {
+			t.Fatal("no round trip")
+		}
+	})
 }
