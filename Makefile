@@ -5,7 +5,7 @@ SMOKETIME ?= 4s
 TESTFLAGS ?= -race -timeout 30m -tags pcap
 DEMO_DIR  ?= $(or $(TMPDIR),/tmp)/raet-demo
 
-.PHONY: all demo test deps generate check-gen fmt-check vet tidy-check unit fuzz fuzz-smoke bench bench-codec clean
+.PHONY: all demo test deps generate check-gen fmt-check vet tidy-check unit fuzz fuzz-smoke bench bench-codec plugins bench-plugins clean
 
 all: test
 
@@ -34,10 +34,12 @@ deps:
 ## generate: write the generated files from spec/raet.yaml.
 generate:
 	$(GO) run ./cmd/raetgen -w
+	plugins/proto/gen.sh
 
 ## check-gen: fail when a generated file is stale (prints the diff).
 check-gen:
 	$(GO) run ./cmd/raetgen
+	plugins/proto/gen.sh -check
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -64,6 +66,14 @@ fuzz-smoke:
 ## bench: every benchmark, with allocations.
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+## plugins: the example plugins in bin/plugins, a directory for raet serve --plugins.
+plugins:
+	$(GO) build -o bin/plugins/ ./plugins/serializer/zstdjson/cmd/raet-serializer-zstdjson \
+		./plugins/coat/xchacha/cmd/raet-coat-xchacha ./plugins/queue/boltqueue/cmd/raet-queue-bolt
+
+bench-plugins:
+	$(GO) test -run='^$$' -bench=. -benchtime=2s ./plugins/host/
 
 bench-codec:
 	$(GO) test -run='^$$' -bench=Codecs -benchmem -count=6 ./codec/

@@ -82,7 +82,9 @@ func (c *core) startAllower(r *remote, cascade bool) {
 		return
 	}
 	r.allowed = false
-	if !r.joined {
+	if !r.joined || (c.ourCaps() != nil && !r.capsFresh) {
+		// Not joined, or joined in an earlier run, whose advertisements
+		// the allow could not authenticate: join (again) first.
 		c.startJoiner(r, cascade, false)
 		return
 	}
@@ -297,10 +299,16 @@ func (a *allowent) receive(c *core, p *rxPacket) {
 		if ours := c.ourCaps(); ours != nil {
 			digest := strings.HasPrefix(init.FQDN, capsPrefix)
 			if (digest && init.FQDN != capsDigest(r.peerCaps, ours)) || (!digest && r.peerCaps != nil) {
-				// The advertisements we and it saw differ: changed in
-				// transit, or forgotten in a restart. Join again.
 				c.stats.drop("caps_mismatch")
-				c.log.Warn("raet: advertisements differ; asking for a new join", "remote", r.name)
+				if r.capsFresh {
+					// Both sides joined in this run and still saw different
+					// advertisements: they were changed in transit.
+					c.log.Warn("raet: advertisements changed in transit; rejecting the allow", "remote", r.name)
+					c.event(EventRejected, r)
+					a.nack(c, codec.PacketKindReject)
+					return
+				}
+				// Ours were lost in a restart: join again to exchange them.
 				a.nack(c, codec.PacketKindUnjoined)
 				return
 			}

@@ -330,6 +330,7 @@ func (c *core) joined(r *remote, vacuous bool) {
 		r.rsid = 0
 	}
 	r.joined = true
+	r.capsFresh = true
 	c.saveRemote(r)
 	c.saveLocal()
 }

@@ -29,10 +29,10 @@ import (
 // does not expect). An allowent that advertises computes the same digest
 // from what it received and sent; any difference — a changed, added or
 // stripped advertisement, or an allower that received ours but sends no
-// digest — fails the allow with unjoined, which makes the allower join
-// again, so neither end can be downgraded without failing loudly. (After a
-// restart neither end knows what the other advertised, so the first allow
-// fails the same way and the join that follows exchanges them again.)
+// digest — fails the allow with reject, so neither end can be downgraded
+// without failing loudly. Advertisements are not kept on disk: after a
+// restart an estate joins again before it allows (and an allowent that
+// lost them answers unjoined, which has the same effect).
 //
 // Once allowed, two estates that both advertised use the best common
 // profile for every packet but joins and allows: binary heads when both

@@ -2,6 +2,7 @@ package road_test
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"net/netip"
 	"strings"
@@ -123,8 +124,11 @@ func TestTamperedAdvertisementFailsTheHandshake(t *testing.T) {
 		}
 		return b
 	})
-	ctx := ctxT(t, 40*time.Second)
+	ctx := ctxT(t, 60*time.Second)
 	_, err := o.Join(ctx, x.conn.LocalAddr().String())
+	if !errors.Is(err, road.ErrRejected) {
+		t.Errorf("join through a tampering relay: %v, want a rejection", err)
+	}
 	if err == nil {
 		rs, _ := o.Remotes(ctx)
 		t.Fatalf("joined and allowed through a tampered advertisement: %+v", rs)
@@ -134,7 +138,7 @@ func TestTamperedAdvertisementFailsTheHandshake(t *testing.T) {
 	if tampered == 0 {
 		t.Fatal("the relay never saw an advertisement")
 	}
-	c, _ := m.Counters(ctx)
+	c, _ := m.Counters(ctxT(t, 5*time.Second))
 	if c.Drops["caps_mismatch"] == 0 {
 		t.Fatalf("the mismatch was not detected: %v (join: %v)", c.Drops, err)
 	}

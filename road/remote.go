@@ -39,6 +39,7 @@ type remote struct {
 	peerShort keys.PublicKey // its short-term public key (publee)
 	coat      *packet.NaClCoat
 	peerCaps  *caps    // what it advertised in the last join; nil: nothing (the reference)
+	capsFresh bool     // peerCaps come from a join of this run (not lost in a restart)
 	prof      *profile // the negotiated profile of this session; nil: the reference's
 
 	txns map[txnKey]txn

@@ -11,6 +11,8 @@ command -v git >/dev/null || need+=(git)
 # raetdump: live capture (cgo, libpcap) and the Wireshark dissector's tests (tshark).
 [ -e /usr/include/pcap/pcap.h ] || need+=(libpcap-dev)
 command -v tshark >/dev/null || need+=(tshark)
+# The plugin protocol's generated code is checked against protoc.
+command -v protoc >/dev/null || need+=(protobuf-compiler)
 # The multi-host road test: network namespaces, veth and nftables (root only).
 if [ "$(id -u)" -eq 0 ]; then
 	command -v ip >/dev/null || need+=(iproute2)

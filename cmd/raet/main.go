@@ -1,10 +1,12 @@
 // Command raet runs RAET estates and yards.
 //
 //	raet keygen --keep DIR --name NAME [--role ROLE]
-//	raet serve  --keep DIR --name NAME --listen HOST:PORT [--main] [--auto always|once|never] [--echo] ...
+//	raet serve  --keep DIR --name NAME --listen HOST:PORT [--main] [--auto always|once|never] [--echo]
+//	            [--plugins DIR --serializer plugin:NAME --queue plugin:NAME] ...
 //	raet send   --keep DIR --name NAME --listen HOST:PORT --to HOST:PORT [--body-json '{...}' | --size N --count N] ...
 //	raet keys   list|accept|reject|pend --keep DIR [NAME]
 //	raet lane   serve|send ...
+//	raet plugins list --plugins DIR [--check]
 //
 // Output is JSON lines on stdout; logs go to stderr. Exit codes: 0 success,
 // 1 a failure (a message not done, an echo that differs, a join refused),

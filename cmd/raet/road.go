@@ -37,6 +37,7 @@ type stackFlags struct {
 	keepDir, name, role, listen, auto, head, body, keylog string
 	main                                                  bool
 	verbose                                               bool
+	plugins                                               pluginFlags
 }
 
 func (f *stackFlags) register(fs *flag.FlagSet) {
@@ -50,6 +51,7 @@ func (f *stackFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.keylog, "keylog", "", "append session keys to this file (RAET_SESSION lines)")
 	fs.BoolVar(&f.main, "main", false, "be a main estate (accept joins from unknown estates)")
 	fs.BoolVar(&f.verbose, "v", false, "log more (to stderr)")
+	f.plugins.register(fs)
 }
 
 func (f *stackFlags) config(stderr io.Writer) (*road.Config, error) {
@@ -114,6 +116,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "raet serve:", err)
 		return exitUsage
 	}
+	stopPlugins, err := sf.plugins.apply(context.Background(), cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "raet serve:", err)
+		return exitSetup
+	}
+	defer stopPlugins()
 	if *pcap != "" {
 		f, err := os.Create(*pcap)
 		if err != nil {
@@ -226,6 +234,12 @@ func runSend(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "raet send:", err)
 		return exitUsage
 	}
+	stopPlugins, err := sf.plugins.apply(context.Background(), cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "raet send:", err)
+		return exitSetup
+	}
+	defer stopPlugins()
 	s, err := startStack(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "raet send:", err)
