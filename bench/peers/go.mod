@@ -1,0 +1,28 @@
+module github.com/raet-go/raet/bench/peers
+
+go 1.26.2
+
+require (
+	github.com/quic-go/quic-go v0.65.0
+	github.com/raet-go/raet v0.0.0
+	github.com/xtaci/kcp-go/v5 v5.7.5
+)
+
+require (
+	github.com/fxamacker/cbor/v2 v2.10.0 // indirect
+	github.com/juju/ratelimit v1.0.2 // indirect
+	github.com/klauspost/cpuid/v2 v2.4.1 // indirect
+	github.com/klauspost/reedsolomon v1.14.2 // indirect
+	github.com/kr/pretty v0.3.1 // indirect
+	github.com/pion/transport/v5 v5.1.4 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+	github.com/tjfoc/gmsm v1.4.1 // indirect
+	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
+	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+	github.com/x448/float16 v0.8.4 // indirect
+	golang.org/x/crypto v0.59.0 // indirect
+	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
+
+replace github.com/raet-go/raet => ../..

@@ -1,0 +1,161 @@
+// Command peers measures, with one harness and in one run over loopback,
+// raw UDP, kcp-go/v5 with AES-GCM, quic-go (one stream) and the raet-go road
+// stack with both profiles, and prints one table with ratios against kcp-go.
+//
+// It is a module of its own so that the main module gains no dependencies:
+//
+//	cd bench/peers && go run . [-sizes 64,1024,16384,262144] [-window 16] [-dur 1s] [-runs 3] [-json]
+//
+// Every peer carries each message from a client to a server, and the
+// server answers with a small ack (for the road stack: Send until the
+// receiver's done). -window messages are in flight; msgs/s counts acked
+// messages, RTT is from sending a message to its ack. With -runs N each
+// figure is the median over N runs.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+func main() {
+	sizes := flag.String("sizes", "64,1024,16384,262144", "message sizes in bytes")
+	window := flag.Int("window", 16, "messages in flight")
+	dur := flag.Duration("dur", time.Second, "sending time per peer and size")
+	runs := flag.Int("runs", 3, "runs; the table shows medians")
+	only := flag.String("peers", "", "comma-separated subset of peers (names as in the table, e.g. udp,raet fast)")
+	asJSON := flag.Bool("json", false, "print every measurement as a JSON line too")
+	flag.Parse()
+	var sz []int
+	for f := range strings.SplitSeq(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			fmt.Fprintf(os.Stderr, "peers: bad size %q\n", f)
+			os.Exit(2)
+		}
+		sz = append(sz, n)
+	}
+	ps := selectPeers(*only)
+	if len(ps) == 0 || *window < 1 || *runs < 1 {
+		fmt.Fprintln(os.Stderr, "peers: nothing to run")
+		os.Exit(2)
+	}
+	var log io.Writer
+	if *asJSON {
+		log = os.Stdout
+	}
+	res := run(ps, sz, *window, *runs, *dur, log)
+	printTable(os.Stdout, res, *window, *runs, *dur)
+	for _, r := range res {
+		if r.Errors > 0 {
+			os.Exit(1)
+		}
+	}
+}
+
+func selectPeers(only string) []peer {
+	all := peers()
+	if only == "" {
+		return all
+	}
+	var out []peer
+	for f := range strings.SplitSeq(only, ",") {
+		for _, p := range all {
+			if strings.EqualFold(strings.TrimSpace(f), p.name) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// run measures every peer at every size runs times and returns, per size
+// and peer (in that order), the medians.
+func run(ps []peer, sizes []int, window, runs int, dur time.Duration, log io.Writer) []result {
+	var out []result
+	for _, size := range sizes {
+		for _, p := range ps {
+			var all []result
+			for range runs {
+				r := measure(p, size, window, dur, 30*time.Second)
+				if log != nil {
+					json.NewEncoder(log).Encode(r)
+				}
+				all = append(all, r)
+			}
+			out = append(out, median(all))
+		}
+	}
+	return out
+}
+
+func median(rs []result) result {
+	m := rs[0]
+	pick := func(f func(result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	m.MsgsPerS = pick(func(r result) float64 { return r.MsgsPerS })
+	m.MBPerS = pick(func(r result) float64 { return r.MBPerS })
+	m.RTTP50us = pick(func(r result) float64 { return r.RTTP50us })
+	m.RTTP99us = pick(func(r result) float64 { return r.RTTP99us })
+	m.Count, m.Errors = 0, 0
+	for _, r := range rs {
+		m.Count += r.Count
+		m.Errors += r.Errors
+		if r.ErrorText != "" {
+			m.ErrorText = r.ErrorText
+		}
+	}
+	return m
+}
+
+func printTable(w io.Writer, res []result, window, runs int, dur time.Duration) {
+	fmt.Fprintf(w, "loopback, window %d, %v per run, medians of %d runs; ratios against kcp-go aes-gcm\n", window, dur, runs)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMB/s\tp50 µs\tp99 µs\tmsgs/s ×kcp\tp50 ×kcp\terrors\t")
+	base := map[int]result{}
+	for _, r := range res {
+		if r.Peer == "kcp-go aes-gcm" {
+			base[r.Size] = r
+		}
+	}
+	ratio := func(a, b float64) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", a/b)
+	}
+	for _, r := range res {
+		b := base[r.Size]
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%d\t\n", sizeName(r.Size), r.Peer, r.MsgsPerS, r.MBPerS,
+			r.RTTP50us, r.RTTP99us, ratio(r.MsgsPerS, b.MsgsPerS), ratio(r.RTTP50us, b.RTTP50us), r.Errors)
+	}
+	tw.Flush()
+	for _, r := range res {
+		if r.ErrorText != "" {
+			fmt.Fprintf(w, "%s %s: %s\n", sizeName(r.Size), r.Peer, r.ErrorText)
+		}
+	}
+}
+
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	default:
+		return fmt.Sprintf("%d B", n)
+	}
+}
