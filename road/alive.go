@@ -25,7 +25,7 @@ func (a *aliver) deadline() time.Time         { return earliest(time.Time(a.time
 
 func (c *core) aliveHead(r *remote, pk codec.PacketKind, si, ti uint32, cf bool) codec.Head {
 	h := c.outHead(codec.TransactionKindAlive, pk, r.nuid, r.fuid, si, ti, cf)
-	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, codec.CoatKindNaCl, codec.FootKindNaCl
+	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, r.coatKind(), codec.FootKindNaCl
 	return h
 }
 

@@ -39,6 +39,9 @@ func (c *core) allowed(r *remote) error {
 	if r.prof, err = c.negotiate(r); err != nil {
 		return err
 	}
+	if r.prof != nil && r.prof.coat != nil {
+		r.coat = r.prof.coat
+	}
 	r.allowed = true
 	if c.keylog != nil {
 		if _, err := io.WriteString(c.keylog, handshake.FormatKeyLog(r.short.Public, r.short.Private, r.peerShort)); err != nil {

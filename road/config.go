@@ -121,6 +121,10 @@ type Config struct {
 	// built-in serializer of BodyKind: a plugin, or an extension that
 	// receivers find by its kind (packet.RegisterSerializer).
 	Serializer packet.Serializer
+	// Coat, when set, offers another coat kind (a coat plugin) to raet-go
+	// peers; a session whose two ends both offer it uses it instead of the
+	// NaCl coat (see Profile). The reference never gets it.
+	Coat CoatMaker
 	// Queue, when set, holds every message from Send until its remote says
 	// done; a durable queue (a plugin) keeps them across a crash, and Start
 	// sends the messages it finds pending once their remotes are allowed.
@@ -131,6 +135,13 @@ type Config struct {
 	// example a pcapng writer from package dissect). It is called from the
 	// socket goroutines and must not keep Data after it returns.
 	Tap func(TapPacket)
+}
+
+// CoatMaker makes the coat of one session from its short-term keys: how a
+// coat plugin joins the stack.
+type CoatMaker interface {
+	Kind() codec.CoatKind
+	Session(ourShortPriv, theirShortPub *[32]byte) (packet.Coat, error)
 }
 
 // Queue holds messages until their remote has them. It is called once per

@@ -343,8 +343,8 @@ func (c *core) packerFor(r *remote, h *codec.Head) packet.Packer {
 // the serialized body, sealing it with r's coat when h.CoatKind says so.
 func (c *core) pack(r *remote, h *codec.Head, body []byte) ([]byte, error) {
 	coat := body
-	if h.CoatKind == codec.CoatKindNaCl && len(body) > 0 {
-		if r == nil || r.coat == nil {
+	if h.CoatKind != codec.CoatKindNada && len(body) > 0 {
+		if r == nil || r.coat == nil || r.coat.Kind() != h.CoatKind {
 			return nil, fmt.Errorf("raet: no session keys with %s to coat a packet", remoteName(r))
 		}
 		var err error

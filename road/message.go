@@ -85,7 +85,7 @@ func (c *core) startMessenger(r *remote, body []byte, bk codec.BodyKind, result 
 
 func (m *messenger) head(c *core, pk codec.PacketKind, flags uint8) codec.Head {
 	h := c.outHead(codec.TransactionKindMessage, pk, m.r.nuid, m.r.fuid, m.si, m.ti, false)
-	h.BodyKind, h.CoatKind = m.bk, codec.CoatKindNaCl
+	h.BodyKind, h.CoatKind = m.bk, m.r.coatKind()
 	h.SetWait(flags&segWait != 0)
 	h.SetAgain(flags&segAgain != 0)
 	return h
@@ -239,8 +239,8 @@ func (m *messenger) finish(c *core, err error) {
 // parseMisseds reads a resend body: {"misseds": [n, ...]}.
 func parseMisseds(p *rxPacket, r *remote) ([]int, error) {
 	plain := p.Coat
-	if p.Head.CoatKind == codec.CoatKindNaCl && len(plain) > 0 {
-		if r.coat == nil {
+	if p.Head.CoatKind != codec.CoatKindNada && len(plain) > 0 {
+		if r.coat == nil || r.coat.Kind() != p.Head.CoatKind {
 			return nil, errors.New("no session coat")
 		}
 		var err error
@@ -444,15 +444,16 @@ func (m *messengent) tick(c *core) {
 // openMessage opens a whole coat and decodes its body.
 func (c *core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat []byte) (*Message, error) {
 	plain := coat
-	if ck == codec.CoatKindNaCl {
+	switch {
+	case ck == codec.CoatKindNada:
+		plain = append([]byte(nil), coat...)
+	case r.coat != nil && ck == r.coat.Kind():
 		var err error
 		if plain, err = r.coat.Open(nil, coat); err != nil {
 			return nil, err
 		}
-	} else if ck != codec.CoatKindNada {
-		return nil, fmt.Errorf("coat kind %v", ck)
-	} else {
-		plain = append([]byte(nil), coat...)
+	default:
+		return nil, fmt.Errorf("coat kind %v is not this session's", ck)
 	}
 	msg := &Message{From: r.name, Kind: bk, Raw: plain}
 	if bk == codec.BodyKindRaw {

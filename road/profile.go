@@ -36,14 +36,16 @@ import (
 //
 // Once allowed, two estates that both advertised use the best common
 // profile for every packet but joins and allows: binary heads when both
-// have them, the MAC foot instead of Ed25519 when both have it, and the
-// smaller of their largest packet sizes.
+// have them, the MAC foot instead of Ed25519 when both have it, a coat
+// plugin both offer (Config.Coat) instead of NaCl, and the smaller of their
+// largest packet sizes.
 
 // caps is what an estate advertises.
 type caps struct {
 	heads  []codec.HeadKind
 	feet   []codec.FootKind
 	bodies []codec.BodyKind
+	coats  []codec.CoatKind
 	mps    int // largest datagram it takes
 }
 
@@ -54,12 +56,17 @@ func (c *core) ourCaps() *caps {
 	if c.cfg.Profile == ProfileReference {
 		return nil
 	}
-	return &caps{
+	k := &caps{
 		heads:  []codec.HeadKind{codec.HeadKindRaet, codec.HeadKindJSON, codec.HeadKindBinary},
 		feet:   []codec.FootKind{codec.FootKindNaCl, codec.FootKindMAC},
 		bodies: []codec.BodyKind{codec.BodyKindJSON, codec.BodyKindMsgpack, codec.BodyKindCBOR},
+		coats:  []codec.CoatKind{codec.CoatKindNaCl},
 		mps:    c.cfg.FastMaxPacketSize,
 	}
+	if c.cfg.Coat != nil {
+		k.coats = append(k.coats, c.cfg.Coat.Kind())
+	}
+	return k
 }
 
 // body is the advertisement as a join body value.
@@ -76,6 +83,7 @@ func (k *caps) body() packet.OrderedMap {
 		{Key: "hk", Value: ints(len(k.heads), func(i int) int { return int(k.heads[i]) })},
 		{Key: "fk", Value: ints(len(k.feet), func(i int) int { return int(k.feet[i]) })},
 		{Key: "bk", Value: ints(len(k.bodies), func(i int) int { return int(k.bodies[i]) })},
+		{Key: "ck", Value: ints(len(k.coats), func(i int) int { return int(k.coats[i]) })},
 		{Key: "mps", Value: k.mps},
 	}
 }
@@ -108,9 +116,14 @@ func (k *caps) canonical() string {
 	for i, v := range k.bodies {
 		bk[i] = int(v)
 	}
+	ck := make([]int, len(k.coats))
+	for i, v := range k.coats {
+		ck[i] = int(v)
+	}
 	write("hk", hk)
 	write("fk", fk)
 	write("bk", bk)
+	write("ck", ck)
 	write("mps", []int{k.mps})
 	return b.String()
 }
@@ -149,8 +162,9 @@ func parseCaps(v any) *caps {
 	hk, ok1 := list("hk")
 	fk, ok2 := list("fk")
 	bk, ok3 := list("bk")
+	ck, ok5 := list("ck")
 	mps, ok4 := intValue(m["mps"])
-	if !ok1 || !ok2 || !ok3 || !ok4 || mps < 256 || mps > 65507 {
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || mps < 256 || mps > 65507 {
 		return nil
 	}
 	k := &caps{mps: int(mps)}
@@ -163,6 +177,9 @@ func parseCaps(v any) *caps {
 	for _, v := range bk {
 		k.bodies = append(k.bodies, codec.BodyKind(v))
 	}
+	for _, v := range ck {
+		k.coats = append(k.coats, codec.CoatKind(v))
+	}
 	return k
 }
 
@@ -170,6 +187,7 @@ func parseCaps(v any) *caps {
 type profile struct {
 	codec codec.Codec
 	mac   *packet.MACFoot // nil: Ed25519
+	coat  packet.Coat     // a negotiated coat (Config.Coat); nil: NaCl
 	mps   int
 }
 
@@ -193,6 +211,13 @@ func (c *core) negotiate(r *remote) (*profile, error) {
 			return nil, fmt.Errorf("mac foot: %w", err)
 		}
 		p.mac = mac
+	}
+	if mk := c.cfg.Coat; mk != nil && slices.Contains(r.peerCaps.coats, mk.Kind()) {
+		coat, err := mk.Session((*[32]byte)(&r.short.Private), (*[32]byte)(&r.peerShort))
+		if err != nil {
+			return nil, fmt.Errorf("coat %v: %w", mk.Kind(), err)
+		}
+		p.coat = coat
 	}
 	return p, nil
 }

@@ -2,6 +2,8 @@ package road_test
 
 import (
 	"bytes"
+	"crypto/cipher"
+	"crypto/rand"
 	"errors"
 	"net"
 	"net/netip"
@@ -12,7 +14,10 @@ import (
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/road"
+	"golang.org/x/crypto/chacha20poly1305"
+	"golang.org/x/crypto/nacl/box"
 )
 
 // Two raet-go estates agree on the fast profile: binary heads, the MAC foot
@@ -142,4 +147,77 @@ func TestTamperedAdvertisementFailsTheHandshake(t *testing.T) {
 	if c.Drops["caps_mismatch"] == 0 {
 		t.Fatalf("the mismatch was not detected: %v (join: %v)", c.Drops, err)
 	}
+}
+
+// xcoat is a coat of another kind for the negotiation test: XChaCha20-Poly1305
+// keyed with the session's shared key, nonce last.
+type xcoat struct{ aead cipher.AEAD }
+
+type xmaker struct{}
+
+func (xmaker) Kind() codec.CoatKind { return codec.CoatKindXChaCha }
+
+func (xmaker) Session(ourPriv, theirPub *[32]byte) (packet.Coat, error) {
+	var shared [32]byte
+	box.Precompute(&shared, theirPub, ourPriv)
+	aead, err := chacha20poly1305.NewX(shared[:])
+	if err != nil {
+		return nil, err
+	}
+	return &xcoat{aead}, nil
+}
+
+func (x *xcoat) Kind() codec.CoatKind { return codec.CoatKindXChaCha }
+func (x *xcoat) Overhead() int        { return x.aead.Overhead() + x.aead.NonceSize() }
+func (x *xcoat) Seal(dst, plain []byte) ([]byte, error) {
+	if len(plain) == 0 {
+		return dst, nil
+	}
+	nonce := make([]byte, x.aead.NonceSize())
+	rand.Read(nonce)
+	return append(x.aead.Seal(dst, nonce, plain, nil), nonce...), nil
+}
+func (x *xcoat) Open(dst, coat []byte) ([]byte, error) {
+	if len(coat) == 0 {
+		return dst, nil
+	}
+	n := x.aead.NonceSize()
+	if len(coat) < n+x.aead.Overhead() {
+		return dst, errors.New("short coat")
+	}
+	return x.aead.Open(dst, coat[len(coat)-n:], coat[:len(coat)-n], nil)
+}
+
+// A coat both estates offer replaces NaCl for the session; with a peer
+// that does not offer it the session keeps NaCl.
+func TestCoatNegotiated(t *testing.T) {
+	var got []codec.CoatKind
+	var mu sync.Mutex
+	tap := func(p road.TapPacket) {
+		var pk packet.Packet
+		if packet.Parse(p.Data, &pk) == nil && pk.Head.TransactionKind == codec.TransactionKindMessage && len(pk.Coat) > 0 {
+			mu.Lock()
+			got = append(got, pk.Head.CoatKind)
+			mu.Unlock()
+		}
+	}
+	m, o := joined(t, road.Config{Coat: xmaker{}, Tap: tap}, road.Config{Coat: xmaker{}})
+	ctx := ctxT(t, 10*time.Second)
+	if err := o.Send(ctx, "main", map[string]any{"coat": "x", "big": strings.Repeat("c", 5000)}); err != nil {
+		t.Fatal(err)
+	}
+	if msg := recvOne(t, m, 5*time.Second); msg.Body["coat"] != "x" {
+		t.Fatalf("got %+v", msg)
+	}
+	mu.Lock()
+	if len(got) == 0 || got[0] != codec.CoatKindXChaCha {
+		t.Fatalf("coats on the wire: %v", got)
+	}
+	mu.Unlock()
+
+	m2, o2 := joined(t, road.Config{Name: "main2", Coat: xmaker{}}, road.Config{Name: "other2"})
+	if err := o2.Send(ctx, "main2", map[string]any{"coat": "nacl"}); err != nil {
+		t.Fatal(err)
+	}
+	recvOne(t, m2, 5*time.Second)
 }

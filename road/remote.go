@@ -37,10 +37,10 @@ type remote struct {
 
 	short     keys.Box       // our short-term pair for this session (privee)
 	peerShort keys.PublicKey // its short-term public key (publee)
-	coat      *packet.NaClCoat
-	peerCaps  *caps    // what it advertised in the last join; nil: nothing (the reference)
-	capsFresh bool     // peerCaps come from a join of this run (not lost in a restart)
-	prof      *profile // the negotiated profile of this session; nil: the reference's
+	coat      packet.Coat    // the session's coat: NaCl, or a negotiated coat (Config.Coat)
+	peerCaps  *caps          // what it advertised in the last join; nil: nothing (the reference)
+	capsFresh bool           // peerCaps come from a join of this run (not lost in a restart)
+	prof      *profile       // the negotiated profile of this session; nil: the reference's
 
 	txns map[txnKey]txn
 	done map[uint32]time.Time // finished messengent tids until they expire
@@ -81,6 +81,15 @@ type txn interface {
 	// abort ends the transaction because its session went stale, sending
 	// the peer a nack of kind pk when it is not zero.
 	abort(c *core, pk codec.PacketKind)
+}
+
+// coatKind is the coat kind of the session: NaCl unless another was
+// negotiated.
+func (r *remote) coatKind() codec.CoatKind {
+	if r.coat != nil {
+		return r.coat.Kind()
+	}
+	return codec.CoatKindNaCl
 }
 
 func (r *remote) nextTid() uint32 {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/plugins/builtin"
 	"github.com/raet-go/raet/plugins/host"
 	"github.com/raet-go/raet/road"
@@ -25,7 +27,7 @@ func init() { commands["plugins"] = runPlugins }
 //	--plugins DIR            the plugin directory (plugins.yaml, or raet-KIND-NAME executables)
 //	--serializer NAME        json, msgpack, cbor (built in), or plugin:NAME
 //	--queue NAME             memory or memory:N (built in), or plugin:NAME (a durable queue)
-//	--coat NAME              nacl (built in); plugin:NAME is refused until the road stack negotiates coats
+//	--coat NAME              nacl (built in), or plugin:NAME: offered to raet-go peers, used when both offer it
 //	--plugin-timeout D       the deadline of one plugin call
 type pluginFlags struct {
 	dir, serializer, queue, coat string
@@ -36,7 +38,7 @@ func (f *pluginFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dir, "plugins", "", "plugin directory: its plugins.yaml, or executables named raet-KIND-NAME")
 	fs.StringVar(&f.serializer, "serializer", "", "serializer of the messages sent: json, msgpack, cbor or plugin:NAME (default: --body)")
 	fs.StringVar(&f.queue, "queue", "", "keep messages until done: memory[:N] or plugin:NAME (a durable queue plugin keeps them across restarts)")
-	fs.StringVar(&f.coat, "coat", "", "coat: nacl (the default); coat plugins are not negotiated by the road stack yet")
+	fs.StringVar(&f.coat, "coat", "", "coat: nacl (the default), or plugin:NAME, offered to raet-go peers and used when they offer it too")
 	fs.DurationVar(&f.timeout, "plugin-timeout", 0, "deadline of one plugin call (default 5s)")
 }
 
@@ -133,12 +135,31 @@ func (f *pluginFlags) apply(ctx context.Context, cfg *road.Config) (stop func(),
 	switch v := f.coat; {
 	case v == "" || v == "nacl":
 	case strings.HasPrefix(v, "plugin:"):
-		return stop, fmt.Errorf("--coat %s: the road stack does not negotiate coat kinds with its remotes yet, "+
-			"so a coat plugin cannot be used on the road (see plugins/README.md)", v)
+		// Offered to raet-go peers; used for a session only when the
+		// peer offers the same coat kind (road.Config.Coat).
+		name, _ := pluginName(v)
+		ph, err := getHost()
+		if err != nil {
+			return stop, fmt.Errorf("--coat %s: %w", v, err)
+		}
+		c, err := ph.Coat(ctx, name)
+		if err != nil {
+			return stop, fmt.Errorf("--coat %s: %w", v, err)
+		}
+		cfg.Coat = coatMaker{c}
 	default:
 		return stop, fmt.Errorf("--coat %q: want nacl or plugin:NAME", v)
 	}
 	return stop, nil
+}
+
+// coatMaker adapts a coat plugin to road.CoatMaker.
+type coatMaker struct{ c *host.Coat }
+
+func (m coatMaker) Kind() codec.CoatKind { return m.c.Info().Kind }
+
+func (m coatMaker) Session(ourShortPriv, theirShortPub *[32]byte) (packet.Coat, error) {
+	return m.c.Session(ourShortPriv, theirShortPub)
 }
 
 // pluginLine is one line of `raet plugins list`.

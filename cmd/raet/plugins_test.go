@@ -39,7 +39,7 @@ func TestPluginFlagsBuiltins(t *testing.T) {
 		{pluginFlags{queue: "disk"}, "want memory"},
 		{pluginFlags{queue: "memory:0"}, "N >= 1"},
 		{pluginFlags{serializer: "plugin:zstdjson"}, "needs --plugins DIR"},
-		{pluginFlags{coat: "plugin:xchacha"}, "does not negotiate coat kinds"},
+		{pluginFlags{coat: "plugin:xchacha"}, "needs --plugins DIR"},
 		{pluginFlags{dir: t.TempDir(), queue: "plugin:bolt"}, "no such plugin"},
 	} {
 		var cfg road.Config
