@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"slices"
@@ -162,7 +163,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	client, err := benchStack(o, "bench_client", false, *listen)
+	// A fresh name each run: a serving side is not Mutable towards a name it
+	// knows with other keys.
+	client, err := benchStack(o, fmt.Sprintf("bench_client_%08x", rand.Uint32()), false, *listen)
 	if err != nil {
 		fmt.Fprintln(stderr, "raet bench:", err)
 		return exitSetup

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestBenchInProcess(t *testing.T) {
@@ -53,5 +55,41 @@ func TestBenchUsage(t *testing.T) {
 		if code := run(args, &out, &errb); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
 		}
+	}
+}
+
+// TestBenchServeTo runs the two sides of the cross-process mode through
+// run, in goroutines of this process.
+func TestBenchServeTo(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().String()
+	pc.Close()
+	srvDone := make(chan int, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		srvDone <- run([]string{"bench", "--serve", "--listen", addr, "--for", "2s"}, &out, &errb)
+	}()
+	var out, errb bytes.Buffer
+	var code int
+	for range 20 { // until the server listens
+		out.Reset()
+		errb.Reset()
+		if code = run([]string{"bench", "--to", addr, "--sizes", "1024", "--count", "20", "--timeout", "2s"}, &out, &errb); code == exitOK {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r benchResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Size != 1024 || r.Count != 20 || r.Errors != 0 || r.Foot != "mac" {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if c := <-srvDone; c != exitOK {
+		t.Fatalf("serve exit %d", c)
 	}
 }
