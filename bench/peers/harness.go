@@ -42,26 +42,34 @@ type peer struct {
 	dial func() (transport, error)
 }
 
-func peers() []peer {
-	return []peer{
+func peers(raetFastMPS int) []peer {
+	ps := []peer{
 		{"udp", dialUDP},
 		{"kcp-go aes-gcm", dialKCP},
 		{"quic-go 1 stream", dialQUIC},
-		{"raet reference", func() (transport, error) { return dialRaet(road.ProfileReference) }},
-		{"raet fast", func() (transport, error) { return dialRaet(road.ProfileAuto) }},
+		{"raet reference", func() (transport, error) { return dialRaet(road.ProfileReference, 0) }},
+		{"raet fast", func() (transport, error) { return dialRaet(road.ProfileAuto, 0) }},
 	}
+	if raetFastMPS > 0 {
+		ps = append(ps, peer{fmt.Sprintf("raet fast mps %d", raetFastMPS),
+			func() (transport, error) { return dialRaet(road.ProfileAuto, raetFastMPS) }})
+	}
+	return ps
 }
 
 // result is one measurement: one peer, one size.
 type result struct {
-	Peer      string  `json:"peer"`
-	Size      int     `json:"size"`
-	Count     int     `json:"count"`
-	Errors    int     `json:"errors"`
-	MsgsPerS  float64 `json:"msgs_per_s"`
-	MBPerS    float64 `json:"mb_per_s"`
-	RTTP50us  float64 `json:"rtt_p50_us"`
-	RTTP99us  float64 `json:"rtt_p99_us"`
+	Peer     string  `json:"peer"`
+	Size     int     `json:"size"`
+	Count    int     `json:"count"`
+	Errors   int     `json:"errors"`
+	MsgsPerS float64 `json:"msgs_per_s"`
+	MBPerS   float64 `json:"mb_per_s"`
+	RTTP50us float64 `json:"rtt_p50_us"`
+	RTTP99us float64 `json:"rtt_p99_us"`
+	// IdleP50us is the RTT p50 of a separate, shorter run with one message
+	// in flight (latency without queueing).
+	IdleP50us float64 `json:"idle_rtt_p50_us"`
 	ErrorText string  `json:"error,omitempty"`
 }
 
@@ -440,11 +448,11 @@ type raetTransport struct {
 	plen   int
 }
 
-func dialRaet(prof road.Profile) (transport, error) {
+func dialRaet(prof road.Profile, fastMPS int) (transport, error) {
 	mk := func(name string, main bool) (*road.Stack, error) {
 		s, err := road.New(&road.Config{
 			Name: name, Main: main, Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1,
-			Profile: prof, HeadKind: codec.HeadKindRaet, BodyKind: codec.BodyKindJSON,
+			Profile: prof, FastMaxPacketSize: fastMPS, HeadKind: codec.HeadKindRaet, BodyKind: codec.BodyKindJSON,
 		})
 		if err != nil {
 			return nil, err

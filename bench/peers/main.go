@@ -4,13 +4,16 @@
 //
 // It is a module of its own so that the main module gains no dependencies:
 //
-//	cd bench/peers && go run . [-sizes 64,1024,16384,262144] [-window 16] [-dur 1s] [-runs 3] [-json]
+//	cd bench/peers && go run . [-sizes 64,1024,16384,262144] [-window 16] [-dur 1s] [-runs 3]
+//	                           [-peers udp,raet fast] [-raet-fast-mps 8192] [-json]
 //
 // Every peer carries each message from a client to a server, and the
 // server answers with a small ack (for the road stack: Send until the
 // receiver's done). -window messages are in flight; msgs/s counts acked
-// messages, RTT is from sending a message to its ack. With -runs N each
-// figure is the median over N runs.
+// messages, RTT is from sending a message to its ack; "idle p50" is the
+// RTT p50 of a second, shorter run (-dur/4) with one message in flight.
+// With -runs N each figure is the median over N runs. Raw UDP sends a
+// message over 65000 bytes as several datagrams, each acked.
 package main
 
 import (
@@ -32,6 +35,7 @@ func main() {
 	dur := flag.Duration("dur", time.Second, "sending time per peer and size")
 	runs := flag.Int("runs", 3, "runs; the table shows medians")
 	only := flag.String("peers", "", "comma-separated subset of peers (names as in the table, e.g. udp,raet fast)")
+	fastMPS := flag.Int("raet-fast-mps", 0, "also measure the fast profile with this packet size (loopback takes e.g. 8192)")
 	asJSON := flag.Bool("json", false, "print every measurement as a JSON line too")
 	flag.Parse()
 	var sz []int
@@ -43,7 +47,7 @@ func main() {
 		}
 		sz = append(sz, n)
 	}
-	ps := selectPeers(*only)
+	ps := selectPeers(*only, *fastMPS)
 	if len(ps) == 0 || *window < 1 || *runs < 1 {
 		fmt.Fprintln(os.Stderr, "peers: nothing to run")
 		os.Exit(2)
@@ -61,8 +65,8 @@ func main() {
 	}
 }
 
-func selectPeers(only string) []peer {
-	all := peers()
+func selectPeers(only string, fastMPS int) []peer {
+	all := peers(fastMPS)
 	if only == "" {
 		return all
 	}
@@ -86,6 +90,12 @@ func run(ps []peer, sizes []int, window, runs int, dur time.Duration, log io.Wri
 			var all []result
 			for range runs {
 				r := measure(p, size, window, dur, 30*time.Second)
+				idle := measure(p, size, 1, max(dur/4, time.Millisecond), 30*time.Second)
+				r.IdleP50us = idle.RTTP50us
+				r.Errors += idle.Errors
+				if idle.ErrorText != "" {
+					r.ErrorText = "window 1: " + idle.ErrorText
+				}
 				if log != nil {
 					json.NewEncoder(log).Encode(r)
 				}
@@ -111,6 +121,7 @@ func median(rs []result) result {
 	m.MBPerS = pick(func(r result) float64 { return r.MBPerS })
 	m.RTTP50us = pick(func(r result) float64 { return r.RTTP50us })
 	m.RTTP99us = pick(func(r result) float64 { return r.RTTP99us })
+	m.IdleP50us = pick(func(r result) float64 { return r.IdleP50us })
 	m.Count, m.Errors = 0, 0
 	for _, r := range rs {
 		m.Count += r.Count
@@ -125,7 +136,7 @@ func median(rs []result) result {
 func printTable(w io.Writer, res []result, window, runs int, dur time.Duration) {
 	fmt.Fprintf(w, "loopback, window %d, %v per run, medians of %d runs; ratios against kcp-go aes-gcm\n", window, dur, runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMB/s\tp50 µs\tp99 µs\tmsgs/s ×kcp\tp50 ×kcp\terrors\t")
+	fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMB/s\tp50 µs\tp99 µs\tidle p50 µs\tmsgs/s ×kcp\tp50 ×kcp\tidle p50 ×kcp\terrors\t")
 	base := map[int]result{}
 	for _, r := range res {
 		if r.Peer == "kcp-go aes-gcm" {
@@ -140,8 +151,9 @@ func printTable(w io.Writer, res []result, window, runs int, dur time.Duration) 
 	}
 	for _, r := range res {
 		b := base[r.Size]
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%d\t\n", sizeName(r.Size), r.Peer, r.MsgsPerS, r.MBPerS,
-			r.RTTP50us, r.RTTP99us, ratio(r.MsgsPerS, b.MsgsPerS), ratio(r.RTTP50us, b.RTTP50us), r.Errors)
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%d\t\n", sizeName(r.Size), r.Peer, r.MsgsPerS, r.MBPerS,
+			r.RTTP50us, r.RTTP99us, r.IdleP50us, ratio(r.MsgsPerS, b.MsgsPerS), ratio(r.RTTP50us, b.RTTP50us),
+			ratio(r.IdleP50us, b.IdleP50us), r.Errors)
 	}
 	tw.Flush()
 	for _, r := range res {
