@@ -5,7 +5,7 @@ SMOKETIME ?= 4s
 TESTFLAGS ?= -race -timeout 30m -tags pcap
 DEMO_DIR  ?= $(or $(TMPDIR),/tmp)/raet-demo
 
-.PHONY: all demo test deps generate check-gen fmt-check vet tidy-check unit fuzz fuzz-smoke bench bench-codec plugins bench-plugins clean
+.PHONY: all demo test deps generate check-gen fmt-check vet tidy-check unit fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check clean
 
 all: test
 
@@ -74,6 +74,14 @@ plugins:
 
 bench-plugins:
 	$(GO) test -run='^$$' -bench=. -benchtime=2s ./plugins/host/
+
+## bench-peers: raw UDP, kcp-go, quic-go and the road stack side by side (nested module bench/peers).
+bench-peers:
+	cd bench/peers && $(GO) run . -runs 3 -raet-fast-mps 8192
+
+## bench-peers-check: vet and smoke-test the nested bench/peers module (it downloads its peers).
+bench-peers-check:
+	cd bench/peers && $(GO) vet ./... && $(GO) test -race -count=1 ./... && $(GO) mod tidy -diff
 
 bench-codec:
 	$(GO) test -run='^$$' -bench=Codecs -benchmem -count=6 ./codec/
