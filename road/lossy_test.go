@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/internal/netsim"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/road"
@@ -25,10 +26,16 @@ func payload(i int) string {
 
 // Over an in-process network that loses, duplicates, reorders and delays
 // datagrams, 1000 messages of mixed sizes are each delivered exactly once
-// and intact.
+// and intact: with the fast profile two raet-go estates negotiate, and with
+// the reference profile.
 func TestLossyNetworkExactlyOnce(t *testing.T) {
-	for _, loss := range []float64{0, 0.10, 0.30} {
-		t.Run(fmt.Sprintf("loss%.0f%%", loss*100), func(t *testing.T) {
+	for _, tc := range []struct {
+		loss float64
+		prof road.Profile
+	}{{0, road.ProfileAuto}, {0.10, road.ProfileAuto}, {0.30, road.ProfileAuto}, {0.10, road.ProfileReference}} {
+		loss := tc.loss
+		name := map[road.Profile]string{road.ProfileAuto: "fast", road.ProfileReference: "reference"}[tc.prof]
+		t.Run(fmt.Sprintf("%s/loss%.0f%%", name, loss*100), func(t *testing.T) {
 			imp := netsim.Impairment{Loss: loss, Duplicate: 0.05, Reorder: 0.10, Delay: 200 * time.Microsecond,
 				Jitter: 100 * time.Microsecond, Limit: 100_000, Seed: uint64(loss * 1000)}
 			net := netsim.NewNetwork(7)
@@ -41,8 +48,8 @@ func TestLossyNetworkExactlyOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := newStack(t, road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, PacketConn: connA, AlivePeriod: -1})
-			o := newStack(t, road.Config{Name: "other", Auto: keep.AutoAlways, PacketConn: connB, AlivePeriod: -1})
+			m := newStack(t, road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, PacketConn: connA, AlivePeriod: -1, Profile: tc.prof})
+			o := newStack(t, road.Config{Name: "other", Auto: keep.AutoAlways, PacketConn: connB, AlivePeriod: -1, Profile: tc.prof})
 			ctx := ctxT(t, 5*time.Minute)
 			start := time.Now()
 			var joinErr error
@@ -53,6 +60,9 @@ func TestLossyNetworkExactlyOnce(t *testing.T) {
 			}
 			if joinErr != nil {
 				t.Fatal(joinErr)
+			}
+			if rs, _ := o.Remotes(ctx); len(rs) != 1 || (rs[0].FootKind == codec.FootKindMAC) != (tc.prof == road.ProfileAuto) {
+				t.Fatalf("session profile %+v", rs)
 			}
 
 			const n = 1000
@@ -114,8 +124,8 @@ func TestLossyNetworkExactlyOnce(t *testing.T) {
 			}
 			c, _ := o.Counters(ctx)
 			st := net.Stats()
-			t.Logf("loss %.0f%%: %d messages in %v; sender retransmits %d; network %+v",
-				loss*100, n, time.Since(start).Round(time.Millisecond), c.Retransmits, st.Unroutable)
+			t.Logf("%s profile, loss %.0f%%: %d messages in %v; sender retransmits %d; unroutable %d",
+				name, loss*100, n, time.Since(start).Round(time.Millisecond), c.Retransmits, st.Unroutable)
 		})
 	}
 }
