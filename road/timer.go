@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/raet-go/raet/codec"
@@ -123,9 +122,4 @@ func parseHostPort(h keep.HostPort) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("host %q: %w", h.Host, err)
 	}
 	return netip.AddrPortFrom(a.Unmap(), h.Port), nil
-}
-
-// hostPortString formats an address for messages.
-func hostPortString(a netip.AddrPort) string {
-	return a.Addr().String() + ":" + strconv.Itoa(int(a.Port()))
 }
