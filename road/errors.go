@@ -15,7 +15,6 @@ var (
 	ErrTimeout        = errors.New("raet: transaction timed out")
 	ErrRejected       = errors.New("raet: rejected by the remote")
 	ErrRefused        = errors.New("raet: refused by the remote")
-	ErrPending        = errors.New("raet: keys pending acceptance")
 	ErrRenewImmutable = errors.New("raet: the remote asks for a renewed join, which an immutable road does not allow")
 	ErrNotMapping     = errors.New("raet: message body is not a mapping")
 	ErrSessionChanged = errors.New("raet: session changed before the message was done")

@@ -388,3 +388,28 @@ func TestContextCancel(t *testing.T) {
 		t.Fatalf("join to nobody: %v", err)
 	}
 }
+
+// A full send queue blocks Send until ctx ends, or fails at once with
+// FailFast.
+func TestSendQueueBackPressure(t *testing.T) {
+	for _, failFast := range []bool{false, true} {
+		m, o := joined(t, road.Config{}, road.Config{SendQueue: 1, FailFast: failFast, MessageTimeout: 3 * time.Second})
+		m.Close() // nobody answers: the first message holds the only slot
+		first := make(chan error, 1)
+		go func() { first <- o.Send(context.Background(), "main", map[string]any{"n": 1}) }()
+		time.Sleep(100 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := o.Send(ctx, "main", map[string]any{"n": 2})
+		cancel()
+		want := error(context.DeadlineExceeded)
+		if failFast {
+			want = road.ErrQueueFull
+		}
+		if !errors.Is(err, want) {
+			t.Fatalf("failFast=%v: second send: %v, want %v", failFast, err, want)
+		}
+		if err := <-first; !errors.Is(err, road.ErrTimeout) {
+			t.Fatalf("first send: %v", err)
+		}
+	}
+}
