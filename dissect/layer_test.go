@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,6 +198,8 @@ func TestVerifyAndDecryptVectors(t *testing.T) {
 	}
 }
 
+var gopacketRuns atomic.Int32
+
 // gopacket decodes RAET in a whole frame through the port registration.
 func TestGopacketDecodesRAET(t *testing.T) {
 	payload := unhex(t, vectorAlive)
@@ -223,11 +226,13 @@ func TestGopacketDecodesRAET(t *testing.T) {
 	if pkt.Layer(dissect.LayerTypeRAET) == nil {
 		t.Fatal("no layer")
 	}
-	if gopacket.NewPacket(frame(41234), layers.LayerTypeEthernet, gopacket.Default).Layer(dissect.LayerTypeRAET) != nil {
+	// Registration is global and lasts: each run (-count) takes a new port.
+	port := uint16(41234 + gopacketRuns.Add(1))
+	if gopacket.NewPacket(frame(port), layers.LayerTypeEthernet, gopacket.Default).Layer(dissect.LayerTypeRAET) != nil {
 		t.Fatal("RAET on an unregistered port")
 	}
-	dissect.RegisterPort(41234)
-	if gopacket.NewPacket(frame(41234), layers.LayerTypeEthernet, gopacket.Default).Layer(dissect.LayerTypeRAET) == nil {
+	dissect.RegisterPort(port)
+	if gopacket.NewPacket(frame(port), layers.LayerTypeEthernet, gopacket.Default).Layer(dissect.LayerTypeRAET) == nil {
 		t.Fatal("no RAET on a registered port")
 	}
 	// A bad head is a decode failure with the reason.
