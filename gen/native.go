@@ -129,7 +129,7 @@ func (g *generator) emitNativeValue(f *goFile, fd *spec.Field, kindConst string)
 		f.Pf("if bad >= 0 { return 0, fail(b, %q, at+bad, %s) }", fd.Key, cErr)
 		g.emitSetField(f, fd, kindConst, "at")
 	case "float6":
-		f.Pf("v, ok := %s(val)", f.Q(wireImport, "ParseFloat"))
+		f.Pf("v, ok := %s(val)", f.Q(wireImport, "ParseFloat6"))
 		f.Pf("if !ok { return 0, fail(b, %q, at, %s) }", fd.Key, cErr)
 		f.Pf("h.%s = v", fd.Go)
 	default:

@@ -268,7 +268,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 			h.TransactionKind = codec.TransactionKind(v)
 		case "dt":
 			bit = 0x1000
-			v, ok := wire.ParseFloat(val)
+			v, ok := wire.ParseFloat6(val)
 			if !ok {
 				return 0, fail(b, "dt", at, codec.ErrValue)
 			}

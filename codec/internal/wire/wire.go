@@ -155,6 +155,22 @@ func ParseFloat(s []byte) (float64, bool) {
 	return f, err == nil
 }
 
+// ParseFloat6 parses a float written as Python's "%f" (and AppendFloat6)
+// writes it: an optional minus, digits, a point and exactly six decimals.
+// Nothing else is accepted, so what it accepts is written back the same.
+func ParseFloat6(s []byte) (float64, bool) {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	d := ScanDecimal(s[i:])
+	if d == 0 || d > 300 || len(s) != i+d+7 || s[i+d] != '.' || ScanDecimal(s[i+d+1:]) != 6 {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(s), 64)
+	return f, err == nil
+}
+
 // AppendFloat6 appends f as Python's "%f" does: six decimals.
 func AppendFloat6(b []byte, f float64) []byte { return strconv.AppendFloat(b, f, 'f', 6, 64) }
 
