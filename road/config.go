@@ -11,6 +11,7 @@ import (
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/queue"
 )
 
 // DefaultPort is RAET's road port (RAET_PORT of the reference).
@@ -144,25 +145,11 @@ type CoatMaker interface {
 	Session(ourShortPriv, theirShortPub *[32]byte) (packet.Coat, error)
 }
 
-// Queue holds messages until their remote has them. It is called once per
-// message (never per packet), from the goroutines of Send and of Start.
-type Queue interface {
-	// Put stores a serialized message for the remote named remote and
-	// returns its id.
-	Put(remote string, kind codec.BodyKind, body []byte) (uint64, error)
-	// Done forgets the message id: its remote said done.
-	Done(id uint64) error
-	// Pending lists the messages put and not done, oldest first.
-	Pending() ([]QueuedMessage, error)
-}
+// Queue holds messages until their remote has them (see package queue).
+type Queue = queue.Queue
 
 // QueuedMessage is a message a Queue holds.
-type QueuedMessage struct {
-	ID     uint64
-	Remote string
-	Kind   codec.BodyKind
-	Body   []byte
-}
+type QueuedMessage = queue.Message
 
 // TapPacket is one datagram seen by Config.Tap.
 type TapPacket struct {
