@@ -3,6 +3,7 @@ package packet_test
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"strings"
 	"testing"
 
 	"github.com/raet-go/raet/codec"
@@ -131,5 +132,45 @@ func BenchmarkSegment1MiB(b *testing.B) {
 		if len(whole) != len(coat) {
 			b.Fatalf("reassembled %d of %d", len(whole), len(coat))
 		}
+	}
+}
+
+// BenchmarkJSONUnmarshal decodes a 1 KiB body {"data":"xxx…"} (the road
+// stack's typical payload) and a small body of mixed types, into the map
+// and the ordered target.
+func BenchmarkJSONUnmarshal(b *testing.B) {
+	big := []byte(`{"data":"` + strings.Repeat("x", 1024-len(`{"data":""}`)) + `"}`)
+	small, err := packet.JSONBody{}.Marshal(nil, packet.OrderedMap{
+		{Key: "subject", Value: "hello main"}, {Key: "n", Value: 1}, {Key: "from", Value: "other"},
+		{Key: "list", Value: []any{1, 2, 3}}, {Key: "ok", Value: true}, {Key: "f", Value: 1.5},
+		{Key: "nested", Value: packet.OrderedMap{{Key: "k", Value: "é"}, {Key: "z", Value: nil}}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, in := range []struct {
+		name string
+		data []byte
+	}{{"1KiB", big}, {"small", small}} {
+		b.Run(in.name+"/map", func(b *testing.B) {
+			b.SetBytes(int64(len(in.data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var m map[string]any
+				if err := (packet.JSONBody{}).Unmarshal(in.data, &m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(in.name+"/ordered", func(b *testing.B) {
+			b.SetBytes(int64(len(in.data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var m packet.OrderedMap
+				if err := (packet.JSONBody{}).Unmarshal(in.data, &m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
