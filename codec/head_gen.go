@@ -515,14 +515,15 @@ func ParseAutoMode(name string) (AutoMode, bool) {
 	return 0, false
 }
 
-// PackKind is the body encoding of a lane page.
+// PackKind is the body encoding of a lane page; a serializer plugin's pack kind is its BodyKind value.
 type PackKind uint8
 
 // The values of PackKind.
 const (
-	PackKindJSON PackKind = 0
-	PackKindPack PackKind = 1 // msgpack
-	PackKindCBOR PackKind = 2 // CBOR; a raet-go extension
+	PackKindJSON     PackKind = 0
+	PackKindPack     PackKind = 1 // msgpack
+	PackKindCBOR     PackKind = 2 // CBOR; a raet-go extension
+	PackKindZstdJSON PackKind = 5 // a zstd-compressed JSON mapping (serializer plugin, = BodyKind zstdjson); a raet-go extension
 )
 
 // String returns the name the spec gives v, or PackKind(n) for other values.
@@ -534,6 +535,8 @@ func (v PackKind) String() string {
 		return "pack"
 	case PackKindCBOR:
 		return "cbor"
+	case PackKindZstdJSON:
+		return "zstdjson"
 	}
 	return string("PackKind(") + strconv.FormatUint(uint64(v), 10) + ")"
 }
@@ -541,7 +544,7 @@ func (v PackKind) String() string {
 // Valid reports whether v is a value the spec declares.
 func (v PackKind) Valid() bool {
 	switch v {
-	case PackKindJSON, PackKindPack, PackKindCBOR:
+	case PackKindJSON, PackKindPack, PackKindCBOR, PackKindZstdJSON:
 		return true
 	}
 	return false
@@ -556,6 +559,8 @@ func ParsePackKind(name string) (PackKind, bool) {
 		return PackKindPack, true
 	case "cbor":
 		return PackKindCBOR, true
+	case "zstdjson":
+		return PackKindZstdJSON, true
 	}
 	return 0, false
 }

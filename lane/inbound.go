@@ -90,7 +90,7 @@ func (in *inbound) page(b []byte, from string) (Message, bool) {
 	if h.Version != 0 {
 		return in.dropPage(DropBadHead, from, nil)
 	}
-	if !h.PackKind.Valid() {
+	if serializer(h.PackKind) == nil { // the spec's plugin kinds too, for now
 		return in.dropPage(DropPackKind, from, nil)
 	}
 	if h.PageCount == 0 || h.PageNumber >= h.PageCount {

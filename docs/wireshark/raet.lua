@@ -33,7 +33,7 @@ local ENUMS = {
   PacketKind = { [0] = "message", [1] = "ack", [2] = "nack", [3] = "resend", [4] = "request", [5] = "response", [6] = "hello", [7] = "cookie", [8] = "initiate", [9] = "unjoined", [10] = "unallowed", [11] = "renew", [12] = "refuse", [13] = "reject", [14] = "pend", [15] = "done", [255] = "unknown" },
   Acceptance = { [0] = "pending", [1] = "accepted", [2] = "rejected" },
   AutoMode = { [0] = "never", [1] = "once", [2] = "always" },
-  PackKind = { [0] = "json", [1] = "pack", [2] = "cbor" },
+  PackKind = { [0] = "json", [1] = "pack", [2] = "cbor", [5] = "zstdjson" },
 }
 
 -- The flags of fg, most significant bit first.
