@@ -85,6 +85,7 @@ type Counters struct {
 	MessageFails uint64
 	RTT          RTTStats // from a message's first packet to its done
 	EventDrops   uint64   // events lost because Events() was not read
+	SendErrors   uint64   // datagrams the system refused to send (no route, too big, …)
 }
 
 // RTTStats summarizes message round trips.

@@ -30,7 +30,7 @@ type Stack struct {
 	ser  packet.Serializer
 
 	conn    net.PacketConn
-	udp     *net.UDPConn // conn, when it is a real UDP socket
+	io      packetIO
 	addr    netip.AddrPort
 	keylogF *os.File
 
@@ -47,6 +47,7 @@ type Stack struct {
 	// keys is the verify key table the reader verifies with; the owner
 	// publishes it (core.publishKeys).
 	keys      atomic.Pointer[verifyKeys]
+	sendErrs  atomic.Uint64 // Counters.SendErrors, counted by the writer
 	verifier  *packet.NaClFoot
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -177,7 +178,7 @@ func (s *Stack) start() error {
 		_ = conn.SetWriteBuffer(socketBuffer)
 		s.conn = conn
 	}
-	s.udp, _ = s.conn.(*net.UDPConn)
+	s.io = newPacketIO(s.conn)
 	ap, err := addrPort(s.conn.LocalAddr())
 	if err != nil {
 		s.conn.Close()
@@ -258,22 +259,29 @@ func (s *Stack) Close() error {
 
 func (s *Stack) readLoop() {
 	defer s.wg.Done()
-	for {
-		bp := s.bufs.Get().(*[]byte)
-		var n int
-		var from netip.AddrPort
-		var err error
-		if s.udp != nil {
-			n, from, err = s.udp.ReadFromUDPAddrPort(*bp)
-		} else {
-			var a net.Addr
-			n, a, err = s.conn.ReadFrom(*bp)
-			if err == nil {
-				from, err = addrPort(a)
+	var (
+		ptrs  [ioBatch]*[]byte
+		bufs  [ioBatch][]byte
+		ns    [ioBatch]int
+		froms [ioBatch]netip.AddrPort
+		d     rxDatagram // reused; copied into the channel
+	)
+	defer func() {
+		for _, bp := range ptrs {
+			if bp != nil {
+				s.bufs.Put(bp)
 			}
 		}
+	}()
+	for {
+		for i, bp := range ptrs {
+			if bp == nil {
+				ptrs[i] = s.bufs.Get().(*[]byte)
+				bufs[i] = *ptrs[i]
+			}
+		}
+		n, err := s.io.read(bufs[:], ns[:], froms[:])
 		if err != nil {
-			s.bufs.Put(bp)
 			select {
 			case <-s.closing:
 				return
@@ -284,23 +292,30 @@ func (s *Stack) readLoop() {
 			}
 			continue // a transient error (ICMP unreachable and such)
 		}
-		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-		if s.cfg.Tap != nil {
-			s.cfg.Tap(TapPacket{Local: s.addr, Remote: from, Time: time.Now(), Data: (*bp)[:n]})
-		}
-		// Parse and verify here, off the owner goroutine, so that the
-		// signature checks of received packets run beside the owner's work.
-		d := rxDatagram{buf: bp}
-		d.pkt.from = from
-		d.parseErr = packet.Parse((*bp)[:n], &d.pkt.Packet)
-		if d.parseErr == nil && d.pkt.Head.FootKind == codec.FootKindNaCl {
-			d.verified = d.pkt.Verify(s.verifier) == nil
-		}
-		select {
-		case s.inbound <- d:
-		case <-s.closing:
-			s.bufs.Put(bp)
-			return
+		for i := range n {
+			if ns[i] < 0 {
+				continue
+			}
+			bp, b := ptrs[i], bufs[i][:ns[i]]
+			ptrs[i] = nil
+			if s.cfg.Tap != nil {
+				s.cfg.Tap(TapPacket{Local: s.addr, Remote: froms[i], Time: time.Now(), Data: b})
+			}
+			// Parse and verify here, off the owner goroutine, so that the
+			// signature checks of received packets run beside the owner's
+			// work.
+			d = rxDatagram{buf: bp}
+			d.pkt.from = froms[i]
+			d.parseErr = packet.Parse(b, &d.pkt.Packet)
+			if d.parseErr == nil && d.pkt.Head.FootKind == codec.FootKindNaCl {
+				d.verified = d.pkt.Verify(s.verifier) == nil
+			}
+			select {
+			case s.inbound <- d:
+			case <-s.closing:
+				s.bufs.Put(bp)
+				return
+			}
 		}
 	}
 }
@@ -310,15 +325,15 @@ func (s *Stack) writeLoop() {
 	for {
 		select {
 		case batch := <-s.outbound:
-			for _, d := range batch {
-				if s.cfg.Tap != nil {
+			if s.cfg.Tap != nil {
+				for _, d := range batch {
 					s.cfg.Tap(TapPacket{Out: true, Local: s.addr, Remote: d.to, Time: time.Now(), Data: d.b})
 				}
-				if s.udp != nil {
-					_, _ = s.udp.WriteToUDPAddrPort(d.b, d.to)
-				} else {
-					_, _ = s.conn.WriteTo(d.b, net.UDPAddrFromAddrPort(d.to))
-				}
+			}
+			failed, err := s.io.write(batch)
+			s.sendErrs.Add(uint64(failed))
+			if err != nil {
+				return // closed
 			}
 		case <-s.closing:
 			return
@@ -333,6 +348,7 @@ func (s *Stack) run() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	defer s.shutdown()
+	var d rxDatagram // reused: the core keeps no pointer into it
 	for {
 		var timerC <-chan time.Time
 		if !c.wake.IsZero() {
@@ -342,14 +358,14 @@ func (s *Stack) run() {
 		select {
 		case <-s.closing:
 			return
-		case d := <-s.inbound:
+		case d = <-s.inbound:
 			c.now = time.Now()
 			c.handle(&d.pkt, d.parseErr, d.verified)
 			s.bufs.Put(d.buf)
 			// Take what else has arrived before flushing.
 			for range 64 {
 				select {
-				case d := <-s.inbound:
+				case d = <-s.inbound:
 					c.handle(&d.pkt, d.parseErr, d.verified)
 					s.bufs.Put(d.buf)
 					continue
@@ -649,6 +665,7 @@ func (s *Stack) Counters(ctx context.Context) (Counters, error) {
 	}
 	select {
 	case r := <-res:
+		r.SendErrors = s.sendErrs.Load()
 		return r, nil
 	case <-s.closing:
 		return Counters{}, ErrClosed
