@@ -13,7 +13,7 @@ import (
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/packet"
-	"github.com/raet-go/raet/road"
+	"github.com/raet-go/raet/queue"
 )
 
 // Serializers lists the names Serializer knows.
@@ -43,8 +43,9 @@ const (
 	DefaultMaxBytes    = 256 << 20
 )
 
-// MemQueue is a bounded in-memory road.Queue: messages are kept until done
-// but, unlike a durable queue plugin, not across a restart of the estate.
+// MemQueue is a bounded in-memory queue.Queue (road.Config.Queue,
+// lane.Config.Queue): messages are kept until done but, unlike a durable
+// queue plugin, not across a restart of the process.
 // Put fails with ErrQueueFull at MaxMessages messages or MaxBytes of
 // bodies. Its zero value is not ready; use NewMemQueue. It is safe for
 // concurrent use.
@@ -54,10 +55,10 @@ type MemQueue struct {
 	mu    sync.Mutex
 	next  uint64
 	bytes int
-	msgs  map[uint64]road.QueuedMessage
+	msgs  map[uint64]queue.Message
 }
 
-var _ road.Queue = (*MemQueue)(nil)
+var _ queue.Queue = (*MemQueue)(nil)
 
 // NewMemQueue makes a queue of at most maxMessages messages and maxBytes
 // bytes of bodies (0: DefaultMaxMessages, DefaultMaxBytes).
@@ -68,7 +69,7 @@ func NewMemQueue(maxMessages, maxBytes int) *MemQueue {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	return &MemQueue{maxMsgs: maxMessages, maxBytes: maxBytes, msgs: map[uint64]road.QueuedMessage{}}
+	return &MemQueue{maxMsgs: maxMessages, maxBytes: maxBytes, msgs: map[uint64]queue.Message{}}
 }
 
 // Put stores a copy of body for remote.
@@ -79,7 +80,7 @@ func (q *MemQueue) Put(remote string, kind codec.BodyKind, body []byte) (uint64,
 		return 0, fmt.Errorf("%w: %d messages, %d bytes", ErrQueueFull, len(q.msgs), q.bytes)
 	}
 	q.next++
-	q.msgs[q.next] = road.QueuedMessage{ID: q.next, Remote: remote, Kind: kind, Body: append([]byte(nil), body...)}
+	q.msgs[q.next] = queue.Message{ID: q.next, Remote: remote, Kind: kind, Body: append([]byte(nil), body...)}
 	q.bytes += len(body)
 	return q.next, nil
 }
@@ -96,14 +97,14 @@ func (q *MemQueue) Done(id uint64) error {
 }
 
 // Pending lists the messages not done, oldest first.
-func (q *MemQueue) Pending() ([]road.QueuedMessage, error) {
+func (q *MemQueue) Pending() ([]queue.Message, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	out := make([]road.QueuedMessage, 0, len(q.msgs))
+	out := make([]queue.Message, 0, len(q.msgs))
 	for _, m := range q.msgs {
 		out = append(out, m)
 	}
-	slices.SortFunc(out, func(a, b road.QueuedMessage) int {
+	slices.SortFunc(out, func(a, b queue.Message) int {
 		switch {
 		case a.ID < b.ID:
 			return -1

@@ -10,11 +10,11 @@ import (
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/plugins/sdk"
-	"github.com/raet-go/raet/road"
+	"github.com/raet-go/raet/queue"
 )
 
 // DefaultTimeout bounds the adapters' calls made through interfaces
-// without a context (packet.Serializer, packet.Coat, road.Queue) when
+// without a context (packet.Serializer, packet.Coat, queue.Queue) when
 // their constructor got no timeout.
 const DefaultTimeout = 5 * time.Second
 
@@ -37,6 +37,10 @@ func (e *BatchError) Error() string {
 	}
 	return "raet: " + strconv.Itoa(n) + " of " + strconv.Itoa(len(e.Errs)) + " items failed; the first: " + first.Error()
 }
+
+// ItemErrors returns Errs: one entry per item, nil for those that worked
+// (as lane.BatchUnmarshaler looks for).
+func (e *BatchError) ItemErrors() []error { return e.Errs }
 
 // Unwrap returns the errors of the failed items.
 func (e *BatchError) Unwrap() []error {
@@ -68,8 +72,9 @@ func timeoutOr(d time.Duration) time.Duration {
 // ---------------------------------------------------------------------------
 
 // Serializer adapts an sdk.Serializer (a plugin, or an in-process
-// implementation) to packet.Serializer, for road.Config.Serializer and
-// packet.RegisterSerializer. Values are turned into the plugin's
+// implementation) to packet.Serializer, for road.Config.Serializer,
+// lane.Config.Serializer (where it is a lane.BatchUnmarshaler: received
+// bodies are decoded in batches) and packet.RegisterSerializer. Values are turned into the plugin's
 // interchange kind by the built-in serializer of that kind, so the rules
 // of package packet hold: a mapping, and the empty mapping is zero bytes
 // (which never reaches the plugin). It is safe for concurrent use.
@@ -364,15 +369,15 @@ func (s *SessionCoat) batch(ctx context.Context, op string, items [][]byte,
 
 // ---------------------------------------------------------------------------
 
-// Queue adapts an sdk.Queue to road.Queue (road.Config.Queue). It is safe
-// for concurrent use.
+// Queue adapts an sdk.Queue to queue.Queue (road.Config.Queue,
+// lane.Config.Queue). It is safe for concurrent use.
 type Queue struct {
 	q       sdk.Queue
 	info    sdk.QueueInfo
 	timeout time.Duration
 }
 
-var _ road.Queue = (*Queue)(nil)
+var _ queue.Queue = (*Queue)(nil)
 
 // NewQueue asks q for its Info. timeout bounds Put, Done and each page of
 // Pending (0: DefaultTimeout).
@@ -391,7 +396,7 @@ func (q *Queue) Info() sdk.QueueInfo { return q.info }
 func (q *Queue) Put(remote string, kind codec.BodyKind, body []byte) (uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
 	defer cancel()
-	ids, err := q.PutBatch(ctx, []road.QueuedMessage{{Remote: remote, Kind: kind, Body: body}})
+	ids, err := q.PutBatch(ctx, []queue.Message{{Remote: remote, Kind: kind, Body: body}})
 	if err != nil {
 		return 0, err
 	}
@@ -400,7 +405,7 @@ func (q *Queue) Put(remote string, kind codec.BodyKind, body []byte) (uint64, er
 
 // PutBatch stores messages in one call (atomically, up to
 // sdk.MaxBatchBytes of bodies).
-func (q *Queue) PutBatch(ctx context.Context, msgs []road.QueuedMessage) ([]uint64, error) {
+func (q *Queue) PutBatch(ctx context.Context, msgs []queue.Message) ([]uint64, error) {
 	in := make([]sdk.Message, len(msgs))
 	for i, m := range msgs {
 		in[i] = sdk.Message{Remote: m.Remote, Kind: m.Kind, Body: m.Body}
@@ -426,8 +431,8 @@ const maxPendingPages = 1 << 20
 
 // Pending lists every message put and not done, oldest first, a page per
 // call (a version 1 plugin returns everything in the first).
-func (q *Queue) Pending() ([]road.QueuedMessage, error) {
-	var out []road.QueuedMessage
+func (q *Queue) Pending() ([]queue.Message, error) {
+	var out []queue.Message
 	var after uint64
 	for range maxPendingPages {
 		ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
@@ -444,7 +449,7 @@ func (q *Queue) Pending() ([]road.QueuedMessage, error) {
 				return nil, fmt.Errorf("raet: queue plugin %q: pending ids out of order (%d after %d)", q.info.Name, m.ID, after)
 			}
 			after = m.ID
-			out = append(out, road.QueuedMessage{ID: m.ID, Remote: m.Remote, Kind: m.Kind, Body: m.Body})
+			out = append(out, queue.Message{ID: m.ID, Remote: m.Remote, Kind: m.Kind, Body: m.Body})
 		}
 	}
 	return nil, fmt.Errorf("raet: queue plugin %q: more than %d pages pending", q.info.Name, maxPendingPages)
