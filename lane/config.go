@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/queue"
 )
 
 // Defaults used for the zero values of Config fields.
@@ -37,6 +39,9 @@ const (
 	DefaultSendTimeout = 10 * time.Second
 	// DefaultRetryQueue bounds the Sends retrying busy destinations at once.
 	DefaultRetryQueue = 128
+	// DefaultDecodeTimeout bounds one call decoding received bodies of a
+	// serializer plugin's kind (the plugin host's default call deadline).
+	DefaultDecodeTimeout = 5 * time.Second
 )
 
 // Config configures a Stack. The zero value works: every field documents
@@ -56,10 +61,51 @@ type Config struct {
 	Name string
 	// PackKind is the serialization of the bodies this stack sends:
 	// codec.PackKindJSON (the zero value, compact JSON as the reference
-	// writes it), codec.PackKindPack (msgpack) or codec.PackKindCBOR (a
-	// raet-go extension the reference cannot read). Received pages may use
-	// any of the three.
+	// writes it), codec.PackKindPack (msgpack), codec.PackKindCBOR (a
+	// raet-go extension the reference cannot read), or the pack kind of a
+	// serializer plugin (see BodyKindOf), whose packet.Serializer must then
+	// be registered (packet.RegisterSerializer) when New is called; set
+	// Serializer instead to use a plugin without registering it. Received
+	// pages may use any of the three built-in kinds, and the kind of any
+	// serializer the stack finds (see Serializer).
 	PackKind codec.PackKind
+	// Serializer, when set, serializes the bodies this stack sends instead
+	// of the built-in serializer of PackKind: a serializer plugin
+	// (plugins/host.Serializer) or any packet.Serializer of a body kind a
+	// lane can carry (PackKindOf). Pages carry its pack kind, which
+	// Config.PackKind then reports; a non-zero PackKind must agree. Nil
+	// means the built-in serializer of PackKind.
+	//
+	// Received bodies of a plugin's kind are decoded by Serializer when it
+	// has that kind, else by packet.SerializerFor(kind), so that a
+	// registered plugin (host.Serializer.Register) decodes its own kind.
+	// They are decoded off the socket reader, in batches of up to 64
+	// messages per call when the serializer has UnmarshalBatch
+	// (BatchUnmarshaler, as host.Serializer does), each call bounded by
+	// DecodeTimeout; messages stay in order. A body that does not decode,
+	// or whose kind no serializer decodes, is dropped, counted
+	// (DropBadBody, DropNotMapping, DropPackKind) and logged at
+	// slog.LevelWarn (at most once a second, with the count since).
+	// Bodies of the built-in kinds are decoded as without a Serializer.
+	Serializer packet.Serializer
+	// DecodeTimeout bounds one call decoding received bodies of a plugin's
+	// kind; the bodies of a call that fails are dropped as bad. Zero means
+	// DefaultDecodeTimeout. (host.Serializer's own call deadline applies
+	// too.)
+	DecodeTimeout time.Duration
+	// Queue, when set, keeps each message from Send until the kernel has
+	// taken all its pages: Send puts the serialized body (with the body
+	// kind of its pack kind, BodyKindOf) before writing the first page and
+	// marks it done after the last. A message whose Send fails after the
+	// put stays queued (SendError.Queued). Start sends, in a goroutine
+	// that Close stops, the messages the queue holds from an earlier run
+	// (a durable queue plugin, plugins/host.Queue, keeps them across a
+	// restart), to their yards, oldest first, and marks each done when
+	// sent; one that cannot be sent stays queued for the next Start, with
+	// the later messages to the same yard, and the failure is logged.
+	// Those may arrive after messages sent meanwhile by Send. A Queue is
+	// called once per message, never per page. Nil means no queue.
+	Queue queue.Queue
 	// ReceiveQueue is the capacity of the Receive channel. Zero means
 	// DefaultReceiveQueue. When it is full the stack stops reading its
 	// socket, and senders see back-pressure; nothing is dropped.
@@ -124,9 +170,6 @@ func populate(cfg *Config) (Config, error) {
 	if err := checkYardName(c.Name); err != nil {
 		return c, fmt.Errorf("raet: lane config: Name %q: %w", c.Name, err)
 	}
-	if !c.PackKind.Valid() {
-		return c, fmt.Errorf("%w: PackKind %v", ErrInvalidConfig, c.PackKind)
-	}
 	ints := []struct {
 		name string
 		v    *int
@@ -154,6 +197,7 @@ func populate(cfg *Config) (Config, error) {
 	}{
 		{"BookTimeout", &c.BookTimeout, DefaultBookTimeout},
 		{"SendTimeout", &c.SendTimeout, DefaultSendTimeout},
+		{"DecodeTimeout", &c.DecodeTimeout, DefaultDecodeTimeout},
 	}
 	for _, f := range durs {
 		switch {
@@ -177,6 +221,34 @@ func populate(cfg *Config) (Config, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
+}
+
+// sendSerializer returns the serializer of the bodies c sends, and sets
+// c.PackKind to its pack kind; errors wrap ErrInvalidConfig.
+func sendSerializer(c *Config) (packet.Serializer, error) {
+	if ser := c.Serializer; ser != nil {
+		pk, ok := PackKindOf(ser.Kind())
+		if !ok {
+			return nil, fmt.Errorf("%w: Serializer of body kind %v, which a lane cannot carry", ErrInvalidConfig, ser.Kind())
+		}
+		if c.PackKind != 0 && c.PackKind != pk {
+			return nil, fmt.Errorf("%w: PackKind %v, Serializer of pack kind %v", ErrInvalidConfig, c.PackKind, pk)
+		}
+		c.PackKind = pk
+		return ser, nil
+	}
+	if ser := serializer(c.PackKind); ser != nil {
+		return ser, nil
+	}
+	bk, ok := BodyKindOf(c.PackKind)
+	if !ok {
+		return nil, fmt.Errorf("%w: PackKind %v", ErrInvalidConfig, c.PackKind)
+	}
+	ser, err := packet.SerializerFor(bk)
+	if err != nil {
+		return nil, fmt.Errorf("%w: PackKind %v: %w", ErrInvalidConfig, c.PackKind, err)
+	}
+	return ser, nil
 }
 
 // defaultDir picks DefaultDir when it is usable, else DefaultAltDir. It

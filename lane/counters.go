@@ -15,7 +15,9 @@ const (
 	// DropBadHead: the page head does not parse (see package codec/lane),
 	// or its version is not 0.
 	DropBadHead DropReason = iota
-	// DropPackKind: the pack kind is not json (0), msgpack (1) or cbor (2).
+	// DropPackKind: the pack kind is not json (0), msgpack (1), cbor (2) or
+	// a serializer plugin's kind (5..254); or, counted per message, it is
+	// a plugin's kind and no serializer of it is found (Config.Serializer).
 	DropPackKind
 	// DropOversize: the datagram is larger than a page may be (65535 bytes).
 	DropOversize
@@ -27,7 +29,8 @@ const (
 	// DropBadPage: a page that does not fit its book: another page count or
 	// pack kind than the first page's, or a page number already received.
 	DropBadPage
-	// DropBadBody: the (reassembled) body does not parse.
+	// DropBadBody: the (reassembled) body does not parse, or the call
+	// decoding a plugin's kind failed.
 	DropBadBody
 	// DropNotMapping: the body parses but is not a mapping.
 	DropNotMapping
@@ -93,6 +96,12 @@ type Counters struct {
 	YardsRemoved uint64 // remote yards removed because their socket vanished
 	YardsEvicted uint64 // remote yards forgotten to keep within Config.MaxYards
 	StaleRemoved uint64 // stale socket files removed by Start
+	// DecodeBatches counts the calls decoding received bodies of a
+	// plugin's kind in a batch (BatchUnmarshaler).
+	DecodeBatches uint64
+	// Resent counts the messages of an earlier run that Start sent from
+	// Config.Queue.
+	Resent uint64
 	// Drops counts dropped pages and books by reason; index it with a
 	// DropReason.
 	Drops [numDropReasons]uint64
@@ -113,25 +122,27 @@ type counters struct {
 	messagesIn, messagesOut, retries, sendErr atomic.Uint64
 	misaddressed, yardsAdded, yardsRemoved    atomic.Uint64
 	yardsEvicted                              atomic.Uint64
-	staleRemoved                              atomic.Uint64
+	staleRemoved, decodeBatches, resent       atomic.Uint64
 	drops                                     [numDropReasons]atomic.Uint64
 }
 
 func (c *counters) snapshot() Counters {
 	s := Counters{
-		PagesIn:      c.pagesIn.Load(),
-		PagesOut:     c.pagesOut.Load(),
-		BytesIn:      c.bytesIn.Load(),
-		BytesOut:     c.bytesOut.Load(),
-		MessagesIn:   c.messagesIn.Load(),
-		MessagesOut:  c.messagesOut.Load(),
-		Retries:      c.retries.Load(),
-		SendErrors:   c.sendErr.Load(),
-		Misaddressed: c.misaddressed.Load(),
-		YardsAdded:   c.yardsAdded.Load(),
-		YardsRemoved: c.yardsRemoved.Load(),
-		YardsEvicted: c.yardsEvicted.Load(),
-		StaleRemoved: c.staleRemoved.Load(),
+		PagesIn:       c.pagesIn.Load(),
+		PagesOut:      c.pagesOut.Load(),
+		BytesIn:       c.bytesIn.Load(),
+		BytesOut:      c.bytesOut.Load(),
+		MessagesIn:    c.messagesIn.Load(),
+		MessagesOut:   c.messagesOut.Load(),
+		Retries:       c.retries.Load(),
+		SendErrors:    c.sendErr.Load(),
+		Misaddressed:  c.misaddressed.Load(),
+		YardsAdded:    c.yardsAdded.Load(),
+		YardsRemoved:  c.yardsRemoved.Load(),
+		YardsEvicted:  c.yardsEvicted.Load(),
+		StaleRemoved:  c.staleRemoved.Load(),
+		DecodeBatches: c.decodeBatches.Load(),
+		Resent:        c.resent.Load(),
 	}
 	for i := range c.drops {
 		s.Drops[i] = c.drops[i].Load()

@@ -12,7 +12,8 @@
 // # Pages
 //
 // A message (a "book") is a body mapping, serialized as compact JSON (pack
-// kind 0, the default), msgpack (1) or CBOR (2, a raet-go extension), sent
+// kind 0, the default), msgpack (1), CBOR (2, a raet-go extension) or by a
+// serializer plugin (its body kind's number, such as 5 for zstdjson), sent
 // in one or more pages of at most 65535 bytes. A page is a text head with
 // all nine fields, in this order, then a section of the body:
 //
@@ -44,6 +45,26 @@
 //	for m := range st.Receive() {
 //		fmt.Println(m.From, m.Body)
 //	}
+//
+// # Plugins
+//
+// Like the road stack, a lane stack takes a serializer and a queue through
+// its Config, built in or a plugin (package plugins/host runs plugins as
+// subprocesses):
+//
+//	h, err := host.New(&host.Config{Dir: "/usr/lib/raet/plugins"})
+//	ser, err := h.Serializer(ctx, "zstdjson") // pages carry pack kind 5
+//	q, err := h.Queue(ctx, "bolt")            // a durable queue
+//	st, err := lane.New(&lane.Config{Name: "worker1", Serializer: ser, Queue: q})
+//
+// Config.Serializer serializes what the stack sends; received bodies of a
+// plugin's kind are decoded by it or by the serializer registered for that
+// kind (packet.RegisterSerializer), off the socket reader and in batches
+// (BatchUnmarshaler), so a slow or hung plugin holds up neither the
+// reading nor the order of messages. BodyKindOf and PackKindOf map the
+// lane's pack kinds to the body kinds serializers have. Config.Queue
+// keeps each message until it is sent; Start sends what a durable queue
+// kept from an earlier run.
 //
 // # Safety and limits
 //

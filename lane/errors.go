@@ -38,6 +38,9 @@ var (
 	// ErrTooLarge: the serialized body exceeds Config.MaxMessageSize or
 	// needs more than 65535 pages.
 	ErrTooLarge = errors.New("raet: lane message too large")
+	// ErrQueue: Config.Queue failed to put a message (it was not sent) or
+	// to mark a sent message done.
+	ErrQueue = errors.New("raet: lane queue failed")
 	// ErrUnsupported: this platform has no Unix datagram sockets.
 	ErrUnsupported = errors.New("raet: lane sockets unsupported on this platform")
 )
@@ -59,13 +62,16 @@ func (e *BindError) Error() string {
 func (e *BindError) Unwrap() error { return e.Err }
 
 // SendError reports a failed Send. Err wraps a sentinel (ErrYardGone,
-// ErrBusy, ErrTooLarge, ErrClosed, ...), a body serialization error from
-// package packet, a context error, or the system error.
+// ErrBusy, ErrTooLarge, ErrClosed, ErrQueue, ...), a body serialization
+// error from package packet, a context error, or the system error.
 type SendError struct {
 	Yard  string // destination yard name
 	Page  int    // index of the page that failed, or -1 before any page
 	Pages int    // page count of the book, 0 if not known yet
-	Err   error
+	// Queued: the message is in Config.Queue, which keeps it; Start sends
+	// it again (when the queue outlives the stack, as a durable one does).
+	Queued bool
+	Err    error
 }
 
 // Error implements error.

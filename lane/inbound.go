@@ -90,7 +90,7 @@ func (in *inbound) page(b []byte, from string) (Message, bool) {
 	if h.Version != 0 {
 		return in.dropPage(DropBadHead, from, nil)
 	}
-	if serializer(h.PackKind) == nil { // the spec's plugin kinds too, for now
+	if _, ok := BodyKindOf(h.PackKind); !ok {
 		return in.dropPage(DropPackKind, from, nil)
 	}
 	if h.PageCount == 0 || h.PageNumber >= h.PageCount {
@@ -173,7 +173,9 @@ func (in *inbound) addPage(h *codeclane.Head, section []byte, from string) (Mess
 	return in.message(key.sn, bk.pk, raw)
 }
 
-// message decodes a whole body.
+// message decodes a whole body of a built-in kind. A body of a plugin's
+// kind is returned with Body nil, for the stack's decoder goroutine, which
+// counts it when it decodes it.
 func (in *inbound) message(from string, pk codec.PackKind, raw []byte) (Message, bool) {
 	var body map[string]any
 	if pk == codec.PackKindJSON {
@@ -182,11 +184,18 @@ func (in *inbound) message(from string, pk codec.PackKind, raw []byte) (Message,
 			return Message{From: from, Kind: pk, Body: m, Raw: raw}, true
 		}
 	}
-	if err := serializer(pk).Unmarshal(raw, &body); err != nil {
+	ser := serializer(pk)
+	if ser == nil {
+		return Message{From: from, Kind: pk, Raw: raw}, true
+	}
+	if err := ser.Unmarshal(raw, &body); err != nil {
 		if errors.Is(err, packet.ErrNotMapping) {
 			return in.dropPage(DropNotMapping, from, err)
 		}
 		return in.dropPage(DropBadBody, from, err)
+	}
+	if body == nil { // Body nil means "not decoded yet"
+		body = map[string]any{}
 	}
 	in.ctr.messagesIn.Add(1)
 	return Message{From: from, Kind: pk, Body: body, Raw: raw}, true

@@ -15,20 +15,23 @@ import (
 	"github.com/raet-go/raet/codec"
 	codeclane "github.com/raet-go/raet/codec/lane"
 	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/queue"
 )
 
 // Message is a message received from a yard.
 type Message struct {
 	// From is the name of the yard that sent it (the head field sn).
 	From string
-	// Kind is how the body was serialized.
+	// Kind is how the body was serialized: a built-in pack kind or a
+	// serializer plugin's (see BodyKindOf).
 	Kind codec.PackKind
 	// Body is the decoded body; an empty body gives an empty map. Values
 	// have the types package packet documents for its serializers.
 	Body map[string]any
-	// Raw is the body as it came, its pages joined: compact JSON, msgpack
-	// or CBOR according to Kind. Decode it into your own types, or keep key
-	// order with packet.OrderedMap. The stack does not keep it.
+	// Raw is the body as it came, its pages joined: compact JSON, msgpack,
+	// CBOR or a plugin's encoding according to Kind. Decode it into your
+	// own types, or keep key order with packet.OrderedMap. The stack does
+	// not keep it.
 	Raw []byte
 }
 
@@ -65,7 +68,15 @@ type Stack struct {
 	in      *inbound
 	recv    chan Message
 	closing chan struct{}
+	ctx     context.Context // ends with Close: plugin calls, resending
+	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+
+	// The decoder goroutine (decode.go): dec is made by the reader when
+	// it first needs it; deferred counts the messages handed to it and
+	// not yet delivered.
+	dec      chan Message
+	deferred atomic.Int64
 
 	mu       sync.Mutex // serializes Start and Close
 	state    atomic.Int32
@@ -80,6 +91,10 @@ func New(cfg *Config) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	ser, err := sendSerializer(&c)
+	if err != nil {
+		return nil, err
+	}
 	path := SocketPath(c.Dir, c.Lane, c.Name)
 	if len(path) > maxPathLen {
 		return nil, fmt.Errorf("%w: %q is %d bytes, at most %d", ErrPathTooLong, path, len(path), maxPathLen)
@@ -87,11 +102,12 @@ func New(cfg *Config) (*Stack, error) {
 	s := &Stack{
 		cfg:     c,
 		path:    path,
-		ser:     serializer(c.PackKind),
+		ser:     ser,
 		log:     c.Logger,
 		recv:    make(chan Message, c.ReceiveQueue),
 		closing: make(chan struct{}),
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.yards = yardTable{
 		m:      make(map[string]*yard),
 		max:    c.MaxYards,
@@ -137,7 +153,9 @@ func (s *Stack) Yards() []string { return s.yards.names() }
 // stale socket file (after a connect probe shows nobody listens on it),
 // binds the yard's socket (mode 0600) and starts the reader goroutine. A
 // live socket at the path is an error wrapping ErrYardInUse and is left
-// alone. Errors are *BindError.
+// alone. Errors are *BindError. With a Config.Queue, Start reads the
+// messages it holds and sends them in a goroutine (see Config.Queue); a
+// queue that cannot list them is logged, not an error.
 func (s *Stack) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -157,6 +175,18 @@ func (s *Stack) Start() error {
 	s.sock = sk
 	s.wg.Add(1)
 	go s.readLoop()
+	// Before the state is started: no Send has put a message yet, so the
+	// pending ones are all from an earlier run.
+	if q := s.cfg.Queue; q != nil {
+		pending, err := q.Pending()
+		switch {
+		case err != nil:
+			s.log.Error("lane queue: cannot list the messages of an earlier run; they stay queued", "yard", s.cfg.Name, "err", err)
+		case len(pending) > 0:
+			s.wg.Add(1)
+			go s.resend(pending)
+		}
+	}
 	s.state.Store(stateStarted)
 	s.log.Info("lane yard started", "yard", s.cfg.Name, "path", s.path, "pack", s.cfg.PackKind.String())
 	return nil
@@ -199,6 +229,7 @@ func (s *Stack) Close() error {
 	}
 	s.state.Store(stateClosed)
 	close(s.closing)
+	s.cancel()
 	sk := s.sock
 	s.mu.Unlock()
 
@@ -230,10 +261,16 @@ func (s *Stack) readLoop() {
 				tap(TapPacket{Local: s.path, Remote: from, Time: time.Now(), Data: buf[:n]})
 			}
 			if m, ok := s.in.page(buf[:n], from); ok {
-				select {
-				case s.recv <- m:
-				case <-s.closing:
-					return
+				if m.Body == nil || s.deferred.Load() != 0 {
+					if !s.toDecoder(m) {
+						return
+					}
+				} else {
+					select {
+					case s.recv <- m:
+					case <-s.closing:
+						return
+					}
 				}
 			}
 		case errors.Is(err, net.ErrClosed):
@@ -272,8 +309,8 @@ func putBuf(b *[]byte) {
 // Send sends body to the yard named yard on this stack's lane, at
 // <Dir>/<Lane>.<yard>.uxd, or at the address it last sent from. body must
 // be a mapping (map[string]any, packet.OrderedMap to keep key order, a
-// struct, ...); it is serialized with Config.PackKind and cut into pages if
-// needed.
+// struct, ...); it is serialized with Config.Serializer, or the built-in
+// serializer of Config.PackKind, and cut into pages if needed.
 //
 // Send returns once every page is in the destination's socket queue (the
 // kernel delivers unix datagrams reliably and in order), or with an error:
@@ -282,7 +319,9 @@ func putBuf(b *[]byte) {
 // Sends to the same yard, until ctx is done or Config.SendTimeout passes;
 // then it fails with ErrBusy. A destination whose socket vanished
 // (ECONNREFUSED, ENOENT) fails with ErrYardGone and is forgotten. Errors
-// are *SendError.
+// are *SendError. With a Config.Queue, the message is put in it first and
+// marked done once sent; one that fails after the put stays queued
+// (SendError.Queued) for the next Start.
 func (s *Stack) Send(ctx context.Context, yard string, body any) error {
 	switch s.state.Load() {
 	case stateNew:
@@ -293,6 +332,14 @@ func (s *Stack) Send(ctx context.Context, yard string, body any) error {
 	if err := ctx.Err(); err != nil {
 		return s.fail(yard, -1, 0, err)
 	}
+	return s.sendBook(ctx, yard, s.cfg.PackKind, body, nil, s.cfg.Queue)
+}
+
+// sendBook sends a message to yard: body serialized by s.ser, or, when
+// body is nil and raw is not, raw as it is, of pack kind pk. With q, the
+// message is put in q before the first page and marked done after the
+// last.
+func (s *Stack) sendBook(ctx context.Context, yard string, pk codec.PackKind, body any, raw []byte, q queue.Queue) error {
 	y, err := s.lockYard(ctx, yard)
 	if err != nil {
 		return s.fail(yard, -1, 0, err)
@@ -303,7 +350,7 @@ func (s *Stack) Send(ctx context.Context, yard string, body any) error {
 	defer putBuf(bp)
 	bid := y.nextBid()
 	h := codeclane.Head{
-		PackKind:    s.cfg.PackKind,
+		PackKind:    pk,
 		Source:      s.cfg.Name,
 		Destination: yard,
 		SessionID:   y.sid,
@@ -315,7 +362,9 @@ func (s *Stack) Send(ctx context.Context, yard string, body any) error {
 		return s.fail(yard, -1, 0, err)
 	}
 	hl := len(buf)
-	if buf, err = s.ser.Marshal(buf, body); err != nil {
+	if body == nil && raw != nil {
+		buf = append(buf, raw...)
+	} else if buf, err = s.ser.Marshal(buf, body); err != nil {
 		return s.fail(yard, -1, 0, err)
 	}
 	*bp = buf
@@ -329,31 +378,109 @@ func (s *Stack) Send(ctx context.Context, yard string, body any) error {
 	}
 	y.bid = bid
 
+	var qid uint64
+	if q != nil {
+		bk, _ := BodyKindOf(pk) // pk came from PackKindOf
+		if qid, err = q.Put(yard, bk, buf[hl:]); err != nil {
+			return s.fail(yard, -1, 0, fmt.Errorf("%w: put: %w", ErrQueue, err))
+		}
+		*bp = nil // the queue may keep buf: not reused
+	}
+	if page, err := s.writeBook(ctx, y, &h, buf, hl, section, count); err != nil {
+		se := s.fail(yard, page, count, err)
+		se.Queued = q != nil
+		return se
+	}
+	s.ctr.messagesOut.Add(1)
+	if q != nil {
+		if err := q.Done(qid); err != nil {
+			s.ctr.sendErr.Add(1)
+			return &SendError{Yard: yard, Page: -1, Queued: true,
+				Err: fmt.Errorf("%w: the message was sent, but marking it done failed (it is sent again after the next Start): %w", ErrQueue, err)}
+		}
+	}
+	return nil
+}
+
+// writeBook writes the pages of the book in buf: the head h (for page 0
+// of 1) of hl bytes, then the body, cut in count sections of section
+// bytes. It returns the index of the page that failed.
+func (s *Stack) writeBook(ctx context.Context, y *yard, h *codeclane.Head, buf []byte, hl, section, count int) (int, error) {
 	var deadline time.Time // set when a retry first needs it
 	if count == 1 {
-		if err := s.write(ctx, y, buf, &deadline); err != nil {
-			return s.fail(yard, 0, 1, err)
-		}
-		s.ctr.messagesOut.Add(1)
-		return nil
+		return 0, s.write(ctx, y, buf, &deadline)
 	}
 	pp := bufPool.Get().(*[]byte)
 	defer putBuf(pp)
 	data := buf[hl:]
 	for i := range count {
 		h.PageNumber, h.PageCount = uint16(i), uint16(count)
-		page, err := codeclane.Append((*pp)[:0], &h)
+		page, err := codeclane.Append((*pp)[:0], h)
 		if err != nil {
-			return s.fail(yard, i, count, err)
+			return i, err
 		}
 		page = append(page, data[i*section:min((i+1)*section, len(data))]...)
 		*pp = page
 		if err := s.write(ctx, y, page, &deadline); err != nil {
-			return s.fail(yard, i, count, err)
+			return i, err
 		}
 	}
-	s.ctr.messagesOut.Add(1)
-	return nil
+	return count - 1, nil
+}
+
+// resend is the goroutine of Start that sends the messages a queue kept
+// from an earlier run, oldest first, and marks each done when sent. After
+// a message to a yard fails, the later ones to that yard stay queued too,
+// so that they keep their order.
+func (s *Stack) resend(pending []queue.Message) {
+	defer s.wg.Done()
+	q := s.cfg.Queue
+	failed := map[string]int{} // yard: messages left queued
+	sent := 0
+	for _, m := range pending {
+		if s.ctx.Err() != nil {
+			return
+		}
+		if _, ok := failed[m.Remote]; ok {
+			failed[m.Remote]++
+			continue
+		}
+		pk, ok := PackKindOf(m.Kind)
+		if !ok {
+			s.log.Error("lane queue: a message of a body kind a lane cannot carry stays queued", "yard", s.cfg.Name,
+				"to", m.Remote, "id", m.ID, "kind", m.Kind.String())
+			continue
+		}
+		if err := s.sendBook(s.ctx, m.Remote, pk, nil, nonNil(m.Body), nil); err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			failed[m.Remote] = 1
+			s.log.Warn("lane queue: a message of an earlier run not sent; it stays queued, with the later ones to its yard, until the next Start",
+				"yard", s.cfg.Name, "to", m.Remote, "id", m.ID, "err", err)
+			continue
+		}
+		s.ctr.resent.Add(1)
+		sent++
+		if err := q.Done(m.ID); err != nil {
+			s.log.Error("lane queue: a message of an earlier run was sent, but marking it done failed", "yard", s.cfg.Name,
+				"to", m.Remote, "id", m.ID, "err", err)
+		}
+	}
+	left := 0
+	for _, n := range failed {
+		left += n
+	}
+	s.log.Info("lane queue: messages of an earlier run sent", "yard", s.cfg.Name, "sent", sent, "of", len(pending),
+		"left_queued", left, "yards_failed", len(failed))
+}
+
+// nonNil returns b, or an empty non-nil slice for nil (an empty body).
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }
 
 // lockYard finds (or makes) the record of the yard named name and takes
@@ -375,7 +502,7 @@ func (s *Stack) lockYard(ctx context.Context, name string) (*yard, error) {
 	return nil, ErrYardGone
 }
 
-func (s *Stack) fail(yard string, page, pages int, err error) error {
+func (s *Stack) fail(yard string, page, pages int, err error) *SendError {
 	s.ctr.sendErr.Add(1)
 	return &SendError{Yard: yard, Page: page, Pages: pages, Err: err}
 }

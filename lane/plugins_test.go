@@ -1,0 +1,440 @@
+//go:build unix
+
+package lane
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/raet-go/raet/codec"
+	codeclane "github.com/raet-go/raet/codec/lane"
+	"github.com/raet-go/raet/internal/testutil"
+	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/plugins/builtin"
+	"github.com/raet-go/raet/plugins/host"
+	"github.com/raet-go/raet/plugins/sdk"
+	"github.com/raet-go/raet/plugins/serializer/zstdjson"
+)
+
+// The serializer plugins of these tests run in-process: host.Serializer
+// over the zstdjson plugin's implementation (its subprocess form is tested
+// in plugins/host).
+
+var _ BatchUnmarshaler = (*host.Serializer)(nil)
+
+// zstdSer returns host.Serializer over an in-process zstdjson, wrapped in
+// wrap when not nil.
+func zstdSer(t testing.TB, wrap func(sdk.Serializer) sdk.Serializer) *host.Serializer {
+	t.Helper()
+	z, err := zstdjson.New(zstd.SpeedFastest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(z.Close)
+	var impl sdk.Serializer = z
+	if wrap != nil {
+		impl = wrap(z)
+	}
+	s, err := host.NewSerializer(context.Background(), impl, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// gated holds the first Decode call until open is closed, so that the
+// messages coming meanwhile pile up for one batch.
+type gated struct {
+	sdk.Serializer
+	once sync.Once
+	open chan struct{}
+}
+
+func (g *gated) Decode(ctx context.Context, bodies [][]byte) ([]sdk.Result, error) {
+	g.once.Do(func() { <-g.open })
+	return g.Serializer.Decode(ctx, bodies)
+}
+
+// hung never answers Decode before its context ends.
+type hung struct{ sdk.Serializer }
+
+func (hung) Decode(ctx context.Context, _ [][]byte) ([]sdk.Result, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// rawPage is one page of pack kind pk, book bi, from a raw yard.
+func rawPage(t testing.TB, from, to string, pk codec.PackKind, bi uint32, body []byte) []byte {
+	t.Helper()
+	h := codeclane.Head{PackKind: pk, Source: from, Destination: to, SessionID: sidA, BookID: bi, PageCount: 1}
+	p, err := codeclane.Append(nil, &h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(p, body...)
+}
+
+func writeTo(t testing.TB, c *net.UnixConn, s *Stack, p []byte) {
+	t.Helper()
+	if _, err := c.WriteToUnix(p, &net.UnixAddr{Name: s.Path(), Net: "unixgram"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logSink collects a stack's logs.
+type logSink struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logSink) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *logSink) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// Two yards exchange messages serialized by a plugin (one page and many
+// pages), each decoding with its Config.Serializer, unregistered.
+func TestSerializerPlugin(t *testing.T) {
+	testutil.CheckLeaks(t)
+	ser := zstdSer(t, nil)
+	alpha, beta := pair(t, func(c *Config) { c.Serializer = ser })
+	if alpha.Config().PackKind != codec.PackKindZstdJSON {
+		t.Fatalf("pack kind %v", alpha.Config().PackKind)
+	}
+	ctx := ctxT(t)
+	const n = 30
+	bodies := make([]map[string]any, n)
+	for i := range bodies {
+		text := strings.Repeat(fmt.Sprintf("message %d ", i), 100)
+		if i%10 == 9 { // some do not fit a page even compressed
+			text = randomText(i, 200_000)
+		}
+		bodies[i] = map[string]any{"seq": int64(i), "text": text, "nested": map[string]any{"ok": true}}
+		if err := alpha.Send(ctx, "beta", bodies[i]); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	for i := range n {
+		m := receive(t, beta)
+		if m.From != "alpha" || m.Kind != codec.PackKindZstdJSON || !reflect.DeepEqual(m.Body, bodies[i]) {
+			t.Fatalf("message %d: from %s kind %v body %.100v", i, m.From, m.Kind, m.Body)
+		}
+		if i%10 != 9 && len(m.Raw) > 200 {
+			t.Fatalf("a body of %d bytes on the wire: not compressed", len(m.Raw))
+		}
+	}
+	if err := beta.Send(ctx, "alpha", map[string]any{"re": "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := receive(t, alpha); m.Body["re"] != "ok" || m.Kind != codec.PackKindZstdJSON {
+		t.Fatalf("got %+v", m)
+	}
+	ca, cb := alpha.Counters(), beta.Counters()
+	if ca.MessagesOut != n || cb.MessagesIn != n || cb.Dropped() != 0 || cb.PagesIn <= n || cb.DecodeBatches == 0 {
+		t.Fatalf("counters alpha %+v beta %+v", ca, cb)
+	}
+}
+
+// randomText is size bytes of text that does not compress much.
+func randomText(seed, size int) string {
+	var b strings.Builder
+	x := uint64(seed)*0x9e3779b97f4a7c15 + 1
+	for b.Len() < size {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b.WriteByte(byte('a' + x%26))
+	}
+	return b.String()
+}
+
+// A yard without a Serializer decodes the bodies of a plugin registered
+// with packet.RegisterSerializer, and sends built-in kinds.
+func TestRegisteredPluginDecodes(t *testing.T) {
+	testutil.CheckLeaks(t)
+	ser := zstdSer(t, nil)
+	if err := ser.Register(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ser.Unregister)
+	dir := testutil.ShortTempDir(t, "rl")
+	alpha := newStack(t, dir, "alpha", func(c *Config) { c.PackKind = codec.PackKindZstdJSON }) // found by the registry
+	beta := newStack(t, dir, "beta", nil)
+	ctx := ctxT(t)
+	if err := alpha.Send(ctx, "beta", map[string]any{"a": "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := receive(t, beta); m.Kind != codec.PackKindZstdJSON || m.Body["a"] != "b" {
+		t.Fatalf("got %+v", m)
+	}
+	if err := beta.Send(ctx, "alpha", map[string]any{"c": "d"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := receive(t, alpha); m.Kind != codec.PackKindJSON || m.Body["c"] != "d" {
+		t.Fatalf("got %+v", m)
+	}
+}
+
+// Bodies of a plugin's kind decode in batches, off the reader, and every
+// message keeps its place among those of built-in kinds.
+func TestPluginBatchesKeepOrder(t *testing.T) {
+	testutil.CheckLeaks(t)
+	g := &gated{open: make(chan struct{})}
+	ser := zstdSer(t, func(s sdk.Serializer) sdk.Serializer { g.Serializer = s; return g })
+	dir := testutil.ShortTempDir(t, "rl")
+	beta := newStack(t, dir, "beta", func(c *Config) { c.Serializer = ser })
+	raw := rawYard(t, dir, "alpha")
+	const n = 120
+	for i := range n {
+		body := fmt.Appendf(nil, `{"seq":%d}`, i)
+		pk := codec.PackKindJSON
+		switch i % 3 {
+		case 0:
+			pk = codec.PackKindZstdJSON
+			if body, _ = ser.Marshal(nil, map[string]any{"seq": i}); body == nil {
+				t.Fatal("marshal")
+			}
+		case 1:
+			pk = codec.PackKindPack
+			body, _ = packet.MsgpackBody{}.Marshal(nil, map[string]any{"seq": i})
+		}
+		writeTo(t, raw, beta, rawPage(t, "alpha", "beta", pk, uint32(i+1), body))
+	}
+	// The reader goes on while the first decode call is held.
+	waitCounters(t, beta, func(c Counters) bool { return c.PagesIn == n })
+	close(g.open)
+	for i := range n {
+		m := receive(t, beta)
+		if m.Body["seq"] != int64(i) {
+			t.Fatalf("message %d: %v (kind %v)", i, m.Body, m.Kind)
+		}
+	}
+	c := beta.Counters()
+	if c.MessagesIn != n || c.Dropped() != 0 || c.DecodeBatches > 5 {
+		t.Fatalf("counters %+v: want %d messages in at most 5 batches", c, n)
+	}
+	t.Logf("%d plugin bodies in %d calls", n/3, c.DecodeBatches)
+}
+
+// A body of a plugin's kind that does not decode is counted and logged,
+// never delivered; the messages around it are (in one batch or not).
+func TestPluginBadBody(t *testing.T) {
+	testutil.CheckLeaks(t)
+	g := &gated{open: make(chan struct{})}
+	ser := zstdSer(t, func(s sdk.Serializer) sdk.Serializer { g.Serializer = s; return g })
+	var logs logSink
+	dir := testutil.ShortTempDir(t, "rl")
+	beta := newStack(t, dir, "beta", func(c *Config) { c.Serializer = ser; c.Logger = logs.logger() })
+	raw := rawYard(t, dir, "alpha")
+	good, _ := ser.Marshal(nil, map[string]any{"ok": true})
+	notMap, _ := zstd.NewWriter(nil)
+	arr := notMap.EncodeAll([]byte(`[1,2]`), nil)
+	notMap.Close()
+	pages := [][]byte{
+		rawPage(t, "alpha", "beta", codec.PackKindZstdJSON, 1, []byte("\x28\xb5\x2f\xfd junk, not zstd")),
+		rawPage(t, "alpha", "beta", codec.PackKindZstdJSON, 2, good),
+		rawPage(t, "alpha", "beta", codec.PackKindZstdJSON, 3, arr),
+		rawPage(t, "alpha", "beta", 7, 4, []byte("a kind nobody decodes")),
+		rawPage(t, "alpha", "beta", codec.PackKindJSON, 5, []byte(`{"last":1}`)),
+	}
+	for _, p := range pages {
+		writeTo(t, raw, beta, p)
+	}
+	waitCounters(t, beta, func(c Counters) bool { return c.PagesIn == uint64(len(pages)) })
+	close(g.open)
+	if m := receive(t, beta); m.Body["ok"] != true {
+		t.Fatalf("got %+v", m)
+	}
+	if m := receive(t, beta); m.Body["last"] != int64(1) {
+		t.Fatalf("got %+v", m)
+	}
+	noMessage(t, beta)
+	c := beta.Counters()
+	if c.MessagesIn != 2 || c.Drops[DropBadBody]+c.Drops[DropNotMapping] != 2 || c.Drops[DropPackKind] != 1 {
+		t.Fatalf("counters %+v", c)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "does not decode") || !strings.Contains(l, "kind=zstdjson") {
+		t.Fatalf("logs:\n%s", l)
+	}
+}
+
+// A hung plugin holds up neither the reader nor Close: its bodies are
+// dropped after DecodeTimeout, the messages behind them then come in
+// order.
+func TestPluginHung(t *testing.T) {
+	testutil.CheckLeaks(t)
+	ser := zstdSer(t, func(s sdk.Serializer) sdk.Serializer { return hung{s} })
+	dir := testutil.ShortTempDir(t, "rl")
+	beta := newStack(t, dir, "beta", func(c *Config) { c.Serializer = ser; c.DecodeTimeout = 300 * time.Millisecond })
+	raw := rawYard(t, dir, "alpha")
+	writeTo(t, raw, beta, rawPage(t, "alpha", "beta", codec.PackKindZstdJSON, 1, []byte("anything")))
+	for i := range 50 {
+		writeTo(t, raw, beta, rawPage(t, "alpha", "beta", codec.PackKindJSON, uint32(i+2), fmt.Appendf(nil, `{"n":%d}`, i)))
+	}
+	start := time.Now()
+	waitCounters(t, beta, func(c Counters) bool { return c.PagesIn == 51 })
+	if el := time.Since(start); el > 200*time.Millisecond {
+		t.Fatalf("the reader took %v for 51 pages behind a hung plugin", el)
+	}
+	for i := range 50 {
+		if m := receive(t, beta); m.Body["n"] != int64(i) {
+			t.Fatalf("got %+v", m)
+		}
+	}
+	if el := time.Since(start); el < 250*time.Millisecond {
+		t.Fatalf("delivered after %v, before the hung call's deadline", el)
+	}
+	if c := beta.Counters(); c.Drops[DropBadBody] != 1 {
+		t.Fatalf("counters %+v", c)
+	}
+
+	// Close does not wait for the deadline of a hung call.
+	gamma := newStack(t, dir, "gamma", func(c *Config) { c.Serializer = ser; c.DecodeTimeout = time.Minute })
+	writeTo(t, raw, gamma, rawPage(t, "alpha", "gamma", codec.PackKindZstdJSON, 1, []byte("anything")))
+	waitCounters(t, gamma, func(c Counters) bool { return c.PagesIn == 1 })
+	time.Sleep(20 * time.Millisecond)
+	start = time.Now()
+	if err := gamma.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("Close took %v", el)
+	}
+}
+
+// builtin.MemQueue: a message is done once sent; one to a missing yard
+// stays queued, with the later ones, and a new stack with the queue sends
+// them in order once the yard is there.
+func TestQueue(t *testing.T) {
+	testutil.CheckLeaks(t)
+	q := builtin.NewMemQueue(0, 0)
+	var logs logSink
+	dir := testutil.ShortTempDir(t, "rl")
+	mod := func(c *Config) { c.Queue = q; c.Logger = logs.logger() }
+	alpha := newStack(t, dir, "alpha", mod)
+	beta := newStack(t, dir, "beta", nil)
+	ctx := ctxT(t)
+	if err := alpha.Send(ctx, "beta", map[string]any{"n": 0}); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, beta)
+	if q.Len() != 0 {
+		t.Fatalf("%d messages queued after a send", q.Len())
+	}
+	for i := range 3 {
+		err := alpha.Send(ctx, "gamma", map[string]any{"n": i + 1, "big": strings.Repeat("x", i*70_000)})
+		var se *SendError
+		if !errors.As(err, &se) || !errors.Is(err, ErrYardGone) || !se.Queued {
+			t.Fatalf("send to a missing yard: %v", err)
+		}
+	}
+	if err := alpha.Send(ctx, "beta", packet.OrderedMap{{Key: "n", Value: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, beta)
+	if q.Len() != 3 {
+		t.Fatalf("%d messages queued, want 3", q.Len())
+	}
+	if err := alpha.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Still no gamma: nothing is sent, the messages stay, the failure is logged.
+	alpha2 := newStack(t, dir, "alpha", mod)
+	waitFor(t, func() bool { return strings.Contains(logs.String(), "left_queued=3") })
+	if q.Len() != 3 || alpha2.Counters().Resent != 0 || !strings.Contains(logs.String(), "stays queued") {
+		t.Fatalf("queue %d, counters %+v, logs:\n%s", q.Len(), alpha2.Counters(), logs.String())
+	}
+	alpha2.Close()
+
+	gamma := newStack(t, dir, "gamma", nil)
+	alpha3 := newStack(t, dir, "alpha", mod)
+	for i := range 3 {
+		m := receive(t, gamma)
+		if m.From != "alpha" || m.Body["n"] != int64(i+1) || len(m.Body["big"].(string)) != i*70_000 {
+			t.Fatalf("message %d: %.100v", i, m.Body)
+		}
+	}
+	waitFor(t, func() bool { return q.Len() == 0 })
+	if c := alpha3.Counters(); c.Resent != 3 {
+		t.Fatalf("counters %+v", c)
+	}
+	noMessage(t, gamma)
+}
+
+// A queue that refuses a message fails the Send before any page.
+func TestQueueFull(t *testing.T) {
+	testutil.CheckLeaks(t)
+	q := builtin.NewMemQueue(1, 0)
+	alpha, beta := pair(t, func(c *Config) { c.Queue = q })
+	ctx := ctxT(t)
+	if err := alpha.Send(ctx, "gamma", map[string]any{"n": 1}); !errors.Is(err, ErrYardGone) {
+		t.Fatal(err)
+	}
+	err := alpha.Send(ctx, "beta", map[string]any{"n": 2})
+	var se *SendError
+	if !errors.As(err, &se) || !errors.Is(err, ErrQueue) || !errors.Is(err, builtin.ErrQueueFull) || se.Queued || se.Page != -1 {
+		t.Fatalf("got %v", err)
+	}
+	noMessage(t, beta)
+}
+
+func TestSerializerConfig(t *testing.T) {
+	dir := testutil.ShortTempDir(t, "rl")
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		ok   bool
+		pk   codec.PackKind
+	}{
+		{"builtin msgpack", Config{Serializer: packet.MsgpackBody{}}, true, codec.PackKindPack},
+		{"agrees", Config{Serializer: packet.CBORBody{}, PackKind: codec.PackKindCBOR}, true, codec.PackKindCBOR},
+		{"disagrees", Config{Serializer: packet.CBORBody{}, PackKind: codec.PackKindPack}, false, 0},
+		{"raw", Config{Serializer: packet.RawBody{}}, false, 0},
+		{"plugin kind unregistered", Config{PackKind: codec.PackKindZstdJSON}, false, 0},
+		{"no such kind", Config{PackKind: 3}, false, 0},
+		{"negative decode timeout", Config{DecodeTimeout: -1}, false, 0},
+	} {
+		tc.cfg.Dir = dir
+		s, err := New(&tc.cfg)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrInvalidConfig)) {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if err == nil && s.Config().PackKind != tc.pk {
+			t.Fatalf("%s: pack kind %v", tc.name, s.Config().PackKind)
+		}
+	}
+}
+
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
