@@ -47,6 +47,8 @@ func runHelper() int {
 		return 0
 	case "estate":
 		return runEstate()
+	case "laneyard":
+		return runLaneYard()
 	}
 	return 2
 }
