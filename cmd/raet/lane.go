@@ -31,16 +31,24 @@ func init() { commands["lane"] = runLane }
 
 const laneUsage = `usage:
   raet lane serve --dir DIR [--lane NAME] --name YARD [--echo] [--count N] [--for DUR] [--pack json|msgpack|cbor]
-                  [--pcap FILE] [-v]
+                  [--pcap FILE] [PLUGIN FLAGS] [-v]
   raet lane send  --dir DIR [--lane NAME] [--name YARD] --to YARD (--body-json '{...}' | --size BYTES) [--count N]
-                  [--expect-echo] [--timeout DUR] [--pack json|msgpack|cbor] [-v]
+                  [--expect-echo] [--timeout DUR] [--pack json|msgpack|cbor] [PLUGIN FLAGS] [-v]
+PLUGIN FLAGS, as for raet serve and send:
+  [--plugins DIR] [--serializer json|msgpack|cbor|plugin:NAME] [--queue memory[:N]|plugin:NAME] [--plugin-timeout DUR]
 
 serve prints each message received as a line {"from":YARD,"body":{...}}; with
 --echo it sends the message back to its sender; with --pcap it writes every
 page it sends and receives to FILE as a pcapng capture (raetdump -r FILE).
 send prints one summary line.
+--serializer plugin:NAME sends bodies serialized by the serializer plugin NAME
+of --plugins DIR (pages of its kind, e.g. 5 for zstdjson) and decodes the
+bodies of its kind received; --queue plugin:NAME keeps each message in the
+queue plugin NAME until sent, and a yard started again with the same durable
+queue sends what an earlier run could not.
 Exit status: 0 success, 1 failure (a send failed, an echo is missing or
-differs), 2 usage, 3 the yard's socket could not be bound (e.g. it is live).
+differs), 2 usage, 3 the yard's socket could not be bound (e.g. it is live) or a
+plugin could not be started.
 `
 
 func runLane(args []string, stdout, stderr io.Writer) int {
@@ -66,6 +74,7 @@ func runLane(args []string, stdout, stderr io.Writer) int {
 type laneFlags struct {
 	dir, lane, name, pack string
 	verbose               bool
+	plugins               pluginFlags
 }
 
 func (f *laneFlags) register(fs *flag.FlagSet) {
@@ -74,6 +83,7 @@ func (f *laneFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.name, "name", "", "this yard's name (default: lane_ and random hex)")
 	fs.StringVar(&f.pack, "pack", "json", "body serialization to send: json, msgpack or cbor")
 	fs.BoolVar(&f.verbose, "v", false, "log more (to stderr)")
+	f.plugins.registerLane(fs)
 }
 
 func (f *laneFlags) config(stderr io.Writer) (*lane.Config, error) {
@@ -91,25 +101,34 @@ func (f *laneFlags) config(stderr io.Writer) (*lane.Config, error) {
 	}, nil
 }
 
-// startLane makes and starts a stack, with tap as its Config.Tap; a bad
-// configuration is a usage error, a failure to bind a setup error.
-func startLane(f *laneFlags, prog string, tap func(lane.TapPacket), stderr io.Writer) (*lane.Stack, int) {
+// startLane makes and starts a stack, with tap as its Config.Tap and the
+// serializer and queue of the plugin flags; a bad configuration is a usage
+// error, a failure to start a plugin or to bind a setup error. Call stop,
+// which ends the plugins, after closing the stack.
+func startLane(f *laneFlags, prog string, tap func(lane.TapPacket), stderr io.Writer) (s *lane.Stack, stop func(), code int) {
+	stop = func() {}
 	cfg, err := f.config(stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-		return nil, exitUsage
+		return nil, stop, exitUsage
 	}
 	cfg.Tap = tap
-	s, err := lane.New(cfg)
+	stop, err = f.plugins.applyLane(context.Background(), cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-		return nil, exitUsage
+		return nil, stop, exitSetup
+	}
+	if s, err = lane.New(cfg); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		stop()
+		return nil, func() {}, exitUsage
 	}
 	if err := s.Start(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-		return nil, exitSetup
+		stop()
+		return nil, func() {}, exitSetup
 	}
-	return s, exitOK
+	return s, stop, exitOK
 }
 
 // laneBodyJSON writes the body of m as one line of JSON: the bytes as
@@ -126,22 +145,26 @@ func laneBodyJSON(buf *bytes.Buffer, m lane.Message) error {
 	return nil
 }
 
-// laneSerializer returns the body serializer of a lane pack kind.
-func laneSerializer(pk codec.PackKind) packet.Serializer {
-	switch pk {
-	case codec.PackKindJSON:
-		return packet.JSONBody{}
-	case codec.PackKindPack:
-		return packet.MsgpackBody{}
+// laneSerializer returns the body serializer of a lane pack kind: a
+// built-in one, or the plugin registered for its kind (--serializer
+// plugin:NAME registers it).
+func laneSerializer(pk codec.PackKind) (packet.Serializer, error) {
+	bk, ok := lane.BodyKindOf(pk)
+	if !ok {
+		return nil, fmt.Errorf("pack kind %v names no serializer", pk)
 	}
-	return packet.CBORBody{}
+	return packet.SerializerFor(bk)
 }
 
 // laneOrdered decodes a message's body keeping its key order, to echo it
 // as it came.
 func laneOrdered(m lane.Message) (packet.OrderedMap, error) {
+	ser, err := laneSerializer(m.Kind)
+	if err != nil {
+		return nil, err
+	}
 	var om packet.OrderedMap
-	err := laneSerializer(m.Kind).Unmarshal(m.Raw, &om)
+	err = ser.Unmarshal(m.Raw, &om)
 	return om, err
 }
 
@@ -182,10 +205,11 @@ func runLaneServe(args []string, stdout, stderr io.Writer) (status int) {
 			}
 		}()
 	}
-	s, code := startLane(&lf, prog, tap, stderr)
+	s, stopPlugins, code := startLane(&lf, prog, tap, stderr)
 	if s == nil {
 		return code
 	}
+	defer stopPlugins() // after the stack is closed
 	defer s.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -287,10 +311,11 @@ func runLaneSend(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	s, code := startLane(&lf, prog, nil, stderr)
+	s, stopPlugins, code := startLane(&lf, prog, nil, stderr)
 	if s == nil {
 		return code
 	}
+	defer stopPlugins() // after the stack is closed
 	defer s.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -307,7 +332,11 @@ func runLaneSend(args []string, stdout, stderr io.Writer) int {
 		return packet.OrderedMap{{Key: "run", Value: runID}, {Key: "seq", Value: int64(i)},
 			{Key: "data", Value: strings.Repeat(string(rune('a'+i%26)), *size)}}
 	}
-	ser := laneSerializer(s.Config().PackKind)
+	ser, err := laneSerializer(s.Config().PackKind)
+	if err != nil { // cannot be: the stack serializes with it
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return exitSetup
+	}
 	sum := laneSummary{To: *to, Bytes: *size}
 	if fixed != nil {
 		b, _ := (packet.JSONBody{}).Marshal(nil, fixed)

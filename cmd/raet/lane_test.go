@@ -315,6 +315,8 @@ func TestLaneUsage(t *testing.T) {
 		{"lane", "serve", "extra"},
 		{"lane", "serve", "--dir", dir, "--name", "a.b"},
 		{"lane", "serve", "--dir", dir, "--pack", "xml"},
+		{"lane", "serve", "--dir", dir, "--coat", "nacl"}, // a lane has no coat
+		{"lane", "serve", "--dir", dir, "--pack", "msgpack", "--serializer", "cbor"},
 		{"lane", "send", "--dir", dir},
 		{"lane", "send", "--dir", dir, "--to", "b"},
 		{"lane", "send", "--dir", dir, "--to", "b", "--size", "5", "--body-json", "{}"},

@@ -13,16 +13,19 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/lane"
 	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/plugins/builtin"
 	"github.com/raet-go/raet/plugins/host"
+	"github.com/raet-go/raet/queue"
 	"github.com/raet-go/raet/road"
 )
 
 func init() { commands["plugins"] = runPlugins }
 
-// pluginFlags are the flags of serve and send that pick a serializer, a
-// queue or a coat, built in or a plugin:
+// pluginFlags are the flags of serve and send (road), and of lane serve
+// and send, that pick a serializer, a queue or (road only) a coat, built
+// in or a plugin:
 //
 //	--plugins DIR            the plugin directory (plugins.yaml, or raet-KIND-NAME executables)
 //	--serializer NAME        json, msgpack, cbor (built in), or plugin:NAME
@@ -34,21 +37,74 @@ type pluginFlags struct {
 	timeout                      time.Duration
 }
 
+// register adds the flags of the road commands.
 func (f *pluginFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.dir, "plugins", "", "plugin directory: its plugins.yaml, or executables named raet-KIND-NAME")
-	fs.StringVar(&f.serializer, "serializer", "", "serializer of the messages sent: json, msgpack, cbor or plugin:NAME (default: --body)")
-	fs.StringVar(&f.queue, "queue", "", "keep messages until done: memory[:N] or plugin:NAME (a durable queue plugin keeps them across restarts)")
+	f.registerCommon(fs, "--body")
 	fs.StringVar(&f.coat, "coat", "", "coat: nacl (the default), or plugin:NAME, offered to raet-go peers and used when they offer it too")
+}
+
+// registerLane adds the flags of the lane commands: no coat (a lane has
+// none).
+func (f *pluginFlags) registerLane(fs *flag.FlagSet) { f.registerCommon(fs, "--pack") }
+
+func (f *pluginFlags) registerCommon(fs *flag.FlagSet, defaultFlag string) {
+	fs.StringVar(&f.dir, "plugins", "", "plugin directory: its plugins.yaml, or executables named raet-KIND-NAME")
+	fs.StringVar(&f.serializer, "serializer", "", "serializer of the messages sent: json, msgpack, cbor or plugin:NAME (default: "+defaultFlag+")")
+	fs.StringVar(&f.queue, "queue", "", "keep messages until done: memory[:N] or plugin:NAME (a durable queue plugin keeps them across restarts)")
 	fs.DurationVar(&f.timeout, "plugin-timeout", 0, "deadline of one plugin call (default 5s)")
 }
 
 // pluginName splits "plugin:NAME".
 func pluginName(v string) (string, bool) { return strings.CutPrefix(v, "plugin:") }
 
-// apply sets cfg's Serializer and Queue from the flags, starting the
+// apply sets cfg's Serializer, Queue and Coat from the flags, starting the
 // plugins they name under one host. The returned stop, never nil, closes
 // the host; call it after the stack is closed.
 func (f *pluginFlags) apply(ctx context.Context, cfg *road.Config) (stop func(), err error) {
+	p, stop, err := f.load(ctx, cfg.Logger)
+	if err != nil {
+		return stop, err
+	}
+	if p.serializer != nil {
+		cfg.Serializer = p.serializer
+	}
+	if p.queue != nil {
+		cfg.Queue = p.queue
+	}
+	if p.coat != nil {
+		cfg.Coat = p.coat
+	}
+	return stop, nil
+}
+
+// applyLane sets a lane cfg's Serializer and Queue from the flags, as
+// apply does for the road.
+func (f *pluginFlags) applyLane(ctx context.Context, cfg *lane.Config) (stop func(), err error) {
+	p, stop, err := f.load(ctx, cfg.Logger)
+	if err != nil {
+		return stop, err
+	}
+	if p.serializer != nil {
+		cfg.Serializer = p.serializer
+	}
+	if p.queue != nil {
+		cfg.Queue = p.queue
+	}
+	return stop, nil
+}
+
+// picked is what the plugin flags pick; nil fields were not asked for.
+type picked struct {
+	serializer packet.Serializer
+	queue      queue.Queue
+	coat       road.CoatMaker
+}
+
+// load starts the plugins the flags name under one host, logging to
+// logger (nil: nowhere), and registers a serializer plugin so that
+// received bodies of its kind are decoded by it. The returned stop,
+// never nil, unregisters it and closes the host.
+func (f *pluginFlags) load(ctx context.Context, logger *slog.Logger) (p picked, stop func(), err error) {
 	stop = func() {}
 	var h *host.Host
 	getHost := func() (*host.Host, error) {
@@ -58,7 +114,6 @@ func (f *pluginFlags) apply(ctx context.Context, cfg *road.Config) (stop func(),
 		if f.dir == "" {
 			return nil, errors.New("a plugin needs --plugins DIR")
 		}
-		logger := cfg.Logger
 		if logger == nil {
 			logger = slog.New(slog.DiscardHandler)
 		}
@@ -88,23 +143,23 @@ func (f *pluginFlags) apply(ctx context.Context, cfg *road.Config) (stop func(),
 		name, _ := pluginName(v)
 		ph, err := getHost()
 		if err != nil {
-			return stop, fmt.Errorf("--serializer %s: %w", v, err)
+			return p, stop, fmt.Errorf("--serializer %s: %w", v, err)
 		}
 		s, err := ph.Serializer(ctx, name)
 		if err != nil {
-			return stop, fmt.Errorf("--serializer %s: %w", v, err)
+			return p, stop, fmt.Errorf("--serializer %s: %w", v, err)
 		}
 		if err := s.Register(); err != nil {
-			return stop, fmt.Errorf("--serializer %s: %w", v, err)
+			return p, stop, fmt.Errorf("--serializer %s: %w", v, err)
 		}
 		cleanups = append(cleanups, s.Unregister)
-		cfg.Serializer = s
+		p.serializer = s
 	default:
 		s, err := builtin.Serializer(v)
 		if err != nil {
-			return stop, fmt.Errorf("--serializer: %w", err)
+			return p, stop, fmt.Errorf("--serializer: %w", err)
 		}
-		cfg.Serializer = s
+		p.serializer = s
 	}
 
 	switch v := f.queue; {
@@ -113,23 +168,23 @@ func (f *pluginFlags) apply(ctx context.Context, cfg *road.Config) (stop func(),
 		name, _ := pluginName(v)
 		ph, err := getHost()
 		if err != nil {
-			return stop, fmt.Errorf("--queue %s: %w", v, err)
+			return p, stop, fmt.Errorf("--queue %s: %w", v, err)
 		}
 		q, err := ph.Queue(ctx, name)
 		if err != nil {
-			return stop, fmt.Errorf("--queue %s: %w", v, err)
+			return p, stop, fmt.Errorf("--queue %s: %w", v, err)
 		}
-		cfg.Queue = q
+		p.queue = q
 	case v == "memory" || strings.HasPrefix(v, "memory:"):
 		n := 0
 		if s, ok := strings.CutPrefix(v, "memory:"); ok {
 			if n, err = strconv.Atoi(s); err != nil || n < 1 {
-				return stop, fmt.Errorf("--queue %s: want memory:N with N >= 1", v)
+				return p, stop, fmt.Errorf("--queue %s: want memory:N with N >= 1", v)
 			}
 		}
-		cfg.Queue = builtin.NewMemQueue(n, 0)
+		p.queue = builtin.NewMemQueue(n, 0)
 	default:
-		return stop, fmt.Errorf("--queue %q: want memory, memory:N or plugin:NAME", v)
+		return p, stop, fmt.Errorf("--queue %q: want memory, memory:N or plugin:NAME", v)
 	}
 
 	switch v := f.coat; {
@@ -140,17 +195,17 @@ func (f *pluginFlags) apply(ctx context.Context, cfg *road.Config) (stop func(),
 		name, _ := pluginName(v)
 		ph, err := getHost()
 		if err != nil {
-			return stop, fmt.Errorf("--coat %s: %w", v, err)
+			return p, stop, fmt.Errorf("--coat %s: %w", v, err)
 		}
 		c, err := ph.Coat(ctx, name)
 		if err != nil {
-			return stop, fmt.Errorf("--coat %s: %w", v, err)
+			return p, stop, fmt.Errorf("--coat %s: %w", v, err)
 		}
-		cfg.Coat = coatMaker{c}
+		p.coat = coatMaker{c}
 	default:
-		return stop, fmt.Errorf("--coat %q: want nacl or plugin:NAME", v)
+		return p, stop, fmt.Errorf("--coat %q: want nacl or plugin:NAME", v)
 	}
-	return stop, nil
+	return p, stop, nil
 }
 
 // coatMaker adapts a coat plugin to road.CoatMaker.
