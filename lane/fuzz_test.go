@@ -101,6 +101,9 @@ func FuzzInbound(f *testing.F) {
 	f.Add(encodeDatagrams(testBook(f, 2, sidA, 3, cb, 200)...))
 	pages := testBook(f, 0, sidA, 4, body, 105)
 	f.Add(encodeDatagrams(pages[0], pages[2], pages[1], pages[1]))
+	// Plugin kinds: zstdjson (5) over two pages, then an undeclared one.
+	f.Add(encodeDatagrams(append(testBook(f, codec.PackKindZstdJSON, sidA, 5, []byte("\x28\xb5\x2f\xfd"+strings.Repeat("z", 150)), 120),
+		testBook(f, 200, sidA, 6, body, 300)...)...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in, ctr, now := testInbound(4, 4096, 2048)
 		for len(data) > 0 {
