@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/raet-go/raet/codec"
-	"io"
 	"math"
 	"math/big"
 	"reflect"
@@ -219,10 +218,7 @@ func (m *OrderedMap) UnmarshalJSON(data []byte) error {
 	if string(bytes.TrimSpace(data)) == "null" {
 		return nil
 	}
-	if err := scanJSON(data); err != nil {
-		return err
-	}
-	v, err := decodeJSONOrdered(data)
+	v, err := unmarshalJSONOrdered(data)
 	if err != nil {
 		return err
 	}
@@ -557,29 +553,28 @@ func (JSONBody) Unmarshal(data []byte, v any) error {
 		}
 		data = []byte("{}")
 	}
-	if err := scanJSON(data); err != nil {
-		return bodyErr(codec.BodyKindJSON, "unmarshal", err)
-	}
 	var err error
 	switch p := v.(type) {
 	case *map[string]any:
 		var m map[string]any
-		if m, err = decodeJSONMap(data); err == nil {
+		if m, err = unmarshalJSONMap(data); err == nil {
 			*p = m
 		}
 	case *any:
 		var m map[string]any
-		if m, err = decodeJSONMap(data); err == nil {
+		if m, err = unmarshalJSONMap(data); err == nil {
 			*p = m
 		}
 	case *OrderedMap:
 		var m OrderedMap
-		if m, err = decodeJSONOrdered(data); err == nil {
+		if m, err = unmarshalJSONOrdered(data); err == nil {
 			*p = m
 		}
 	default:
-		if err = json.Unmarshal(data, v); err != nil {
-			err = malformed(err)
+		if err = scanJSON(data); err == nil {
+			if err = json.Unmarshal(data, v); err != nil {
+				err = malformed(err)
+			}
 		}
 	}
 	if err != nil {
@@ -590,7 +585,9 @@ func (JSONBody) Unmarshal(data []byte, v any) error {
 
 // scanJSON checks, without decoding, that data is valid UTF-8, starts
 // (after white space) with an object, and does not nest deeper than
-// MaxBodyDepth. Syntax is left to the decoder.
+// MaxBodyDepth. Syntax is left to the decoder. It runs before encoding/json
+// for other targets than the default ones, and decides the error class when
+// the one-pass decoder (jsondec.go) fails.
 func scanJSON(data []byte) error {
 	if !utf8.Valid(data) {
 		return malformedf("invalid UTF-8")
@@ -632,173 +629,6 @@ func scanJSON(data []byte) error {
 }
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-// decodeJSONMap decodes a JSON object (already scanned) into map[string]any
-// with our number types.
-func decodeJSONMap(data []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return nil, malformed(err)
-	}
-	if err := jsonEOF(dec); err != nil {
-		return nil, err
-	}
-	if m == nil { // the scan saw '{', so this cannot happen; be safe
-		return nil, ErrNotMapping
-	}
-	if err := fixJSONNumbers(m); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-func jsonEOF(dec *json.Decoder) error {
-	if _, err := dec.Token(); err != io.EOF {
-		if err == nil {
-			return malformedf("data after the JSON object")
-		}
-		return malformed(err)
-	}
-	return nil
-}
-
-// fixJSONNumbers replaces the json.Number values in v, in place.
-func fixJSONNumbers(v any) error {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			switch e := e.(type) {
-			case json.Number:
-				n, err := jsonNumber(e)
-				if err != nil {
-					return err
-				}
-				x[k] = n
-			case map[string]any, []any:
-				if err := fixJSONNumbers(e); err != nil {
-					return err
-				}
-			}
-		}
-	case []any:
-		for i, e := range x {
-			switch e := e.(type) {
-			case json.Number:
-				n, err := jsonNumber(e)
-				if err != nil {
-					return err
-				}
-				x[i] = n
-			case map[string]any, []any:
-				if err := fixJSONNumbers(e); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// jsonNumber converts a JSON number the way Python's json does: a literal
-// without fraction or exponent is an integer, anything else a float.
-func jsonNumber(n json.Number) (any, error) {
-	s := string(n)
-	if !strings.ContainsAny(s, ".eE") {
-		return intFromString(s)
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return nil, malformedf("number %q out of range", s)
-	}
-	return f, nil
-}
-
-// decodeJSONOrdered decodes a JSON object (already scanned) into an
-// OrderedMap, nested objects included.
-func decodeJSONOrdered(data []byte) (OrderedMap, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, malformed(err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, ErrNotMapping
-	}
-	m, err := jsonObject(dec, 1)
-	if err != nil {
-		return nil, err
-	}
-	if err := jsonEOF(dec); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-func jsonObject(dec *json.Decoder, depth int) (OrderedMap, error) {
-	if depth > MaxBodyDepth {
-		return nil, ErrBodyTooDeep
-	}
-	b := orderedBuilder{m: OrderedMap{}}
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, malformed(err)
-		}
-		if d, ok := tok.(json.Delim); ok && d == '}' {
-			return b.m, nil
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, malformedf("object key is %T", tok)
-		}
-		if tok, err = dec.Token(); err != nil {
-			return nil, malformed(err)
-		}
-		val, err := jsonValue(dec, tok, depth)
-		if err != nil {
-			return nil, err
-		}
-		b.set(key, val)
-	}
-}
-
-func jsonValue(dec *json.Decoder, tok json.Token, depth int) (any, error) {
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			return jsonObject(dec, depth+1)
-		case '[':
-			if depth+1 > MaxBodyDepth {
-				return nil, ErrBodyTooDeep
-			}
-			arr := []any{}
-			for {
-				tok, err := dec.Token()
-				if err != nil {
-					return nil, malformed(err)
-				}
-				if d, ok := tok.(json.Delim); ok && d == ']' {
-					return arr, nil
-				}
-				v, err := jsonValue(dec, tok, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				arr = append(arr, v)
-			}
-		}
-		return nil, malformedf("unexpected %v", t)
-	case json.Number:
-		return jsonNumber(t)
-	case string, bool, nil:
-		return t, nil
-	}
-	return nil, malformedf("unexpected token %T", tok)
-}
 
 // appendJSON appends the Python-compatible JSON of v (see JSONBody).
 func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
