@@ -56,23 +56,42 @@ func (e *SegmentError) Unwrap() error { return e.Err }
 // Reassembler adds the segment count and message length of the first
 // segment and refuses later segments that disagree.
 //
-// Memory grows only with the segment bytes that arrive, never with the ml a
-// packet claims, and is bounded by the config. A Reassembler is not safe for
-// concurrent use.
+// Memory grows only with the segment bytes that arrive (in chunks of
+// 64 KiB), never with the ml a packet claims, and is bounded by the config.
+// Chunks and the bookkeeping of finished messages are reused, so that in a
+// steady flow segments are stored without allocating. A Reassembler is not
+// safe for concurrent use.
 type Reassembler[K comparable] struct {
 	cfg      ReassemblyConfig
 	msgs     map[K]*partial
 	buffered int
+	free     []*partial // finished, their maps cleared, for reuse
+	chunks   [][]byte   // spare chunks, for reuse
 }
 
 type partial struct {
 	sc       uint16
 	ml       uint32
-	segs     map[uint16][]byte
+	segs     map[uint16]segRef
+	chunks   [][]byte // the stored payloads, appended one after another
 	bytes    int
 	segSize  int // payload size of every segment but the last, once one is seen
 	lastSize int // payload size of the last segment, once seen (-1 before)
 }
+
+// segRef is where a segment's payload is stored: chunk, offset, length.
+type segRef struct{ chunk, off, n uint32 }
+
+// chunkSize is the size of the chunks segments are stored in; a larger
+// segment gets a chunk of its own size.
+const chunkSize = 64 << 10
+
+// Reuse bounds: how many finished partials and spare chunks a Reassembler
+// keeps.
+const (
+	maxFreePartials = 16
+	maxFreeChunks   = 64 // 4 MiB
+)
 
 // NewReassembler returns a Reassembler bounded by cfg (nil for defaults).
 func NewReassembler[K comparable](cfg *ReassemblyConfig) *Reassembler[K] {
@@ -115,7 +134,7 @@ func (r *Reassembler[K]) Add(key K, h *codec.Head, payload []byte) ([]byte, erro
 		case len(r.msgs) >= r.cfg.MaxReassemblies:
 			return nil, fail(ErrTooManyMessages, "limit %d", r.cfg.MaxReassemblies)
 		}
-		p = &partial{sc: sc, ml: ml, segs: map[uint16][]byte{}, lastSize: -1}
+		p = r.newPartial(sc, ml)
 	} else if sc != p.sc || ml != p.ml {
 		return nil, fail(ErrSegment, "first segment said %d segments, ml %d", p.sc, p.ml)
 	}
@@ -160,7 +179,7 @@ func (r *Reassembler[K]) Add(key K, h *codec.Head, payload []byte) ([]byte, erro
 	} else {
 		p.segSize = n
 	}
-	p.segs[sn] = append([]byte(nil), payload...)
+	p.segs[sn] = r.store(p, payload)
 	p.bytes += n
 	r.buffered += n
 	if len(p.segs) < int(sc) {
@@ -169,10 +188,42 @@ func (r *Reassembler[K]) Add(key K, h *codec.Head, payload []byte) ([]byte, erro
 	// Whole: the sizes were checked on the way in, so the total is ml.
 	coat := make([]byte, 0, ml)
 	for i := range sc {
-		coat = append(coat, p.segs[i]...)
+		ref := p.segs[i]
+		coat = append(coat, p.chunks[ref.chunk][ref.off:ref.off+ref.n]...)
 	}
 	r.forget(key, p)
 	return coat, nil
+}
+
+// newPartial returns a reused or a new partial for a message of sc
+// segments and ml bytes.
+func (r *Reassembler[K]) newPartial(sc uint16, ml uint32) *partial {
+	if n := len(r.free); n > 0 {
+		p := r.free[n-1]
+		r.free = r.free[:n-1]
+		p.sc, p.ml, p.lastSize = sc, ml, -1
+		return p
+	}
+	return &partial{sc: sc, ml: ml, segs: map[uint16]segRef{}, lastSize: -1}
+}
+
+// store copies payload into p's last chunk, or a new one when it is full.
+func (r *Reassembler[K]) store(p *partial, payload []byte) segRef {
+	n := len(payload)
+	last := len(p.chunks) - 1
+	if last < 0 || cap(p.chunks[last])-len(p.chunks[last]) < n {
+		var c []byte
+		if k := len(r.chunks); k > 0 && n <= chunkSize {
+			c, r.chunks = r.chunks[k-1], r.chunks[:k-1]
+		} else {
+			c = make([]byte, 0, max(chunkSize, n))
+		}
+		p.chunks = append(p.chunks, c)
+		last++
+	}
+	off := len(p.chunks[last])
+	p.chunks[last] = append(p.chunks[last], payload...)
+	return segRef{chunk: uint32(last), off: uint32(off), n: uint32(n)}
 }
 
 // Missing appends to dst the segment numbers of message key not yet received,
@@ -208,7 +259,20 @@ func (r *Reassembler[K]) Pending() int { return len(r.msgs) }
 // Buffered is the number of segment bytes held.
 func (r *Reassembler[K]) Buffered() int { return r.buffered }
 
+// forget drops message key, keeping its chunks and bookkeeping for reuse.
 func (r *Reassembler[K]) forget(key K, p *partial) {
 	r.buffered -= p.bytes
 	delete(r.msgs, key)
+	for i, c := range p.chunks {
+		if cap(c) == chunkSize && len(r.chunks) < maxFreeChunks {
+			r.chunks = append(r.chunks, c[:0])
+		}
+		p.chunks[i] = nil
+	}
+	p.chunks = p.chunks[:0]
+	if len(r.free) < maxFreePartials {
+		clear(p.segs)
+		p.bytes, p.segSize = 0, 0
+		r.free = append(r.free, p)
+	}
 }

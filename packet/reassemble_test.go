@@ -190,3 +190,30 @@ func FuzzReassemble(f *testing.F) {
 		}
 	})
 }
+
+// TestReassembleReusesMemory: once a flow is going, storing segments and
+// finishing messages allocates only the whole coat each message returns.
+func TestReassembleReusesMemory(t *testing.T) {
+	msg := bytes.Repeat([]byte("0123456789abcdef"), 12_000) // 192000 bytes
+	heads, segs := cut(msg, 1300)                            // 148 segments, 3 chunks
+	r := NewReassembler[int](nil)
+	whole := func() {
+		for i := range heads {
+			got, err := r.Add(7, &heads[i], segs[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == len(heads)-1 && !bytes.Equal(got, msg) {
+				t.Fatal("reassembled message differs")
+			}
+		}
+	}
+	whole() // warm up: chunks and bookkeeping come to exist
+	allocs := testing.AllocsPerRun(20, whole)
+	if allocs > 1 {
+		t.Errorf("%.1f allocations per message of %d segments, want 1 (the coat)", allocs, len(heads))
+	}
+	if r.Pending() != 0 || r.Buffered() != 0 {
+		t.Errorf("after the messages: %d pending, %d bytes buffered", r.Pending(), r.Buffered())
+	}
+}
