@@ -47,6 +47,8 @@ type core struct {
 	reasm *packet.Reassembler[msgKey]
 
 	out      []datagram
+	bufs     bufPool    // buffers of the datagrams in out that nobody keeps
+	txHead   codec.Head // the head being sent, kept here so it is not allocated per packet
 	delivery []Message // completed messages not yet handed to the runtime
 	events   []Event
 	stats    stats
@@ -63,8 +65,9 @@ type core struct {
 
 // datagram is one packet to send.
 type datagram struct {
-	b  []byte
-	to netip.AddrPort
+	b   []byte
+	to  netip.AddrPort
+	buf *[]byte // b's buffer from core.bufs, given back once sent; nil when b is kept
 }
 
 // rxPacket is a received packet, parsed and verified.
@@ -339,9 +342,10 @@ func (c *core) packerFor(r *remote, h *codec.Head) packet.Packer {
 	return pk
 }
 
-// pack packs one packet with head h (bk, ck and fk set by the caller) and
-// the serialized body, sealing it with r's coat when h.CoatKind says so.
-func (c *core) pack(r *remote, h *codec.Head, body []byte) ([]byte, error) {
+// pack appends to dst (nil: a new buffer of the right size) one packet
+// with head h (bk, ck and fk set by the caller) and the serialized body,
+// sealing it with r's coat when h.CoatKind says so.
+func (c *core) pack(dst []byte, r *remote, h *codec.Head, body []byte) ([]byte, error) {
 	coat := body
 	if h.CoatKind != codec.CoatKindNada && len(body) > 0 {
 		if r == nil || r.coat == nil || r.coat.Kind() != h.CoatKind {
@@ -352,35 +356,62 @@ func (c *core) pack(r *remote, h *codec.Head, body []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
+	if dst == nil {
+		dst = make([]byte, 0, 128+len(coat)+packet.NaClFootSize)
+	}
 	pk := c.packerFor(r, h)
-	return pk.Pack(make([]byte, 0, 128+len(coat)+packet.NaClFootSize), h, coat)
+	return pk.Pack(dst, h, coat)
 }
 
 // marshal serializes a control or message body with the stack's body kind.
 func (c *core) marshal(body any) ([]byte, error) { return c.bodies.Marshal(nil, body) }
 
-// transmit queues a packed datagram.
-func (c *core) transmit(b []byte, to netip.AddrPort, h *codec.Head) {
-	c.out = append(c.out, datagram{b: b, to: to})
+// transmit queues a packed datagram; buf is its pooled buffer, or nil.
+func (c *core) transmit(b []byte, buf *[]byte, to netip.AddrPort, h *codec.Head) {
+	c.out = append(c.out, datagram{b: b, to: to, buf: buf})
 	c.stats.out(h)
 }
 
-// retransmit queues a datagram sent before, unchanged.
+// retransmit queues a datagram sent before and kept, unchanged.
 func (c *core) retransmit(b []byte, to netip.AddrPort) {
 	c.out = append(c.out, datagram{b: b, to: to})
 	c.stats.retransmit()
 }
 
-// sendNew packs and queues a packet to to; a failure is logged and counted.
+// sendNew packs and queues a packet to `to`, and returns it for the caller
+// to keep (and send again); nil when it could not be packed, which is
+// logged and counted.
 func (c *core) sendNew(r *remote, h *codec.Head, body []byte, to netip.AddrPort) []byte {
-	b, err := c.pack(r, h, body)
+	b, err := c.pack(nil, r, h, body)
 	if err != nil {
-		c.stats.drop("pack_error")
-		c.log.Warn("raet: pack", "remote", remoteName(r), "err", err)
+		c.packFailed(r, err)
 		return nil
 	}
-	c.transmit(b, to, h)
+	c.transmit(b, nil, to, h)
 	return b
+}
+
+// send packs and queues a packet the caller does not keep, in a buffer from
+// c.bufs that the writer gives back. It reports whether the packet went.
+func (c *core) send(r *remote, h *codec.Head, body []byte, to netip.AddrPort) bool {
+	limit := c.cfg.MaxPacketSize
+	if r != nil && r.prof != nil {
+		limit = max(limit, r.prof.mps)
+	}
+	buf := c.bufs.get(limit)
+	b, err := c.pack(*buf, r, h, body)
+	if err != nil {
+		c.bufs.put(buf)
+		c.packFailed(r, err)
+		return false
+	}
+	c.transmit(b, buf, to, h)
+	return true
+}
+
+func (c *core) packFailed(r *remote, err error) {
+	c.stats.drop("pack_error")
+	c.log.Warn("raet: pack", "remote", remoteName(r), "err", err)
 }
 
 func remoteName(r *remote) string {

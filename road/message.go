@@ -44,8 +44,7 @@ type messenger struct {
 	current int   // the next segment of the burst
 	misseds []int // asked for again, in order, unique
 	acked   bool  // something came back
-	lastSeg int   // the segment sent last
-	last    []byte
+	lastSeg int   // the segment sent last; -1 before the first
 	timeout expiry
 	redo    redo
 	started time.Time
@@ -58,7 +57,7 @@ func (m *messenger) deadline() time.Time         { return earliest(time.Time(m.t
 
 // startMessenger sends a serialized body to r. result receives the outcome.
 func (c *core) startMessenger(r *remote, body []byte, bk codec.BodyKind, result chan<- error, started time.Time) {
-	m := &messenger{r: r, body: body, bk: bk, result: result, started: started}
+	m := &messenger{r: r, body: body, bk: bk, result: result, started: started, lastSeg: -1}
 	if !r.allowed || r.coat == nil {
 		m.finish(c, ErrNotAllowed)
 		return
@@ -91,21 +90,26 @@ func (m *messenger) head(c *core, pk codec.PacketKind, flags uint8) codec.Head {
 	return h
 }
 
-// sendSeg packs and sends segment i with its current flags.
+// sendSeg packs and sends segment i with its current flags, in a pooled
+// buffer: a segment is packed again when it is sent again (packing is
+// deterministic, so the bytes are the same while its flags are).
 func (m *messenger) sendSeg(c *core, i int, again bool) {
-	h := m.head(c, codec.PacketKindMessage, m.flags[i])
+	h := &c.txHead
+	*h = m.head(c, codec.PacketKindMessage, m.flags[i])
 	h.FootKind = codec.FootKindNaCl
-	pk := c.packerFor(m.r, &h)
-	b, err := pk.PackSegment(make([]byte, 0, c.cfg.MaxPacketSize), &h, m.coat, i, m.segSize, m.count)
+	pk := c.packerFor(m.r, h)
+	buf := c.bufs.get(pk.MaxPacketSize)
+	b, err := pk.PackSegment(*buf, h, m.coat, i, m.segSize, m.count)
 	if err != nil {
+		c.bufs.put(buf)
 		c.stats.drop("pack_error")
 		return
 	}
 	if again {
 		c.stats.retransmit()
 	}
-	c.transmit(b, m.r.ha, &h)
-	m.last, m.lastSeg = b, i
+	c.transmit(b, buf, m.r.ha, h)
+	m.lastSeg = i
 	m.redo.restart(c.now)
 }
 
@@ -203,23 +207,22 @@ func (m *messenger) tick(c *core) {
 		m.finish(c, ErrTimeout)
 		return
 	}
-	if !m.redo.due(c.now) || m.last == nil {
+	if !m.redo.due(c.now) || m.lastSeg < 0 {
 		return
 	}
 	m.redo.backoff(c.now)
-	if m.acked && m.flags[m.lastSeg]&segAgain == 0 {
+	if m.acked {
 		m.flags[m.lastSeg] |= segAgain
-		m.sendSeg(c, m.lastSeg, true)
-		return
 	}
-	c.retransmit(m.last, m.r.ha)
+	m.sendSeg(c, m.lastSeg, true)
 }
 
 // abort ends the messenger when its session went stale; the core saves it
 // to send again after the next allow.
 func (m *messenger) abort(c *core, pk codec.PacketKind) {
-	h := m.head(c, pk, 0)
-	c.sendNew(m.r, &h, nil, m.r.ha)
+	h := &c.txHead
+	*h = m.head(c, pk, 0)
+	c.send(m.r, h, nil, m.r.ha)
 }
 
 // finish reports the outcome to Send.
@@ -298,11 +301,12 @@ func (c *core) startMessengent(p *rxPacket, r *remote) {
 }
 
 func (m *messengent) send(c *core, pk codec.PacketKind, body []byte, sn int) {
-	h := c.outHead(codec.TransactionKindMessage, pk, m.r.nuid, m.r.fuid, m.si, m.ti, true)
+	h := &c.txHead
+	*h = c.outHead(codec.TransactionKindMessage, pk, m.r.nuid, m.r.fuid, m.si, m.ti, true)
 	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, m.ck, m.fk
 	h.SetWait(m.wait)
 	h.SegmentNumber = uint16(sn)
-	if c.sendNew(m.r, &h, body, m.r.ha) != nil {
+	if c.send(m.r, h, body, m.r.ha) {
 		m.redo.restart(c.now)
 	}
 }

@@ -36,7 +36,7 @@ type Stack struct {
 
 	cmds     chan func(*core)
 	inbound  chan rxDatagram
-	outbound chan []datagram
+	outbound chan *[]datagram
 	recv     chan Message
 	events   chan Event
 	sendSem  chan struct{}
@@ -52,7 +52,8 @@ type Stack struct {
 	closeOnce sync.Once
 	closing   chan struct{}
 	wg        sync.WaitGroup
-	bufs      sync.Pool
+	bufs      sync.Pool // read buffers
+	batches   sync.Pool // *[]datagram: the owner's flushes, back from the writer
 }
 
 // rxDatagram is a datagram the reader parsed and, when it could, verified.
@@ -95,7 +96,7 @@ func New(cfg *Config) (*Stack, error) {
 		cfg: c, core: cr, ser: cr.bodies,
 		cmds:     make(chan func(*core), 64),
 		inbound:  make(chan rxDatagram, 256),
-		outbound: make(chan []datagram, 64),
+		outbound: make(chan *[]datagram, 64),
 		recv:     make(chan Message, c.ReceiveQueue),
 		events:   make(chan Event, 256),
 		sendSem:  make(chan struct{}, c.SendQueue),
@@ -324,7 +325,8 @@ func (s *Stack) writeLoop() {
 	defer s.wg.Done()
 	for {
 		select {
-		case batch := <-s.outbound:
+		case bp := <-s.outbound:
+			batch := *bp
 			if s.cfg.Tap != nil {
 				for _, d := range batch {
 					s.cfg.Tap(TapPacket{Out: true, Local: s.addr, Remote: d.to, Time: time.Now(), Data: d.b})
@@ -335,6 +337,14 @@ func (s *Stack) writeLoop() {
 			if err != nil {
 				return // closed
 			}
+			for i, d := range batch {
+				if d.buf != nil {
+					s.core.bufs.put(d.buf)
+				}
+				batch[i] = datagram{}
+			}
+			*bp = batch[:0]
+			s.batches.Put(bp)
 		case <-s.closing:
 			return
 		}
@@ -398,10 +408,14 @@ func (s *Stack) run() {
 func (s *Stack) flush() bool {
 	c := s.core
 	if len(c.out) > 0 {
+		bp, ok := s.batches.Get().(*[]datagram)
+		if !ok {
+			bp = new([]datagram)
+		}
 		batch := c.out
-		c.out = nil
+		c.out, *bp = (*bp)[:0], batch
 		select {
-		case s.outbound <- batch:
+		case s.outbound <- bp:
 		case <-s.closing:
 			return false
 		}

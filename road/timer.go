@@ -55,21 +55,48 @@ func earliest(ts ...time.Time) time.Time {
 	return out
 }
 
-// stats are the counters the owner goroutine updates.
+// stats are the counters the owner goroutine updates. Packets are counted
+// in arrays by kind (no map or string per packet) and turned into the
+// Counters maps by snapshot.
 type stats struct {
-	c Counters
+	c             Counters
+	pktIn, pktOut kindCounts
+}
+
+// kindCounts counts packets by transaction and packet kind; kinds beyond
+// the arrays (not sent by any known peer) share the last slot of each.
+type kindCounts [5 + 1][16 + 1]uint64
+
+func (k *kindCounts) add(h *codec.Head) {
+	t, p := min(int(h.TransactionKind), len(k)-1), min(int(h.PacketKind), len(k[0])-1)
+	k[t][p]++
+}
+
+// fill adds the non-zero counts to m, by "transaction/packet" kind.
+func (k *kindCounts) fill(m map[string]uint64) {
+	for t := range k {
+		for p, n := range k[t] {
+			if n == 0 {
+				continue
+			}
+			tk, pk := codec.TransactionKind(t), codec.PacketKind(p)
+			if t == len(k)-1 {
+				tk = codec.TransactionKindUnknown
+			}
+			if p == len(k[t])-1 {
+				pk = codec.PacketKindUnknown
+			}
+			m[tk.String()+"/"+pk.String()] += n
+		}
+	}
 }
 
 func newStats() stats {
-	return stats{c: Counters{PacketsIn: map[string]uint64{}, PacketsOut: map[string]uint64{}, Drops: map[string]uint64{}}}
+	return stats{c: Counters{Drops: map[string]uint64{}}}
 }
 
-func kindKey(h *codec.Head) string {
-	return h.TransactionKind.String() + "/" + h.PacketKind.String()
-}
-
-func (s *stats) in(h *codec.Head)   { s.c.PacketsIn[kindKey(h)]++ }
-func (s *stats) out(h *codec.Head)  { s.c.PacketsOut[kindKey(h)]++ }
+func (s *stats) in(h *codec.Head)   { s.pktIn.add(h) }
+func (s *stats) out(h *codec.Head)  { s.pktOut.add(h) }
 func (s *stats) drop(reason string) { s.c.Drops[reason]++ }
 func (s *stats) retransmit()        { s.c.Retransmits++ }
 func (s *stats) rtt(d time.Duration) {
@@ -85,8 +112,9 @@ func (s *stats) rtt(d time.Duration) {
 // snapshot copies the counters for another goroutine.
 func (s *stats) snapshot() Counters {
 	out := s.c
-	out.PacketsIn = cloneMap(s.c.PacketsIn)
-	out.PacketsOut = cloneMap(s.c.PacketsOut)
+	out.PacketsIn, out.PacketsOut = map[string]uint64{}, map[string]uint64{}
+	s.pktIn.fill(out.PacketsIn)
+	s.pktOut.fill(out.PacketsOut)
 	out.Drops = cloneMap(s.c.Drops)
 	return out
 }

@@ -1,0 +1,50 @@
+package road
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// bufPool recycles the buffers of the datagrams the stack sends and does
+// not keep (message segments, acks, dones): the owner takes one per packet
+// and the writer gives it back once the system has the datagram. Buffers
+// come in power-of-two size classes from 2 KiB to 64 KiB, so a pool serves
+// every packet size limit a profile may have.
+type bufPool struct {
+	classes [bufClasses]sync.Pool
+}
+
+const (
+	minBufShift = 11 // 2 KiB
+	bufClasses  = 6  // up to 64 KiB
+)
+
+// bufClass is the smallest class holding n bytes (n ≤ 64 KiB).
+func bufClass(n int) int {
+	if n <= 1<<minBufShift {
+		return 0
+	}
+	return min(bits.Len(uint(n-1))-minBufShift, bufClasses-1)
+}
+
+// get returns an empty buffer with room for n bytes (n ≤ 64 KiB).
+func (p *bufPool) get(n int) *[]byte {
+	c := bufClass(n)
+	if b, ok := p.classes[c].Get().(*[]byte); ok {
+		*b = (*b)[:0]
+		return b
+	}
+	b := make([]byte, 0, 1<<(minBufShift+c))
+	return &b
+}
+
+// put gives b back. A buffer that grew into another class goes to that one.
+func (p *bufPool) put(b *[]byte) {
+	c := bufClass(cap(*b))
+	if cap(*b) < 1<<(minBufShift+c) {
+		c-- // between classes: it serves the smaller one
+	}
+	if c >= 0 {
+		p.classes[c].Put(b)
+	}
+}
