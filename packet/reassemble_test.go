@@ -195,7 +195,7 @@ func FuzzReassemble(f *testing.F) {
 // finishing messages allocates only the whole coat each message returns.
 func TestReassembleReusesMemory(t *testing.T) {
 	msg := bytes.Repeat([]byte("0123456789abcdef"), 12_000) // 192000 bytes
-	heads, segs := cut(msg, 1300)                            // 148 segments, 3 chunks
+	heads, segs := cut(msg, 1300)                           // 148 segments, 3 chunks
 	r := NewReassembler[int](nil)
 	whole := func() {
 		for i := range heads {

@@ -49,7 +49,7 @@ type core struct {
 	out      []datagram
 	bufs     bufPool    // buffers of the datagrams in out that nobody keeps
 	txHead   codec.Head // the head being sent, kept here so it is not allocated per packet
-	delivery []Message // completed messages not yet handed to the runtime
+	delivery []Message  // completed messages not yet handed to the runtime
 	events   []Event
 	stats    stats
 	wake     time.Time // the earliest timer; zero when none
