@@ -2,6 +2,7 @@ package packet
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -116,6 +117,21 @@ type Serializer interface {
 	Marshal(dst []byte, v any) ([]byte, error)
 	// Unmarshal decodes data into the value v points to.
 	Unmarshal(data []byte, v any) error
+}
+
+// BatchSerializer is a Serializer whose every call costs much, like a
+// serializer plugin's (a call to another process, ~60 µs): the stacks make
+// its calls in batches, from goroutines of their own, never per packet and
+// never on their protocol goroutine. plugins/host.Serializer is one.
+type BatchSerializer interface {
+	Serializer
+	// MarshalBatch encodes the mappings vs in one call, out[i] for vs[i].
+	// An error may be about some of the items only; a caller that needs to
+	// know which calls Marshal on each.
+	MarshalBatch(ctx context.Context, vs []any) (out [][]byte, err error)
+	// UnmarshalBatch decodes bodies[i] into the value vs[i] points to, in
+	// one call. An error is handled as MarshalBatch's.
+	UnmarshalBatch(ctx context.Context, bodies [][]byte, vs []any) error
 }
 
 // SerializerFor returns the built-in serializer of a body kind.

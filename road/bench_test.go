@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -40,11 +41,17 @@ func BenchmarkRoad(b *testing.B) {
 	}
 }
 
-// benchSend sends b.N messages from o to m, 16 in flight.
+// benchSend sends b.N messages from o to m, 16 in flight. Beside the
+// rates it reports the packets both stacks sent per message and the heap
+// allocations of the whole process per packet ("mallocs/pkt"): comparing
+// sizes shows what a packet costs beyond its message.
 func benchSend(b *testing.B, m, o *road.Stack, body map[string]any, size int) {
 	{
 		{
 			ctx := context.Background()
+			pkts0 := packetsOut(b, m) + packetsOut(b, o)
+			var ms0 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
 			go drain(ctx, m, b.N)
 			var mu sync.Mutex
 			rtts := make([]time.Duration, 0, b.N)
@@ -68,12 +75,30 @@ func benchSend(b *testing.B, m, o *road.Stack, body map[string]any, size int) {
 			}
 			wg.Wait()
 			b.StopTimer()
+			var ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms1)
+			pkts := packetsOut(b, m) + packetsOut(b, o) - pkts0
+			b.ReportMetric(float64(pkts)/float64(b.N), "pkts/op")
+			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(pkts), "mallocs/pkt")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 			slices.Sort(rtts)
 			b.ReportMetric(float64(rtts[len(rtts)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(rtts[len(rtts)*99/100].Microseconds()), "p99-µs")
 		}
 	}
+}
+
+// packetsOut is how many packets s has sent.
+func packetsOut(b *testing.B, s *road.Stack) uint64 {
+	c, err := s.Counters(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n uint64
+	for _, v := range c.PacketsOut {
+		n += v
+	}
+	return n + c.Retransmits
 }
 
 func drain(ctx context.Context, s *road.Stack, n int) {

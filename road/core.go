@@ -50,10 +50,14 @@ type core struct {
 	bufs     bufPool    // buffers of the datagrams in out that nobody keeps
 	txHead   codec.Head // the head being sent, kept here so it is not allocated per packet
 	delivery []Message  // completed messages not yet handed to the runtime
-	events   []Event
-	stats    stats
-	wake     time.Time // the earliest timer; zero when none
-	dirty    []txn     // transactions whose timers may have moved since the last flushWake
+	// decodes are messages whose bodies wait for the decoder goroutine;
+	// decodeAsync says there is one (a running stack).
+	decodes     []*messengent
+	decodeAsync bool
+	events      []Event
+	stats       stats
+	wake        time.Time // the earliest timer; zero when none
+	dirty       []txn     // transactions whose timers may have moved since the last flushWake
 
 	keylog io.Writer
 

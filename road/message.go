@@ -285,8 +285,11 @@ type messengent struct {
 	lowest  int
 	highest int
 	pending *Message // whole, waiting for room to deliver
-	timeout expiry
-	redo    redo
+	// decoding: pending's body is being decoded off the owner goroutine
+	// (a BatchSerializer's kind); complete waits for decoded.
+	decoding bool
+	timeout  expiry
+	redo     redo
 }
 
 func (m *messengent) kind() codec.TransactionKind { return codec.TransactionKindMessage }
@@ -373,13 +376,18 @@ func (m *messengent) message(c *core, p *rxPacket) {
 	c.refresh(r, yes)
 	m.wait = h.Wait()
 	if complete {
-		msg, err := c.openMessage(r, h.BodyKind, h.CoatKind, whole)
+		msg, later, err := c.openMessage(r, h.BodyKind, h.CoatKind, whole)
 		if err != nil {
 			c.stats.drop(dropReason(err))
 			m.nack(c)
 			return
 		}
 		m.pending = msg
+		if later {
+			m.decoding = true
+			c.decodes = append(c.decodes, m)
+			return
+		}
 		m.complete(c)
 		return
 	}
@@ -438,6 +446,9 @@ func (m *messengent) tick(c *core) {
 		return
 	}
 	m.redo.backoff(c.now)
+	if m.decoding {
+		return // the decoder answers, or the timeout nacks
+	}
 	if m.pending != nil {
 		m.complete(c)
 		return
@@ -445,30 +456,49 @@ func (m *messengent) tick(c *core) {
 	m.askMore(c)
 }
 
-// openMessage opens a whole coat and decodes its body.
-func (c *core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat []byte) (*Message, error) {
+// decoded takes the outcome of decoding the pending body off the owner
+// goroutine: deliver it, or nack a body that does not decode.
+func (m *messengent) decoded(c *core, body map[string]any, err error) {
+	if !m.decoding || m.r.txns[m.key()] != txn(m) {
+		return // ended meanwhile (timeout, nack)
+	}
+	m.decoding = false
+	if err != nil {
+		c.stats.drop(dropReason(err))
+		m.nack(c)
+		return
+	}
+	m.pending.Body = body
+	m.complete(c)
+}
+
+// openMessage opens a whole coat and decodes its body, or, for a body of a
+// BatchSerializer's kind, leaves that to the decoder goroutine (later).
+func (c *core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat []byte) (msg *Message, later bool, err error) {
 	plain := coat
 	switch {
 	case ck == codec.CoatKindNada:
 		plain = append([]byte(nil), coat...)
 	case r.coat != nil && ck == r.coat.Kind():
-		var err error
 		if plain, err = r.coat.Open(nil, coat); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	default:
-		return nil, fmt.Errorf("coat kind %v is not this session's", ck)
+		return nil, false, fmt.Errorf("coat kind %v is not this session's", ck)
 	}
-	msg := &Message{From: r.name, Kind: bk, Raw: plain}
+	msg = &Message{From: r.name, Kind: bk, Raw: plain}
 	if bk == codec.BodyKindRaw {
-		return msg, nil
+		return msg, false, nil
 	}
 	ser, err := packet.SerializerFor(bk)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if _, ok := ser.(packet.BatchSerializer); ok && c.decodeAsync && len(plain) > 0 {
+		return msg, true, nil
 	}
 	if err := ser.Unmarshal(plain, &msg.Body); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return msg, nil
+	return msg, false, nil
 }

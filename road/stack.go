@@ -51,9 +51,14 @@ type Stack struct {
 	verifier  *packet.NaClFoot
 	closeOnce sync.Once
 	closing   chan struct{}
-	wg        sync.WaitGroup
-	bufs      sync.Pool // read buffers
-	batches   sync.Pool // *[]datagram: the owner's flushes, back from the writer
+	life      context.Context // ends with Close: bounds the serializer calls
+	endLife   context.CancelFunc
+
+	decodeCh chan decodeJob // to the decoder goroutine
+	encodeCh chan encodeJob // to the encoder goroutine, with a BatchSerializer
+	wg       sync.WaitGroup
+	bufs     sync.Pool // read buffers
+	batches  sync.Pool // *[]datagram: the owner's flushes, back from the writer
 }
 
 // rxDatagram is a datagram the reader parsed and, when it could, verified.
@@ -102,7 +107,10 @@ func New(cfg *Config) (*Stack, error) {
 		sendSem:  make(chan struct{}, c.SendQueue),
 		started:  make(chan struct{}),
 		closing:  make(chan struct{}),
+		decodeCh: make(chan decodeJob, 4*maxCallBatch),
+		encodeCh: make(chan encodeJob, 4*maxCallBatch),
 	}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	s.bufs.New = func() any { b := make([]byte, maxDatagram); return &b }
 	s.keys.Store(&verifyKeys{})
 	cr.sharedKeys = &s.keys
@@ -189,10 +197,16 @@ func (s *Stack) start() error {
 	s.core.now = time.Now()
 	s.core.start(ap)
 	s.core.publishKeys()
-	s.wg.Add(3)
+	s.core.decodeAsync = true
+	s.wg.Add(4)
 	go s.readLoop()
 	go s.writeLoop()
 	go s.run()
+	go s.decodeLoop()
+	if bs, ok := s.ser.(packet.BatchSerializer); ok {
+		s.wg.Add(1)
+		go s.encodeLoop(bs)
+	}
 	close(s.started)
 	if s.cfg.Queue != nil {
 		pending, err := s.cfg.Queue.Pending()
@@ -247,6 +261,7 @@ func (s *Stack) resendPending(pending []QueuedMessage) {
 func (s *Stack) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
+		s.endLife()
 		if s.conn != nil {
 			s.conn.Close()
 		}
@@ -442,6 +457,9 @@ func (s *Stack) flush() bool {
 		}
 	}
 	c.events = c.events[:0]
+	if len(c.decodes) > 0 {
+		s.handDecodes()
+	}
 	return true
 }
 
@@ -589,8 +607,11 @@ func (s *Stack) remoteInfo(ctx context.Context, find func(*core) *remote) (Remot
 // ErrQueueFull (with Config.FailFast); ErrClosed; or ctx's error (the message
 // may still arrive).
 func (s *Stack) Send(ctx context.Context, to string, body any) error {
-	plain, err := s.ser.Marshal(nil, body)
-	if err != nil {
+	plain, err := s.marshal(ctx, body)
+	switch {
+	case errors.Is(err, ErrNotStarted), errors.Is(err, ErrClosed), ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return err
+	case err != nil:
 		return fmt.Errorf("%w: %v", ErrNotMapping, err)
 	}
 	kind := s.ser.Kind()

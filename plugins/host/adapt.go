@@ -85,7 +85,7 @@ type Serializer struct {
 	timeout time.Duration
 }
 
-var _ packet.Serializer = (*Serializer)(nil)
+var _ packet.BatchSerializer = (*Serializer)(nil)
 
 func builtinBody(k codec.BodyKind) bool {
 	switch k {

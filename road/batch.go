@@ -1,0 +1,217 @@
+package road
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/raet-go/raet/packet"
+)
+
+// A packet.BatchSerializer (a serializer plugin) costs a call to another
+// process per use, so the stack never calls it on the owner goroutine nor
+// once per message when it can help it: Send hands bodies to the encoder
+// goroutine and the owner hands received bodies to the decoder goroutine;
+// each takes whatever has queued up, up to maxCallBatch, into one call.
+const (
+	maxCallBatch = 64
+	// batchCallTimeout bounds one batched call: a hung plugin fails the
+	// messages of that call, and the stack goes on.
+	batchCallTimeout = 5 * time.Second
+)
+
+// decodeJob is a received body for the decoder goroutine.
+type decodeJob struct {
+	m   *messengent
+	ser packet.BatchSerializer
+	raw []byte
+}
+
+// encodeJob is a body to send for the encoder goroutine.
+type encodeJob struct {
+	v   any
+	res chan<- encoded
+}
+
+type encoded struct {
+	b   []byte
+	err error
+}
+
+// handDecodes passes the bodies the core left undecoded to the decoder
+// goroutine, as many as its queue takes; the rest wait for the next flush.
+func (s *Stack) handDecodes() {
+	c := s.core
+	n := 0
+	for _, m := range c.decodes {
+		ser, err := packet.SerializerFor(m.pending.Kind)
+		bs, ok := ser.(packet.BatchSerializer)
+		if err != nil || !ok { // unregistered meanwhile
+			m.decoded(c, nil, errors.Join(err, errors.New("raet: the body's serializer is gone")))
+			n++
+			continue
+		}
+		select {
+		case s.decodeCh <- decodeJob{m: m, ser: bs, raw: m.pending.Raw}:
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	c.decodes = append(c.decodes[:0], c.decodes[n:]...)
+	if len(c.decodes) > 0 {
+		c.wakeAt(time.Now().Add(time.Millisecond))
+	}
+}
+
+// decodeLoop is the decoder goroutine: it decodes batches of received
+// bodies and gives the outcomes to the owner.
+func (s *Stack) decodeLoop() {
+	defer s.wg.Done()
+	for {
+		var jobs []decodeJob
+		select {
+		case j := <-s.decodeCh:
+			jobs = append(jobs, j)
+		case <-s.closing:
+			return
+		}
+		jobs = takeMore(s.decodeCh, jobs)
+		bodies, errs := make([]map[string]any, len(jobs)), make([]error, len(jobs))
+		for lo := 0; lo < len(jobs); {
+			hi := lo + 1
+			for hi < len(jobs) && jobs[hi].ser == jobs[lo].ser {
+				hi++
+			}
+			raws := make([][]byte, hi-lo)
+			vs := make([]any, hi-lo)
+			for i := range raws {
+				raws[i], vs[i] = jobs[lo+i].raw, &bodies[lo+i]
+			}
+			s.batchCall(errs[lo:hi], func(ctx context.Context) error {
+				return jobs[lo].ser.UnmarshalBatch(ctx, raws, vs)
+			}, func(i int) error {
+				bodies[lo+i] = nil
+				return jobs[lo].ser.Unmarshal(raws[i], &bodies[lo+i])
+			})
+			lo = hi
+		}
+		if s.do(context.Background(), func(c *core) {
+			for i, j := range jobs {
+				j.m.decoded(c, bodies[i], errs[i])
+			}
+		}) != nil {
+			return
+		}
+	}
+}
+
+// encodeLoop is the encoder goroutine of a stack whose serializer is a
+// BatchSerializer: it encodes the bodies of concurrent Sends in batches.
+func (s *Stack) encodeLoop(ser packet.BatchSerializer) {
+	defer s.wg.Done()
+	for {
+		var jobs []encodeJob
+		select {
+		case j := <-s.encodeCh:
+			jobs = append(jobs, j)
+		case <-s.closing:
+			return
+		}
+		jobs = takeMore(s.encodeCh, jobs)
+		vs := make([]any, len(jobs))
+		for i, j := range jobs {
+			vs[i] = j.v
+		}
+		var out [][]byte
+		errs := make([]error, len(jobs))
+		s.batchCall(errs, func(ctx context.Context) error {
+			o, err := ser.MarshalBatch(ctx, vs)
+			if err == nil && len(o) != len(vs) {
+				err = errors.New("raet: serializer returned a batch of another size")
+			}
+			if err == nil {
+				out = o
+			}
+			return err
+		}, func(i int) error {
+			if out == nil {
+				out = make([][]byte, len(vs))
+			}
+			var err error
+			out[i], err = ser.Marshal(nil, vs[i])
+			return err
+		})
+		for i, j := range jobs {
+			e := encoded{err: errs[i]}
+			if e.err == nil {
+				e.b = out[i]
+			}
+			j.res <- e // buffered
+		}
+	}
+}
+
+// batchCall makes one batched call; when it fails for another reason than
+// its deadline, each item is tried alone to find which failed. errs gets
+// one outcome per item.
+func (s *Stack) batchCall(errs []error, batch func(context.Context) error, one func(i int) error) {
+	ctx, cancel := context.WithTimeout(s.life, batchCallTimeout)
+	err := batch(ctx)
+	cancel()
+	switch {
+	case err == nil:
+		clear(errs)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		for i := range errs {
+			errs[i] = err
+		}
+	default:
+		for i := range errs {
+			errs[i] = one(i)
+		}
+	}
+}
+
+// takeMore adds to jobs what is waiting in ch, up to maxCallBatch.
+func takeMore[J any](ch <-chan J, jobs []J) []J {
+	for len(jobs) < maxCallBatch {
+		select {
+		case j := <-ch:
+			jobs = append(jobs, j)
+		default:
+			return jobs
+		}
+	}
+	return jobs
+}
+
+// marshal serializes a body to send: in place with a built-in serializer,
+// through the encoder goroutine with a BatchSerializer.
+func (s *Stack) marshal(ctx context.Context, body any) ([]byte, error) {
+	if _, ok := s.ser.(packet.BatchSerializer); !ok {
+		return s.ser.Marshal(nil, body)
+	}
+	select {
+	case <-s.started:
+	default:
+		return nil, ErrNotStarted
+	}
+	res := make(chan encoded, 1)
+	select {
+	case s.encodeCh <- encodeJob{v: body, res: res}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.closing:
+		return nil, ErrClosed
+	}
+	select {
+	case e := <-res:
+		return e.b, e.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.closing:
+		return nil, ErrClosed
+	}
+}
