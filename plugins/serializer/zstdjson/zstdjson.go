@@ -10,6 +10,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -57,28 +60,32 @@ func (s *Serializer) Info(context.Context) (sdk.SerializerInfo, error) {
 	return sdk.SerializerInfo{Kind: codec.BodyKindZstdJSON, Name: "zstdjson", Interchange: codec.BodyKindJSON, Version: Version}, nil
 }
 
-// Encode compresses each JSON mapping; the empty body stays empty.
+// Encode compresses each JSON mapping; the empty body stays empty. A large
+// batch is spread over the cores.
 func (s *Serializer) Encode(ctx context.Context, bodies [][]byte) ([]sdk.Result, error) {
 	out := make([]sdk.Result, len(bodies))
-	for i, b := range bodies {
+	each(len(bodies), func(i int) {
+		b := bodies[i]
 		if len(b) == 0 {
-			continue
+			return
 		}
 		if !isObject(b) {
 			out[i].Err = fmt.Errorf("%w: the JSON is not an object", sdk.ErrNotMapping)
-			continue
+			return
 		}
 		out[i].Data = s.enc.EncodeAll(b, make([]byte, 0, len(b)/2+64))
-	}
+	})
 	return out, nil
 }
 
-// Decode decompresses each body and checks that it is a JSON mapping.
+// Decode decompresses each body and checks that it is a JSON mapping. A
+// large batch is spread over the cores.
 func (s *Serializer) Decode(ctx context.Context, bodies [][]byte) ([]sdk.Result, error) {
 	out := make([]sdk.Result, len(bodies))
-	for i, b := range bodies {
+	each(len(bodies), func(i int) {
+		b := bodies[i]
 		if len(b) == 0 {
-			continue
+			return
 		}
 		plain, err := s.dec.DecodeAll(b, nil)
 		switch {
@@ -91,8 +98,33 @@ func (s *Serializer) Decode(ctx context.Context, bodies [][]byte) ([]sdk.Result,
 		default:
 			out[i].Data = plain
 		}
-	}
+	})
 	return out, nil
+}
+
+// parallelFrom is the batch size from which each spreads the work.
+const parallelFrom = 8
+
+// each calls f(0) … f(n-1), on up to GOMAXPROCS goroutines when n is large.
+// The coders are safe for concurrent use.
+func each(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/parallelFrom)
+	if workers <= 1 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func isObject(b []byte) bool {
