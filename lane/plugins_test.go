@@ -10,69 +10,89 @@ import (
 	"log/slog"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/raet-go/raet/codec"
 	codeclane "github.com/raet-go/raet/codec/lane"
 	"github.com/raet-go/raet/internal/testutil"
 	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/plugins/builtin"
-	"github.com/raet-go/raet/plugins/host"
-	"github.com/raet-go/raet/plugins/sdk"
-	"github.com/raet-go/raet/plugins/serializer/zstdjson"
 )
 
-// The serializer plugins of these tests run in-process: host.Serializer
-// over the zstdjson plugin's implementation (its subprocess form is tested
-// in plugins/host).
+// The serializer of a plugin's kind in these tests is in-process and
+// light, so that the package's test binary (and BenchmarkLane) carries no
+// plugin machinery; plugins/host runs the lane with host.Serializer over
+// the zstdjson plugin, in-process and as a subprocess.
 
-var _ BatchUnmarshaler = (*host.Serializer)(nil)
+// reverseKind is the body kind of reverse: a plugin's kind that no spec
+// declares (the lane carries it by number).
+const reverseKind codec.BodyKind = 200
 
-// zstdSer returns host.Serializer over an in-process zstdjson, wrapped in
-// wrap when not nil.
-func zstdSer(t testing.TB, wrap func(sdk.Serializer) sdk.Serializer) *host.Serializer {
-	t.Helper()
-	z, err := zstdjson.New(zstd.SpeedFastest)
+var reversePK = codec.PackKind(reverseKind)
+
+// reverse is a packet.Serializer of kind 200: compact JSON, reversed.
+type reverse struct{}
+
+func (reverse) Kind() codec.BodyKind { return reverseKind }
+
+func (reverse) Marshal(dst []byte, v any) ([]byte, error) {
+	n := len(dst)
+	out, err := packet.JSONBody{}.Marshal(dst, v)
 	if err != nil {
-		t.Fatal(err)
+		return dst[:n], err
 	}
-	t.Cleanup(z.Close)
-	var impl sdk.Serializer = z
-	if wrap != nil {
-		impl = wrap(z)
+	slices.Reverse(out[n:])
+	return out, nil
+}
+
+func (reverse) Unmarshal(data []byte, v any) error {
+	b := slices.Clone(data)
+	slices.Reverse(b)
+	return packet.JSONBody{}.Unmarshal(b, v)
+}
+
+// batchReverse is reverse with UnmarshalBatch, as a plugin's adapter
+// (host.Serializer) has it.
+type batchReverse struct {
+	reverse
+	calls atomic.Int32
+	gate  chan struct{} // when set, the first call waits until it is closed
+	hang  bool          // calls wait for the end of their context
+}
+
+var _ BatchUnmarshaler = (*batchReverse)(nil)
+
+func (r *batchReverse) UnmarshalBatch(ctx context.Context, bodies [][]byte, vs []any) error {
+	if r.calls.Add(1) == 1 && r.gate != nil {
+		<-r.gate
 	}
-	s, err := host.NewSerializer(context.Background(), impl, time.Second)
-	if err != nil {
-		t.Fatal(err)
+	if r.hang {
+		<-ctx.Done()
+		return ctx.Err()
 	}
-	return s
+	errs := make(itemErrors, len(bodies))
+	failed := false
+	for i := range bodies {
+		if errs[i] = r.Unmarshal(bodies[i], vs[i]); errs[i] != nil {
+			failed = true
+		}
+	}
+	if failed {
+		return errs
+	}
+	return nil
 }
 
-// gated holds the first Decode call until open is closed, so that the
-// messages coming meanwhile pile up for one batch.
-type gated struct {
-	sdk.Serializer
-	once sync.Once
-	open chan struct{}
-}
+// itemErrors is a batch error with one entry per item, as host.BatchError.
+type itemErrors []error
 
-func (g *gated) Decode(ctx context.Context, bodies [][]byte) ([]sdk.Result, error) {
-	g.once.Do(func() { <-g.open })
-	return g.Serializer.Decode(ctx, bodies)
-}
-
-// hung never answers Decode before its context ends.
-type hung struct{ sdk.Serializer }
-
-func (hung) Decode(ctx context.Context, _ [][]byte) ([]sdk.Result, error) {
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
+func (e itemErrors) Error() string       { return "some items failed" }
+func (e itemErrors) ItemErrors() []error { return e }
 
 // rawPage is one page of pack kind pk, book bi, from a raw yard.
 func rawPage(t testing.TB, from, to string, pk codec.PackKind, bi uint32, body []byte) []byte {
@@ -114,79 +134,74 @@ func (l *logSink) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-// Two yards exchange messages serialized by a plugin (one page and many
-// pages), each decoding with its Config.Serializer, unregistered.
+// Two yards exchange messages serialized by a plugin's kind (one page and
+// many pages), each decoding with its Config.Serializer, unregistered, in
+// batches or one by one.
 func TestSerializerPlugin(t *testing.T) {
-	testutil.CheckLeaks(t)
-	ser := zstdSer(t, nil)
-	alpha, beta := pair(t, func(c *Config) { c.Serializer = ser })
-	if alpha.Config().PackKind != codec.PackKindZstdJSON {
-		t.Fatalf("pack kind %v", alpha.Config().PackKind)
-	}
-	ctx := ctxT(t)
-	const n = 30
-	bodies := make([]map[string]any, n)
-	for i := range bodies {
-		text := strings.Repeat(fmt.Sprintf("message %d ", i), 100)
-		if i%10 == 9 { // some do not fit a page even compressed
-			text = randomText(i, 200_000)
-		}
-		bodies[i] = map[string]any{"seq": int64(i), "text": text, "nested": map[string]any{"ok": true}}
-		if err := alpha.Send(ctx, "beta", bodies[i]); err != nil {
-			t.Fatalf("send %d: %v", i, err)
-		}
-	}
-	for i := range n {
-		m := receive(t, beta)
-		if m.From != "alpha" || m.Kind != codec.PackKindZstdJSON || !reflect.DeepEqual(m.Body, bodies[i]) {
-			t.Fatalf("message %d: from %s kind %v body %.100v", i, m.From, m.Kind, m.Body)
-		}
-		if i%10 != 9 && len(m.Raw) > 200 {
-			t.Fatalf("a body of %d bytes on the wire: not compressed", len(m.Raw))
-		}
-	}
-	if err := beta.Send(ctx, "alpha", map[string]any{"re": "ok"}); err != nil {
-		t.Fatal(err)
-	}
-	if m := receive(t, alpha); m.Body["re"] != "ok" || m.Kind != codec.PackKindZstdJSON {
-		t.Fatalf("got %+v", m)
-	}
-	ca, cb := alpha.Counters(), beta.Counters()
-	if ca.MessagesOut != n || cb.MessagesIn != n || cb.Dropped() != 0 || cb.PagesIn <= n || cb.DecodeBatches == 0 {
-		t.Fatalf("counters alpha %+v beta %+v", ca, cb)
+	for _, batch := range []bool{true, false} {
+		t.Run(fmt.Sprint("batch=", batch), func(t *testing.T) {
+			testutil.CheckLeaks(t)
+			var ser packet.Serializer = reverse{}
+			if batch {
+				ser = &batchReverse{}
+			}
+			alpha, beta := pair(t, func(c *Config) { c.Serializer = ser })
+			if alpha.Config().PackKind != reversePK {
+				t.Fatalf("pack kind %v", alpha.Config().PackKind)
+			}
+			ctx := ctxT(t)
+			const n = 30
+			bodies := make([]map[string]any, n)
+			for i := range bodies {
+				text := strings.Repeat(fmt.Sprintf("message %d ", i), 10)
+				if i%10 == 9 {
+					text = strings.Repeat("y", 150_000) // 3 pages
+				}
+				bodies[i] = map[string]any{"seq": int64(i), "text": text, "nested": map[string]any{"ok": true}}
+				if err := alpha.Send(ctx, "beta", bodies[i]); err != nil {
+					t.Fatalf("send %d: %v", i, err)
+				}
+			}
+			for i := range n {
+				m := receive(t, beta)
+				if m.From != "alpha" || m.Kind != reversePK || !reflect.DeepEqual(m.Body, bodies[i]) {
+					t.Fatalf("message %d: from %s kind %v body %.100v", i, m.From, m.Kind, m.Body)
+				}
+				if m.Raw[0] != '}' {
+					t.Fatalf("raw %.20q: not reversed", m.Raw)
+				}
+			}
+			if err := beta.Send(ctx, "alpha", map[string]any{"re": "ok"}); err != nil {
+				t.Fatal(err)
+			}
+			if m := receive(t, alpha); m.Body["re"] != "ok" || m.Kind != reversePK {
+				t.Fatalf("got %+v", m)
+			}
+			ca, cb := alpha.Counters(), beta.Counters()
+			if ca.MessagesOut != n || cb.MessagesIn != n || cb.Dropped() != 0 || cb.PagesIn != n+6 || (cb.DecodeBatches == 0) == batch {
+				t.Fatalf("counters alpha %+v beta %+v", ca, cb)
+			}
+		})
 	}
 }
 
-// randomText is size bytes of text that does not compress much.
-func randomText(seed, size int) string {
-	var b strings.Builder
-	x := uint64(seed)*0x9e3779b97f4a7c15 + 1
-	for b.Len() < size {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		b.WriteByte(byte('a' + x%26))
-	}
-	return b.String()
-}
-
-// A yard without a Serializer decodes the bodies of a plugin registered
-// with packet.RegisterSerializer, and sends built-in kinds.
+// A yard without a Serializer decodes the bodies of a plugin's kind
+// registered with packet.RegisterSerializer; one whose PackKind names it
+// sends with it.
 func TestRegisteredPluginDecodes(t *testing.T) {
 	testutil.CheckLeaks(t)
-	ser := zstdSer(t, nil)
-	if err := ser.Register(); err != nil {
+	if err := packet.RegisterSerializer(&batchReverse{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(ser.Unregister)
+	t.Cleanup(func() { packet.UnregisterSerializer(reverseKind) })
 	dir := testutil.ShortTempDir(t, "rl")
-	alpha := newStack(t, dir, "alpha", func(c *Config) { c.PackKind = codec.PackKindZstdJSON }) // found by the registry
+	alpha := newStack(t, dir, "alpha", func(c *Config) { c.PackKind = reversePK }) // found by the registry
 	beta := newStack(t, dir, "beta", nil)
 	ctx := ctxT(t)
 	if err := alpha.Send(ctx, "beta", map[string]any{"a": "b"}); err != nil {
 		t.Fatal(err)
 	}
-	if m := receive(t, beta); m.Kind != codec.PackKindZstdJSON || m.Body["a"] != "b" {
+	if m := receive(t, beta); m.Kind != reversePK || m.Body["a"] != "b" || string(m.Raw) != `}"b":"a"{` {
 		t.Fatalf("got %+v", m)
 	}
 	if err := beta.Send(ctx, "alpha", map[string]any{"c": "d"}); err != nil {
@@ -201,8 +216,7 @@ func TestRegisteredPluginDecodes(t *testing.T) {
 // message keeps its place among those of built-in kinds.
 func TestPluginBatchesKeepOrder(t *testing.T) {
 	testutil.CheckLeaks(t)
-	g := &gated{open: make(chan struct{})}
-	ser := zstdSer(t, func(s sdk.Serializer) sdk.Serializer { g.Serializer = s; return g })
+	ser := &batchReverse{gate: make(chan struct{})}
 	dir := testutil.ShortTempDir(t, "rl")
 	beta := newStack(t, dir, "beta", func(c *Config) { c.Serializer = ser })
 	raw := rawYard(t, dir, "alpha")
@@ -212,10 +226,8 @@ func TestPluginBatchesKeepOrder(t *testing.T) {
 		pk := codec.PackKindJSON
 		switch i % 3 {
 		case 0:
-			pk = codec.PackKindZstdJSON
-			if body, _ = ser.Marshal(nil, map[string]any{"seq": i}); body == nil {
-				t.Fatal("marshal")
-			}
+			pk = reversePK
+			slices.Reverse(body)
 		case 1:
 			pk = codec.PackKindPack
 			body, _ = packet.MsgpackBody{}.Marshal(nil, map[string]any{"seq": i})
@@ -224,7 +236,7 @@ func TestPluginBatchesKeepOrder(t *testing.T) {
 	}
 	// The reader goes on while the first decode call is held.
 	waitCounters(t, beta, func(c Counters) bool { return c.PagesIn == n })
-	close(g.open)
+	close(ser.gate)
 	for i := range n {
 		m := receive(t, beta)
 		if m.Body["seq"] != int64(i) {
@@ -242,20 +254,15 @@ func TestPluginBatchesKeepOrder(t *testing.T) {
 // never delivered; the messages around it are (in one batch or not).
 func TestPluginBadBody(t *testing.T) {
 	testutil.CheckLeaks(t)
-	g := &gated{open: make(chan struct{})}
-	ser := zstdSer(t, func(s sdk.Serializer) sdk.Serializer { g.Serializer = s; return g })
+	ser := &batchReverse{gate: make(chan struct{})}
 	var logs logSink
 	dir := testutil.ShortTempDir(t, "rl")
 	beta := newStack(t, dir, "beta", func(c *Config) { c.Serializer = ser; c.Logger = logs.logger() })
 	raw := rawYard(t, dir, "alpha")
-	good, _ := ser.Marshal(nil, map[string]any{"ok": true})
-	notMap, _ := zstd.NewWriter(nil)
-	arr := notMap.EncodeAll([]byte(`[1,2]`), nil)
-	notMap.Close()
 	pages := [][]byte{
-		rawPage(t, "alpha", "beta", codec.PackKindZstdJSON, 1, []byte("\x28\xb5\x2f\xfd junk, not zstd")),
-		rawPage(t, "alpha", "beta", codec.PackKindZstdJSON, 2, good),
-		rawPage(t, "alpha", "beta", codec.PackKindZstdJSON, 3, arr),
+		rawPage(t, "alpha", "beta", reversePK, 1, []byte(`,1:"a"{`)), // {"a":1, cut short
+		rawPage(t, "alpha", "beta", reversePK, 2, []byte(`}eurt:"ko"{`)),
+		rawPage(t, "alpha", "beta", reversePK, 3, []byte(`]2,1[`)), // [1,2]: not a mapping
 		rawPage(t, "alpha", "beta", 7, 4, []byte("a kind nobody decodes")),
 		rawPage(t, "alpha", "beta", codec.PackKindJSON, 5, []byte(`{"last":1}`)),
 	}
@@ -263,7 +270,7 @@ func TestPluginBadBody(t *testing.T) {
 		writeTo(t, raw, beta, p)
 	}
 	waitCounters(t, beta, func(c Counters) bool { return c.PagesIn == uint64(len(pages)) })
-	close(g.open)
+	close(ser.gate)
 	if m := receive(t, beta); m.Body["ok"] != true {
 		t.Fatalf("got %+v", m)
 	}
@@ -272,10 +279,10 @@ func TestPluginBadBody(t *testing.T) {
 	}
 	noMessage(t, beta)
 	c := beta.Counters()
-	if c.MessagesIn != 2 || c.Drops[DropBadBody]+c.Drops[DropNotMapping] != 2 || c.Drops[DropPackKind] != 1 {
+	if c.MessagesIn != 2 || c.Drops[DropBadBody] != 1 || c.Drops[DropNotMapping] != 1 || c.Drops[DropPackKind] != 1 {
 		t.Fatalf("counters %+v", c)
 	}
-	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "does not decode") || !strings.Contains(l, "kind=zstdjson") {
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "does not decode") || !strings.Contains(l, "kind=PackKind(200)") {
 		t.Fatalf("logs:\n%s", l)
 	}
 }
@@ -285,11 +292,11 @@ func TestPluginBadBody(t *testing.T) {
 // order.
 func TestPluginHung(t *testing.T) {
 	testutil.CheckLeaks(t)
-	ser := zstdSer(t, func(s sdk.Serializer) sdk.Serializer { return hung{s} })
+	ser := &batchReverse{hang: true}
 	dir := testutil.ShortTempDir(t, "rl")
 	beta := newStack(t, dir, "beta", func(c *Config) { c.Serializer = ser; c.DecodeTimeout = 300 * time.Millisecond })
 	raw := rawYard(t, dir, "alpha")
-	writeTo(t, raw, beta, rawPage(t, "alpha", "beta", codec.PackKindZstdJSON, 1, []byte("anything")))
+	writeTo(t, raw, beta, rawPage(t, "alpha", "beta", reversePK, 1, []byte("}{")))
 	for i := range 50 {
 		writeTo(t, raw, beta, rawPage(t, "alpha", "beta", codec.PackKindJSON, uint32(i+2), fmt.Appendf(nil, `{"n":%d}`, i)))
 	}
@@ -312,7 +319,7 @@ func TestPluginHung(t *testing.T) {
 
 	// Close does not wait for the deadline of a hung call.
 	gamma := newStack(t, dir, "gamma", func(c *Config) { c.Serializer = ser; c.DecodeTimeout = time.Minute })
-	writeTo(t, raw, gamma, rawPage(t, "alpha", "gamma", codec.PackKindZstdJSON, 1, []byte("anything")))
+	writeTo(t, raw, gamma, rawPage(t, "alpha", "gamma", reversePK, 1, []byte("}{")))
 	waitCounters(t, gamma, func(c Counters) bool { return c.PagesIn == 1 })
 	time.Sleep(20 * time.Millisecond)
 	start = time.Now()

@@ -17,10 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/raet-go/raet/codec"
 	codeclane "github.com/raet-go/raet/codec/lane"
 	"github.com/raet-go/raet/lane"
+	"github.com/raet-go/raet/plugins/builtin"
 	"github.com/raet-go/raet/plugins/host"
+	"github.com/raet-go/raet/plugins/serializer/zstdjson"
 )
 
 // runLaneYard is the helper yard of TestLaneSerializerPlugin: the yard
@@ -165,6 +169,52 @@ func rawLaneYard(t *testing.T, dir string) (write func(to *lane.Stack, page []by
 			t.Fatal(err)
 		}
 	}
+}
+
+// Two lane stacks of this process exchange messages serialized by
+// host.Serializer over the zstdjson plugin's implementation, in-process
+// (no subprocess): one page and several, decoded in batches; the sender
+// keeps each message in a builtin.MemQueue until sent.
+func TestLaneInProcessSerializer(t *testing.T) {
+	z, err := zstdjson.New(zstd.SpeedFastest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	ser, err := host.NewSerializer(context.Background(), z, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := laneDir(t)
+	q := builtin.NewMemQueue(0, 0)
+	alpha := startLane(t, lane.Config{Dir: dir, Name: "alpha", Serializer: ser, Queue: q})
+	beta := startLane(t, lane.Config{Dir: dir, Name: "beta", Serializer: ser})
+	ctx := ctxT(t, time.Minute)
+	const n = 50
+	sent := make([]map[string]any, n)
+	for i := range n {
+		text := strings.Repeat(fmt.Sprintf("message %d ", i), 100)
+		if i%10 == 9 {
+			text = noisyText(150_000)
+		}
+		sent[i] = map[string]any{"seq": int64(i), "text": text}
+		if err := alpha.Send(ctx, "beta", sent[i]); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	for i := range n {
+		m := laneRecv(t, beta, 10*time.Second)
+		if m.From != "alpha" || m.Kind != codec.PackKindZstdJSON || !reflect.DeepEqual(m.Body, sent[i]) {
+			t.Fatalf("message %d: from %s kind %v: %.100v", i, m.From, m.Kind, m.Body)
+		}
+	}
+	if q.Len() != 0 {
+		t.Fatalf("%d messages left queued", q.Len())
+	}
+	if c := beta.Counters(); c.MessagesIn != n || c.Dropped() != 0 || c.DecodeBatches == 0 || c.DecodeBatches > n {
+		t.Fatalf("counters %+v", c)
+	}
+	t.Logf("%d messages decoded in %d calls", n, beta.Counters().DecodeBatches)
 }
 
 // Two lane yards in two processes, each with its own zstdjson plugin
