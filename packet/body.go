@@ -831,18 +831,19 @@ func appendU(dst []byte, r rune) []byte {
 // appendPyString appends s as a JSON string the way Python's json.dumps
 // does with ensure_ascii=True.
 func appendPyString(dst []byte, s string) []byte {
+	dst = slices.Grow(dst, len(s)+2)
 	dst = append(dst, '"')
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c <= 0x7e && c != '"' && c != '\\' {
+		if pyPlain[s[i]] {
 			j := i + 1
-			for j < len(s) && s[j] >= 0x20 && s[j] <= 0x7e && s[j] != '"' && s[j] != '\\' {
+			for j < len(s) && pyPlain[s[j]] {
 				j++
 			}
 			dst = append(dst, s[i:j]...)
 			i = j
 			continue
 		}
+		c := s[i]
 		if c < utf8.RuneSelf {
 			switch c {
 			case '"':
@@ -871,6 +872,15 @@ func appendPyString(dst []byte, s string) []byte {
 	}
 	return append(dst, '"')
 }
+
+// pyPlain marks the bytes a Python JSON string holds as they are:
+// printable ASCII but for '"' and '\\'.
+var pyPlain = func() (t [256]bool) {
+	for c := 0x20; c <= 0x7e; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // appendPyFloat appends f as Python's float repr: shortest round-trip
 // digits; scientific notation when the decimal exponent is below -4 or at
