@@ -82,16 +82,17 @@ type Config struct {
 	// They are decoded off the socket reader, in batches of up to 64
 	// messages per call when the serializer has UnmarshalBatch
 	// (BatchUnmarshaler, as host.Serializer does), each call bounded by
-	// DecodeTimeout; messages stay in order. A body that does not decode,
-	// or whose kind no serializer decodes, is dropped, counted
-	// (DropBadBody, DropNotMapping, DropPackKind) and logged at
+	// DecodeTimeout; messages stay in order, and up to ReceiveQueue more
+	// of them wait for the decoder beside the Receive channel. A body that
+	// does not decode, or whose kind no serializer decodes, is dropped,
+	// counted (DropBadBody, DropNotMapping, DropPackKind) and logged at
 	// slog.LevelWarn (at most once a second, with the count since).
 	// Bodies of the built-in kinds are decoded as without a Serializer.
 	Serializer packet.Serializer
 	// DecodeTimeout bounds one call decoding received bodies of a plugin's
 	// kind; the bodies of a call that fails are dropped as bad. Zero means
-	// DefaultDecodeTimeout. (host.Serializer's own call deadline applies
-	// too.)
+	// DefaultDecodeTimeout. (A plugin run by plugins/host also has the
+	// host's call deadline.)
 	DecodeTimeout time.Duration
 	// Queue, when set, keeps each message from Send until the kernel has
 	// taken all its pages: Send puts the serialized body (with the body
