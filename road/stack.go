@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -202,8 +203,17 @@ func (s *Stack) start() error {
 	s.core.start(ap)
 	s.core.publishKeys()
 	s.core.decodeAsync = true
-	s.wg.Add(4)
-	go s.readLoop()
+	readers := min(runtime.GOMAXPROCS(0), maxReaders)
+	turns := make([]readerTurns, readers)
+	for i := range turns {
+		turns[i] = readerTurns{read: make(chan struct{}, 1), push: make(chan struct{}, 1)}
+	}
+	turns[0].read <- struct{}{}
+	turns[0].push <- struct{}{}
+	s.wg.Add(3 + readers)
+	for i := range readers {
+		go s.readLoop(turns[i], turns[(i+1)%readers])
+	}
 	go s.writeLoop()
 	go s.run()
 	go s.decodeLoop()
@@ -277,14 +287,36 @@ func (s *Stack) Close() error {
 	return nil
 }
 
-func (s *Stack) readLoop() {
+// maxReaders bounds the reader goroutines: one per core, up to four.
+const maxReaders = 4
+
+// readerTurns are the tokens that let a reader goroutine read the socket
+// and push what it read to the owner. The readers pass both round a ring,
+// so they read batches in turn, check signatures at the same time, and
+// hand the batches to the owner in the order they were read: a burst of
+// segments is not reordered on its way in.
+type readerTurns struct {
+	read, push chan struct{}
+}
+
+// take waits for a turn; false when the stack is closing.
+func (s *Stack) take(turn chan struct{}) bool {
+	select {
+	case <-turn:
+		return true
+	case <-s.closing:
+		return false
+	}
+}
+
+func (s *Stack) readLoop(mine, next readerTurns) {
 	defer s.wg.Done()
 	var (
 		ptrs  [ioBatch]*[]byte
 		bufs  [ioBatch][]byte
 		ns    [ioBatch]int
 		froms [ioBatch]netip.AddrPort
-		d     rxDatagram // reused; copied into the channel
+		ds    [ioBatch]rxDatagram
 	)
 	defer func() {
 		for _, bp := range ptrs {
@@ -300,8 +332,13 @@ func (s *Stack) readLoop() {
 				bufs[i] = *ptrs[i]
 			}
 		}
+		if !s.take(mine.read) {
+			return
+		}
 		n, err := s.io.read(bufs[:], ns[:], froms[:])
+		next.read <- struct{}{}
 		if err != nil {
+			n = 0
 			select {
 			case <-s.closing:
 				return
@@ -310,33 +347,49 @@ func (s *Stack) readLoop() {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			continue // a transient error (ICMP unreachable and such)
+			// A transient error (ICMP unreachable and such): still take
+			// the push turn, to pass it on.
 		}
+		k := 0
 		for i := range n {
 			if ns[i] < 0 {
 				continue
 			}
-			bp, b := ptrs[i], bufs[i][:ns[i]]
-			ptrs[i] = nil
+			b := bufs[i][:ns[i]]
 			if s.cfg.Tap != nil {
 				s.cfg.Tap(TapPacket{Local: s.addr, Remote: froms[i], Time: time.Now(), Data: b})
 			}
 			// Parse and verify here, off the owner goroutine, so that the
 			// signature checks of received packets run beside the owner's
 			// work.
-			d = rxDatagram{buf: bp}
+			d := &ds[k]
+			*d = rxDatagram{buf: ptrs[i]}
+			ptrs[i] = nil
 			d.pkt.from = froms[i]
 			d.parseErr = packet.Parse(b, &d.pkt.Packet)
 			if d.parseErr == nil && d.pkt.Head.FootKind == codec.FootKindNaCl {
 				d.verified = d.pkt.Verify(s.verifier) == nil
 			}
+			k++
+		}
+		if !s.take(mine.push) {
+			for i := range k {
+				s.bufs.Put(ds[i].buf)
+			}
+			return
+		}
+		for i := range k {
 			select {
-			case s.inbound <- d:
+			case s.inbound <- ds[i]:
 			case <-s.closing:
-				s.bufs.Put(bp)
+				for _, d := range ds[i:k] {
+					s.bufs.Put(d.buf)
+				}
 				return
 			}
+			ds[i] = rxDatagram{}
 		}
+		next.push <- struct{}{}
 	}
 }
 
