@@ -19,9 +19,9 @@ import (
 // deepEqual is reflect.DeepEqual that also takes NaN as equal to NaN.
 func deepEqual(a, b any) bool {
 	switch x := a.(type) {
-	case float64:
+	case float64: // -0 is not 0; NaN is NaN
 		y, ok := b.(float64)
-		return ok && (x == y || math.IsNaN(x) && math.IsNaN(y))
+		return ok && (x == y && math.Signbit(x) == math.Signbit(y) || math.IsNaN(x) && math.IsNaN(y))
 	case map[string]any:
 		y, ok := b.(map[string]any)
 		if !ok || len(x) != len(y) || (x == nil) != (y == nil) {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"math/big"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -18,47 +17,6 @@ import (
 // ---------------------------------------------------------------------------
 // The oracle: JSONBody.Unmarshal as it was before the one-pass decoder,
 // scanJSON's checks followed by encoding/json with UseNumber.
-
-// oracleScan is scanJSON as it was.
-func oracleScan(data []byte) error {
-	if !utf8.Valid(data) {
-		return malformedf("invalid UTF-8")
-	}
-	i := 0
-	for i < len(data) && isJSONSpace(data[i]) {
-		i++
-	}
-	if i == len(data) {
-		return malformedf("no JSON value")
-	}
-	if data[i] != '{' {
-		return ErrNotMapping
-	}
-	depth, inString := 0, false
-	for ; i < len(data); i++ {
-		c := data[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			if depth++; depth > MaxBodyDepth {
-				return ErrBodyTooDeep
-			}
-		case '}', ']':
-			depth--
-		}
-	}
-	return nil
-}
 
 func oracleEOF(dec *json.Decoder) error {
 	if _, err := dec.Token(); err != io.EOF {
@@ -118,7 +76,7 @@ func oracleFixNumbers(v any) error {
 // does the oracle, given the result of oracleJSONOrdered for the same data,
 // whose token-based decoding converts every number.
 func oracleJSONMap(data []byte, errOrdered error) (map[string]any, error) {
-	if err := oracleScan(data); err != nil {
+	if err := scanJSON(data); err != nil {
 		return nil, err
 	}
 	if errors.Is(errOrdered, ErrMalformedBody) && strings.Contains(errOrdered.Error(), "out of range") {
@@ -143,7 +101,7 @@ func oracleJSONMap(data []byte, errOrdered error) (map[string]any, error) {
 }
 
 func oracleJSONOrdered(data []byte) (OrderedMap, error) {
-	if err := oracleScan(data); err != nil {
+	if err := scanJSON(data); err != nil {
 		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -246,55 +204,6 @@ func errClass(err error) string {
 	return "unexpected error " + err.Error()
 }
 
-// sameJSON is a strict deepEqual: same types, nil-ness of maps and slices,
-// float bits (-0 is not 0) and key order of OrderedMaps.
-func sameJSON(a, b any) bool {
-	switch x := a.(type) {
-	case nil, bool, string, int64, uint64:
-		return a == b
-	case float64:
-		y, ok := b.(float64)
-		return ok && math.Float64bits(x) == math.Float64bits(y)
-	case *big.Int:
-		y, ok := b.(*big.Int)
-		return ok && x.Cmp(y) == 0
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) || (x == nil) != (y == nil) {
-			return false
-		}
-		for k, v := range x {
-			if w, ok := y[k]; !ok || !sameJSON(v, w) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) || (x == nil) != (y == nil) {
-			return false
-		}
-		for i := range x {
-			if !sameJSON(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case OrderedMap:
-		y, ok := b.(OrderedMap)
-		if !ok || len(x) != len(y) || (x == nil) != (y == nil) {
-			return false
-		}
-		for i := range x {
-			if x[i].Key != y[i].Key || !sameJSON(x[i].Value, y[i].Value) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
 // checkJSONDifferential decodes data with the new decoder and the oracle,
 // into both targets, and fails unless they agree on acceptance, error
 // class and result. It also checks the public Unmarshal on the same input.
@@ -306,14 +215,14 @@ func checkJSONDifferential(t *testing.T, data []byte) {
 	if errClass(errM) != errClass(oerrM) {
 		t.Fatalf("map %q: got %v (%s), oracle %v (%s)", data, errM, errClass(errM), oerrM, errClass(oerrM))
 	}
-	if errM == nil && !sameJSON(gotM, wantM) {
+	if errM == nil && !deepEqual(gotM, wantM) {
 		t.Fatalf("map %q:\n got %#v\nwant %#v", data, gotM, wantM)
 	}
 	gotO, errO := unmarshalJSONOrdered(data)
 	if errClass(errO) != errClass(oerrO) {
 		t.Fatalf("ordered %q: got %v (%s), oracle %v (%s)", data, errO, errClass(errO), oerrO, errClass(oerrO))
 	}
-	if errO == nil && !sameJSON(gotO, wantO) {
+	if errO == nil && !deepEqual(gotO, wantO) {
 		t.Fatalf("ordered %q:\n got %#v\nwant %#v", data, gotO, wantO)
 	}
 	if len(data) == 0 { // Unmarshal's own rule
@@ -325,7 +234,7 @@ func checkJSONDifferential(t *testing.T, data []byte) {
 	if err != nil && !errors.As(err, &be) {
 		t.Fatalf("*any %q: untyped error %T %v", data, err, err)
 	}
-	if errClass(err) != errClass(oerrM) || err == nil && !sameJSON(a, wantM) {
+	if errClass(err) != errClass(oerrM) || err == nil && !deepEqual(a, wantM) {
 		t.Fatalf("*any %q: got %#v, %v; oracle %#v, %v", data, a, err, wantM, oerrM)
 	}
 }
@@ -642,7 +551,7 @@ func TestJSONDecodeEdgeCases(t *testing.T) {
 				continue
 			}
 			if c.want != nil || strings.Contains(c.in, "null") {
-				if v := got.(map[string]any)["a"]; !sameJSON(v, c.want) {
+				if v := got.(map[string]any)["a"]; !deepEqual(v, c.want) {
 					t.Errorf("%q (ordered %v): a = %#v, want %#v", name, ordered, v, c.want)
 				}
 			}
@@ -660,7 +569,7 @@ func TestJSONDecodeDuplicatesOrdered(t *testing.T) {
 		{"a", []any{OrderedMap{{"c", int64(2)}}}},
 		{"b", OrderedMap{{"x", int64(3)}, {"y", int64(2)}}},
 	}
-	if !sameJSON(om, want) {
+	if !deepEqual(om, want) {
 		t.Fatalf("got %#v", om)
 	}
 }
