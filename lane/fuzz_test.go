@@ -180,32 +180,6 @@ func FuzzBook(f *testing.F) {
 	})
 }
 
-// FuzzJSONBody checks the reader's fast JSON decoder against packet's:
-// whenever the fast one succeeds, packet must agree on the value.
-func FuzzJSONBody(f *testing.F) {
-	for _, s := range []string{
-		`{"subject":"lane hello","n":1}`, `{}`, ` { "a" : [ 1 , -2.5e3 , "x\u00e9\ud83d\ude00\n" , null , true , false , { } , [ ] ] } `,
-		`{"big":123456789012345678901234567890,"u":18446744073709551615,"i":-9223372036854775808}`,
-		`{"a":1,"a":2}`, `{"s":"\ud800"}`, `{"f":1e400}`, `{"f":-0.0,"g":0.1e-5}`, `[1]`, `{"a":01}`, `{"a":1.}`,
-		"{\"a\":\"\x01\"}", `{"a":"\/\b\f\r\t\"\\"}`, `{"a":tru}`, `{"a":1}x`, `{"a":"` + strings.Repeat("é", 20) + `"}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		m, ok := decodeJSON(data)
-		if !ok {
-			return
-		}
-		var want map[string]any
-		if err := (packet.JSONBody{}).Unmarshal(data, &want); err != nil {
-			t.Fatalf("fast decoder accepts %q, packet refuses it: %v", data, err)
-		}
-		if !reflect.DeepEqual(m, want) {
-			t.Fatalf("%q: fast %#v, packet %#v", data, m, want)
-		}
-	})
-}
-
 // Book expiry with the test clock, and a new session dropping the old
 // session's books, without sockets.
 func TestInboundExpiryAndSessions(t *testing.T) {

@@ -178,12 +178,6 @@ func (in *inbound) addPage(h *codeclane.Head, section []byte, from string) (Mess
 // counts it when it decodes it.
 func (in *inbound) message(from string, pk codec.PackKind, raw []byte) (Message, bool) {
 	var body map[string]any
-	if pk == codec.PackKindJSON {
-		if m, ok := decodeJSON(raw); ok {
-			in.ctr.messagesIn.Add(1)
-			return Message{From: from, Kind: pk, Body: m, Raw: raw}, true
-		}
-	}
 	ser := serializer(pk)
 	if ser == nil {
 		return Message{From: from, Kind: pk, Raw: raw}, true
