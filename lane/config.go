@@ -80,8 +80,8 @@ type Config struct {
 	// has that kind, else by packet.SerializerFor(kind), so that a
 	// registered plugin (host.Serializer.Register) decodes its own kind.
 	// They are decoded off the socket reader, in batches of up to 64
-	// messages per call when the serializer has UnmarshalBatch
-	// (BatchUnmarshaler, as host.Serializer does), each call bounded by
+	// messages per call when the serializer is a packet.BatchSerializer
+	// (as host.Serializer is), each call bounded by
 	// DecodeTimeout; messages stay in order, and up to ReceiveQueue more
 	// of them wait for the decoder beside the Receive channel. A body that
 	// does not decode, or whose kind no serializer decodes, is dropped,

@@ -97,7 +97,7 @@ type Counters struct {
 	YardsEvicted uint64 // remote yards forgotten to keep within Config.MaxYards
 	StaleRemoved uint64 // stale socket files removed by Start
 	// DecodeBatches counts the calls decoding received bodies of a
-	// plugin's kind in a batch (BatchUnmarshaler).
+	// plugin's kind in a batch (packet.BatchSerializer).
 	DecodeBatches uint64
 	// Resent counts the messages of an earlier run that Start sent from
 	// Config.Queue.

@@ -11,20 +11,6 @@ import (
 	"github.com/raet-go/raet/packet"
 )
 
-// BatchUnmarshaler is a packet.Serializer that also decodes many bodies in
-// one call, such as plugins/host.Serializer, where a call is a round trip
-// to the plugin's process (tens of microseconds). The stack decodes
-// received bodies of a plugin's kind with it, in batches.
-//
-// UnmarshalBatch decodes bodies[i] into vs[i]. When only some bodies fail
-// its error should have a method ItemErrors() []error giving one entry per
-// body, nil for those decoded (host.BatchError does); any other error
-// fails every body of the call.
-type BatchUnmarshaler interface {
-	packet.Serializer
-	UnmarshalBatch(ctx context.Context, bodies [][]byte, vs []any) error
-}
-
 // Batches of bodies of a plugin's kind: at most this many messages or
 // (about) bytes per call.
 const (
@@ -153,7 +139,7 @@ func (d *decoder) decodeKind(pk codec.PackKind, batch []Message, idx []int) {
 	}
 	bodies := make([]map[string]any, len(idx))
 	errs := make([]error, len(idx))
-	if bu, ok := ser.(BatchUnmarshaler); ok {
+	if bu, ok := ser.(packet.BatchSerializer); ok {
 		raws := make([][]byte, len(idx))
 		vs := make([]any, len(idx))
 		for j, i := range idx {

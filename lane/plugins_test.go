@@ -56,8 +56,8 @@ func (reverse) Unmarshal(data []byte, v any) error {
 	return packet.JSONBody{}.Unmarshal(b, v)
 }
 
-// batchReverse is reverse with UnmarshalBatch, as a plugin's adapter
-// (host.Serializer) has it.
+// batchReverse is reverse with the batch calls of a plugin's adapter
+// (host.Serializer), a packet.BatchSerializer.
 type batchReverse struct {
 	reverse
 	calls atomic.Int32
@@ -65,7 +65,18 @@ type batchReverse struct {
 	hang  bool          // calls wait for the end of their context
 }
 
-var _ BatchUnmarshaler = (*batchReverse)(nil)
+var _ packet.BatchSerializer = (*batchReverse)(nil)
+
+func (r *batchReverse) MarshalBatch(ctx context.Context, vs []any) ([][]byte, error) {
+	out := make([][]byte, len(vs))
+	for i, v := range vs {
+		var err error
+		if out[i], err = r.Marshal(nil, v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
 
 func (r *batchReverse) UnmarshalBatch(ctx context.Context, bodies [][]byte, vs []any) error {
 	if r.calls.Add(1) == 1 && r.gate != nil {
@@ -444,5 +455,46 @@ func waitFor(t testing.TB, cond func() bool) {
 			t.Fatal("condition not met within 10s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// gatedMarshal is a batch serializer whose Marshal of a body with the key
+// "wait" blocks until gate is closed.
+type gatedMarshal struct {
+	batchReverse
+	gate    chan struct{}
+	waiting chan struct{}
+}
+
+func (g *gatedMarshal) Marshal(dst []byte, v any) ([]byte, error) {
+	if m, ok := v.(map[string]any); ok && m["wait"] != nil {
+		close(g.waiting)
+		<-g.gate
+	}
+	return g.batchReverse.Marshal(dst, v)
+}
+
+// A costly serializer (a plugin's) serializes before the yard is taken: a
+// Send whose serialization hangs does not hold up the others to that yard.
+func TestSlowMarshalOutsideTheYard(t *testing.T) {
+	testutil.CheckLeaks(t)
+	g := &gatedMarshal{gate: make(chan struct{}), waiting: make(chan struct{})}
+	alpha, beta := pair(t, func(c *Config) { c.Serializer = g })
+	ctx := ctxT(t)
+	first := make(chan error, 1)
+	go func() { first <- alpha.Send(ctx, "beta", map[string]any{"wait": true}) }()
+	<-g.waiting
+	if err := alpha.Send(ctx, "beta", map[string]any{"n": int64(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if m := receive(t, beta); m.Body["n"] != int64(2) {
+		t.Fatalf("got %v, want the second message first", m.Body)
+	}
+	close(g.gate)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if m := receive(t, beta); m.Body["wait"] != true {
+		t.Fatalf("got %v", m.Body)
 	}
 }

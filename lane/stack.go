@@ -340,6 +340,16 @@ func (s *Stack) Send(ctx context.Context, yard string, body any) error {
 // message is put in q before the first page and marked done after the
 // last.
 func (s *Stack) sendBook(ctx context.Context, yard string, pk codec.PackKind, body any, raw []byte, q queue.Queue) error {
+	serialized := body == nil && raw != nil
+	if _, costly := s.ser.(packet.BatchSerializer); costly && !serialized {
+		// A plugin's call: made before taking the yard, so that the other
+		// Sends to it do not wait on it.
+		var err error
+		if raw, err = s.ser.Marshal(nil, body); err != nil {
+			return s.fail(yard, -1, 0, err)
+		}
+		serialized = true
+	}
 	y, err := s.lockYard(ctx, yard)
 	if err != nil {
 		return s.fail(yard, -1, 0, err)
@@ -362,7 +372,7 @@ func (s *Stack) sendBook(ctx context.Context, yard string, pk codec.PackKind, bo
 		return s.fail(yard, -1, 0, err)
 	}
 	hl := len(buf)
-	if body == nil && raw != nil {
+	if serialized {
 		buf = append(buf, raw...)
 	} else if buf, err = s.ser.Marshal(buf, body); err != nil {
 		return s.fail(yard, -1, 0, err)

@@ -126,11 +126,12 @@ type Serializer interface {
 type BatchSerializer interface {
 	Serializer
 	// MarshalBatch encodes the mappings vs in one call, out[i] for vs[i].
-	// An error may be about some of the items only; a caller that needs to
-	// know which calls Marshal on each.
+	// When only some items fail, the error should have a method
+	// ItemErrors() []error with one entry per item, nil for those that
+	// worked (plugins/host.BatchError has it).
 	MarshalBatch(ctx context.Context, vs []any) (out [][]byte, err error)
 	// UnmarshalBatch decodes bodies[i] into the value vs[i] points to, in
-	// one call. An error is handled as MarshalBatch's.
+	// one call. Its error is as MarshalBatch's.
 	UnmarshalBatch(ctx context.Context, bodies [][]byte, vs []any) error
 }
 

@@ -153,16 +153,20 @@ func (s *Stack) encodeLoop(ser packet.BatchSerializer) {
 	}
 }
 
-// batchCall makes one batched call; when it fails for another reason than
-// its deadline, each item is tried alone to find which failed. errs gets
-// one outcome per item.
+// batchCall makes one batched call. When it fails, the items' own errors
+// come from the error's ItemErrors (see packet.BatchSerializer), or, but
+// for a deadline, from trying each item alone. errs gets one outcome per
+// item.
 func (s *Stack) batchCall(errs []error, batch func(context.Context) error, one func(i int) error) {
 	ctx, cancel := context.WithTimeout(s.life, batchCallTimeout)
 	err := batch(ctx)
 	cancel()
+	var items interface{ ItemErrors() []error }
 	switch {
 	case err == nil:
 		clear(errs)
+	case errors.As(err, &items) && len(items.ItemErrors()) == len(errs):
+		copy(errs, items.ItemErrors())
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		for i := range errs {
 			errs[i] = err

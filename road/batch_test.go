@@ -23,6 +23,8 @@ import (
 type slowSerializer struct {
 	delay      time.Duration
 	hangDecode bool
+	itemized   bool         // batch errors say which items failed (ItemErrors)
+	singles    atomic.Int32 // Unmarshal calls from outside
 
 	mu                           sync.Mutex
 	marshalCalls, unmarshalCalls int
@@ -44,6 +46,11 @@ func (s *slowSerializer) Marshal(dst []byte, v any) ([]byte, error) {
 }
 
 func (s *slowSerializer) Unmarshal(data []byte, v any) error {
+	s.singles.Add(1)
+	return s.decode(data, v)
+}
+
+func (s *slowSerializer) decode(data []byte, v any) error {
 	rest, ok := bytes.CutPrefix(data, []byte(slowPrefix))
 	if !ok {
 		return errors.New("slow: no prefix")
@@ -91,13 +98,23 @@ func (s *slowSerializer) UnmarshalBatch(ctx context.Context, bodies [][]byte, vs
 		return err
 	}
 	var first error
+	errs := make(itemErrors, len(bodies))
 	for i, b := range bodies {
-		if err := s.Unmarshal(b, vs[i]); err != nil && first == nil {
-			first = err
+		if errs[i] = s.decode(b, vs[i]); errs[i] != nil && first == nil {
+			first = errs[i]
 		}
+	}
+	if first != nil && s.itemized {
+		return errs
 	}
 	return first
 }
+
+// itemErrors is a batch error that says which items failed.
+type itemErrors []error
+
+func (e itemErrors) Error() string       { return "some items failed" }
+func (e itemErrors) ItemErrors() []error { return e }
 
 func (s *slowSerializer) calls() (m, u int) {
 	s.mu.Lock()
@@ -164,28 +181,37 @@ func TestBatchSerializerBatchesCalls(t *testing.T) {
 }
 
 // TestBatchSerializerBadBody: a body that does not decode is refused (its
-// Send fails with ErrRejected) while the others of its batch arrive.
+// Send fails with ErrRejected) while the others of its batch arrive. The
+// failed item is found from the batch error's ItemErrors, or else by
+// decoding each body alone.
 func TestBatchSerializerBadBody(t *testing.T) {
-	ser := &slowSerializer{delay: 2 * time.Millisecond}
-	m, o := withSlowSerializer(t, ser)
-	bodies := []map[string]any{{"n": 0}, {"bad": true}, {"n": 2}, {"n": 3}}
-	errs := sendAll(o, ctxT(t, 30*time.Second), bodies)
-	for i, err := range errs {
-		if (i == 1) != errors.Is(err, road.ErrRejected) || (i != 1 && err != nil) {
-			t.Errorf("send %d: %v", i, err)
-		}
-	}
-	for range 3 {
-		if msg := recvOne(t, m, 10*time.Second); msg.Body["bad"] != nil {
-			t.Fatalf("the bad body was delivered: %v", msg.Body)
-		}
-	}
-	c, err := m.Counters(ctxT(t, 5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.MessagesIn != 3 {
-		t.Errorf("MessagesIn = %d, want 3", c.MessagesIn)
+	for _, itemized := range []bool{false, true} {
+		t.Run(fmt.Sprint("itemized=", itemized), func(t *testing.T) {
+			ser := &slowSerializer{delay: 2 * time.Millisecond, itemized: itemized}
+			m, o := withSlowSerializer(t, ser)
+			bodies := []map[string]any{{"n": 0}, {"bad": true}, {"n": 2}, {"n": 3}}
+			errs := sendAll(o, ctxT(t, 30*time.Second), bodies)
+			for i, err := range errs {
+				if (i == 1) != errors.Is(err, road.ErrRejected) || (i != 1 && err != nil) {
+					t.Errorf("send %d: %v", i, err)
+				}
+			}
+			for range 3 {
+				if msg := recvOne(t, m, 10*time.Second); msg.Body["bad"] != nil {
+					t.Fatalf("the bad body was delivered: %v", msg.Body)
+				}
+			}
+			c, err := m.Counters(ctxT(t, 5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.MessagesIn != 3 {
+				t.Errorf("MessagesIn = %d, want 3", c.MessagesIn)
+			}
+			if n := ser.singles.Load(); (n == 0) != itemized {
+				t.Errorf("%d bodies decoded alone (itemized errors: %v)", n, itemized)
+			}
+		})
 	}
 }
 
