@@ -382,6 +382,15 @@ func (c *core) retransmit(b []byte, to netip.AddrPort) {
 	c.stats.retransmit()
 }
 
+// resend queues a copy of b, a packet sent before whose memory its keeper
+// reuses, in a pooled buffer.
+func (c *core) resend(b []byte, to netip.AddrPort) {
+	buf := c.bufs.get(len(b))
+	*buf = append((*buf)[:0], b...)
+	c.out = append(c.out, datagram{b: *buf, to: to, buf: buf})
+	c.stats.retransmit()
+}
+
 // sendNew packs and queues a packet to `to`, and returns it for the caller
 // to keep (and send again); nil when it could not be packed, which is
 // logged and counted.

@@ -41,10 +41,12 @@ type messenger struct {
 	segSize int
 	count   int
 	flags   []uint8
-	current int   // the next segment of the burst
-	misseds []int // asked for again, in order, unique
-	acked   bool  // something came back
-	lastSeg int   // the segment sent last; -1 before the first
+	current int       // the next segment of the burst
+	misseds []int     // asked for again, in order, unique
+	acked   bool      // something came back
+	lastSeg int       // the segment sent last; -1 before the first
+	last    []byte    // its bytes, to send again unchanged (no new signature)
+	sentAt  time.Time // when a packet went last; zero when it was sent again (no RTT sample)
 	timeout expiry
 	redo    redo
 	started time.Time
@@ -77,7 +79,7 @@ func (c *core) startMessenger(r *remote, body []byte, bk codec.BodyKind, result 
 	}
 	m.flags = make([]uint8, m.count)
 	m.timeout = after(c.now, c.cfg.MessageTimeout)
-	m.redo = newRedo(200*time.Millisecond, 500*time.Millisecond)
+	m.redo = r.messageRedo()
 	c.addTxn(r, m)
 	m.burst(c)
 }
@@ -91,8 +93,8 @@ func (m *messenger) head(c *core, pk codec.PacketKind, flags uint8) codec.Head {
 }
 
 // sendSeg packs and sends segment i with its current flags, in a pooled
-// buffer: a segment is packed again when it is sent again (packing is
-// deterministic, so the bytes are the same while its flags are).
+// buffer, and keeps a copy of its bytes in last (whose memory the
+// messenger reuses: one allocation per message, not per packet).
 func (m *messenger) sendSeg(c *core, i int, again bool) {
 	h := &c.txHead
 	*h = m.head(c, codec.PacketKindMessage, m.flags[i])
@@ -109,8 +111,21 @@ func (m *messenger) sendSeg(c *core, i int, again bool) {
 		c.stats.retransmit()
 	}
 	c.transmit(b, buf, m.r.ha, h)
-	m.lastSeg = i
+	m.last, m.lastSeg = append(m.last[:0], b...), i
+	m.sentAt = c.now
+	if again {
+		m.sentAt = time.Time{}
+	}
 	m.redo.restart(c.now)
+}
+
+// sample gives the remote's RTT estimate the time since the last packet,
+// unless it was sent again.
+func (m *messenger) sample(c *core) {
+	if !m.sentAt.IsZero() {
+		m.r.observeRTT(c.now.Sub(m.sentAt))
+		m.sentAt = time.Time{}
+	}
 }
 
 // burst sends the next BurstSize segments (all when 0), wf on the last.
@@ -139,6 +154,7 @@ func (m *messenger) receive(c *core, p *rxPacket) {
 	switch p.Head.PacketKind {
 	case codec.PacketKindAck:
 		m.acked = true
+		m.sample(c)
 		c.refresh(r, yes)
 		if len(m.misseds) > 0 {
 			m.sendMisseds(c)
@@ -153,6 +169,7 @@ func (m *messenger) receive(c *core, p *rxPacket) {
 		}
 	case codec.PacketKindResend:
 		m.acked = true
+		m.sample(c)
 		c.refresh(r, yes)
 		misseds, err := parseMisseds(p, r)
 		if err != nil {
@@ -170,6 +187,7 @@ func (m *messenger) receive(c *core, p *rxPacket) {
 		}
 		m.sendMisseds(c)
 	case codec.PacketKindDone:
+		m.sample(c)
 		c.refresh(r, yes)
 		c.removeTxn(r, m)
 		c.stats.rtt(c.now.Sub(m.started))
@@ -211,10 +229,13 @@ func (m *messenger) tick(c *core) {
 		return
 	}
 	m.redo.backoff(c.now)
-	if m.acked {
+	if m.acked && m.flags[m.lastSeg]&segAgain == 0 {
 		m.flags[m.lastSeg] |= segAgain
+		m.sendSeg(c, m.lastSeg, true)
+		return
 	}
-	m.sendSeg(c, m.lastSeg, true)
+	c.resend(m.last, m.r.ha) // unchanged: no new signature under load
+	m.sentAt = time.Time{}
 }
 
 // abort ends the messenger when its session went stale; the core saves it
@@ -299,7 +320,7 @@ func (m *messengent) msgKey() msgKey              { return msgKey{m.r.nuid, m.si
 
 func (c *core) startMessengent(p *rxPacket, r *remote) {
 	m := &messengent{r: r, si: p.Head.SessionID, ti: p.Head.TransactionID, wait: p.Head.Wait(),
-		ck: p.Head.CoatKind, fk: p.Head.FootKind, redo: newRedo(200*time.Millisecond, 500*time.Millisecond)}
+		ck: p.Head.CoatKind, fk: p.Head.FootKind, redo: r.messageRedo()}
 	m.message(c, p)
 }
 

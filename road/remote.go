@@ -42,6 +42,12 @@ type remote struct {
 	capsFresh bool           // peerCaps come from a join of this run (not lost in a restart)
 	prof      *profile       // the negotiated profile of this session; nil: the reference's
 
+	// srtt and rttvar estimate, as TCP does (RFC 6298), how long the remote
+	// takes to answer a message's last packet sent: the message timers
+	// start from it, so a remote (or a machine) slowed down by load gets
+	// fewer needless retransmissions. Zero srtt: no sample yet.
+	srtt, rttvar time.Duration
+
 	txns map[txnKey]txn
 	done map[uint32]time.Time // finished messengent tids until they expire
 
@@ -160,4 +166,33 @@ func (r *remote) estate() keep.RemoteEstate {
 		HA:   keep.HostPort{Host: r.ha.Addr().String(), Port: r.ha.Port()},
 		FQDN: r.fqdn, SID: r.sid, Main: r.main, Kind: r.kind, Joined: &joined, Role: r.role,
 	}
+}
+
+// Message retransmission timer bounds: the reference's 200 ms and 500 ms
+// while nothing is measured, and the range an estimate may move them in.
+const (
+	minMessageRedo = 200 * time.Millisecond
+	maxMessageRedo = 5 * time.Second
+)
+
+// observeRTT takes a sample of the time from a message's last packet sent
+// to its answer (never of a packet sent again: Karn's rule).
+func (r *remote) observeRTT(d time.Duration) {
+	if r.srtt == 0 {
+		r.srtt, r.rttvar = d, d/2
+		return
+	}
+	r.rttvar = (3*r.rttvar + (r.srtt - d).Abs()) / 4
+	r.srtt = (7*r.srtt + d) / 8
+}
+
+// messageRedo is the retransmission timer of a new message transaction:
+// from the estimate (srtt + 4·rttvar) within [200 ms, 5 s], doubling up to
+// 2.5 times that (the reference: 200 ms up to 500 ms).
+func (r *remote) messageRedo() redo {
+	rto := minMessageRedo
+	if r.srtt > 0 {
+		rto = min(max(r.srtt+4*r.rttvar, minMessageRedo), maxMessageRedo)
+	}
+	return newRedo(rto, rto*5/2)
 }
