@@ -1479,11 +1479,14 @@ func (CBORBody) Unmarshal(data []byte, v any) error {
 // normalizeCBOR turns the *big.Int values (bignum tags) that fit 64 bits
 // into int64 or uint64, matching the integer types of the other kinds, and
 // puts time.Time values (time tags) in UTC, so that the result does not
-// depend on the local time zone.
+// depend on the local time zone; inside other tags too.
 func normalizeCBOR(v any) any {
 	switch x := v.(type) {
 	case time.Time:
 		return x.UTC()
+	case cbor.Tag:
+		x.Content = normalizeCBOR(x.Content)
+		return x
 	case *big.Int:
 		if x.IsInt64() {
 			return x.Int64()
@@ -1494,7 +1497,7 @@ func normalizeCBOR(v any) any {
 	case map[string]any:
 		for k, e := range x {
 			switch e.(type) {
-			case *big.Int, time.Time, map[string]any, []any:
+			case *big.Int, time.Time, cbor.Tag, map[string]any, []any:
 				x[k] = normalizeCBOR(e)
 			}
 		}
