@@ -112,8 +112,8 @@ func New(cfg *Config) (*Stack, error) {
 		sendSem:  make(chan struct{}, c.SendQueue),
 		started:  make(chan struct{}),
 		closing:  make(chan struct{}),
-		decodeCh: make(chan decodeJob, 4*maxCallBatch),
-		encodeCh: make(chan encodeJob, 4*maxCallBatch),
+		decodeCh: make(chan decodeJob, 2*maxCallBatch),
+		encodeCh: make(chan encodeJob, 2*maxCallBatch),
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.bufs.New = func() any { b := make([]byte, maxDatagram); return &b }
