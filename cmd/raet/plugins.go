@@ -137,23 +137,37 @@ func (f *pluginFlags) load(ctx context.Context, logger *slog.Logger) (p picked, 
 		}
 	}()
 
+	// fromPlugin calls get with the host and the plugin a "plugin:NAME"
+	// value names; errors name the flag.
+	fromPlugin := func(flag, v string, get func(h *host.Host, name string) error) error {
+		name, _ := pluginName(v)
+		h, err := getHost()
+		if err == nil {
+			err = get(h, name)
+		}
+		if err != nil {
+			return fmt.Errorf("--%s %s: %w", flag, v, err)
+		}
+		return nil
+	}
+
 	switch v := f.serializer; {
 	case v == "":
 	case strings.HasPrefix(v, "plugin:"):
-		name, _ := pluginName(v)
-		ph, err := getHost()
-		if err != nil {
-			return p, stop, fmt.Errorf("--serializer %s: %w", v, err)
+		if err := fromPlugin("serializer", v, func(h *host.Host, name string) error {
+			s, err := h.Serializer(ctx, name)
+			if err == nil {
+				err = s.Register()
+			}
+			if err != nil {
+				return err
+			}
+			cleanups = append(cleanups, s.Unregister)
+			p.serializer = s
+			return nil
+		}); err != nil {
+			return p, stop, err
 		}
-		s, err := ph.Serializer(ctx, name)
-		if err != nil {
-			return p, stop, fmt.Errorf("--serializer %s: %w", v, err)
-		}
-		if err := s.Register(); err != nil {
-			return p, stop, fmt.Errorf("--serializer %s: %w", v, err)
-		}
-		cleanups = append(cleanups, s.Unregister)
-		p.serializer = s
 	default:
 		s, err := builtin.Serializer(v)
 		if err != nil {
@@ -165,16 +179,15 @@ func (f *pluginFlags) load(ctx context.Context, logger *slog.Logger) (p picked, 
 	switch v := f.queue; {
 	case v == "":
 	case strings.HasPrefix(v, "plugin:"):
-		name, _ := pluginName(v)
-		ph, err := getHost()
-		if err != nil {
-			return p, stop, fmt.Errorf("--queue %s: %w", v, err)
+		if err := fromPlugin("queue", v, func(h *host.Host, name string) error {
+			q, err := h.Queue(ctx, name)
+			if err == nil {
+				p.queue = q
+			}
+			return err
+		}); err != nil {
+			return p, stop, err
 		}
-		q, err := ph.Queue(ctx, name)
-		if err != nil {
-			return p, stop, fmt.Errorf("--queue %s: %w", v, err)
-		}
-		p.queue = q
 	case v == "memory" || strings.HasPrefix(v, "memory:"):
 		n := 0
 		if s, ok := strings.CutPrefix(v, "memory:"); ok {
@@ -192,16 +205,15 @@ func (f *pluginFlags) load(ctx context.Context, logger *slog.Logger) (p picked, 
 	case strings.HasPrefix(v, "plugin:"):
 		// Offered to raet-go peers; used for a session only when the
 		// peer offers the same coat kind (road.Config.Coat).
-		name, _ := pluginName(v)
-		ph, err := getHost()
-		if err != nil {
-			return p, stop, fmt.Errorf("--coat %s: %w", v, err)
+		if err := fromPlugin("coat", v, func(h *host.Host, name string) error {
+			c, err := h.Coat(ctx, name)
+			if err == nil {
+				p.coat = coatMaker{c}
+			}
+			return err
+		}); err != nil {
+			return p, stop, err
 		}
-		c, err := ph.Coat(ctx, name)
-		if err != nil {
-			return p, stop, fmt.Errorf("--coat %s: %w", v, err)
-		}
-		p.coat = coatMaker{c}
 	default:
 		return p, stop, fmt.Errorf("--coat %q: want nacl or plugin:NAME", v)
 	}
