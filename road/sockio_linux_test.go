@@ -138,36 +138,49 @@ func TestPacketIOClosed(t *testing.T) {
 	}
 }
 
+// ioRig sends a batch of 1 KiB datagrams from one packetIO to another
+// and reads them back, with every buffer made once.
+type ioRig struct {
+	rio, tio packetIO
+	ds       []datagram
+	bufs     [ioBatch][]byte
+	ns       [ioBatch]int
+	froms    [ioBatch]netip.AddrPort
+}
+
+func newIORig(rio, tio packetIO, to netip.AddrPort, n int) *ioRig {
+	r := &ioRig{rio: rio, tio: tio, ds: make([]datagram, n)}
+	for i := range r.ds {
+		r.ds[i] = datagram{b: make([]byte, 1024), to: to}
+	}
+	for i := range r.bufs {
+		r.bufs[i] = make([]byte, 2048)
+	}
+	return r
+}
+
+// pass writes the batch and reads until all of it has come.
+func (r *ioRig) pass(tb testing.TB) {
+	if _, err := r.tio.write(r.ds); err != nil {
+		tb.Fatal(err)
+	}
+	for got := 0; got < len(r.ds); {
+		n, err := r.rio.read(r.bufs[:], r.ns[:], r.froms[:])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		got += n
+	}
+}
+
 // TestPacketIONoAllocs: a steady write and read of a batch allocates
 // nothing.
 func TestPacketIONoAllocs(t *testing.T) {
 	rc, rio := listenIO(t, "127.0.0.1:0")
 	_, tio := listenIO(t, "127.0.0.1:0")
-	to := localAP(rc)
-	ds := make([]datagram, 8)
-	for i := range ds {
-		ds[i] = datagram{b: make([]byte, 1024), to: to}
-	}
-	var bufs [ioBatch][]byte
-	for i := range bufs {
-		bufs[i] = make([]byte, 2048)
-	}
-	var ns [ioBatch]int
-	var froms [ioBatch]netip.AddrPort
-	allocs := testing.AllocsPerRun(200, func() {
-		if _, err := tio.write(ds); err != nil {
-			t.Fatal(err)
-		}
-		for got := 0; got < len(ds); {
-			n, err := rio.read(bufs[:], ns[:], froms[:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			got += n
-		}
-	})
-	if allocs != 0 {
-		t.Errorf("%.1f allocations per batch of %d datagrams, want 0", allocs, len(ds))
+	rig := newIORig(rio, tio, localAP(rc), 8)
+	if allocs := testing.AllocsPerRun(200, func() { rig.pass(t) }); allocs != 0 {
+		t.Errorf("%.1f allocations per batch of %d datagrams, want 0", allocs, len(rig.ds))
 	}
 }
 
@@ -182,31 +195,12 @@ func BenchmarkPacketIO(b *testing.B) {
 			if !batched {
 				rio, tio = udpIO{rc}, udpIO{tc}
 			}
-			to := localAP(rc)
-			ds := make([]datagram, 16)
-			for i := range ds {
-				ds[i] = datagram{b: make([]byte, 1024), to: to}
-			}
-			var bufs [ioBatch][]byte
-			for i := range bufs {
-				bufs[i] = make([]byte, 2048)
-			}
-			var ns [ioBatch]int
-			var froms [ioBatch]netip.AddrPort
-			b.SetBytes(int64(len(ds) * 1024))
+			rig := newIORig(rio, tio, localAP(rc), 16)
+			b.SetBytes(int64(len(rig.ds) * 1024))
 			for b.Loop() {
-				if _, err := tio.write(ds); err != nil {
-					b.Fatal(err)
-				}
-				for got := 0; got < len(ds); {
-					n, err := rio.read(bufs[:], ns[:], froms[:])
-					if err != nil {
-						b.Fatal(err)
-					}
-					got += n
-				}
+				rig.pass(b)
 			}
-			b.ReportMetric(float64(b.N*len(ds))/b.Elapsed().Seconds(), "datagrams/s")
+			b.ReportMetric(float64(b.N*len(rig.ds))/b.Elapsed().Seconds(), "datagrams/s")
 		})
 	}
 }
