@@ -361,9 +361,15 @@ func TestRoadDurableQueueAcrossRestart(t *testing.T) {
 	})
 }
 
-func startStack(t *testing.T, cfg road.Config) *road.Stack {
+// startable is what a road and a lane stack share for these tests.
+type startable interface {
+	Start() error
+	Close() error
+}
+
+// started starts s (made with err), closed when the test ends.
+func started[S startable](t testing.TB, s S, err error) S {
 	t.Helper()
-	s, err := road.New(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,13 +380,26 @@ func startStack(t *testing.T, cfg road.Config) *road.Stack {
 	return s
 }
 
-func recv(t *testing.T, s *road.Stack, d time.Duration) road.Message {
+// received is the next message on ch, or a failure after d.
+func received[M any](t *testing.T, who string, ch <-chan M, d time.Duration) M {
 	t.Helper()
 	select {
-	case m := <-s.Receive():
+	case m := <-ch:
 		return m
 	case <-time.After(d):
-		t.Fatalf("%s received nothing in %v", s.Name(), d)
+		t.Fatalf("%s received nothing in %v", who, d)
 	}
-	return road.Message{}
+	var zero M
+	return zero
+}
+
+func startStack(t *testing.T, cfg road.Config) *road.Stack {
+	t.Helper()
+	s, err := road.New(&cfg)
+	return started(t, s, err)
+}
+
+func recv(t *testing.T, s *road.Stack, d time.Duration) road.Message {
+	t.Helper()
+	return received(t, s.Name(), s.Receive(), d)
 }

@@ -123,25 +123,12 @@ func laneDir(t *testing.T) string {
 func startLane(t *testing.T, cfg lane.Config) *lane.Stack {
 	t.Helper()
 	s, err := lane.New(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return started(t, s, err)
 }
 
 func laneRecv(t *testing.T, s *lane.Stack, d time.Duration) lane.Message {
 	t.Helper()
-	select {
-	case m := <-s.Receive():
-		return m
-	case <-time.After(d):
-		t.Fatalf("%s received nothing in %v", s.Name(), d)
-	}
-	return lane.Message{}
+	return received(t, s.Name(), s.Receive(), d)
 }
 
 // rawLanePage is a one-page book of pack kind pk from yard "raw".

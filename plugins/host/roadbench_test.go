@@ -34,14 +34,7 @@ func BenchmarkRoadSerializer(b *testing.B) {
 			mk := func(name string, main bool, ser packet.Serializer) *road.Stack {
 				s, err := road.New(&road.Config{Name: name, Main: main, Auto: keep.AutoAlways,
 					Listen: "127.0.0.1:0", AlivePeriod: -1, Serializer: ser})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := s.Start(); err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { s.Close() })
-				return s
+				return started(b, s, err)
 			}
 			m, o := mk("main", true, nil), mk("other", false, tc.ser)
 			jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
