@@ -23,14 +23,31 @@ import (
 	"github.com/raet-go/raet/road"
 )
 
+// helperZstdJSON starts, in a helper process, a host of its own running
+// the zstdjson plugin from RAET_PLUGINS_TEST_BIN, and returns its
+// serializer.
+func helperZstdJSON() (*host.Host, *host.Serializer, error) {
+	h, err := host.New(&host.Config{Plugins: []host.Spec{{Name: "zstdjson", Provides: "serializer",
+		Path: filepath.Join(os.Getenv("RAET_PLUGINS_TEST_BIN"), "raet-serializer-zstdjson")}}})
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ser, err := h.Serializer(ctx, "zstdjson")
+	if err != nil {
+		h.Close()
+		return nil, nil, err
+	}
+	return h, ser, nil
+}
+
 // runEstate is the helper estate of TestRoadSerializerPlugin: a main
 // estate whose own host runs the zstdjson plugin, sending with it and
 // decoding with it, which echoes every message back. It prints its
 // address and ends when its stdin closes (or after a minute).
 func runEstate() int {
-	dir := os.Getenv("RAET_PLUGINS_TEST_BIN")
-	h, err := host.New(&host.Config{Plugins: []host.Spec{
-		{Name: "zstdjson", Provides: "serializer", Path: filepath.Join(dir, "raet-serializer-zstdjson")}}})
+	h, ser, err := helperZstdJSON()
 	if err != nil {
 		fmt.Println("ERR", err)
 		return 1
@@ -38,11 +55,6 @@ func runEstate() int {
 	defer h.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ser, err := h.Serializer(ctx, "zstdjson")
-	if err != nil {
-		fmt.Println("ERR", err)
-		return 1
-	}
 	if err := ser.Register(); err != nil {
 		fmt.Println("ERR", err)
 		return 1

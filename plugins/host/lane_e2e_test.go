@@ -33,8 +33,7 @@ import (
 // back, or an error message when one did not come as zstdjson. It prints
 // READY once bound and ends when its stdin closes (or after a minute).
 func runLaneYard() int {
-	h, err := host.New(&host.Config{Plugins: []host.Spec{
-		{Name: "zstdjson", Provides: "serializer", Path: filepath.Join(os.Getenv("RAET_PLUGINS_TEST_BIN"), "raet-serializer-zstdjson")}}})
+	h, ser, err := helperZstdJSON()
 	if err != nil {
 		fmt.Println("ERR", err)
 		return 1
@@ -42,11 +41,6 @@ func runLaneYard() int {
 	defer h.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ser, err := h.Serializer(ctx, "zstdjson")
-	if err != nil {
-		fmt.Println("ERR", err)
-		return 1
-	}
 	s, err := lane.New(&lane.Config{Dir: os.Getenv("RAET_LANE_DIR"), Name: "echo", Serializer: ser})
 	if err != nil {
 		fmt.Println("ERR", err)
