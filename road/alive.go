@@ -107,6 +107,7 @@ func (c *core) startAlivent(p *rxPacket, r *remote) {
 	}
 	h := c.aliveHead(r, pk, p.Head.SessionID, p.Head.TransactionID, true)
 	c.sendNew(r, &h, nil, r.ha)
+	r.used(p.Head.SessionID, p.Head.TransactionID)
 	if pk == codec.PacketKindAck {
 		c.refresh(r, yes)
 	} else {

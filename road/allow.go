@@ -8,6 +8,8 @@ import (
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/internal/handshake"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/keys"
 	"github.com/raet-go/raet/packet"
 )
 
@@ -28,9 +30,19 @@ func (c *core) allowHead(r *remote, pk codec.PacketKind, si, ti uint32, cf bool)
 	return h
 }
 
-// allowed completes an allow on either side: the session's coat, the keylog
-// line, the new session id (§9.2) and the events.
-func (c *core) allowed(r *remote) error {
+// allowed completes an allow on either side: the new short-term keys (kept
+// by the transaction until now, so that the session in place is not touched
+// by an allow that does not complete), the session's coat, the keylog line,
+// the new session id (§9.2) and the events. A remote that joined afresh
+// since its last allow has its session id set back here (to rsid; 0: the
+// next authenticated packet sets it), the only place where it may go back.
+func (c *core) allowed(r *remote, short keys.Box, peerShort keys.PublicKey, rsid uint32) error {
+	if r.sessionReset {
+		r.sessionReset = false
+		r.rsid = rsid
+		c.removeStaleCorrespondents(r)
+	}
+	r.short, r.peerShort = short, peerShort
 	coat, err := packet.NewNaClCoat((*[32]byte)(&r.short.Private), (*[32]byte)(&r.peerShort), nil)
 	if err != nil {
 		return err
@@ -65,14 +77,16 @@ func (c *core) failAllow(r *remote, err error) {
 // --- allower ---------------------------------------------------------------
 
 type allower struct {
-	r        *remote
-	si, ti   uint32
-	cascade  bool
-	oreo     handshake.Oreo
-	timeout  expiry
-	redo     redo
-	last     []byte
-	lastKind codec.PacketKind
+	r         *remote
+	si, ti    uint32
+	cascade   bool
+	short     keys.Box       // the new session's short-term pair
+	peerShort keys.PublicKey // the allowent's, from its cookie
+	oreo      handshake.Oreo
+	timeout   expiry
+	redo      redo
+	last      []byte
+	lastKind  codec.PacketKind
 }
 
 func (a *allower) kind() codec.TransactionKind { return codec.TransactionKindAllow }
@@ -91,13 +105,14 @@ func (c *core) startAllower(r *remote, cascade bool) {
 		c.startJoiner(r, cascade, false)
 		return
 	}
-	if err := r.rekey(); err != nil {
+	short, err := keys.GenerateBox()
+	if err != nil {
 		c.failAllow(r, err)
 		return
 	}
-	a := &allower{r: r, si: r.sid, ti: r.nextTid(), cascade: cascade,
+	a := &allower{r: r, si: r.sid, ti: r.nextTid(), cascade: cascade, short: short,
 		timeout: after(c.now, c.cfg.AllowTimeout), redo: newRedo(250*time.Millisecond, time.Second)}
-	hello, err := handshake.MakeHello(nil, r.short, r.pub)
+	hello, err := handshake.MakeHello(nil, a.short, r.pub)
 	if err != nil {
 		c.failAllow(r, err)
 		return
@@ -128,19 +143,19 @@ func (a *allower) receive(c *core, p *rxPacket) {
 	r := a.r
 	switch p.Head.PacketKind {
 	case codec.PacketKindCookie:
-		ck, err := handshake.OpenCookie(p.Coat, r.short.Private, r.pub, r.fuid, r.nuid)
+		ck, err := handshake.OpenCookie(p.Coat, a.short.Private, r.pub, r.fuid, r.nuid)
 		if err != nil {
 			c.stats.drop("allow_cookie")
 			a.nack(c, codec.PacketKindReject)
 			c.failAllow(r, fmt.Errorf("%w: bad cookie: %v", ErrRejected, err))
 			return
 		}
-		r.peerShort, a.oreo = ck.RShortPub, ck.Oreo
+		a.peerShort, a.oreo = ck.RShortPub, ck.Oreo
 		fqdn := r.fqdn
 		if ours := c.ourCaps(); ours != nil {
 			fqdn = capsDigest(ours, r.peerCaps) // authenticates both advertisements
 		}
-		initiate, err := handshake.MakeInitiate(nil, r.short, c.box, r.peerShort, r.pub, a.oreo, fqdn)
+		initiate, err := handshake.MakeInitiate(nil, a.short, c.box, a.peerShort, r.pub, a.oreo, fqdn)
 		if err != nil {
 			c.removeTxn(r, a)
 			c.failAllow(r, err)
@@ -153,7 +168,7 @@ func (a *allower) receive(c *core, p *rxPacket) {
 		}
 		c.removeTxn(r, a)
 		a.send(c, codec.PacketKindAck, nil) // the final ack, in the old session
-		if err := c.allowed(r); err != nil {
+		if err := c.allowed(r, a.short, a.peerShort, 0); err != nil {
 			c.failAllow(r, err)
 			return
 		}
@@ -193,13 +208,15 @@ func (a *allower) tick(c *core) {
 // --- allowent --------------------------------------------------------------
 
 type allowent struct {
-	r        *remote
-	si, ti   uint32
-	oreo     handshake.Oreo
-	timeout  expiry
-	redo     redo
-	last     []byte
-	lastKind codec.PacketKind
+	r         *remote
+	si, ti    uint32
+	short     keys.Box       // the new session's short-term pair
+	peerShort keys.PublicKey // the allower's, from its hello
+	oreo      handshake.Oreo
+	timeout   expiry
+	redo      redo
+	last      []byte
+	lastKind  codec.PacketKind
 }
 
 func (a *allowent) kind() codec.TransactionKind { return codec.TransactionKindAllow }
@@ -221,8 +238,14 @@ func (a *allowent) send(c *core, pk codec.PacketKind, body []byte) {
 }
 
 func (a *allowent) nack(c *core, pk codec.PacketKind) {
-	c.removeTxn(a.r, a)
+	a.remove(c)
 	a.send(c, pk, nil)
+}
+
+// remove ends the allowent; its id is used.
+func (a *allowent) remove(c *core) {
+	c.removeTxn(a.r, a)
+	a.r.used(a.si, a.ti)
 }
 
 func (a *allowent) abort(c *core, pk codec.PacketKind) { a.nack(c, pk) }
@@ -257,15 +280,19 @@ func (a *allowent) hello(c *core, p *rxPacket) {
 		}
 		other.nack(c, codec.PacketKindRefuse)
 	}
-	r.allowed = false
-	if !r.joined {
+	if status, _, err := c.store.roleStatus(r.role); !r.joined || err != nil || status != keep.Accepted {
+		// Only a remote joined with accepted keys allows, whatever a keep
+		// or a forged ack once said.
+		r.joined = false
 		a.nack(c, codec.PacketKindUnjoined)
 		return
 	}
-	if err := r.rekey(); err != nil {
+	short, err := keys.GenerateBox()
+	if err != nil {
 		a.nack(c, codec.PacketKindRefuse)
 		return
 	}
+	a.short = short
 	c.addTxn(r, a)
 	ishort, err := handshake.OpenHello(p.Coat, c.box.Private)
 	if err != nil {
@@ -273,8 +300,8 @@ func (a *allowent) hello(c *core, p *rxPacket) {
 		a.nack(c, codec.PacketKindReject)
 		return
 	}
-	r.peerShort = ishort
-	cookie, oreo, err := handshake.MakeCookie(nil, c.box.Private, ishort, r.short.Public, r.nuid, r.fuid)
+	a.peerShort = ishort
+	cookie, oreo, err := handshake.MakeCookie(nil, c.box.Private, ishort, a.short.Public, r.nuid, r.fuid)
 	if err != nil {
 		a.nack(c, codec.PacketKindReject)
 		return
@@ -292,8 +319,8 @@ func (a *allowent) receive(c *core, p *rxPacket) {
 		if a.lastKind != codec.PacketKindCookie {
 			return // a repeated initiate after our ack: do not allow twice (§13)
 		}
-		init, err := handshake.OpenInitiate(p.Coat, r.short.Private, c.box.Private,
-			handshake.InitiateWant{IShortPub: r.peerShort, Oreo: a.oreo, ILongPub: r.pub, FQDN: c.fqdn})
+		init, err := handshake.OpenInitiate(p.Coat, a.short.Private, c.box.Private,
+			handshake.InitiateWant{IShortPub: a.peerShort, Oreo: a.oreo, ILongPub: r.pub, FQDN: c.fqdn})
 		if err != nil {
 			c.stats.drop("allow_initiate")
 			a.nack(c, codec.PacketKindReject)
@@ -317,17 +344,19 @@ func (a *allowent) receive(c *core, p *rxPacket) {
 			}
 		}
 		a.send(c, codec.PacketKindAck, nil)
-		if err := c.allowed(r); err != nil {
+		if err := c.allowed(r, a.short, a.peerShort, a.si); err != nil {
 			a.nack(c, codec.PacketKindRefuse)
 		}
 	case codec.PacketKindAck:
-		c.removeTxn(r, a)
+		a.remove(c)
 		c.sendSaved(r)
 	case codec.PacketKindNack, codec.PacketKindRefuse:
-		c.removeTxn(r, a)
+		a.remove(c)
 	case codec.PacketKindReject:
-		r.allowed = false
-		c.removeTxn(r, a)
+		if a.lastKind == codec.PacketKindAck {
+			r.allowed = false // it refuses the session we just made
+		}
+		a.remove(c)
 	}
 }
 
@@ -336,7 +365,7 @@ func (a *allowent) tick(c *core) {
 		if a.r.allowed && a.lastKind == codec.PacketKindAck {
 			// Allowed, but the final ack was lost: the session is up all
 			// the same, so the saved messages go now.
-			c.removeTxn(a.r, a)
+			a.remove(c)
 			c.sendSaved(a.r)
 			return
 		}

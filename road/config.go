@@ -90,7 +90,12 @@ type Config struct {
 	AliveOffset    time.Duration // added to the first period of a non-main estate: 0.5s
 	Interim        time.Duration // a main estate reaps a remote silent this long: 1h; negative: never
 	MessageTimeout time.Duration // a message not done by then fails with ErrTimeout: 1m; negative: never (the reference)
-	StaleTimeout   time.Duration // finished message ids are remembered this long: 10m
+	// StaleTimeout is ignored: a remote's finished transaction ids are
+	// remembered for as long as its session lives (a replay window), not
+	// for a time after which a replay would be taken again.
+	//
+	// Deprecated: nothing to set.
+	StaleTimeout time.Duration
 
 	// SendQueue bounds the messages waiting in Send; 0 means 1024. When it
 	// is full Send blocks until there is room or its ctx ends, or fails at
@@ -180,7 +185,6 @@ func populate(cfg *Config) (*Config, error) {
 	def(&c.AliveOffset, 500*time.Millisecond)
 	def(&c.Interim, time.Hour)
 	def(&c.MessageTimeout, time.Minute)
-	def(&c.StaleTimeout, 10*time.Minute)
 	if c.Listen == "" {
 		c.Listen = fmt.Sprintf(":%d", DefaultPort)
 	}

@@ -45,6 +45,12 @@ type core struct {
 	joinees map[netip.AddrPort]*remote // vacuous joins in progress, by address
 
 	reasm *packet.Reassembler[msgKey]
+	lim   limits
+
+	// pended are the joins waiting for an operator's decision, oldest
+	// first; one timer (pendAt) re-reads the keep for all of them.
+	pended []pendable
+	pendAt time.Time
 
 	out      []datagram
 	bufs     bufPool    // buffers of the datagrams in out that nobody keeps
@@ -177,7 +183,12 @@ func (c *core) loadRemotes() error {
 		r := &remote{nuid: k.est.UID, fuid: k.est.FUID, name: k.est.Name, role: k.est.Role, ha: ha,
 			main: k.est.Main, kind: k.est.Kind, fqdn: k.est.FQDN, verify: k.role.Verify, pub: k.role.Public,
 			sid: k.est.SID, joined: k.est.Joined != nil && *k.est.Joined,
-			txns: map[txnKey]txn{}, done: map[uint32]time.Time{}}
+			txns: map[txnKey]txn{}}
+		if !r.joined || k.role.Acceptance != keep.Accepted {
+			// Only keys an operator (or the policy) accepted make a joined
+			// remote: a kept "joined" of keys not accepted is not trusted.
+			r.joined = false
+		}
 		if c.remotes[r.nuid] != nil || c.byName[r.name] != nil || r.nuid == c.uid {
 			c.log.Warn("raet: kept remote clashes with another; skipped", "remote", r.name, "uid", r.nuid)
 			continue
@@ -214,7 +225,7 @@ func (c *core) nextUid() uint32 {
 // newRemote makes a remote for address ha, not yet added.
 func (c *core) newRemote(ha netip.AddrPort, fuid, sid uint32) *remote {
 	return &remote{nuid: c.nextUid(), fuid: fuid, sid: sid, ha: ha, name: "estate_" + randomHex(16),
-		txns: map[txnKey]txn{}, done: map[uint32]time.Time{}}
+		txns: map[txnKey]txn{}}
 }
 
 func (c *core) addRemote(r *remote) {
@@ -436,19 +447,39 @@ func remoteName(r *remote) string {
 
 // --- receiving -----------------------------------------------------------
 
+// footCheck is the outcome of checking a packet's Ed25519 foot: the verify
+// key it was checked with (nil: no key was known for its de) and whether
+// the signature holds.
+type footCheck struct {
+	key *[32]byte
+	ok  bool
+}
+
 // receive handles one datagram from addr (§8.6). Anything malformed or
 // unauthenticated is dropped and counted; nothing here panics on input.
 func (c *core) receive(b []byte, from netip.AddrPort) {
 	var p rxPacket
 	err := packet.Parse(b, &p.Packet)
 	p.from = from
-	c.handle(&p, err, false)
+	var fc *footCheck
+	if err == nil && p.Head.FootKind == codec.FootKindNaCl {
+		key, _ := c.verifyKey(p.Head.DestinationID)
+		fc = &footCheck{key: key, ok: key != nil && p.Verify(c.signer) == nil}
+	}
+	c.handle(&p, err, fc)
 }
 
-// handle takes a datagram that the reader goroutine parsed (parseErr) and
-// may have verified already with the shared key table (verified); a packet
-// that failed there is verified again here, where the keys are authoritative.
-func (c *core) handle(p *rxPacket, parseErr error, verified bool) {
+// handle takes a datagram that was parsed (parseErr) and, when it has an
+// Ed25519 foot, checked (fc; the reader goroutine checks them, so that no
+// packet is verified twice nor on the owner goroutine).
+//
+// The rule it enforces: no state changes from a packet that is not
+// authenticated. Every packet but a join must carry a foot that verifies
+// with the keys of the remote it names (its long-term Ed25519 key, or the
+// session's MAC key); anything else is dropped here. Join packets are
+// unauthenticated by design (§8.2) and reach only join transactions, which
+// never touch an established session (join.go).
+func (c *core) handle(p *rxPacket, parseErr error, fc *footCheck) {
 	if parseErr != nil {
 		c.stats.drop(dropReason(parseErr))
 		return
@@ -457,11 +488,17 @@ func (c *core) handle(p *rxPacket, parseErr error, verified bool) {
 	c.stats.in(h)
 	switch h.FootKind {
 	case codec.FootKindNaCl:
-		if !verified {
-			if err := p.Verify(c.signer); err != nil {
-				c.stats.drop(dropReason(err))
-				return
-			}
+		r := c.remotes[h.DestinationID]
+		switch {
+		case fc == nil || fc.key == nil || r == nil:
+			c.stats.drop("verify_unknown_key")
+			return
+		case !fc.ok:
+			c.stats.drop("verify_failed")
+			return
+		case [32]byte(r.verify) != *fc.key:
+			c.stats.drop("verify_stale_key") // checked with keys replaced since
+			return
 		}
 	case codec.FootKindMAC:
 		r := c.remotes[h.DestinationID]
@@ -474,8 +511,10 @@ func (c *core) handle(p *rxPacket, parseErr error, verified bool) {
 			return
 		}
 	case codec.FootKindNada:
-		if h.TransactionKind == codec.TransactionKindMessage {
-			c.stats.drop("unsigned_message") // veritive, as the reference
+		if h.TransactionKind != codec.TransactionKindJoin {
+			// The reference refuses unsigned messages (veritive) but takes
+			// other unsigned kinds (§13); we take none: it sends none.
+			c.stats.drop("unsigned")
 			return
 		}
 	default:
@@ -580,7 +619,7 @@ func (c *core) route(p *rxPacket) *remote {
 		if r == nil {
 			// We lost it (a new keep?): tell the joiner to join afresh.
 			c.stats.drop("join_stale_nuid")
-			c.replyStale(p, codec.PacketKindRenew)
+			c.replyStale(p, nil, codec.PacketKindRenew)
 			return nil
 		}
 		return r
@@ -598,15 +637,23 @@ func (c *core) route(p *rxPacket) *remote {
 		c.stats.drop("unknown_destination")
 		return nil
 	}
+	// The packet is authenticated (handle): it may move the remote's
+	// session forward, never back.
 	if !cf {
-		if !validSid(si, r.rsid) {
+		switch {
+		case validSid(si, r.rsid):
+			if si != r.rsid {
+				r.rsid = si
+				c.removeStaleCorrespondents(r)
+			}
+		case r.sessionReset && h.TransactionKind == codec.TransactionKindAllow:
+			// The remote joined afresh (a vacuous join: it may have lost its
+			// keep and counts its sessions from 1 again). Only an allow may
+			// set its session back, once it completes (allowent.initiate).
+		default:
 			c.stats.drop("stale_sid")
-			c.replyStale(p, codec.PacketKindNack)
+			c.replyStale(p, r, codec.PacketKindNack)
 			return nil
-		}
-		if si != r.rsid {
-			r.rsid = si
-			c.removeStaleCorrespondents(r)
 		}
 	}
 	if r.reaped {
@@ -615,9 +662,31 @@ func (c *core) route(p *rxPacket) *remote {
 	return r
 }
 
-// correspond starts the correspondent transaction a packet asks for.
+// correspond starts the correspondent transaction a packet asks for,
+// unless its transaction id was used in this session already (a replay, or
+// a repeat whose answer was lost: answered again within the reply budget,
+// without any other effect).
 func (c *core) correspond(p *rxPacket, r *remote) {
 	h := &p.Head
+	if h.TransactionKind != codec.TransactionKindJoin {
+		switch r.window.state(h.TransactionID) {
+		case replayUsed:
+			c.stats.drop("replayed")
+			switch {
+			case h.TransactionKind == codec.TransactionKindMessage && h.PacketKind == codec.PacketKindMessage:
+				// Finished in this session: its done was lost. The reference
+				// answers nack; done tells the sender the truth.
+				c.replyStale(p, r, codec.PacketKindDone)
+			case h.TransactionKind == codec.TransactionKindAlive && h.PacketKind == codec.PacketKindRequest:
+				c.replyStale(p, r, codec.PacketKindAck)
+			}
+			return
+		case replayTooOld:
+			c.stats.drop("replay_too_old")
+			c.replyStale(p, r, codec.PacketKindNack)
+			return
+		}
+	}
 	switch {
 	case h.TransactionKind == codec.TransactionKindJoin && h.PacketKind == codec.PacketKindRequest:
 		c.startJoinent(p, r)
@@ -626,16 +695,16 @@ func (c *core) correspond(p *rxPacket, r *remote) {
 	case h.TransactionKind == codec.TransactionKindAlive && h.PacketKind == codec.PacketKindRequest:
 		c.startAlivent(p, r)
 	case h.TransactionKind == codec.TransactionKindMessage && h.PacketKind == codec.PacketKindMessage:
-		if _, done := r.done[h.TransactionID]; done {
-			// Finished in this session: its done was lost. The reference
-			// answers nack; done tells the sender the truth.
-			c.stats.drop("repeated_message")
-			c.replyStale(p, codec.PacketKindDone)
-			return
-		}
 		if h.Again() {
 			c.stats.drop("stale_message")
-			c.replyStale(p, codec.PacketKindNack)
+			c.replyStale(p, r, codec.PacketKindNack)
+			return
+		}
+		if h.CoatKind != r.coatKind() {
+			// A plaintext (or other) coat in a session that agreed on one:
+			// a downgrade, refused.
+			c.stats.drop("coat_downgrade")
+			c.replyStale(p, r, codec.PacketKindNack)
 			return
 		}
 		c.startMessengent(p, r)
@@ -666,8 +735,12 @@ func (c *core) stale(p *rxPacket, r *remote) {
 		c.stats.drop("stale_unknown")
 		return
 	}
+	if !r.replies.take(c.now, replyRate, replyBurst) {
+		c.stats.drop("reply_budget")
+		return
+	}
 	if h.TransactionKind == codec.TransactionKindJoin && h.PacketKind == codec.PacketKindResponse &&
-		r.joinAck != nil && h.TransactionID == r.joinAckTi {
+		r.joinAck != nil && h.TransactionID == r.joinAckTi && p.from == r.ha {
 		// Our ack of a join we finished was lost and the joinent asks
 		// again: ack again (the reference nacks, which undoes the join).
 		c.retransmit(r.joinAck, p.from)
@@ -680,19 +753,29 @@ func (c *core) stale(p *rxPacket, r *remote) {
 }
 
 // replyStale answers an initiator's packet that cannot be served (the
-// reference's Stalent): a nack, or a renew for a join to a forgotten uid.
-func (c *core) replyStale(p *rxPacket, pk codec.PacketKind) {
+// reference's Stalent): a nack, a done for a finished message, an ack for a
+// repeated alive, or a renew for a join to a forgotten uid. These replies
+// are budgeted, per remote r or, with r nil, for the whole stack.
+func (c *core) replyStale(p *rxPacket, r *remote, pk codec.PacketKind) {
 	h := &p.Head
 	if ignoredStale(h.PacketKind) {
 		return
 	}
+	b := &c.lim.renews
+	if r != nil {
+		b = &r.replies
+	}
+	if !b.take(c.now, replyRate, replyBurst) {
+		c.stats.drop("reply_budget")
+		return
+	}
 	out := c.outHead(h.TransactionKind, pk, h.DestinationID, h.SourceID, h.SessionID, h.TransactionID, true)
 	out.BodyKind, out.CoatKind, out.FootKind = c.cfg.BodyKind, h.CoatKind, h.FootKind
-	c.sendNew(nil, &out, nil, p.from)
+	c.sendNew(r, &out, nil, p.from)
 }
 
 // removeStaleCorrespondents ends r's correspondent transactions of older
-// sessions once it started a newer one.
+// sessions once it started a newer one, whose ids start a new window.
 func (c *core) removeStaleCorrespondents(r *remote) {
 	for _, t := range r.txns {
 		if k := t.key(); k.rf && !validSid(k.si, r.rsid) {
@@ -700,7 +783,7 @@ func (c *core) removeStaleCorrespondents(r *remote) {
 			c.removeTxn(r, t)
 		}
 	}
-	clear(r.done)
+	r.window.reset()
 }
 
 // replaceStaleInitiators ends our transactions of older sessions after our
@@ -737,6 +820,10 @@ func (c *core) sendSaved(r *remote) {
 func (c *core) tick(now time.Time) {
 	c.now = now
 	c.wake = time.Time{}
+	if !c.pendAt.IsZero() && !now.Before(c.pendAt) {
+		c.checkPended()
+	}
+	c.wakeAt(c.pendAt)
 	for _, r := range c.remotes {
 		c.tickRemote(r)
 	}
@@ -755,13 +842,6 @@ func (c *core) tickRemote(r *remote) {
 	}
 	for _, t := range r.txns {
 		c.wakeAt(t.deadline())
-	}
-	for ti, exp := range r.done {
-		if !c.now.Before(exp) {
-			delete(r.done, ti)
-		} else {
-			c.wakeAt(exp)
-		}
 	}
 	// Messages saved for the next allow still time out.
 	kept := r.saved[:0]
@@ -886,6 +966,8 @@ func dropReason(err error) string {
 		return "head_invalid"
 	}
 	switch {
+	case errors.Is(err, errCoatKind):
+		return "coat_downgrade"
 	case errors.Is(err, packet.ErrFootKind), errors.Is(err, packet.ErrUnknownFoot), errors.Is(err, packet.ErrPacketTooShort):
 		return "foot_length"
 	case errors.Is(err, packet.ErrUnknownVerifyKey):

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/raet-go/raet/codec"
@@ -20,9 +21,106 @@ import (
 //	  ◀────── response(uid,keys)   or pend … response once an operator accepts
 //	  ack ────────────────────▶    (both: joined; session 0 → 1)
 
-// pendRedo is how often a pended join re-reads the keep for an operator's
-// decision (the reference: every 60 s).
+// Join packets are not authenticated, so here they may only start and
+// answer their own join: the remote's session (ids, replay window, keys,
+// allowed, joined) stays as it is until a join completes, and then a join
+// changes no more than the reference needs: the first session id, and the
+// hint that the remote may count its sessions afresh (sessionReset), which
+// only an authenticated allow acts on. A join completes only for keys that
+// are accepted; strangers are budgeted (replay.go) and nothing is kept on
+// disk for them but the pending role file an operator decides on, for at
+// most maxPendingStrangers of them.
+
+// pendRedo is how often the core re-reads the keep for the joins waiting
+// for an operator's decision, all of them at once (the reference: every 60 s,
+// each join on its own).
 const pendRedo = time.Second
+
+// pendable is a join waiting for an operator's decision on a role's keys.
+type pendable interface {
+	txn
+	pendRole() string
+	// decided takes the operator's decision (accepted or rejected).
+	decided(c *core, status keep.Acceptance)
+}
+
+// pend adds t to the joins the pend timer re-reads the keep for.
+func (c *core) pend(t pendable) {
+	c.pended = append(c.pended, t)
+	if c.pendAt.IsZero() {
+		c.pendAt = c.now.Add(pendRedo)
+	}
+	c.wakeAt(c.pendAt)
+}
+
+func (c *core) unpend(t pendable) {
+	if i := slices.Index(c.pended, t); i >= 0 {
+		c.pended = slices.Delete(c.pended, i, i+1)
+	}
+	if len(c.pended) == 0 {
+		c.pendAt = time.Time{}
+	}
+}
+
+// checkPended re-reads, once per role, the acceptance of the keys the
+// pended joins wait on, and hands each join a decision made.
+func (c *core) checkPended() {
+	status := make(map[string]keep.Acceptance)
+	for _, t := range slices.Clone(c.pended) {
+		role := t.pendRole()
+		st, ok := status[role]
+		if !ok {
+			var err error
+			if st, _, err = c.store.roleStatus(role); err != nil {
+				st = keep.Pending // unreadable now: ask again later
+			}
+			status[role] = st
+		}
+		if st != keep.Pending {
+			t.decided(c, st)
+		}
+	}
+	c.pendAt = time.Time{}
+	if len(c.pended) > 0 {
+		c.pendAt = c.now.Add(pendRedo)
+	}
+}
+
+// pendStranger pends joinent j of a remote we did not know, dropping the
+// oldest pended stranger (and its pending role file) beyond
+// maxPendingStrangers.
+func (c *core) pendStranger(j *joinent) {
+	n := 0
+	var oldest *joinent
+	for _, t := range c.pended {
+		if o, ok := t.(*joinent); ok && !o.r.added {
+			n++
+			if oldest == nil {
+				oldest = o
+			}
+		}
+	}
+	if n >= maxPendingStrangers && oldest != nil {
+		c.stats.drop("pending_strangers_full")
+		oldest.nack(c, codec.PacketKindRefuse)
+		c.forgetPendingRole(oldest.b.role)
+		c.event(EventRemoved, oldest.r)
+	}
+	c.pend(j)
+}
+
+// forgetPendingRole deletes the kept role of a stranger dropped while its
+// keys were pending, unless a remote we know has that role.
+func (c *core) forgetPendingRole(role string) {
+	for _, r := range c.remotes {
+		if r.role == role {
+			return
+		}
+	}
+	if err := c.store.forgetPending(role); err != nil {
+		c.log.Warn("raet: forget a pending role", "role", role, "err", err)
+	}
+}
 
 // joinBody is a join request or response body.
 type joinBody struct {
@@ -213,12 +311,17 @@ func (j *joiner) send(c *core, pk codec.PacketKind, body []byte) {
 
 func (j *joiner) remove(c *core) {
 	c.removeTxn(j.r, j)
+	c.unpend(j)
 	if j.vacuous && c.joinees[j.r.ha] == j.r && len(j.r.txns) == 0 {
 		delete(c.joinees, j.r.ha)
 	}
 }
 
 func (j *joiner) receive(c *core, p *rxPacket) {
+	if p.from != j.r.ha {
+		c.stats.drop("join_wrong_source") // the joinent answers from where we sent
+		return
+	}
 	switch p.Head.PacketKind {
 	case codec.PacketKindPend:
 		if !j.pended {
@@ -236,7 +339,13 @@ func (j *joiner) receive(c *core, p *rxPacket) {
 	case codec.PacketKindReject:
 		j.remove(c)
 		c.event(EventRejected, j.r)
-		c.removeRemote(j.r, ErrRejected)
+		if j.r.sid == 0 {
+			// Never joined: forget it. A remote joined before (kept) stays;
+			// an unauthenticated reject only ends this join.
+			c.removeRemote(j.r, ErrRejected)
+		} else {
+			c.failJoin(j.r, ErrRejected)
+		}
 	}
 }
 
@@ -316,18 +425,34 @@ func (j *joiner) accept(c *core, p *rxPacket) {
 	j.timeout = after(c.now, c.cfg.PendTimeout)
 	c.event(EventPending, r)
 	j.send(c, codec.PacketKindPend, nil)
+	j.redo.at = time.Time{} // the pend timer decides now
+	c.pend(j)
+}
+
+func (j *joiner) pendRole() string { return j.r.role }
+
+func (j *joiner) decided(c *core, status keep.Acceptance) {
+	if status == keep.Accepted {
+		j.completify(c)
+		return
+	}
+	j.remove(c)
+	c.event(EventRejected, j.r)
+	c.removeRemote(j.r, ErrRejected)
 }
 
 // joined completes a join on either side: the first session starts (sid
-// 0 → 1), a vacuous join resets the remote's session, and both estates are
-// kept.
+// 0 → 1) and both estates are kept. A vacuous join may come from a remote
+// that lost its keep and counts its sessions from 1 again: the reference
+// resets rsid here; we only note it, for the next allow, which is
+// authenticated, to act on (see route and allowed).
 func (c *core) joined(r *remote, vacuous bool) {
 	if r.sid == 0 {
 		r.nextSid()
 		c.replaceStaleInitiators(r)
 	}
 	if vacuous {
-		r.rsid = 0
+		r.sessionReset = true
 	}
 	r.joined = true
 	r.capsFresh = true
@@ -365,28 +490,16 @@ func (j *joiner) tick(c *core) {
 		c.failJoin(j.r, ErrTimeout)
 		return
 	}
-	if !j.redo.due(c.now) {
+	if !j.redo.due(c.now) || j.lastKind != codec.PacketKindRequest {
 		return
 	}
-	if j.pended {
+	if j.pended { // by the joinent: ask again now and then
 		j.redo.cur = min(pendRedo, c.cfg.PendTimeout)
 		j.redo.restart(c.now)
 	} else {
 		j.redo.backoff(c.now)
 	}
-	if j.lastKind == codec.PacketKindRequest {
-		c.retransmit(j.last, j.r.ha)
-		return
-	}
-	switch status, _, err := c.store.roleStatus(j.r.role); {
-	case err != nil:
-	case status == keep.Accepted:
-		j.completify(c)
-	case status == keep.Rejected:
-		j.remove(c)
-		c.event(EventRejected, j.r)
-		c.removeRemote(j.r, ErrRejected)
-	}
+	c.retransmit(j.last, j.r.ha)
 }
 
 // failJoin ends the Join calls waiting on r.
@@ -397,13 +510,19 @@ func (c *core) failJoin(r *remote, err error) {
 // --- joinent ---------------------------------------------------------------
 
 type joinent struct {
-	r        *remote
-	ti       uint32
-	from     netip.AddrPort
-	se, de   uint32 // the head values we send: the request's de and se
-	vacuous  bool
-	pended   bool
-	added    bool
+	r       *remote
+	ti      uint32
+	from    netip.AddrPort
+	se, de  uint32 // the head values we send: the request's de and se
+	vacuous bool
+	pended  bool
+	added   bool // r was added for this join (a stranger): forgotten if it does not complete
+	// b is the request, whose advertisement (and on a mutable road, whose
+	// changed identity: change) the remote takes only once the join
+	// completes.
+	b        joinBody
+	reid     uint32
+	change   bool
 	timeout  expiry
 	redo     redo
 	last     []byte
@@ -432,8 +551,13 @@ func (j *joinent) send(c *core, pk codec.PacketKind, body []byte) {
 
 func (j *joinent) remove(c *core) {
 	c.removeTxn(j.r, j)
+	c.unpend(j)
 	if j.vacuous && c.joinees[j.r.ha] == j.r && len(j.r.txns) == 0 {
 		delete(c.joinees, j.r.ha)
+	}
+	if j.added && !j.r.joined {
+		j.added = false
+		c.removeRemote(j.r, ErrTimeout)
 	}
 }
 
@@ -448,6 +572,10 @@ func (j *joinent) nack(c *core, pk codec.PacketKind) {
 func (j *joinent) abort(c *core, pk codec.PacketKind) { j.nack(c, pk) }
 
 func (j *joinent) receive(c *core, p *rxPacket) {
+	if p.from != j.from {
+		c.stats.drop("join_wrong_source")
+		return
+	}
 	switch p.Head.PacketKind {
 	case codec.PacketKindRequest:
 		j.join(c, p)
@@ -455,11 +583,10 @@ func (j *joinent) receive(c *core, p *rxPacket) {
 		j.pended = true
 	case codec.PacketKindAck:
 		j.complete(c)
-	case codec.PacketKindNack, codec.PacketKindRefuse:
+	case codec.PacketKindNack, codec.PacketKindRefuse, codec.PacketKindReject:
+		// The joiner gives up (a reject: it refuses our keys); a remote
+		// we knew stays as it was.
 		j.remove(c)
-	case codec.PacketKindReject:
-		j.remove(c)
-		c.removeRemote(j.r, ErrRejected)
 	}
 }
 
@@ -473,10 +600,18 @@ func (j *joinent) join(c *core, p *rxPacket) {
 	j.vacuous = p.Head.DestinationID == 0
 	reid := p.Head.SourceID
 	r := j.r
+	if r.txns[j.key()] == txn(j) {
+		return // a duplicate request
+	}
+	target := r
+	if known := c.byName[b.name]; j.vacuous && known != nil {
+		target = known
+	}
+	if !c.joinBudget(target, p.from) {
+		c.stats.drop("join_budget")
+		return
+	}
 	for _, t := range r.inProcess(codec.TransactionKindJoin) {
-		if t == txn(j) {
-			return // a duplicate request
-		}
 		if other, ok := t.(*joiner); ok {
 			switch {
 			case j.vacuous && !other.vacuous:
@@ -500,12 +635,13 @@ func (j *joinent) join(c *core, p *rxPacket) {
 			j.nack(c, codec.PacketKindReject)
 			return
 		}
-		if known := c.byName[b.name]; known != nil {
-			r = known
+		if target != r {
+			r = target
 			j.r = r
 		} else {
 			// A new estate, or our own vacuous joiner's remote (both sides
-			// joining at once): it takes the name and keys offered.
+			// joining at once), not joined yet: it takes the name and keys
+			// offered.
 			if err := c.renameRemote(r, b.name); err != nil {
 				j.nack(c, codec.PacketKindReject)
 				return
@@ -531,6 +667,10 @@ func (j *joinent) join(c *core, p *rxPacket) {
 		j.nack(c, codec.PacketKindReject)
 		return
 	}
+	if o := c.byName[b.name]; !same && o != nil && o != r {
+		j.nack(c, codec.PacketKindReject) // the new name is another remote's
+		return
+	}
 	status, err := c.store.statusRole(b.role, b.verify, b.pub)
 	if err != nil {
 		c.log.Error("raet: key status", "role", b.role, "err", err)
@@ -545,45 +685,54 @@ func (j *joinent) join(c *core, p *rxPacket) {
 		}
 		return
 	}
-	if same {
-		if !r.added {
-			if o := c.byName[r.name]; o != nil {
-				j.nack(c, codec.PacketKindReject)
-				return
-			}
-			c.addRemote(r)
-			c.schedulePresence(r, true)
-		}
-	} else {
-		if o := c.byName[b.name]; o != nil && o != r {
-			j.nack(c, codec.PacketKindReject)
-			return
-		}
-		if err := c.apply(r, &b, p.from, reid); err != nil {
-			j.nack(c, codec.PacketKindReject)
-			return
-		}
-	}
+	j.b, j.reid, j.change = b, reid, !same
 	c.addTxn(r, j)
 	if j.vacuous {
 		c.joinees[r.ha] = r
 	}
-	r.joined = false
-	r.peerCaps = b.caps
 	if status == keep.Accepted {
 		j.redo.backoff(c.now)
 		j.ackAccept(c)
 		return
 	}
-	c.saveRemote(r)
+	c.saveRemote(r) // a remote we know; nothing is kept for a stranger
 	j.pended = true
 	j.timeout = after(c.now, c.cfg.PendTimeout)
 	c.event(EventPending, r)
 	j.send(c, codec.PacketKindPend, nil)
+	j.redo.at = time.Time{} // the pend timer decides now
+	if r.added {
+		c.pend(j)
+	} else {
+		c.pendStranger(j)
+	}
 }
 
+// joinBudget says whether a join request from `from` for remote r may be
+// served: a remote we know, at its address, has its own budget; anyone else
+// is a stranger.
+func (c *core) joinBudget(r *remote, from netip.AddrPort) bool {
+	if r.added && r.ha == from {
+		return r.joins.take(c.now, joinRate, joinBurst)
+	}
+	return c.lim.stranger(c.now, from.Addr())
+}
+
+// ackAccept answers a request whose keys are accepted: a stranger becomes a
+// remote now (its next packets, signed, name its new uid), to be forgotten
+// if its join does not complete.
 func (j *joinent) ackAccept(c *core) {
-	body, err := c.marshal(c.joinBody(true, j.r.nuid))
+	r := j.r
+	if !r.added {
+		if o := c.byName[r.name]; o != nil {
+			j.nack(c, codec.PacketKindReject)
+			return
+		}
+		c.addRemote(r)
+		c.schedulePresence(r, true)
+		j.added = true
+	}
+	body, err := c.marshal(c.joinBody(true, r.nuid))
 	if err != nil {
 		j.remove(c)
 		return
@@ -591,10 +740,25 @@ func (j *joinent) ackAccept(c *core) {
 	j.send(c, codec.PacketKindResponse, body)
 }
 
+// complete ends the join when the joiner acknowledges our response. An ack
+// of anything else (a pend: the keys wait for an operator) completes
+// nothing: only accepted keys join.
 func (j *joinent) complete(c *core) {
-	c.joined(j.r, j.vacuous)
+	if j.lastKind != codec.PacketKindResponse {
+		c.stats.drop("join_ack_unaccepted")
+		return
+	}
+	r := j.r
+	if j.change {
+		if err := c.apply(r, &j.b, j.from, j.reid); err != nil {
+			j.nack(c, codec.PacketKindReject)
+			return
+		}
+	}
+	r.peerCaps = j.b.caps
+	c.joined(r, j.vacuous)
 	j.remove(c)
-	c.event(EventJoined, j.r)
+	c.event(EventJoined, r)
 }
 
 func (j *joinent) tick(c *core) {
@@ -602,28 +766,31 @@ func (j *joinent) tick(c *core) {
 		j.nack(c, codec.PacketKindNack)
 		return
 	}
-	if !j.redo.due(c.now) {
+	if j.pended || !j.redo.due(c.now) {
 		return
 	}
-	if j.pended {
-		j.redo.cur = min(pendRedo, c.cfg.PendTimeout)
-		j.redo.restart(c.now)
-	} else {
-		j.redo.backoff(c.now)
-	}
+	j.redo.backoff(c.now)
 	if j.lastKind == codec.PacketKindResponse {
 		c.retransmit(j.last, j.from)
-		return
 	}
-	switch status, _, err := c.store.roleStatus(j.r.role); {
-	case err != nil:
-	case status == keep.Accepted:
+}
+
+func (j *joinent) pendRole() string { return j.b.role }
+
+func (j *joinent) decided(c *core, status keep.Acceptance) {
+	if status == keep.Accepted {
 		j.pended = false
 		j.timeout = after(c.now, c.cfg.JoinentTimeout)
 		j.ackAccept(c)
-	case status == keep.Rejected:
-		j.remove(c)
-		c.event(EventRejected, j.r)
-		c.removeRemote(j.r, ErrRejected)
+		return
 	}
+	r := j.r
+	c.event(EventRejected, r)
+	if r.added {
+		j.remove(c)
+		c.removeRemote(r, ErrRejected)
+		return
+	}
+	j.nack(c, codec.PacketKindReject)
+	c.event(EventRemoved, r) // the pended stranger is forgotten
 }

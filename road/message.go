@@ -260,17 +260,17 @@ func (m *messenger) finish(c *core, err error) {
 	}
 }
 
+// errCoatKind refuses a packet whose coat is not its session's.
+var errCoatKind = errors.New("raet: coat kind is not the session's")
+
 // parseMisseds reads a resend body: {"misseds": [n, ...]}.
 func parseMisseds(p *rxPacket, r *remote) ([]int, error) {
-	plain := p.Coat
-	if p.Head.CoatKind != codec.CoatKindNada && len(plain) > 0 {
-		if r.coat == nil || r.coat.Kind() != p.Head.CoatKind {
-			return nil, errors.New("no session coat")
-		}
-		var err error
-		if plain, err = r.coat.Open(nil, plain); err != nil {
-			return nil, err
-		}
+	if r.coat == nil || r.coat.Kind() != p.Head.CoatKind {
+		return nil, errCoatKind
+	}
+	plain, err := r.coat.Open(nil, p.Coat)
+	if err != nil {
+		return nil, err
 	}
 	ser, err := packet.SerializerFor(p.Head.BodyKind)
 	if err != nil {
@@ -338,8 +338,7 @@ func (m *messengent) send(c *core, pk codec.PacketKind, body []byte, sn int) {
 func (m *messengent) remove(c *core) {
 	c.removeTxn(m.r, m)
 	c.reasm.Drop(m.msgKey())
-	m.r.done[m.ti] = c.now.Add(c.cfg.StaleTimeout)
-	c.wakeAt(m.r.done[m.ti])
+	m.r.used(m.si, m.ti)
 }
 
 func (m *messengent) nack(c *core) {
@@ -496,16 +495,12 @@ func (m *messengent) decoded(c *core, body map[string]any, err error) {
 // openMessage opens a whole coat and decodes its body, or, for a body of a
 // BatchSerializer's kind, leaves that to the decoder goroutine (later).
 func (c *core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat []byte) (msg *Message, later bool, err error) {
-	plain := coat
-	switch {
-	case ck == codec.CoatKindNada:
-		plain = append([]byte(nil), coat...)
-	case r.coat != nil && ck == r.coat.Kind():
-		if plain, err = r.coat.Open(nil, coat); err != nil {
-			return nil, false, err
-		}
-	default:
-		return nil, false, fmt.Errorf("coat kind %v is not this session's", ck)
+	if r.coat == nil || ck != r.coat.Kind() {
+		return nil, false, errCoatKind // a downgrade (ck=0) or any other coat
+	}
+	plain, err := r.coat.Open(nil, coat)
+	if err != nil {
+		return nil, false, err
 	}
 	msg = &Message{From: r.name, Kind: bk, Raw: plain}
 	if bk == codec.BodyKindRaw {

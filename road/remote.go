@@ -49,7 +49,14 @@ type remote struct {
 	srtt, rttvar time.Duration
 
 	txns map[txnKey]txn
-	done map[uint32]time.Time // finished messengent tids until they expire
+	// window holds the transaction ids it used in its session rsid;
+	// sessionReset says it joined afresh (vacuously) since, so that its next
+	// allow may set rsid back (see route).
+	window       replayWindow
+	sessionReset bool
+	// replies and joins are its budgets of replies to packets of no live
+	// transaction and of join requests.
+	replies, joins bucket
 
 	presence time.Time // next alive
 	reapAt   time.Time // reaped if no alive success by then
@@ -113,6 +120,14 @@ func (r *remote) nextSid() {
 	}
 }
 
+// used records that the remote's transaction ti of session si is over:
+// the window remembers it while si is the remote's session.
+func (r *remote) used(si, ti uint32) {
+	if si == r.rsid {
+		r.window.mark(ti)
+	}
+}
+
 // validSid reports whether session new is not older than old (§9.2).
 func validSid(new, old uint32) bool {
 	if new == 0 || old == 0 {
@@ -129,20 +144,6 @@ func (r *remote) inProcess(k codec.TransactionKind) []txn {
 		}
 	}
 	return out
-}
-
-// rekey makes a fresh short-term key pair for an allow.
-func (r *remote) rekey() error {
-	b, err := keys.GenerateBox()
-	if err != nil {
-		return err
-	}
-	r.allowed = false
-	r.short = b
-	r.peerShort = keys.PublicKey{}
-	r.coat = nil
-	r.prof = nil
-	return nil
 }
 
 func (c *core) info(r *remote) Remote {

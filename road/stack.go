@@ -53,7 +53,6 @@ type Stack struct {
 	// publishes it (core.publishKeys).
 	keys      atomic.Pointer[verifyKeys]
 	sendErrs  atomic.Uint64 // Counters.SendErrors, counted by the writer
-	verifier  *packet.NaClFoot
 	closeOnce sync.Once
 	closing   chan struct{}
 	life      context.Context // ends with Close: bounds the serializer calls
@@ -66,12 +65,13 @@ type Stack struct {
 	batches  sync.Pool // *[]datagram: the owner's flushes, back from the writer
 }
 
-// rxDatagram is a datagram the reader parsed and, when it could, verified.
+// rxDatagram is a datagram the reader parsed and, for an Ed25519 foot,
+// checked.
 type rxDatagram struct {
 	buf      *[]byte
 	pkt      rxPacket
 	parseErr error
-	verified bool
+	foot     footCheck
 }
 
 // maxDatagram is the read buffer size: the largest UDP payload.
@@ -120,10 +120,6 @@ func New(cfg *Config) (*Stack, error) {
 	s.keys.Store(&verifyKeys{})
 	cr.sharedKeys = &s.keys
 	cr.keysChanged = true
-	s.verifier = packet.NewNaClFoot(nil, func(de uint32) (*[32]byte, bool) {
-		k, ok := (*s.keys.Load())[de]
-		return k, ok
-	})
 	if c.Serializer != nil {
 		s.ser = c.Serializer
 	}
@@ -317,6 +313,7 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 		ns    [ioBatch]int
 		froms [ioBatch]netip.AddrPort
 		ds    [ioBatch]rxDatagram
+		feet  = newFootChecker()
 	)
 	defer func() {
 		for _, bp := range ptrs {
@@ -351,6 +348,7 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 			// the push turn, to pass it on.
 		}
 		k := 0
+		table := *s.keys.Load()
 		for i := range n {
 			if ns[i] < 0 {
 				continue
@@ -361,14 +359,14 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 			}
 			// Parse and verify here, off the owner goroutine, so that the
 			// signature checks of received packets run beside the owner's
-			// work.
+			// work; the owner never verifies them again.
 			d := &ds[k]
 			*d = rxDatagram{buf: ptrs[i]}
 			ptrs[i] = nil
 			d.pkt.from = froms[i]
 			d.parseErr = packet.Parse(b, &d.pkt.Packet)
 			if d.parseErr == nil && d.pkt.Head.FootKind == codec.FootKindNaCl {
-				d.verified = d.pkt.Verify(s.verifier) == nil
+				d.foot = feet.check(&d.pkt.Packet, table)
 			}
 			k++
 		}
@@ -442,13 +440,13 @@ func (s *Stack) run() {
 			return
 		case d = <-s.inbound:
 			c.now = time.Now()
-			c.handle(&d.pkt, d.parseErr, d.verified)
+			c.handle(&d.pkt, d.parseErr, &d.foot)
 			s.bufs.Put(d.buf)
 			// Take what else has arrived before flushing.
 			for range 64 {
 				select {
 				case d = <-s.inbound:
-					c.handle(&d.pkt, d.parseErr, d.verified)
+					c.handle(&d.pkt, d.parseErr, &d.foot)
 					s.bufs.Put(d.buf)
 					continue
 				default:

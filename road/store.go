@@ -25,6 +25,8 @@ type store interface {
 	// roleStatus re-reads the stored acceptance of role (an operator may
 	// have changed it).
 	roleStatus(role string) (keep.Acceptance, bool, error)
+	// forgetPending deletes role's record if its keys are still pending.
+	forgetPending(role string) error
 }
 
 type keptRemote struct {
@@ -93,6 +95,17 @@ func (d diskStore) roleStatus(role string) (keep.Acceptance, bool, error) {
 		return keep.Rejected, false, err
 	}
 	return r.Acceptance, true, nil
+}
+
+func (d diskStore) forgetPending(role string) error {
+	r, err := d.k.LoadRemoteRole(role)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil || r.Acceptance != keep.Pending {
+		return err
+	}
+	return d.k.DeleteRemoteRole(role)
 }
 
 // memStore keeps everything in memory, deciding acceptance with the same
@@ -177,6 +190,15 @@ func (m *memStore) roleStatus(role string) (keep.Acceptance, bool, error) {
 		return keep.Pending, false, nil
 	}
 	return r.Acceptance, true, nil
+}
+
+func (m *memStore) forgetPending(role string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.roles[role]; ok && r.Acceptance == keep.Pending {
+		delete(m.roles, role)
+	}
+	return nil
 }
 
 // setAcceptance is the operator's decision for a memory store (Stack.Accept
