@@ -1,0 +1,366 @@
+package road
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/packet"
+)
+
+// The attacks of issue 11, made by hand against a main estate with an
+// established session (see docs/security.md). In each, nothing is
+// delivered that should not be, and the legitimate peer keeps working.
+
+var profiles = []struct {
+	name string
+	prof Profile
+}{{"reference", ProfileReference}, {"fast", ProfileAuto}}
+
+func joinedPair(t testing.TB, prof Profile) *pair {
+	t.Helper()
+	p := newPair(t, keep.AutoAlways, func(m, o *Config) { m.Profile, o.Profile = prof, prof })
+	p.join()
+	return p
+}
+
+// stillWorks checks that other and main still exchange a message each way,
+// each delivered once, and that main delivered nothing else since it had
+// delivered `before`.
+func (p *pair) stillWorks(t *testing.T, before int) {
+	t.Helper()
+	tag := fmt.Sprint("after-", len(p.wire))
+	if err := p.send(p.other, map[string]any{"tag": tag}); err != nil {
+		t.Fatalf("other's message after the attack: %v", err)
+	}
+	got := p.delivered[p.main][before:]
+	if len(got) != 1 || got[0].Body["tag"] != tag {
+		t.Fatalf("main delivered %d messages since the attack, want only the legitimate one: %+v", len(got), got)
+	}
+	if err := p.send(p.main, map[string]any{"back": tag}); err != nil {
+		t.Fatalf("main's message after the attack: %v", err)
+	}
+}
+
+// Under auto never, a stranger answered pend sends the join ack itself: it
+// joins nothing, is not kept as joined, and cannot allow, now or after a
+// restart (issue 11, attack 1).
+func TestAttackForcedJoinAck(t *testing.T) {
+	dir := t.TempDir()
+	p := newPair(t, keep.AutoNever, func(m, o *Config) { m.KeepDir = dir })
+	o := p.other
+	r := o.newRemote(p.mainAddr, 0, 0)
+	o.addRemote(r)
+	o.startJoiner(r, false, false)
+	p.pump()
+	if len(p.main.pended) != 1 {
+		t.Fatalf("main pended %d joins, want the stranger's", len(p.main.pended))
+	}
+	var req codec.Head
+	for _, w := range p.wire {
+		var pk packet.Packet
+		if w.from == o && packet.Parse(w.b, &pk) == nil && pk.Head.PacketKind == codec.PacketKindRequest {
+			req = pk.Head
+		}
+	}
+	// The forced ack: the request's head, pk ack, no body.
+	ack := head(codec.TransactionKindJoin, codec.PacketKindAck, req.SourceID, 0, 0, req.TransactionID, false)
+	p.inject(p.main, forge(t, codec.HeadKindRaet, nil, ack, nil), p.otherAddr)
+	if n := p.main.stats.c.Drops["join_ack_unaccepted"]; n != 1 {
+		t.Errorf("forced ack: join_ack_unaccepted = %d, want 1", n)
+	}
+	if rm := p.main.byName["other"]; rm != nil {
+		t.Fatalf("the stranger became a remote: %+v", snapshot(rm))
+	}
+	k, err := keep.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.LoadRemote("other"); err == nil {
+		t.Fatal("the keep holds an estate for the pended stranger")
+	}
+	role, err := k.LoadRemoteRole("other")
+	if err != nil || role.Acceptance != keep.Pending {
+		t.Fatalf("the stranger's role: %+v, %v; want pending for the operator", role, err)
+	}
+	// It allows anyway, guessing its uid at main: unknown, dropped.
+	hello := o.allowHead(r, codec.PacketKindHello, 1, 99, false)
+	for uid := uint32(1); uid < 8; uid++ {
+		hello.DestinationID = uid
+		p.inject(p.main, forge(t, codec.HeadKindRaet, o.signer, hello, make([]byte, 200)), p.otherAddr)
+	}
+	if n := len(p.main.remotes); n != 0 {
+		t.Fatalf("main has %d remotes", n)
+	}
+
+	// A keep from before the fix says joined for keys still pending: after a
+	// restart that remote is not joined, and its allow is answered unjoined.
+	joined := true
+	if err := k.SaveRemote(keep.RemoteEstate{Name: "other", UID: 5, FUID: 3, HA: keep.HostPort{Host: "127.0.0.2", Port: 7531},
+		SID: 1, Joined: &joined, Role: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	main2 := p.newCore(&Config{Name: "main", Main: true, Auto: keep.AutoNever, AlivePeriod: -1, KeepDir: dir}, nil)
+	main2.start(p.mainAddr)
+	rm := main2.byName["other"]
+	if rm == nil || rm.joined {
+		t.Fatalf("restarted with a pending role: %+v", rm)
+	}
+	hello = o.allowHead(r, codec.PacketKindHello, 3, 100, false)
+	hello.SourceID, hello.DestinationID = 3, 5
+	out := len(main2.out)
+	main2.receive(forge(t, codec.HeadKindRaet, o.signer, hello, make([]byte, 200)), p.otherAddr)
+	if rm.allowed || len(main2.out) != out+1 {
+		t.Fatalf("allow after restart: allowed %v, %d answers", rm.allowed, len(main2.out)-out)
+	}
+	var ans packet.Packet
+	if err := packet.Parse(main2.out[len(main2.out)-1].b, &ans); err != nil || ans.Head.PacketKind != codec.PacketKindUnjoined {
+		t.Fatalf("answer %v, %v; want unjoined", ans.Head.PacketKind, err)
+	}
+}
+
+// Unsigned packets of every kind but join, with a newer, the same or an
+// older si, from the peer's address or another, change nothing of the
+// session and deliver nothing (issue 11, attack 2: one unsigned alive with a
+// newer si locked the peer out).
+func TestAttackUnsignedPackets(t *testing.T) {
+	for _, pr := range profiles {
+		t.Run(pr.name, func(t *testing.T) {
+			p := joinedPair(t, pr.prof)
+			r := p.mainRemote()
+			before := snapshot(r)
+			delivered := len(p.delivered[p.main])
+			stranger := netip.MustParseAddrPort("127.9.9.9:4000")
+			n := 0
+			for _, tk := range []codec.TransactionKind{codec.TransactionKindMessage, codec.TransactionKindAllow, codec.TransactionKindAlive, 2, 7} {
+				for pk := codec.PacketKind(0); pk <= 16; pk++ {
+					for _, si := range []uint32{r.rsid + 1, r.rsid, r.rsid - 1, r.rsid + 1<<30, 0} {
+						for _, cf := range []bool{false, true} {
+							h := head(tk, pk, r.fuid, r.nuid, si, r.window.top+1+uint32(n%5), cf)
+							h.CoatKind = codec.CoatKindNaCl
+							b := forge(t, codec.HeadKindRaet, nil, h, []byte(`{"x":1}`))
+							p.inject(p.main, b, p.otherAddr)
+							p.inject(p.main, b, stranger)
+							n += 2
+						}
+					}
+				}
+			}
+			if got := p.main.stats.c.Drops["unsigned"]; got != uint64(n) {
+				t.Errorf("%d unsigned packets, %d dropped as unsigned", n, got)
+			}
+			if after := snapshot(r); after != before {
+				t.Fatalf("session changed:\n before %+v\n after  %+v", before, after)
+			}
+			p.stillWorks(t, delivered)
+		})
+	}
+}
+
+// Unsigned join packets of every kind, forged from public data (names,
+// keys, uids), from the peer's address, touch neither its session nor what
+// it is delivered.
+func TestAttackUnsignedJoins(t *testing.T) {
+	p := joinedPair(t, ProfileReference)
+	r := p.mainRemote()
+	before := snapshot(r)
+	delivered := len(p.delivered[p.main])
+	req := p.publicJoinRequest(t, r.fuid, 0, 77)
+	p.inject(p.main, req, p.otherAddr)
+	for pk := codec.PacketKind(0); pk <= 16; pk++ {
+		for _, de := range []uint32{0, r.nuid} {
+			for _, cf := range []bool{false, true} {
+				h := head(codec.TransactionKindJoin, pk, r.fuid, de, 0, 77, cf)
+				p.inject(p.main, forge(t, codec.HeadKindRaet, nil, h, nil), p.otherAddr)
+			}
+		}
+	}
+	p.inject(p.main, p.publicJoinRequest(t, r.fuid, r.nuid, 78), p.otherAddr)
+	ack := head(codec.TransactionKindJoin, codec.PacketKindAck, r.fuid, r.nuid, 0, 78, false)
+	p.inject(p.main, forge(t, codec.HeadKindRaet, nil, ack, nil), p.otherAddr)
+	after := snapshot(r)
+	if after != before {
+		t.Fatalf("session changed:\n before %+v\n after  %+v", before, after)
+	}
+	p.stillWorks(t, delivered)
+}
+
+// publicJoinRequest is other's join request made from what anyone can know
+// of it: its name, role and public keys (any join response or request shows
+// them) and its uid.
+func (p *pair) publicJoinRequest(t *testing.T, se, de, ti uint32) []byte {
+	o := p.other
+	body, err := p.main.marshal(packet.OrderedMap{
+		{Key: "name", Value: o.name}, {Key: "mode", Value: 0}, {Key: "kind", Value: 0},
+		{Key: "verhex", Value: o.signing.Verify.Hex()}, {Key: "pubhex", Value: o.box.Public.Hex()}, {Key: "role", Value: o.role},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := head(codec.TransactionKindJoin, codec.PacketKindRequest, se, de, 0, ti, false)
+	return forge(t, codec.HeadKindRaet, nil, h, body)
+}
+
+// Messages captured in a session are refused when replayed, however long
+// after: the replay window lives as long as the session (issue 11, attack
+// 3: the reference's done list forgets them after MsgStaleTimeout).
+func TestAttackReplayAfterStaleTime(t *testing.T) {
+	for _, pr := range profiles {
+		t.Run(pr.name, func(t *testing.T) {
+			p := newPair(t, keep.AutoAlways, func(m, o *Config) {
+				m.Profile, o.Profile = pr.prof, pr.prof
+				m.StaleTimeout = time.Millisecond // ignored
+				m.MessageTimeout, o.MessageTimeout = -1, -1
+			})
+			p.join()
+			start := len(p.wire)
+			for i := range 5 {
+				if err := p.send(p.other, map[string]any{"n": i}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			delivered := len(p.delivered[p.main])
+			captured := p.captured(start, p.other, codec.TransactionKindMessage, codec.PacketKindMessage)
+			if len(captured) != 5 {
+				t.Fatalf("captured %d messages", len(captured))
+			}
+			p.advance(11 * time.Minute)
+			before := snapshot(p.mainRemote())
+			for range 3 {
+				for _, b := range captured {
+					p.inject(p.main, b, p.otherAddr)
+				}
+			}
+			if got := len(p.delivered[p.main]) - delivered; got != 0 {
+				t.Fatalf("%d replayed messages delivered again", got)
+			}
+			if p.main.stats.c.Drops["replayed"] < 15 {
+				t.Errorf("replays counted: %v", p.main.stats.c.Drops)
+			}
+			if after := snapshot(p.mainRemote()); after != before {
+				t.Fatalf("session changed:\n before %+v\n after  %+v", before, after)
+			}
+			p.stillWorks(t, delivered)
+		})
+	}
+}
+
+// captured returns the datagrams `from` sent of kinds tk/pk since wire
+// index start.
+func (p *pair) captured(start int, from *core, tk codec.TransactionKind, pk codec.PacketKind) [][]byte {
+	var out [][]byte
+	for _, w := range p.wire[start:] {
+		var pp packet.Packet
+		if w.from == from && packet.Parse(w.b, &pp) == nil && pp.Head.TransactionKind == tk && pp.Head.PacketKind == pk {
+			out = append(out, w.b)
+		}
+	}
+	return out
+}
+
+// A capture of everything other sent, from its join to its messages,
+// replayed (three rounds), and the same join made from public data, reset
+// no session, deliver nothing twice, and open no coat: the session's keys
+// are new (issue 11, attack 3: +5 deliveries per round).
+func TestAttackReplayJoinAckMessages(t *testing.T) {
+	for _, pr := range profiles {
+		t.Run(pr.name, func(t *testing.T) {
+			p := newPair(t, keep.AutoAlways, func(m, o *Config) { m.Profile, o.Profile = pr.prof, pr.prof })
+			p.join()
+			for i := range 5 {
+				if err := p.send(p.other, map[string]any{"n": i}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var capture [][]byte
+			for _, w := range p.wire {
+				if w.from == p.other {
+					capture = append(capture, w.b)
+				}
+			}
+			// A new session (other allows again): the capture is of the last.
+			o := p.otherRemote()
+			o.allowed = false
+			p.other.startAllower(o, false)
+			p.pump()
+			if !o.allowed || !p.mainRemote().allowed {
+				t.Fatal("second allow failed")
+			}
+			r := p.mainRemote()
+			before := snapshot(r)
+			delivered := len(p.delivered[p.main])
+			for range 3 {
+				for _, b := range capture {
+					p.inject(p.main, b, p.otherAddr)
+				}
+			}
+			// Forged from public data: a vacuous join and its ack, then the
+			// captured messages again.
+			p.inject(p.main, p.publicJoinRequest(t, r.fuid, 0, 500), p.otherAddr)
+			ack := head(codec.TransactionKindJoin, codec.PacketKindAck, r.fuid, 0, 0, 500, false)
+			p.inject(p.main, forge(t, codec.HeadKindRaet, nil, ack, nil), p.otherAddr)
+			for _, b := range capture {
+				p.inject(p.main, b, p.otherAddr)
+			}
+			if got := len(p.delivered[p.main]) - delivered; got != 0 {
+				t.Fatalf("%d replayed messages delivered", got)
+			}
+			after := snapshot(r)
+			if after != before {
+				t.Fatalf("session changed:\n before %+v\n after  %+v", before, after)
+			}
+			p.stillWorks(t, delivered)
+		})
+	}
+}
+
+// A plaintext coat (ck=0), signed by the peer itself, in a session that
+// agreed on the NaCl coat is refused and counted (issue 11: a downgrade).
+func TestAttackPlaintextCoat(t *testing.T) {
+	p := joinedPair(t, ProfileReference)
+	o := p.otherRemote()
+	delivered := len(p.delivered[p.main])
+	h := head(codec.TransactionKindMessage, codec.PacketKindMessage, o.nuid, o.fuid, o.sid, o.nextTid(), false)
+	h.SetWait(true)
+	p.inject(p.main, forge(t, codec.HeadKindRaet, p.other.signer, h, []byte(`{"plain":"text"}`)), p.otherAddr)
+	if got := len(p.delivered[p.main]) - delivered; got != 0 {
+		t.Fatalf("plaintext message delivered")
+	}
+	if p.main.stats.c.Drops["coat_downgrade"] != 1 {
+		t.Fatalf("downgrade not counted: %v", p.main.stats.c.Drops)
+	}
+	p.stillWorks(t, delivered)
+}
+
+// The replay window remembers ids for the whole session in fixed memory.
+func TestReplayWindow(t *testing.T) {
+	var w replayWindow
+	if w.state(1) != replayFresh {
+		t.Fatal("empty window")
+	}
+	for ti := uint32(1); ti <= 3*replayIDs; ti += 2 { // every other id, as messages between alives
+		w.mark(ti)
+	}
+	top := uint32(3*replayIDs - 1)
+	for _, c := range []struct {
+		ti   uint32
+		want replayState
+	}{
+		{top, replayUsed}, {top - 2, replayUsed}, {top - 1, replayFresh}, {top + 1, replayFresh},
+		{top - replayIDs + 2, replayUsed}, {top - replayIDs, replayTooOld}, {1, replayTooOld}, {top + 1<<30, replayFresh},
+	} {
+		if got := w.state(c.ti); got != c.want {
+			t.Errorf("state(%d) = %d, want %d", c.ti, got, c.want)
+		}
+	}
+	// Ids roll over from 0xffffffff to 1.
+	w.reset()
+	w.mark(0xfffffffe)
+	w.mark(2)
+	if w.state(0xfffffffe) != replayUsed || w.state(2) != replayUsed || w.state(1) != replayFresh || w.state(0xffffffff) != replayFresh {
+		t.Fatal("rollover")
+	}
+}
