@@ -149,6 +149,9 @@ func (p *pair) advance(d time.Duration) {
 			if !c.wake.IsZero() && !c.wake.After(p.now) {
 				c.tick(p.now)
 				c.flushWake()
+				if !c.wake.IsZero() && !c.wake.After(p.now) {
+					p.tb.Fatalf("%s: a timer stays due after its tick (%v): the stack would spin", c.name, c.wake)
+				}
 			}
 		}
 		p.pump()
