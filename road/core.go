@@ -464,7 +464,11 @@ func (c *core) receive(b []byte, from netip.AddrPort) {
 	var fc *footCheck
 	if err == nil && p.Head.FootKind == codec.FootKindNaCl {
 		key, _ := c.verifyKey(p.Head.DestinationID)
-		fc = &footCheck{key: key, ok: key != nil && p.Verify(c.signer) == nil}
+		fc = &footCheck{key: key}
+		if key != nil {
+			c.stats.c.Verifications++
+			fc.ok = p.Verify(c.signer) == nil
+		}
 	}
 	c.handle(&p, err, fc)
 }

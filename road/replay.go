@@ -3,6 +3,7 @@ package road
 import (
 	"hash/maphash"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/raet-go/raet/packet"
@@ -154,7 +155,8 @@ type footChecker struct {
 	seed maphash.Seed
 	seen map[[packet.NaClFootSize]byte]seenFoot
 	foot *packet.NaClFoot
-	key  *[32]byte // the key foot's resolver gives: the packet's being checked
+	key  *[32]byte      // the key foot's resolver gives: the packet's being checked
+	n    *atomic.Uint64 // counts the verifications
 }
 
 type seenFoot struct {
@@ -165,8 +167,8 @@ type seenFoot struct {
 
 const maxSeenFeet = 2048
 
-func newFootChecker() *footChecker {
-	f := &footChecker{seed: maphash.MakeSeed(), seen: make(map[[packet.NaClFootSize]byte]seenFoot)}
+func newFootChecker(n *atomic.Uint64) *footChecker {
+	f := &footChecker{seed: maphash.MakeSeed(), seen: make(map[[packet.NaClFootSize]byte]seenFoot), n: n}
 	f.foot = packet.NewNaClFoot(nil, func(uint32) (*[32]byte, bool) { return f.key, f.key != nil })
 	return f
 }
@@ -189,6 +191,7 @@ func (f *footChecker) check(p *packet.Packet, table verifyKeys) footCheck {
 		}
 	}
 	f.key = key
+	f.n.Add(1)
 	ok := p.Verify(f.foot) == nil
 	if len(f.seen) >= maxSeenFeet {
 		clear(f.seen)

@@ -53,6 +53,7 @@ type Stack struct {
 	// publishes it (core.publishKeys).
 	keys      atomic.Pointer[verifyKeys]
 	sendErrs  atomic.Uint64 // Counters.SendErrors, counted by the writer
+	verifies  atomic.Uint64 // Counters.Verifications, counted by the readers
 	closeOnce sync.Once
 	closing   chan struct{}
 	life      context.Context // ends with Close: bounds the serializer calls
@@ -313,7 +314,7 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 		ns    [ioBatch]int
 		froms [ioBatch]netip.AddrPort
 		ds    [ioBatch]rxDatagram
-		feet  = newFootChecker()
+		feet  = newFootChecker(&s.verifies)
 	)
 	defer func() {
 		for _, bp := range ptrs {
@@ -756,6 +757,7 @@ func (s *Stack) Counters(ctx context.Context) (Counters, error) {
 	select {
 	case r := <-res:
 		r.SendErrors = s.sendErrs.Load()
+		r.Verifications += s.verifies.Load()
 		return r, nil
 	case <-s.closing:
 		return Counters{}, ErrClosed
