@@ -3,7 +3,6 @@ package road
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
@@ -61,7 +60,7 @@ func BenchmarkForgedDatagram(b *testing.B) {
 			{"garbage", []byte("GET / HTTP/1.1\r\n\r\n"), false},
 			{"unsigned-alive-newer-si", forge(b, codec.HeadKindRaet, nil, alive, nil), false},
 			{"unsigned-message", forge(b, codec.HeadKindRaet, nil, msg, make([]byte, 200)), false},
-			{"stranger-join", p.strangerJoin(b), false},
+			{"stranger-join", p.namedJoin(b, "stranger"), false},
 			{"replayed-message", signed, false},
 			{"reused-foot-other-bytes", otherBytes, false},
 			{"bad-foot-repeated", badSig, false},
@@ -95,14 +94,6 @@ func BenchmarkForgedDatagram(b *testing.B) {
 			})
 		}
 	}
-}
-
-// strangerJoin is a vacuous join request of an estate main does not know.
-func (p *pair) strangerJoin(tb testing.TB) []byte {
-	body := []byte(fmt.Sprintf(`{"name":"stranger","mode":0,"kind":0,"verhex":"%s","pubhex":"%s","role":"stranger"}`,
-		p.other.signing.Verify.Hex(), p.other.box.Public.Hex()))
-	h := head(codec.TransactionKindJoin, codec.PacketKindRequest, 9, 0, 0, 1, false)
-	return forge(tb, codec.HeadKindRaet, nil, h, body)
 }
 
 // BenchmarkReceivedMessages has main receive b.N messages in one session

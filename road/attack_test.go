@@ -364,3 +364,49 @@ func TestReplayWindow(t *testing.T) {
 		t.Fatal("rollover")
 	}
 }
+
+// Strangers cost bounded memory and disk: under auto never at most
+// maxPendingStrangers wait for an operator (the oldest is dropped with its
+// pending role file), none is a remote or kept as an estate; under auto
+// always a stranger that never completes its join is forgotten when its
+// joinent times out.
+func TestAttackStrangersBounded(t *testing.T) {
+	dir := t.TempDir()
+	p := newPair(t, keep.AutoNever, func(m, o *Config) { m.KeepDir = dir })
+	for i := range maxPendingStrangers + 40 {
+		p.now = p.now.Add(time.Second) // within the budgets
+		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 50, byte(i / 200), byte(1 + i%200)}), 9000)
+		p.inject(p.main, p.namedJoin(t, fmt.Sprint("stranger", i)), from)
+	}
+	k, err := keep.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles, _ := k.RoleNames()
+	estates, _ := k.RemoteNames()
+	if len(p.main.pended) != maxPendingStrangers || len(roles) != maxPendingStrangers || len(estates) != 0 || len(p.main.remotes) != 0 {
+		t.Fatalf("%d pended, %d roles and %d estates kept, %d remotes; want %d, %d, 0, 0",
+			len(p.main.pended), len(roles), len(estates), len(p.main.remotes), maxPendingStrangers, maxPendingStrangers)
+	}
+	if _, err := k.LoadRemoteRole("stranger0"); err == nil {
+		t.Error("the oldest pended stranger's role is still kept")
+	}
+
+	p = newPair(t, keep.AutoAlways, nil)
+	p.inject(p.main, p.namedJoin(t, "drifter"), netip.MustParseAddrPort("127.50.0.1:9000"))
+	if p.main.byName["drifter"] == nil {
+		t.Fatal("an accepted stranger is answered as a remote")
+	}
+	p.advance(10 * time.Second)
+	if len(p.main.remotes) != 0 || len(p.main.joinees) != 0 {
+		t.Fatalf("the stranger that never acked is still there: %d remotes, %d joinees", len(p.main.remotes), len(p.main.joinees))
+	}
+}
+
+// namedJoin is a vacuous join request of a new estate called name.
+func (p *pair) namedJoin(t testing.TB, name string) []byte {
+	body := fmt.Sprintf(`{"name":%q,"mode":0,"kind":0,"verhex":"%s","pubhex":"%s","role":%q}`,
+		name, p.other.signing.Verify.Hex(), p.other.box.Public.Hex(), name)
+	h := head(codec.TransactionKindJoin, codec.PacketKindRequest, 9, 0, 0, 1, false)
+	return forge(t, codec.HeadKindRaet, nil, h, []byte(body))
+}
