@@ -410,3 +410,22 @@ func (p *pair) namedJoin(t testing.TB, name string) []byte {
 	h := head(codec.TransactionKindJoin, codec.PacketKindRequest, 9, 0, 0, 1, false)
 	return forge(t, codec.HeadKindRaet, nil, h, []byte(body))
 }
+
+// On a mutable road a remote that moved rejoins from its new address: the
+// move waits in the joinent and is taken when the join completes, and the
+// session goes on from there.
+func TestMutableRejoinFromNewAddress(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *Config) { m.Mutable = true })
+	p.join()
+	moved := netip.MustParseAddrPort("127.0.0.3:7532")
+	p.otherAddr = moved
+	o := p.otherRemote()
+	o.allowed = false
+	p.other.startJoiner(o, true, false)
+	p.pump()
+	r := p.mainRemote()
+	if r.ha != moved || !r.allowed || !o.allowed {
+		t.Fatalf("after the move: main has %v (allowed %v), other allowed %v", r.ha, r.allowed, o.allowed)
+	}
+	p.stillWorks(t, len(p.delivered[p.main]))
+}

@@ -67,6 +67,9 @@ func (c *core) unpend(t pendable) {
 func (c *core) checkPended() {
 	status := make(map[string]keep.Acceptance)
 	for _, t := range slices.Clone(c.pended) {
+		if !slices.Contains(c.pended, t) {
+			continue // ended by an earlier decision
+		}
 		role := t.pendRole()
 		st, ok := status[role]
 		if !ok {
@@ -552,8 +555,8 @@ func (j *joinent) send(c *core, pk codec.PacketKind, body []byte) {
 func (j *joinent) remove(c *core) {
 	c.removeTxn(j.r, j)
 	c.unpend(j)
-	if j.vacuous && c.joinees[j.r.ha] == j.r && len(j.r.txns) == 0 {
-		delete(c.joinees, j.r.ha)
+	if j.vacuous && c.joinees[j.from] == j.r && len(j.r.txns) == 0 {
+		delete(c.joinees, j.from)
 	}
 	if j.added && !j.r.joined {
 		j.added = false
@@ -688,7 +691,7 @@ func (j *joinent) join(c *core, p *rxPacket) {
 	j.b, j.reid, j.change = b, reid, !same
 	c.addTxn(r, j)
 	if j.vacuous {
-		c.joinees[r.ha] = r
+		c.joinees[j.from] = r // r.ha on all but a mutable road's move
 	}
 	if status == keep.Accepted {
 		j.redo.backoff(c.now)
