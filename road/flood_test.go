@@ -244,6 +244,7 @@ func TestAttackReusedSignatureFlood(t *testing.T) {
 		return forged
 	})
 	ctx := ctxT(t, 30*time.Second)
+	start := time.Now()
 	const n = 50
 	for i := range n {
 		if err := o.Send(ctx, "main", map[string]any{"i": i}); err != nil {
@@ -258,14 +259,15 @@ func TestAttackReusedSignatureFlood(t *testing.T) {
 		}
 		seen[got.Body["i"]] = true
 	}
+	took := time.Since(start)
 	flooded := f.sent.Load()
 	f.halt()
 	c, err := m.Counters(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("flood: %d datagrams sent, %d read; %d verifications in all; drops %v", flooded,
-		c.PacketsIn["alive/request"], c.Verifications, c.Drops)
+	t.Logf("flood: %d datagrams sent, %d read; the peer's 50 messages took %v; %d verifications in all; drops %v", flooded,
+		c.PacketsIn["alive/request"], took, c.Verifications, c.Drops)
 	// The peer's own packets (join, allow, alives, 50 messages and their
 	// replies) need a few hundred; the flood adds at most a few per reader.
 	if c.Verifications > 1000 {
