@@ -160,9 +160,9 @@ func TestAttackUnsignedPackets(t *testing.T) {
 	}
 }
 
-// Unsigned join packets of every kind, forged from public data (names,
-// keys, uids), from the peer's address, touch neither its session nor what
-// it is delivered.
+// Unsigned join packets of every kind and si, forged from public data
+// (names, keys, uids), from the peer's address, touch neither its session
+// nor what it is delivered.
 func TestAttackUnsignedJoins(t *testing.T) {
 	p := joinedPair(t, ProfileReference)
 	r := p.mainRemote()
@@ -172,9 +172,11 @@ func TestAttackUnsignedJoins(t *testing.T) {
 	p.inject(p.main, req, p.otherAddr)
 	for pk := codec.PacketKind(0); pk <= 16; pk++ {
 		for _, de := range []uint32{0, r.nuid} {
-			for _, cf := range []bool{false, true} {
-				h := head(codec.TransactionKindJoin, pk, r.fuid, de, 0, 77, cf)
-				p.inject(p.main, forge(t, codec.HeadKindRaet, nil, h, nil), p.otherAddr)
+			for _, si := range []uint32{0, r.rsid - 1, r.rsid, r.rsid + 1} {
+				for _, cf := range []bool{false, true} {
+					h := head(codec.TransactionKindJoin, pk, r.fuid, de, si, 77, cf)
+					p.inject(p.main, forge(t, codec.HeadKindRaet, nil, h, nil), p.otherAddr)
+				}
 			}
 		}
 	}
