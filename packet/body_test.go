@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"github.com/raet-go/raet/codec"
 	"math"
 	"math/big"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raet-go/raet/codec"
 )
 
 // deepEqual is reflect.DeepEqual that also takes NaN as equal to NaN.

@@ -4,12 +4,13 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/raet-go/raet/codec"
 	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
+
+	"github.com/raet-go/raet/codec"
 
 	"golang.org/x/crypto/curve25519"
 	"golang.org/x/crypto/nacl/box"

@@ -3,10 +3,11 @@ package packet
 import (
 	"bytes"
 	"errors"
-	"github.com/raet-go/raet/codec"
 	"io"
 	"sync"
 	"testing"
+
+	"github.com/raet-go/raet/codec"
 
 	"golang.org/x/crypto/nacl/box"
 )

@@ -7,11 +7,12 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/raet-go/raet/codec"
 	"hash"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/raet-go/raet/codec"
 
 	"golang.org/x/crypto/curve25519"
 )

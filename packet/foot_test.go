@@ -5,12 +5,13 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
-	"github.com/raet-go/raet/codec"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/raet-go/raet/codec"
 )
 
 // Keys of raet-protocol.md §7.4.
