@@ -89,7 +89,8 @@ func malformedf(format string, args ...any) error {
 // Unmarshal into *map[string]any (or *any, which gets a map[string]any) is
 // the default. *OrderedMap keeps the wire's key order. Any other pointer is
 // handed to the underlying library after the input was checked (mapping,
-// depth, well-formedness). Decoded values never alias data. Dynamic values
+// depth, well-formedness); should the library panic all the same, the
+// panic is an ErrMalformedBody error. Decoded values never alias data. Dynamic values
 // have these types in all three kinds: nested mappings are map[string]any
 // (OrderedMap under an *OrderedMap target), arrays []any, strings string,
 // byte strings []byte, integers int64, or uint64 above MaxInt64, or *big.Int
@@ -249,4 +250,81 @@ func intFromString(s string) (any, error) {
 		return nil, malformedf("bad integer %q", s)
 	}
 	return b, nil
+}
+
+// mappingKind is what a mapping body kind (json, msgpack, cbor) gives
+// unmarshalMapping, the one Unmarshal of the three.
+type mappingKind interface {
+	Kind() codec.BodyKind
+	// emptyMap is the kind's encoding of {}: what zero bytes stand for
+	// when the target is not one of the default ones.
+	emptyMap() []byte
+	// checkMapping tells ErrNotMapping from the first byte, where the
+	// kind can (data is not empty).
+	checkMapping(data []byte) error
+	// decodeMap and decodeOrdered build the default targets' values.
+	decodeMap(data []byte) (map[string]any, error)
+	decodeOrdered(data []byte) (OrderedMap, error)
+	// decodeInto checks data (mapping, depth, well-formedness) and then
+	// has the kind's library decode it into v, any other pointer.
+	decodeInto(data []byte, v any) error
+}
+
+// unmarshalMapping is Unmarshal of the mapping kinds (see Serializer).
+// Errors that are none of the body layer's own are ErrMalformedBody.
+func unmarshalMapping(k mappingKind, data []byte, v any) error {
+	if err := checkTarget(v); err != nil {
+		return bodyErr(k.Kind(), "unmarshal", err)
+	}
+	if len(data) == 0 {
+		if setEmpty(v) {
+			return nil
+		}
+		data = k.emptyMap()
+	}
+	err := k.checkMapping(data)
+	if err == nil {
+		switch p := v.(type) {
+		case *map[string]any:
+			var m map[string]any
+			if m, err = k.decodeMap(data); err == nil {
+				*p = m
+			}
+		case *any:
+			var m map[string]any
+			if m, err = k.decodeMap(data); err == nil {
+				*p = m
+			}
+		case *OrderedMap:
+			var m OrderedMap
+			if m, err = k.decodeOrdered(data); err == nil {
+				*p = m
+			}
+		default:
+			err = decodeGuarded(k, data, v)
+		}
+	}
+	if err != nil {
+		if !errors.Is(err, ErrMalformedBody) && !errors.Is(err, ErrBodyTooDeep) &&
+			!errors.Is(err, ErrNotMapping) && !errors.Is(err, ErrUnsupportedValue) {
+			err = malformed(err)
+		}
+		return bodyErr(k.Kind(), "unmarshal", err)
+	}
+	return nil
+}
+
+// errDecoderPanic marks a panic of a library decoder turned into an error.
+// The inputs known to cause one are handled before the library sees them;
+// this is the last line, so that no wire input can crash a process (the
+// fuzz targets fail on it).
+var errDecoderPanic = errors.New("the decoder library panicked")
+
+func decodeGuarded(k mappingKind, data []byte, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %w: %v", ErrMalformedBody, errDecoderPanic, r)
+		}
+	}()
+	return k.decodeInto(data, v)
 }

@@ -92,59 +92,48 @@ func (CBORBody) Marshal(dst []byte, v any) ([]byte, error) {
 }
 
 // Unmarshal decodes the CBOR map data into v.
-func (CBORBody) Unmarshal(data []byte, v any) error {
-	if err := checkTarget(v); err != nil {
-		return bodyErr(codec.BodyKindCBOR, "unmarshal", err)
-	}
-	if len(data) == 0 {
-		if setEmpty(v) {
-			return nil
-		}
-		data = []byte{0xa0}
-	}
+func (b CBORBody) Unmarshal(data []byte, v any) error { return unmarshalMapping(b, data, v) }
+
+func (CBORBody) emptyMap() []byte { return []byte{0xa0} }
+
+func (CBORBody) checkMapping(data []byte) error {
 	if data[0]>>5 != 5 {
-		return bodyErr(codec.BodyKindCBOR, "unmarshal", ErrNotMapping)
-	}
-	var err error
-	switch p := v.(type) {
-	case *map[string]any, *any:
-		var m map[string]any
-		if err = cborDec.Unmarshal(data, &m); err == nil {
-			normalizeCBOR(m)
-			if pm, ok := p.(*map[string]any); ok {
-				*pm = m
-			} else {
-				*p.(*any) = m
-			}
-		}
-	case *OrderedMap:
-		var (
-			val  any
-			rest []byte
-		)
-		if val, rest, err = cborOrderedValue(data, 0); err == nil {
-			if len(rest) != 0 {
-				err = malformedf("%d bytes after the map", len(rest))
-			} else {
-				*p = val.(OrderedMap)
-			}
-		}
-	default:
-		err = cborDec.Unmarshal(data, v)
-	}
-	if err != nil {
-		if !errors.Is(err, ErrMalformedBody) && !errors.Is(err, ErrBodyTooDeep) &&
-			!errors.Is(err, ErrNotMapping) {
-			var depthErr *cbor.MaxNestedLevelError
-			if errors.As(err, &depthErr) {
-				err = fmt.Errorf("%w: %w", ErrBodyTooDeep, err)
-			} else {
-				err = malformed(err)
-			}
-		}
-		return bodyErr(codec.BodyKindCBOR, "unmarshal", err)
+		return ErrNotMapping
 	}
 	return nil
+}
+
+func (CBORBody) decodeMap(data []byte) (map[string]any, error) {
+	var m map[string]any
+	if err := cborDec.Unmarshal(data, &m); err != nil {
+		return nil, cborDepthErr(err)
+	}
+	normalizeCBOR(m)
+	return m, nil
+}
+
+func (CBORBody) decodeOrdered(data []byte) (OrderedMap, error) {
+	val, rest, err := cborOrderedValue(data, 0)
+	if err != nil {
+		return nil, cborDepthErr(err)
+	}
+	if len(rest) != 0 {
+		return nil, malformedf("%d bytes after the map", len(rest))
+	}
+	return val.(OrderedMap), nil
+}
+
+func (CBORBody) decodeInto(data []byte, v any) error {
+	return cborDepthErr(cborDec.Unmarshal(data, v))
+}
+
+// cborDepthErr classes the library's nesting error as ErrBodyTooDeep.
+func cborDepthErr(err error) error {
+	var depthErr *cbor.MaxNestedLevelError
+	if errors.As(err, &depthErr) && !errors.Is(err, ErrBodyTooDeep) {
+		return fmt.Errorf("%w: %w", ErrBodyTooDeep, err)
+	}
+	return err
 }
 
 // normalizeCBOR turns the *big.Int values (bignum tags) that fit 64 bits

@@ -63,42 +63,24 @@ func (JSONBody) Marshal(dst []byte, v any) ([]byte, error) {
 }
 
 // Unmarshal decodes the JSON object data into v.
-func (JSONBody) Unmarshal(data []byte, v any) error {
-	if err := checkTarget(v); err != nil {
-		return bodyErr(codec.BodyKindJSON, "unmarshal", err)
+func (b JSONBody) Unmarshal(data []byte, v any) error { return unmarshalMapping(b, data, v) }
+
+func (JSONBody) emptyMap() []byte { return []byte("{}") }
+
+// checkMapping leaves the checks to the decoders: scanJSON ranks invalid
+// UTF-8 before a top level that is not an object.
+func (JSONBody) checkMapping([]byte) error { return nil }
+
+func (JSONBody) decodeMap(data []byte) (map[string]any, error) { return unmarshalJSONMap(data) }
+
+func (JSONBody) decodeOrdered(data []byte) (OrderedMap, error) { return unmarshalJSONOrdered(data) }
+
+func (JSONBody) decodeInto(data []byte, v any) error {
+	if err := scanJSON(data); err != nil {
+		return err
 	}
-	if len(data) == 0 {
-		if setEmpty(v) {
-			return nil
-		}
-		data = []byte("{}")
-	}
-	var err error
-	switch p := v.(type) {
-	case *map[string]any:
-		var m map[string]any
-		if m, err = unmarshalJSONMap(data); err == nil {
-			*p = m
-		}
-	case *any:
-		var m map[string]any
-		if m, err = unmarshalJSONMap(data); err == nil {
-			*p = m
-		}
-	case *OrderedMap:
-		var m OrderedMap
-		if m, err = unmarshalJSONOrdered(data); err == nil {
-			*p = m
-		}
-	default:
-		if err = scanJSON(data); err == nil {
-			if err = json.Unmarshal(data, v); err != nil {
-				err = malformed(err)
-			}
-		}
-	}
-	if err != nil {
-		return bodyErr(codec.BodyKindJSON, "unmarshal", err)
+	if err := json.Unmarshal(data, v); err != nil {
+		return malformed(err)
 	}
 	return nil
 }

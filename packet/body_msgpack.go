@@ -27,7 +27,9 @@ import (
 // every bin value to []byte. Map keys must be str/raw or bin (like
 // msgpack-python's strict_map_key) and become strings. The timestamp
 // extension (-1) decodes to a UTC time.Time; other extension types are
-// ErrUnsupportedValue. Trailing bytes are ErrMalformedBody.
+// ErrUnsupportedValue. Trailing bytes are ErrMalformedBody. Into a target
+// that is not a default one, a map with a duplicate key is decoded as if
+// only its last value were there.
 type MsgpackBody struct{}
 
 // Kind returns codec.BodyKindMsgpack.
@@ -89,49 +91,67 @@ func (MsgpackBody) Marshal(dst []byte, v any) ([]byte, error) {
 func isMsgpackMap(c byte) bool { return c&0xf0 == 0x80 || c == 0xde || c == 0xdf }
 
 // Unmarshal decodes the MessagePack map data into v.
-func (MsgpackBody) Unmarshal(data []byte, v any) error {
-	if err := checkTarget(v); err != nil {
-		return bodyErr(codec.BodyKindMsgpack, "unmarshal", err)
-	}
-	if len(data) == 0 {
-		if setEmpty(v) {
-			return nil
-		}
-		data = []byte{0x80}
-	}
+func (b MsgpackBody) Unmarshal(data []byte, v any) error { return unmarshalMapping(b, data, v) }
+
+func (MsgpackBody) emptyMap() []byte { return []byte{0x80} }
+
+func (MsgpackBody) checkMapping(data []byte) error {
 	if !isMsgpackMap(data[0]) {
-		return bodyErr(codec.BodyKindMsgpack, "unmarshal", ErrNotMapping)
-	}
-	d := mpDecoder{data: data}
-	switch v.(type) {
-	case *map[string]any, *any:
-		d.build = true
-	case *OrderedMap:
-		d.build, d.ordered = true, true
-	}
-	val, err := d.value(0)
-	if err == nil && d.off != len(data) {
-		err = malformedf("%d bytes after the map", len(data)-d.off)
-	}
-	if err == nil {
-		switch p := v.(type) {
-		case *map[string]any:
-			*p = val.(map[string]any)
-		case *any:
-			*p = val
-		case *OrderedMap:
-			*p = val.(OrderedMap)
-		default:
-			// The input is now known to be a well-formed, bounded map.
-			if err = msgpack.Unmarshal(data, v); err != nil {
-				err = malformed(err)
-			}
-		}
-	}
-	if err != nil {
-		return bodyErr(codec.BodyKindMsgpack, "unmarshal", err)
+		return ErrNotMapping
 	}
 	return nil
+}
+
+func (MsgpackBody) decodeMap(data []byte) (map[string]any, error) {
+	d := mpDecoder{data: data, build: true}
+	v, err := d.all()
+	if err != nil {
+		return nil, err
+	}
+	return v.(map[string]any), nil
+}
+
+func (MsgpackBody) decodeOrdered(data []byte) (OrderedMap, error) {
+	d := mpDecoder{data: data, build: true, ordered: true}
+	v, err := d.all()
+	if err != nil {
+		return nil, err
+	}
+	return v.(OrderedMap), nil
+}
+
+// decodeInto validates data and hands it to the library. A map with a
+// duplicate key, at any depth, is first rewritten without it (first
+// position, last value, as everywhere else): the library would decode the
+// second value into the first one in place, which panics for a value held
+// in an interface.
+func (b MsgpackBody) decodeInto(data []byte, v any) error {
+	d := mpDecoder{data: data, track: true}
+	if _, err := d.all(); err != nil {
+		return err
+	}
+	if d.dup {
+		om, err := b.decodeOrdered(data)
+		if err != nil {
+			return err
+		}
+		if data, err = b.Marshal(nil, om); err != nil {
+			return err
+		}
+	}
+	if err := msgpack.Unmarshal(data, v); err != nil {
+		return malformed(err)
+	}
+	return nil
+}
+
+// all decodes the one value that d.data must hold.
+func (d *mpDecoder) all() (any, error) {
+	val, err := d.value(0)
+	if err == nil && d.off != len(d.data) {
+		err = malformedf("%d bytes after the map", len(d.data)-d.off)
+	}
+	return val, err
 }
 
 // mpDecoder walks MessagePack data without recursion beyond MaxBodyDepth.
@@ -142,6 +162,11 @@ type mpDecoder struct {
 	off     int
 	build   bool
 	ordered bool
+	// With track (and build unset), dup reports a map with a duplicate
+	// key; keys holds the keys of the maps being validated.
+	track bool
+	dup   bool
+	keys  [][]byte
 }
 
 var errTruncated = malformedf("truncated msgpack")
@@ -347,6 +372,7 @@ func (d *mpDecoder) mapBody(n uint64, depth int) (any, error) {
 			m = make(map[string]any, n)
 		}
 	}
+	base := len(d.keys)
 	for range n {
 		key, err := d.key()
 		if err != nil {
@@ -365,12 +391,40 @@ func (d *mpDecoder) mapBody(n uint64, depth int) (any, error) {
 		}
 	}
 	switch {
+	case d.track:
+		if !d.dup && hasDup(d.keys[base:]) {
+			d.dup = true
+		}
+		d.keys = d.keys[:base]
+		return nil, nil
 	case !d.build:
 		return nil, nil
 	case d.ordered:
 		return b.m, nil
 	}
 	return m, nil
+}
+
+// hasDup reports whether keys holds a key twice.
+func hasDup(keys [][]byte) bool {
+	if len(keys) <= 16 {
+		for i := range keys {
+			for j := range i {
+				if bytes.Equal(keys[i], keys[j]) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	seen := make(map[string]struct{}, len(keys))
+	for _, k := range keys {
+		if _, ok := seen[string(k)]; ok {
+			return true
+		}
+		seen[string(k)] = struct{}{}
+	}
+	return false
 }
 
 // key reads a map key: str/raw or bin, returned as a string.
@@ -395,6 +449,9 @@ func (d *mpDecoder) key() (string, error) {
 	}
 	p, err := d.take(n)
 	if err != nil || !d.build {
+		if err == nil && d.track {
+			d.keys = append(d.keys, p)
+		}
 		return "", err
 	}
 	return string(p), nil
