@@ -78,7 +78,7 @@ func copyModule(t *testing.T, root string) string {
 	for _, name := range []string{"go.mod", "go.sum"} {
 		copyFile(t, filepath.Join(root, name), filepath.Join(dst, name))
 	}
-	for _, dir := range []string{"spec", "codec", "docs"} {
+	for _, dir := range []string{"spec", "codec", "docs", "internal/pyjson"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err

@@ -55,7 +55,7 @@ func (g *generator) emitJSON() error {
 				f.Pf("b = %s(b, %s, 10)", f.Q("strconv", "AppendUint"), valueExpr(fd, kindConst))
 			case "float":
 				f.Pf("b = append(b, %q...)", lead)
-				f.Pf("b = %s(b, h.%s)", f.Q(wireImport, "AppendPyFloat"), fd.Go)
+				f.Pf("b = %s(b, h.%s, 64)", f.Q(pyjsonImport, "AppendFloat"), fd.Go)
 			}
 		}
 		if p == spec.Always {
@@ -159,13 +159,13 @@ func (g *generator) emitJSONValue(f *goFile, fd *spec.Field, kindConst string) {
 		g.emitSetField(f, fd, kindConst, "at")
 	case "number":
 		f.Pf("n := %s(p[pos:])", f.Q(wireImport, "ScanDecimal"))
-		f.Pf("if n == 0 || %s(p[pos:]) != n { return 0, fail(b, %q, at, %s) }", f.Q(wireImport, "ScanJSONNumber"), fd.Key, cq("ErrType"))
+		f.Pf("if n == 0 || %s(p[pos:]) != n { return 0, fail(b, %q, at, %s) }", f.Q(pyjsonImport, "NumberLen"), fd.Key, cq("ErrType"))
 		f.Pf("v, bad := %s(p[pos:pos+n], %d)", f.Q(wireImport, "ParseDecimal"), fd.Type.Bits())
 		f.Pf("if bad >= 0 { return 0, fail(b, %q, pos+bad, %s) }", fd.Key, cq("ErrValue"))
 		f.P("pos += n")
 		g.emitSetField(f, fd, kindConst, "at")
 	case "float":
-		f.Pf("n := %s(p[pos:])", f.Q(wireImport, "ScanJSONNumber"))
+		f.Pf("n := %s(p[pos:])", f.Q(pyjsonImport, "NumberLen"))
 		f.Pf("if n == 0 { return 0, fail(b, %q, at, %s) }", fd.Key, cq("ErrType"))
 		f.Pf("v, ok := %s(p[pos:pos+n])", f.Q(wireImport, "ParseFloat"))
 		f.Pf("if !ok { return 0, fail(b, %q, at, %s) }", fd.Key, cq("ErrValue"))

@@ -12,8 +12,9 @@ import (
 // share.
 
 const (
-	codecImport = Module + "/codec"
-	wireImport  = Module + "/codec/internal/wire"
+	codecImport  = Module + "/codec"
+	wireImport   = Module + "/codec/internal/wire"
+	pyjsonImport = Module + "/internal/pyjson"
 )
 
 // textEnc returns the encoding of f in the native or JSON head.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/raet-go/raet/internal/pyjson"
 	"github.com/raet-go/raet/keys"
 )
 
@@ -84,47 +85,9 @@ func (w *objWriter) bytes() []byte {
 }
 
 // writePyString writes s as a JSON string the way Python's json module does
-// with ensure_ascii=True: '"' and '\\' and the five short control escapes
-// (\b \f \n \r \t) as such, every other byte outside ' '..'~' as \uXXXX with
-// lowercase hex digits, characters beyond the BMP as a surrogate pair.
-// '/' is not escaped. s must be valid UTF-8 (Validate checks it).
+// (see pyjson.AppendString). s must be valid UTF-8 (Validate checks it).
 func writePyString(b *bytes.Buffer, s string) {
-	const hexDigits = "0123456789abcdef"
-	u := func(r rune) {
-		b.WriteString(`\u`)
-		b.WriteByte(hexDigits[r>>12&0xf])
-		b.WriteByte(hexDigits[r>>8&0xf])
-		b.WriteByte(hexDigits[r>>4&0xf])
-		b.WriteByte(hexDigits[r&0xf])
-	}
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"':
-			b.WriteString(`\"`)
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\b':
-			b.WriteString(`\b`)
-		case r == '\f':
-			b.WriteString(`\f`)
-		case r >= ' ' && r <= '~':
-			b.WriteByte(byte(r))
-		case r > 0xffff:
-			r -= 0x10000
-			u(0xd800 + (r>>10)&0x3ff)
-			u(0xdc00 + r&0x3ff)
-		default:
-			u(r)
-		}
-	}
-	b.WriteByte('"')
+	b.Write(pyjson.AppendString(b.AvailableBuffer(), s))
 }
 
 // maxFileSize bounds what a reader takes in; real keep files are well under
@@ -264,29 +227,12 @@ func (o object) str(field string) (string, error) {
 	return s, nil
 }
 
-// isInt reports whether raw is a JSON integer literal (no fraction, no
-// exponent), which is what Python writes for an int.
-func isInt(raw []byte) bool {
-	if len(raw) > 0 && raw[0] == '-' {
-		raw = raw[1:]
-	}
-	if len(raw) == 0 || (raw[0] == '0' && len(raw) > 1) {
-		return false
-	}
-	for _, c := range raw {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 func (o object) uint(field string, max uint64) (uint64, error) {
 	return parseUint(field, o[field], max)
 }
 
 func parseUint(field string, raw json.RawMessage, max uint64) (uint64, error) {
-	if !isInt(raw) {
+	if !pyjson.IsInt(raw) {
 		return 0, wrongType(field, "an integer", raw)
 	}
 	v, err := strconv.ParseUint(string(raw), 10, 64)

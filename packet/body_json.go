@@ -8,10 +8,10 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/internal/pyjson"
 )
 
 // JSONBody is the serializer of body kind json (1).
@@ -95,7 +95,7 @@ func scanJSON(data []byte) error {
 		return malformedf("invalid UTF-8")
 	}
 	i := 0
-	for i < len(data) && isJSONSpace(data[i]) {
+	for i < len(data) && pyjson.IsSpace(data[i]) {
 		i++
 	}
 	if i == len(data) {
@@ -130,8 +130,6 @@ func scanJSON(data []byte) error {
 	return nil
 }
 
-func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
 // appendJSON appends the Python-compatible JSON of v (see JSONBody).
 func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 	switch x := v.(type) {
@@ -140,7 +138,7 @@ func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 	case bool:
 		return strconv.AppendBool(dst, x), nil
 	case string:
-		return appendPyString(dst, x), nil
+		return pyjson.AppendString(dst, x), nil
 	case int:
 		return strconv.AppendInt(dst, int64(x), 10), nil
 	case int8:
@@ -162,11 +160,11 @@ func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 	case uint64:
 		return strconv.AppendUint(dst, x, 10), nil
 	case float32:
-		return appendPyFloat(dst, float64(x), 32)
+		return appendFloat(dst, float64(x), 32)
 	case float64:
-		return appendPyFloat(dst, x, 64)
+		return appendFloat(dst, x, 64)
 	case json.Number:
-		if !isJSONNumber(string(x)) {
+		if !pyjson.IsNumber([]byte(x)) {
 			return dst, fmt.Errorf("%w: invalid json.Number %q", ErrUnsupportedValue, string(x))
 		}
 		return append(dst, x...), nil
@@ -188,7 +186,7 @@ func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(appendPyString(dst, k), ':')
+			dst = append(pyjson.AppendString(dst, k), ':')
 			var err error
 			if dst, err = appendJSON(dst, x[k], depth); err != nil {
 				return dst, err
@@ -205,8 +203,8 @@ func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(appendPyString(dst, k), ':')
-			dst = appendPyString(dst, x[k])
+			dst = append(pyjson.AppendString(dst, k), ':')
+			dst = pyjson.AppendString(dst, x[k])
 		}
 		return append(dst, '}'), nil
 	case OrderedMap:
@@ -221,7 +219,7 @@ func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(appendPyString(dst, x[i].Key), ':')
+			dst = append(pyjson.AppendString(dst, x[i].Key), ':')
 			var err error
 			if dst, err = appendJSON(dst, x[i].Value, depth); err != nil {
 				return dst, err
@@ -255,7 +253,7 @@ func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendPyString(dst, e)
+			dst = pyjson.AppendString(dst, e)
 		}
 		return append(dst, ']'), nil
 	}
@@ -282,155 +280,15 @@ func appendJSONFallback(dst []byte, v any) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return dst, fmt.Errorf("%w: %w", ErrUnsupportedValue, err)
 	}
-	return appendASCII(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
+	return pyjson.AppendASCII(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
 }
 
-// appendASCII copies valid JSON text, escaping its non-ASCII characters
-// and DEL (which can only occur inside strings) as \uXXXX.
-func appendASCII(dst, js []byte) []byte {
-	for i := 0; i < len(js); {
-		c := js[i]
-		if c < utf8.RuneSelf && c != 0x7f {
-			dst = append(dst, c)
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRune(js[i:])
-		dst = appendU(dst, r)
-		i += size
-	}
-	return dst
-}
-
-const lowerHex = "0123456789abcdef"
-
-// appendU appends r as one \uXXXX escape or a surrogate pair of them.
-func appendU(dst []byte, r rune) []byte {
-	if r >= 0x10000 {
-		r1, r2 := utf16.EncodeRune(r)
-		return appendU(appendU(dst, r1), r2)
-	}
-	return append(dst, '\\', 'u',
-		lowerHex[r>>12&0xf], lowerHex[r>>8&0xf], lowerHex[r>>4&0xf], lowerHex[r&0xf])
-}
-
-// appendPyString appends s as a JSON string the way Python's json.dumps
-// does with ensure_ascii=True.
-func appendPyString(dst []byte, s string) []byte {
-	dst = slices.Grow(dst, len(s)+2)
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		if pyPlain[s[i]] {
-			j := i + 1
-			for j < len(s) && pyPlain[s[j]] {
-				j++
-			}
-			dst = append(dst, s[i:j]...)
-			i = j
-			continue
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch c {
-			case '"':
-				dst = append(dst, '\\', '"')
-			case '\\':
-				dst = append(dst, '\\', '\\')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default: // other control characters and DEL
-				dst = appendU(dst, rune(c))
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		dst = appendU(dst, r) // invalid UTF-8 gives U+FFFD
-		i += size
-	}
-	return append(dst, '"')
-}
-
-// pyPlain marks the bytes a Python JSON string holds as they are:
-// printable ASCII but for '"' and '\\'.
-var pyPlain = func() (t [256]bool) {
-	for c := 0x20; c <= 0x7e; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// appendPyFloat appends f as Python's float repr: shortest round-trip
-// digits; scientific notation when the decimal exponent is below -4 or at
-// least 16, with a sign and two or more exponent digits; otherwise fixed
-// notation that always has a fraction (".0").
-func appendPyFloat(dst []byte, f float64, bitSize int) ([]byte, error) {
+// appendFloat appends f as Python writes it (see pyjson.AppendFloat);
+// NaN and the infinities, which Python writes as NaN and Infinity, are not
+// JSON.
+func appendFloat(dst []byte, f float64, bitSize int) ([]byte, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return dst, fmt.Errorf("%w: %v is not valid JSON", ErrUnsupportedValue, f)
 	}
-	var scratch [32]byte
-	e := strconv.AppendFloat(scratch[:0], f, 'e', -1, bitSize)
-	exp := 0
-	if i := bytes.IndexByte(e, 'e'); i >= 0 {
-		exp, _ = strconv.Atoi(string(e[i+1:]))
-	}
-	if exp < -4 || exp >= 16 {
-		return append(dst, e...), nil
-	}
-	start := len(dst)
-	dst = strconv.AppendFloat(dst, f, 'f', -1, bitSize)
-	if bytes.IndexByte(dst[start:], '.') < 0 {
-		dst = append(dst, '.', '0')
-	}
-	return dst, nil
-}
-
-// isJSONNumber reports whether s is a JSON number literal.
-func isJSONNumber(s string) bool {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-	default:
-		return false
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		j := i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == j {
-			return false
-		}
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		j := i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == j {
-			return false
-		}
-	}
-	return i == len(s)
+	return pyjson.AppendFloat(dst, f, bitSize), nil
 }

@@ -197,7 +197,7 @@ func TestPyFloat(t *testing.T) {
 		123.456: "123.456", 1 / 3.0: "0.3333333333333333", 2e-308: "2e-308",
 	}
 	for f, want := range cases {
-		got, err := appendPyFloat(nil, f, 64)
+		got, err := appendFloat(nil, f, 64)
 		if err != nil || string(got) != want {
 			t.Errorf("%v: got %s, want %s", f, got, want)
 		}

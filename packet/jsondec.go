@@ -6,6 +6,8 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/raet-go/raet/internal/pyjson"
 )
 
 // The JSON body decoder: one recursive-descent pass over the bytes that
@@ -122,7 +124,7 @@ func (d *jsonDecoder) top() error {
 }
 
 func skipJSONSpace(data []byte, i int) int {
-	for i < len(data) && isJSONSpace(data[i]) {
+	for i < len(data) && pyjson.IsSpace(data[i]) {
 		i++
 	}
 	return i
@@ -281,65 +283,34 @@ func (d *jsonDecoder) array(i, depth int) (any, int, error) {
 // an integer (see intFromString), anything else a float64.
 func (d *jsonDecoder) number(i int) (any, int, error) {
 	data := d.data
-	start := i
-	if data[i] == '-' {
-		i++
-	}
-	digits := i
-	switch {
-	case i < len(data) && data[i] == '0':
-		i++
-	case i < len(data) && '1' <= data[i] && data[i] <= '9':
-		i = skipDigits(data, i+1)
-	default:
+	n, integer := pyjson.ScanNumber(data[i:])
+	if n == 0 {
 		return nil, i, d.syntaxErr(i, "in a number")
 	}
-	intEnd, isFloat := i, false
-	if i < len(data) && data[i] == '.' {
-		j := skipDigits(data, i+1)
-		if j == i+1 {
-			return nil, j, d.syntaxErr(j, "after a decimal point")
+	lit := data[i : i+n]
+	if integer {
+		digits := lit
+		if digits[0] == '-' {
+			digits = digits[1:]
 		}
-		i, isFloat = j, true
-	}
-	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
-		i++
-		if i < len(data) && (data[i] == '+' || data[i] == '-') {
-			i++
-		}
-		j := skipDigits(data, i)
-		if j == i {
-			return nil, j, d.syntaxErr(j, "in an exponent")
-		}
-		i, isFloat = j, true
-	}
-	lit := data[start:i]
-	if !isFloat {
-		if intEnd-digits <= 18 { // fits int64
-			var n int64
-			for _, c := range data[digits:intEnd] {
-				n = n*10 + int64(c-'0')
+		if len(digits) <= 18 { // fits int64
+			var v int64
+			for _, c := range digits {
+				v = v*10 + int64(c-'0')
 			}
-			if digits != start {
-				n = -n
+			if len(digits) != n {
+				v = -v
 			}
-			return n, i, nil
+			return v, i + n, nil
 		}
-		n, err := intFromString(string(lit))
-		return n, i, err
+		v, err := intFromString(string(lit))
+		return v, i + n, err
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil {
-		return nil, i, malformedf("number %q at offset %d out of range", lit, start)
+		return nil, i + n, malformedf("number %q at offset %d out of range", lit, i)
 	}
-	return f, i, nil
-}
-
-func skipDigits(data []byte, i int) int {
-	for i < len(data) && '0' <= data[i] && data[i] <= '9' {
-		i++
-	}
-	return i
+	return f, i + n, nil
 }
 
 // str decodes the string whose opening quote is at i-1 and returns it with

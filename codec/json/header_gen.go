@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/codec/internal/wire"
+	"github.com/raet-go/raet/internal/pyjson"
 	"strconv"
 )
 
@@ -71,7 +72,7 @@ func (Codec) Append(b []byte, h *codec.Head) ([]byte, error) {
 	}
 	if h.DateTime != 0 {
 		b = append(b, ",\"dt\":"...)
-		b = wire.AppendPyFloat(b, h.DateTime)
+		b = pyjson.AppendFloat(b, h.DateTime, 64)
 	}
 	if h.OrderIndex != 0 {
 		b = append(b, ",\"oi\":"...)
@@ -244,7 +245,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "vn":
 			idx = 4
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "vn", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 8)
@@ -259,7 +260,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "pk":
 			idx = 5
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "pk", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 8)
@@ -271,7 +272,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "hk":
 			idx = 6
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "hk", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 8)
@@ -285,7 +286,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "se":
 			idx = 7
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "se", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 32)
@@ -297,7 +298,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "de":
 			idx = 8
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "de", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 32)
@@ -309,7 +310,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "si":
 			idx = 9
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "si", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 32)
@@ -321,7 +322,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "ti":
 			idx = 10
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "ti", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 32)
@@ -333,7 +334,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "tk":
 			idx = 11
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "tk", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 8)
@@ -344,7 +345,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 			h.TransactionKind = codec.TransactionKind(v)
 		case "dt":
 			idx = 12
-			n := wire.ScanJSONNumber(p[pos:])
+			n := pyjson.NumberLen(p[pos:])
 			if n == 0 {
 				return 0, fail(b, "dt", at, codec.ErrType)
 			}
@@ -357,7 +358,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "oi":
 			idx = 13
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "oi", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 32)
@@ -369,7 +370,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "sn":
 			idx = 14
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "sn", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 16)
@@ -381,7 +382,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "sc":
 			idx = 15
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "sc", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 16)
@@ -393,7 +394,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "ml":
 			idx = 16
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "ml", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 32)
@@ -405,7 +406,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "bk":
 			idx = 17
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "bk", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 8)
@@ -417,7 +418,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "ck":
 			idx = 18
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "ck", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 8)
@@ -429,7 +430,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "fk":
 			idx = 19
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "fk", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 8)
@@ -441,7 +442,7 @@ func (Codec) Decode(b []byte, h *codec.Head) (int, error) {
 		case "fl":
 			idx = 20
 			n := wire.ScanDecimal(p[pos:])
-			if n == 0 || wire.ScanJSONNumber(p[pos:]) != n {
+			if n == 0 || pyjson.NumberLen(p[pos:]) != n {
 				return 0, fail(b, "fl", at, codec.ErrType)
 			}
 			v, bad := wire.ParseDecimal(p[pos:pos+n], 16)

@@ -89,50 +89,6 @@ func ParseDecimal(s []byte, bits int) (uint64, int) {
 	return v, -1
 }
 
-// ScanJSONNumber returns the length of the JSON number at the start of s,
-// or 0 if there is none.
-func ScanJSONNumber(s []byte) int {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-	default:
-		return 0
-	}
-	if i < len(s) && s[i] == '.' {
-		j := i + 1
-		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-			j++
-		}
-		if j == i+1 {
-			return 0
-		}
-		i = j
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		j := i + 1
-		if j < len(s) && (s[j] == '+' || s[j] == '-') {
-			j++
-		}
-		k := j
-		for k < len(s) && s[k] >= '0' && s[k] <= '9' {
-			k++
-		}
-		if k == j {
-			return 0
-		}
-		i = k
-	}
-	return i
-}
-
 // ScanDecimal returns the length of the run of ASCII digits at the start of s.
 func ScanDecimal(s []byte) int {
 	i := 0
@@ -142,7 +98,7 @@ func ScanDecimal(s []byte) int {
 	return i
 }
 
-// ParseFloat parses a float written by AppendFloat6 or AppendPyFloat, or any
+// ParseFloat parses a float written by AppendFloat6 or pyjson.AppendFloat, or any
 // decimal float. ok is false for anything else, including NaN and infinities
 // spelt out.
 func ParseFloat(s []byte) (float64, bool) {
@@ -173,25 +129,6 @@ func ParseFloat6(s []byte) (float64, bool) {
 
 // AppendFloat6 appends f as Python's "%f" does: six decimals.
 func AppendFloat6(b []byte, f float64) []byte { return strconv.AppendFloat(b, f, 'f', 6, 64) }
-
-// AppendPyFloat appends f as Python's repr (and so json.dumps) writes a
-// float: the shortest form that reads back, always with a decimal point or an
-// exponent, switching to exponent form below 1e-4 and from 1e16.
-func AppendPyFloat(b []byte, f float64) []byte {
-	a := math.Abs(f)
-	if a != 0 && (a < 1e-4 || a >= 1e16) {
-		// Go and Python agree on the exponent form (1e+16, 1.5e-05).
-		return strconv.AppendFloat(b, f, 'e', -1, 64)
-	}
-	start := len(b)
-	b = strconv.AppendFloat(b, f, 'f', -1, 64)
-	for _, c := range b[start:] {
-		if c == '.' {
-			return b
-		}
-	}
-	return append(b, ".0"...)
-}
 
 // NonASCII returns the index of the first byte of s that is not 7-bit
 // ASCII, or -1.
