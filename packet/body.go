@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,6 +37,13 @@ var (
 	// ErrUnsupportedValue: a value (or unmarshal target) the serializer
 	// cannot handle, such as NaN in JSON or a non-pointer target.
 	ErrUnsupportedValue = errors.New("raet: unsupported body value")
+	// ErrCannotCarry: a value that the body kind cannot carry although
+	// another kind can, such as bytes or a time in json, or an integer
+	// beyond 64 bits in msgpack: it is refused, never silently re-encoded
+	// as something else (a base64 string, a byte string), as the
+	// reference's encoders refuse it. errors.Is(err, ErrUnsupportedValue)
+	// holds too.
+	ErrCannotCarry = errors.New("raet: the body kind cannot carry the value")
 	// ErrUnknownBodyKind: SerializerFor got a kind it does not know.
 	ErrUnknownBodyKind = errors.New("raet: unknown body kind")
 )
@@ -176,39 +185,90 @@ func isEmptyMapping(v any) bool {
 	return false
 }
 
-// checkDepth bounds the nesting of the dynamic container types before a
-// library encoder recurses into them (a cycle would overflow the stack).
-func checkDepth(v any, depth int) error {
+// walkValues bounds the nesting of the dynamic container types
+// (map[string]any, []any, OrderedMap) before a library encoder recurses
+// into them (a cycle would overflow the stack), and hands every other value
+// to leaf, when not nil, which may refuse it or replace it (changed). The
+// containers on the way to a replaced value are copied; v is never
+// modified.
+func walkValues(v any, depth int, leaf func(any) (any, bool, error)) (_ any, changed bool, _ error) {
 	switch x := v.(type) {
 	case map[string]any:
 		if depth++; depth > MaxBodyDepth {
-			return ErrBodyTooDeep
+			return v, false, ErrBodyTooDeep
 		}
-		for _, e := range x {
-			if err := checkDepth(e, depth); err != nil {
-				return err
+		var out map[string]any
+		for k, e := range x {
+			ne, ch, err := walkValues(e, depth, leaf)
+			if err != nil {
+				return v, false, err
 			}
+			if ch {
+				if out == nil {
+					out = maps.Clone(x)
+				}
+				out[k] = ne
+			}
+		}
+		if out != nil {
+			return out, true, nil
 		}
 	case []any:
 		if depth++; depth > MaxBodyDepth {
-			return ErrBodyTooDeep
+			return v, false, ErrBodyTooDeep
 		}
-		for _, e := range x {
-			if err := checkDepth(e, depth); err != nil {
-				return err
+		var out []any
+		for i, e := range x {
+			ne, ch, err := walkValues(e, depth, leaf)
+			if err != nil {
+				return v, false, err
 			}
+			if ch {
+				if out == nil {
+					out = slices.Clone(x)
+				}
+				out[i] = ne
+			}
+		}
+		if out != nil {
+			return out, true, nil
 		}
 	case OrderedMap:
 		if depth++; depth > MaxBodyDepth {
-			return ErrBodyTooDeep
+			return v, false, ErrBodyTooDeep
 		}
+		var out OrderedMap
 		for i := range x {
-			if err := checkDepth(x[i].Value, depth); err != nil {
-				return err
+			ne, ch, err := walkValues(x[i].Value, depth, leaf)
+			if err != nil {
+				return v, false, err
+			}
+			if ch {
+				if out == nil {
+					out = slices.Clone(x)
+				}
+				out[i].Value = ne
 			}
 		}
+		if out != nil {
+			return out, true, nil
+		}
+	default:
+		if leaf != nil {
+			return leaf(v)
+		}
 	}
-	return nil
+	return v, false, nil
+}
+
+// carryError is ErrCannotCarry for one value.
+type carryError struct{ what string }
+
+func (e carryError) Error() string { return "raet: the body kind cannot carry " + e.what }
+
+// Is makes the error both ErrCannotCarry and ErrUnsupportedValue.
+func (e carryError) Is(target error) bool {
+	return target == ErrCannotCarry || target == ErrUnsupportedValue
 }
 
 // setEmpty stores the empty mapping in one of the default targets and

@@ -68,7 +68,7 @@ func (CBORBody) Marshal(dst []byte, v any) ([]byte, error) {
 	if isEmptyMapping(v) {
 		return dst, nil
 	}
-	if err := checkDepth(v, 0); err != nil {
+	if _, _, err := walkValues(v, 0, nil); err != nil {
 		return dst, bodyErr(codec.BodyKindCBOR, "marshal", err)
 	}
 	start := len(dst)

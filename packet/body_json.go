@@ -8,8 +8,10 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
+	"github.com/fxamacker/cbor/v2"
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/internal/pyjson"
 )
@@ -24,12 +26,15 @@ import (
 // 1e+16; shortest round-trip digits; the shortest float32 digits for a
 // float32); integers in decimal. This holds for nil, bool, string, the Go
 // integer and float types, json.Number, *big.Int, map[string]any,
-// map[string]string, OrderedMap, []any and []string, at any nesting. Any
-// other value (a struct, []byte, json.Marshaler, ...) is encoded by
-// encoding/json and then escaped the same way, so its strings match Python
-// but its numbers follow encoding/json (a float64 3.0 becomes 3). NaN and
-// ±Inf are ErrUnsupportedValue (Python would write the non-JSON NaN or
-// Infinity). Invalid UTF-8 in a string is written as \ufffd.
+// map[string]string, OrderedMap, []any and []string, at any nesting.
+// What JSON cannot carry, []byte, time.Time and CBOR tags, is
+// ErrCannotCarry among those values, never a base64 or date string (Python
+// refuses bytes and datetimes too). Any other value (a struct,
+// json.Marshaler, ...) is encoded by encoding/json and then escaped the same
+// way, so its strings match Python but the rest follows encoding/json (a
+// float64 3.0 becomes 3, a []byte field base64). NaN and ±Inf are
+// ErrUnsupportedValue (Python would write the non-JSON NaN or Infinity).
+// Invalid UTF-8 in a string is written as \ufffd.
 //
 // Unmarshal accepts any valid UTF-8 JSON object. Invalid UTF-8, the
 // non-JSON literals NaN and Infinity (accepted by Python), numbers beyond
@@ -173,6 +178,11 @@ func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 			return append(dst, "null"...), nil
 		}
 		return x.Append(dst, 10), nil
+	case []byte, time.Time, cbor.Tag, cbor.RawTag:
+		if depth == 0 {
+			return dst, fmt.Errorf("%w: got %T", ErrNotMapping, v)
+		}
+		return dst, carryError{fmt.Sprintf("a %T in json", v)}
 	case map[string]any:
 		if x == nil {
 			return append(dst, "null"...), nil

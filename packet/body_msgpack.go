@@ -3,11 +3,15 @@ package packet
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/fxamacker/cbor/v2"
 	"github.com/raet-go/raet/codec"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -17,7 +21,10 @@ import (
 // Marshal (github.com/vmihailenco/msgpack/v5, compact integers, sorted map
 // keys) writes what msgpack-python 1.0 writes with its defaults for the
 // same ordered mapping: the smallest integer format, float64 for floats,
-// str (fixstr/str8/str16/str32) for strings, bin for []byte.
+// str (fixstr/str8/str16/str32) for strings, bin for []byte. A *big.Int
+// or json.Number is written as the integer (or float) it holds; an integer
+// beyond 64 bits and a CBOR tag are ErrCannotCarry (msgpack-python refuses
+// such integers too), never bytes or a map.
 //
 // Unmarshal accepts both the current format (as msgpack-python 1.0 writes
 // it and reads it with raw=False) and the old one of raet before 2020 (no
@@ -63,7 +70,8 @@ func (MsgpackBody) Marshal(dst []byte, v any) ([]byte, error) {
 	if isEmptyMapping(v) {
 		return dst, nil
 	}
-	if err := checkDepth(v, 0); err != nil {
+	v, _, err := walkValues(v, 0, mpCarry)
+	if err != nil {
 		return dst, bodyErr(codec.BodyKindMsgpack, "marshal", err)
 	}
 	start := len(dst)
@@ -71,7 +79,7 @@ func (MsgpackBody) Marshal(dst []byte, v any) ([]byte, error) {
 	st.w.b = dst
 	st.enc.UseCompactInts(true)
 	st.enc.SetSortMapKeys(true)
-	err := st.enc.Encode(v)
+	err = st.enc.Encode(v)
 	out := st.w.b
 	st.w.b = nil
 	mpEncPool.Put(st)
@@ -86,6 +94,45 @@ func (MsgpackBody) Marshal(dst []byte, v any) ([]byte, error) {
 		return dst, nil
 	}
 	return out, nil
+}
+
+// mpCarry refuses what msgpack cannot carry and writes integers as
+// integers, whatever their Go type (the library would write a *big.Int as
+// bytes and a json.Number as a string).
+func mpCarry(v any) (any, bool, error) {
+	switch x := v.(type) {
+	case *big.Int:
+		if x != nil {
+			return mpBigInt(x)
+		}
+	case big.Int:
+		return mpBigInt(&x)
+	case json.Number:
+		if n, err := intFromString(string(x)); err == nil {
+			if b, ok := n.(*big.Int); ok {
+				return mpBigInt(b)
+			}
+			return n, true, nil
+		}
+		f, err := strconv.ParseFloat(string(x), 64)
+		if err != nil {
+			return v, false, fmt.Errorf("%w: invalid json.Number %q", ErrUnsupportedValue, string(x))
+		}
+		return f, true, nil
+	case cbor.Tag, cbor.RawTag:
+		return v, false, carryError{"a CBOR tag in msgpack"}
+	}
+	return v, false, nil
+}
+
+func mpBigInt(x *big.Int) (any, bool, error) {
+	switch {
+	case x.IsInt64():
+		return x.Int64(), true, nil
+	case x.IsUint64():
+		return x.Uint64(), true, nil
+	}
+	return x, false, carryError{"an integer beyond 64 bits in msgpack"}
 }
 
 func isMsgpackMap(c byte) bool { return c&0xf0 == 0x80 || c == 0xde || c == 0xdf }

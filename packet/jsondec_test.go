@@ -243,7 +243,7 @@ func checkJSONDifferential(t *testing.T, data []byte) {
 // inputs that probe the corners of the grammar.
 func jsonDiffSeeds(tb testing.TB) [][]byte {
 	values := []any{
-		pySample(), mpSample([]byte{1, 2, 3}),
+		pySample(), mpSample("\x01\x02\x03"),
 		map[string]any{"data": strings.Repeat("x", 1013)},
 		map[string]any{"": "", "k\x00\u2028": "\x01\x1f\x7f\u0080\uffff\U0010ffff😀é\"\\/<>&"},
 		OrderedMap{{"z", 1}, {"a", -1.5e-300}, {"m", []any{[]any{}, OrderedMap{}, map[string]any{}, nil}}},
