@@ -53,7 +53,7 @@ func (JSONBody) Marshal(dst []byte, v any) ([]byte, error) {
 		return dst, nil
 	}
 	start := len(dst)
-	out, err := appendJSON(dst, v, 0)
+	out, err := appendJSON(dst, v, 0, false)
 	if err != nil {
 		return dst, bodyErr(codec.BodyKindJSON, "marshal", err)
 	}
@@ -136,7 +136,9 @@ func scanJSON(data []byte) error {
 }
 
 // appendJSON appends the Python-compatible JSON of v (see JSONBody).
-func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
+// lenient leaves what JSON cannot carry to encoding/json (base64 bytes,
+// RFC 3339 times), for OrderedMap.MarshalJSON.
+func appendJSON(dst []byte, v any, depth int, lenient bool) ([]byte, error) {
 	switch x := v.(type) {
 	case nil:
 		return append(dst, "null"...), nil
@@ -179,6 +181,9 @@ func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 		}
 		return x.Append(dst, 10), nil
 	case []byte, time.Time, cbor.Tag, cbor.RawTag:
+		if lenient {
+			break
+		}
 		if depth == 0 {
 			return dst, fmt.Errorf("%w: got %T", ErrNotMapping, v)
 		}
@@ -198,7 +203,7 @@ func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 			}
 			dst = append(pyjson.AppendString(dst, k), ':')
 			var err error
-			if dst, err = appendJSON(dst, x[k], depth); err != nil {
+			if dst, err = appendJSON(dst, x[k], depth, lenient); err != nil {
 				return dst, err
 			}
 		}
@@ -231,7 +236,7 @@ func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 			}
 			dst = append(pyjson.AppendString(dst, x[i].Key), ':')
 			var err error
-			if dst, err = appendJSON(dst, x[i].Value, depth); err != nil {
+			if dst, err = appendJSON(dst, x[i].Value, depth, lenient); err != nil {
 				return dst, err
 			}
 		}
@@ -249,7 +254,7 @@ func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			var err error
-			if dst, err = appendJSON(dst, e, depth); err != nil {
+			if dst, err = appendJSON(dst, e, depth, lenient); err != nil {
 				return dst, err
 			}
 		}

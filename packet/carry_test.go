@@ -120,3 +120,17 @@ func TestResendKeepsOrder(t *testing.T) {
 		t.Fatalf("msgpack bytes into json: %v", err)
 	}
 }
+
+// OrderedMap.MarshalJSON, which encoding/json calls in any context (a
+// dissector's output), writes what a json body refuses as encoding/json
+// would.
+func TestOrderedMapMarshalJSONLenient(t *testing.T) {
+	om := OrderedMap{{"z", []byte{1, 2, 3}}, {"a", time.Unix(0, 0).UTC()}}
+	got, err := json.Marshal(om)
+	if want := `{"z":"AQID","a":"1970-01-01T00:00:00Z"}`; err != nil || string(got) != want {
+		t.Fatalf("got %s, %v; want %s", got, err, want)
+	}
+	if _, err := (JSONBody{}).Marshal(nil, om); !errors.Is(err, ErrCannotCarry) {
+		t.Fatalf("JSONBody.Marshal: %v", err)
+	}
+}

@@ -63,9 +63,13 @@ func (b *orderedBuilder) set(key string, val any) {
 	b.m = append(b.m, KV{key, val})
 }
 
-// MarshalJSON implements json.Marshaler with the JSONBody encoding.
+// MarshalJSON implements json.Marshaler with the JSONBody encoding, but for
+// the values that a json body cannot carry, which it writes as
+// encoding/json does (bytes as base64, a time.Time in RFC 3339), as a
+// method called by encoding/json in any context should. JSONBody.Marshal
+// refuses them (ErrCannotCarry).
 func (m OrderedMap) MarshalJSON() ([]byte, error) {
-	return appendJSON(nil, m, 0)
+	return appendJSON(nil, m, 0, true)
 }
 
 // UnmarshalJSON implements json.Unmarshaler, keeping key order. A JSON

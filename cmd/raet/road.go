@@ -21,6 +21,7 @@ import (
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/dissect"
 	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/road"
 )
 
@@ -179,13 +180,25 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 					defer wg.Done()
 					sctx, cancel := context.WithTimeout(ctx, time.Minute)
 					defer cancel()
-					if err := s.Send(sctx, m.From, m.Body); err != nil && ctx.Err() == nil {
+					if err := s.Send(sctx, m.From, roadOrdered(m)); err != nil && ctx.Err() == nil {
 						fmt.Fprintln(stderr, "raet serve: echo:", err)
 					}
 				}()
 			}
 		}
 	}
+}
+
+// roadOrdered is a message's body in its key order, to echo it as it came
+// (the stack re-encodes it in its body kind, which refuses what it cannot
+// carry); m.Body if it does not decode again.
+func roadOrdered(m road.Message) any {
+	ser, err := packet.SerializerFor(m.Kind)
+	var om packet.OrderedMap
+	if err != nil || ser.Unmarshal(m.Raw, &om) != nil {
+		return m.Body
+	}
+	return om
 }
 
 // summary is send's result line.
