@@ -28,6 +28,9 @@ type Config struct {
 	// OnClose, when set, is called once for each transaction when it ends,
 	// times out, is evicted, or is still running at Flush.
 	OnClose func(*Transaction)
+	// Serializers decodes bodies of the kinds that are not built in
+	// (serializer plugins); nil is the process-wide packet.DefaultRegistry.
+	Serializers *packet.Registry
 }
 
 // Packet is one dissected RAET packet (a road datagram or a lane page), or a
@@ -88,6 +91,7 @@ type Dissector struct {
 	books   laneBooks
 	seed    maphash.Seed
 	noKeys  *KeyRing // learns keys from the capture when Keys is nil
+	bodies  *packet.Registry
 	n       int
 }
 
@@ -96,7 +100,7 @@ func NewDissector(cfg *Config) *Dissector {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	d := &Dissector{keys: cfg.Keys, link: NewLinkDecoder(cfg.Ports...), stats: NewStats(), seed: maphash.MakeSeed(), noKeys: NewKeyRing()}
+	d := &Dissector{keys: cfg.Keys, link: NewLinkDecoder(cfg.Ports...), stats: NewStats(), seed: maphash.MakeSeed(), noKeys: NewKeyRing(), bodies: cfg.Serializers}
 	d.link.Heuristic = !cfg.NoHeuristic
 	d.tracker = NewTracker(&cfg.Tracker, d.stats)
 	d.tracker.OnClose = cfg.OnClose
@@ -316,7 +320,7 @@ func (d *Dissector) decodeBody(p *Packet, bk codec.BodyKind, plain []byte) {
 		d.stats.Opened++
 		return
 	}
-	ser, err := packet.SerializerFor(bk)
+	ser, err := d.bodies.Lookup(bk)
 	if err != nil {
 		p.BodyNote = "body kind " + bk.String() + " unknown"
 		d.stats.addError("unknown body kind")

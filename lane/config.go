@@ -64,7 +64,7 @@ type Config struct {
 	// writes it), codec.PackKindPack (msgpack), codec.PackKindCBOR (a
 	// raet-go extension the reference cannot read), or the pack kind of a
 	// serializer plugin (see BodyKindOf), whose packet.Serializer must then
-	// be registered (packet.RegisterSerializer) when New is called; set
+	// be registered (in Serializers) when New is called; set
 	// Serializer instead to use a plugin without registering it. Received
 	// pages may use any of the three built-in kinds, and the kind of any
 	// serializer the stack finds (see Serializer).
@@ -77,7 +77,7 @@ type Config struct {
 	// means the built-in serializer of PackKind.
 	//
 	// Received bodies of a plugin's kind are decoded by Serializer when it
-	// has that kind, else by packet.SerializerFor(kind), so that a
+	// has that kind, else by Serializers.Lookup(kind), so that a
 	// registered plugin (host.Serializer.Register) decodes its own kind.
 	// They are decoded off the socket reader, in batches of up to 64
 	// messages per call when the serializer is a packet.BatchSerializer
@@ -89,6 +89,10 @@ type Config struct {
 	// slog.LevelWarn (at most once a second, with the count since).
 	// Bodies of the built-in kinds are decoded as without a Serializer.
 	Serializer packet.Serializer
+	// Serializers finds the serializer of received bodies of the kinds
+	// that are not built in (and of PackKind without a Serializer); nil is
+	// the process-wide packet.DefaultRegistry.
+	Serializers *packet.Registry
 	// DecodeTimeout bounds one call decoding received bodies of a plugin's
 	// kind; the bodies of a call that fails are dropped as bad. Zero means
 	// DefaultDecodeTimeout. (A plugin run by plugins/host also has the
@@ -245,7 +249,7 @@ func sendSerializer(c *Config) (packet.Serializer, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: PackKind %v", ErrInvalidConfig, c.PackKind)
 	}
-	ser, err := packet.SerializerFor(bk)
+	ser, err := c.Serializers.Lookup(bk)
 	if err != nil {
 		return nil, fmt.Errorf("%w: PackKind %v: %w", ErrInvalidConfig, c.PackKind, err)
 	}

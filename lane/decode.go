@@ -131,7 +131,7 @@ func (d *decoder) decodeKind(pk codec.PackKind, batch []Message, idx []int) {
 	s := d.s
 	ser := s.decoderFor(pk)
 	if ser == nil {
-		err := fmt.Errorf("no serializer of pack kind %v (register a plugin with packet.RegisterSerializer)", pk)
+		err := fmt.Errorf("no serializer of pack kind %v (register a plugin in Config.Serializers)", pk)
 		for _, i := range idx {
 			d.drop(DropPackKind, &batch[i], err)
 		}
@@ -204,7 +204,7 @@ func (d *decoder) drop(r DropReason, m *Message, err error) {
 
 // decoderFor returns the serializer of received bodies of the plugin pack
 // kind pk: Config.Serializer if it is of that kind, else the one
-// packet.SerializerFor finds, or nil.
+// Config.Serializers finds, or nil.
 func (s *Stack) decoderFor(pk codec.PackKind) packet.Serializer {
 	if s.cfg.Serializer != nil && s.cfg.PackKind == pk {
 		return s.ser
@@ -213,7 +213,7 @@ func (s *Stack) decoderFor(pk codec.PackKind) packet.Serializer {
 	if !ok {
 		return nil
 	}
-	ser, err := packet.SerializerFor(bk)
+	ser, err := s.cfg.Serializers.Lookup(bk)
 	if err != nil {
 		return nil
 	}

@@ -59,7 +59,8 @@
 //
 // Config.Serializer serializes what the stack sends; received bodies of a
 // plugin's kind are decoded by it or by the serializer registered for that
-// kind (packet.RegisterSerializer), off the socket reader and in batches
+// kind in Config.Serializers (a packet.Registry; the process-wide one by
+// default), off the socket reader and in batches
 // (packet.BatchSerializer), so a slow or hung plugin holds up neither the
 // reading nor the order of messages. BodyKindOf and PackKindOf map the
 // lane's pack kinds to the body kinds serializers have. Config.Queue

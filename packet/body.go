@@ -134,27 +134,6 @@ type BatchSerializer interface {
 	UnmarshalBatch(ctx context.Context, bodies [][]byte, vs []any) error
 }
 
-// SerializerFor returns the built-in serializer of a body kind.
-// A registry of plugin serializers, if any, belongs on top of this.
-func SerializerFor(kind codec.BodyKind) (Serializer, error) {
-	switch kind {
-	case codec.BodyKindNada:
-		return NadaBody{}, nil
-	case codec.BodyKindJSON:
-		return JSONBody{}, nil
-	case codec.BodyKindRaw:
-		return RawBody{}, nil
-	case codec.BodyKindMsgpack:
-		return MsgpackBody{}, nil
-	case codec.BodyKindCBOR:
-		return CBORBody{}, nil
-	}
-	if s := registered(kind); s != nil {
-		return s, nil
-	}
-	return nil, bodyErr(kind, "lookup", ErrUnknownBodyKind)
-}
-
 var (
 	_ Serializer = NadaBody{}
 	_ Serializer = JSONBody{}

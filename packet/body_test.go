@@ -944,3 +944,46 @@ func TestRegisterSerializer(t *testing.T) {
 type upperRaw struct{ RawBody }
 
 func (upperRaw) Kind() codec.BodyKind { return 200 }
+
+// Two registries hold different serializers for one kind; a nil registry
+// is the process-wide one.
+func TestRegistryPerStack(t *testing.T) {
+	a, b := NewRegistry(), NewRegistry()
+	if err := a.Register(upperRaw{}); err != nil {
+		t.Fatal(err)
+	}
+	other := otherRaw{}
+	if err := b.Register(other); err != nil {
+		t.Fatal(err)
+	}
+	sa, errA := a.Lookup(200)
+	sb, errB := b.Lookup(200)
+	if errA != nil || errB != nil || sa != (upperRaw{}) || sb != other {
+		t.Fatalf("a: %v %v; b: %v %v", sa, errA, sb, errB)
+	}
+	if _, err := SerializerFor(200); !errors.Is(err, ErrUnknownBodyKind) {
+		t.Fatalf("the process-wide registry sees a stack's kind: %v", err)
+	}
+	if err := a.Register(JSONBody{}); err == nil {
+		t.Fatal("replaced a built-in kind")
+	}
+	if s, err := b.Lookup(codec.BodyKindMsgpack); err != nil || s != (MsgpackBody{}) {
+		t.Fatalf("built-in kind: %v %v", s, err)
+	}
+	var none *Registry
+	if err := none.Register(upperRaw{}); err != nil {
+		t.Fatal(err)
+	}
+	defer UnregisterSerializer(200)
+	if s, err := SerializerFor(200); err != nil || s != (upperRaw{}) {
+		t.Fatalf("nil registry is not the process-wide one: %v %v", s, err)
+	}
+	a.Unregister(200)
+	if _, err := a.Lookup(200); !errors.Is(err, ErrUnknownBodyKind) {
+		t.Fatalf("after unregister: %v", err)
+	}
+}
+
+type otherRaw struct{ RawBody }
+
+func (otherRaw) Kind() codec.BodyKind { return 200 }

@@ -46,7 +46,7 @@ func (s *Stack) handDecodes() {
 	c := s.core
 	n := 0
 	for _, m := range c.decodes {
-		ser, err := packet.SerializerFor(m.pending.Kind)
+		ser, err := s.cfg.Serializers.Lookup(m.pending.Kind)
 		bs, ok := ser.(packet.BatchSerializer)
 		if err != nil || !ok { // unregistered meanwhile
 			m.decoded(c, nil, errors.Join(err, errors.New("raet: the body's serializer is gone")))

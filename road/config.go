@@ -125,8 +125,13 @@ type Config struct {
 
 	// Serializer, when set, serializes the messages we send instead of the
 	// built-in serializer of BodyKind: a plugin, or an extension that
-	// receivers find by its kind (packet.RegisterSerializer).
+	// receivers find by its kind in their Serializers.
 	Serializer packet.Serializer
+	// Serializers finds the serializer of each message body kind received
+	// (the built-in kinds, and plugins registered with it); nil is the
+	// process-wide packet.DefaultRegistry. Control bodies (join, resend)
+	// are decoded by the built-in serializers only.
+	Serializers *packet.Registry
 	// Coat, when set, offers another coat kind (a coat plugin) to raet-go
 	// peers; a session whose two ends both offer it uses it instead of the
 	// NaCl coat (see Profile). The reference never gets it.

@@ -96,7 +96,7 @@ func newCore(cfg *Config, st store, now time.Time) (*core, error) {
 	if err != nil {
 		return nil, err
 	}
-	ser, err := packet.SerializerFor(cfg.BodyKind)
+	ser, err := packet.Builtin(cfg.BodyKind)
 	if err != nil {
 		return nil, err
 	}

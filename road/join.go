@@ -171,7 +171,7 @@ var errBadJoinBody = errors.New("invalid join body")
 // parseJoinBody checks a join body the way the reference does (§8.2); any
 // missing or invalid field is an error.
 func parseJoinBody(p *rxPacket, response bool) (joinBody, error) {
-	ser, err := packet.SerializerFor(p.Head.BodyKind)
+	ser, err := packet.Builtin(p.Head.BodyKind)
 	if err != nil {
 		return joinBody{}, err
 	}

@@ -272,7 +272,7 @@ func parseMisseds(p *rxPacket, r *remote) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	ser, err := packet.SerializerFor(p.Head.BodyKind)
+	ser, err := packet.Builtin(p.Head.BodyKind)
 	if err != nil {
 		return nil, err
 	}
@@ -506,7 +506,7 @@ func (c *core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat
 	if bk == codec.BodyKindRaw {
 		return msg, false, nil
 	}
-	ser, err := packet.SerializerFor(bk)
+	ser, err := c.cfg.Serializers.Lookup(bk)
 	if err != nil {
 		return nil, false, err
 	}

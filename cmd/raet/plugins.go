@@ -157,7 +157,7 @@ func (f *pluginFlags) load(ctx context.Context, logger *slog.Logger) (p picked, 
 		if err := fromPlugin("serializer", v, func(h *host.Host, name string) error {
 			s, err := h.Serializer(ctx, name)
 			if err == nil {
-				err = s.Register()
+				err = s.Register(nil)
 			}
 			if err != nil {
 				return err

@@ -25,7 +25,7 @@ func Serializer(name string) (packet.Serializer, error) {
 	if !ok || !slices.Contains(Serializers, name) {
 		return nil, fmt.Errorf("raet: no built-in serializer %q (have %v)", name, Serializers)
 	}
-	return packet.SerializerFor(k)
+	return packet.Builtin(k)
 }
 
 // NaClCoat returns the built-in nacl coat of a session (packet.NewNaClCoat

@@ -74,7 +74,7 @@ func timeoutOr(d time.Duration) time.Duration {
 // Serializer adapts an sdk.Serializer (a plugin, or an in-process
 // implementation) to packet.Serializer, for road.Config.Serializer,
 // lane.Config.Serializer (where it is a lane.BatchUnmarshaler: received
-// bodies are decoded in batches) and packet.RegisterSerializer. Values are turned into the plugin's
+// bodies are decoded in batches) and a packet.Registry (Register). Values are turned into the plugin's
 // interchange kind by the built-in serializer of that kind, so the rules
 // of package packet hold: a mapping, and the empty mapping is zero bytes
 // (which never reaches the plugin). It is safe for concurrent use.
@@ -83,6 +83,7 @@ type Serializer struct {
 	info    sdk.SerializerInfo
 	inter   packet.Serializer
 	timeout time.Duration
+	reg     *packet.Registry // where Register put it
 }
 
 var _ packet.BatchSerializer = (*Serializer)(nil)
@@ -111,7 +112,7 @@ func NewSerializer(ctx context.Context, s sdk.Serializer, timeout time.Duration)
 	default:
 		return nil, fmt.Errorf("raet: serializer plugin %q: interchange %v is not json, msgpack or cbor", info.Name, info.Interchange)
 	}
-	inter, err := packet.SerializerFor(info.Interchange)
+	inter, err := packet.Builtin(info.Interchange)
 	if err != nil {
 		return nil, err
 	}
@@ -124,12 +125,20 @@ func (s *Serializer) Kind() codec.BodyKind { return s.info.Kind }
 // Info returns the plugin's description.
 func (s *Serializer) Info() sdk.SerializerInfo { return s.info }
 
-// Register makes the serializer findable by packet.SerializerFor, so that
-// received bodies of its kind are decoded by it.
-func (s *Serializer) Register() error { return packet.RegisterSerializer(s) }
+// Register makes the serializer findable in reg, a stack's registry
+// (road.Config.Serializers, lane.Config.Serializers), or with nil in the
+// process-wide packet.DefaultRegistry, so that received bodies of its kind
+// are decoded by it.
+func (s *Serializer) Register(reg *packet.Registry) error {
+	if err := reg.Register(s); err != nil {
+		return err
+	}
+	s.reg = reg
+	return nil
+}
 
 // Unregister undoes Register.
-func (s *Serializer) Unregister() { packet.UnregisterSerializer(s.info.Kind) }
+func (s *Serializer) Unregister() { s.reg.Unregister(s.info.Kind) }
 
 func (s *Serializer) bodyErr(op string, err error) error {
 	var be *packet.BodyError

@@ -55,7 +55,7 @@ func runEstate() int {
 	defer h.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := ser.Register(); err != nil {
+	if err := ser.Register(nil); err != nil {
 		fmt.Println("ERR", err)
 		return 1
 	}
@@ -130,7 +130,7 @@ func TestRoadSerializerPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ser.Register(); err != nil {
+	if err := ser.Register(nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ser.Unregister)

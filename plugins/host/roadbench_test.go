@@ -22,7 +22,7 @@ func BenchmarkRoadSerializer(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := plug.Register(); err != nil {
+	if err := plug.Register(nil); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(plug.Unregister)

@@ -53,7 +53,7 @@ func Serializer(t *testing.T, s sdk.Serializer) {
 	case codec.BodyKindNada, codec.BodyKindJSON, codec.BodyKindRaw, codec.BodyKindMsgpack, codec.BodyKindCBOR:
 		t.Fatalf("Info: body kind %v is built in", info.Kind)
 	}
-	inter, err := packet.SerializerFor(info.Interchange)
+	inter, err := packet.Builtin(info.Interchange)
 	if err != nil || (info.Interchange != codec.BodyKindJSON && info.Interchange != codec.BodyKindMsgpack && info.Interchange != codec.BodyKindCBOR) {
 		t.Fatalf("Info: interchange %v is not json, msgpack or cbor", info.Interchange)
 	}
