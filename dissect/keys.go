@@ -6,9 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"net/netip"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/internal/handshake"
@@ -26,8 +24,7 @@ import (
 //     coats in both directions, and the handshake's boxes where one side's
 //     short-term private key suffices.
 //
-// A keep is read, never written: unlike keep.Open, AddKeep neither creates
-// directories nor moves corrupt files aside. A KeyRing is not safe for
+// A keep is read, never written (keep.OpenReadOnly). A KeyRing is not safe for
 // concurrent use while keys are added; once built it is only read.
 type KeyRing struct {
 	keeps []*keepKeys
@@ -82,39 +79,31 @@ func (k *KeyRing) HasVerifyKeys() bool { return k != nil && k.hasKeep }
 // Sessions returns the number of key-log sessions.
 func (k *KeyRing) Sessions() int { return len(k.sessions) }
 
-// AddKeep reads the keep in dir (the reference's layout: local/estate.json,
-// remote/estate.<name>.json, role/local/role.json,
-// role/remote/role.<role>.json), read only. The keep's own estate verifies
-// the packets it sent; its remotes' roles verify the packets they sent it.
-// Files that are missing are skipped; files that are corrupt are reported
-// in the returned error, and the keys of the other files are still added.
+// AddKeep reads the keep in dir (the reference's layout, see package
+// keep), with keep.OpenReadOnly: nothing is created or moved. The keep's own
+// estate verifies the packets it sent; its remotes' roles verify the packets
+// they sent it. Files that are missing are skipped; files that are corrupt
+// are reported in the returned error, and the keys of the other files are
+// still added.
 func (k *KeyRing) AddKeep(dir string) error {
-	if st, err := os.Stat(dir); err != nil {
-		return fmt.Errorf("raet: keep %s: %w", dir, err)
-	} else if !st.IsDir() {
-		return fmt.Errorf("raet: keep %s: not a directory", dir)
+	kp, err := keep.OpenReadOnly(dir)
+	if err != nil {
+		return fmt.Errorf("raet: %w", err)
 	}
 	var errs []error
-	load := func(path string, u interface{ UnmarshalJSON([]byte) error }) bool {
-		data, err := readSmall(path)
-		if err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, err)
-			}
-			return false
+	found := func(err error) bool {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
 		}
-		if err := u.UnmarshalJSON(data); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", path, err))
-			return false
-		}
-		return true
+		return err == nil
 	}
 	kk := &keepKeys{dir: dir}
-	var le keep.LocalEstate
-	if load(filepath.Join(dir, "local", "estate.json"), &le) {
+	if le, err := kp.LoadLocal(); found(err) {
 		kk.name = le.Name
 	}
-	kk.hasLR = load(filepath.Join(dir, "role", "local", "role.json"), &kk.local)
+	if lr, err := kp.LoadLocalRole(); found(err) {
+		kk.local, kk.hasLR = lr, true
+	}
 	if kk.name == "" {
 		kk.name = kk.local.Role
 	}
@@ -122,20 +111,14 @@ func (k *KeyRing) AddKeep(dir string) error {
 		kk.name = filepath.Base(dir)
 	}
 	roles := map[string]keep.RemoteRole{}
-	for _, name := range listJSON(filepath.Join(dir, "role", "remote"), "role.") {
-		var r keep.RemoteRole
-		if load(filepath.Join(dir, "role", "remote", "role."+name+".json"), &r) {
-			roles[r.Role] = r
-			k.addLongPub(r.Role, r.Public)
-		}
+	rs, err := kp.LoadRemoteRoles()
+	found(err)
+	for _, r := range rs {
+		roles[r.Role] = r
+		k.addLongPub(r.Role, r.Public)
 	}
-	var remotes []keep.RemoteEstate
-	for _, name := range listJSON(filepath.Join(dir, "remote"), "estate.") {
-		var r keep.RemoteEstate
-		if load(filepath.Join(dir, "remote", "estate."+name+".json"), &r) {
-			remotes = append(remotes, r)
-		}
-	}
+	remotes, err := kp.LoadRemotes()
+	found(err)
 	if kk.hasLR {
 		if pub, err := kk.local.Private.PublicKey(); err == nil {
 			k.longPriv = append(k.longPriv, longKey{who: kk.name, priv: kk.local.Private, pub: pub})
@@ -192,42 +175,6 @@ func (k *KeyRing) learnLongPub(who string, hex string) {
 	if err == nil {
 		k.addLongPub(who, pub)
 	}
-}
-
-// readSmall reads a keep file, refusing one over 1 MiB.
-func readSmall(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > 1<<20 {
-		return nil, fmt.Errorf("%s: larger than 1 MiB", path)
-	}
-	return data, nil
-}
-
-// listJSON lists the names X of the files <prefix>X.json in dir.
-func listJSON(dir, prefix string) []string {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range ents {
-		n := e.Name()
-		if e.IsDir() || !strings.HasPrefix(n, prefix) || !strings.HasSuffix(n, ".json") {
-			continue
-		}
-		if name := strings.TrimSuffix(strings.TrimPrefix(n, prefix), ".json"); name != "" {
-			out = append(out, name)
-		}
-	}
-	return out
 }
 
 // AddKeyLog reads key-log lines ("RAET_SESSION <our short pub> <our short

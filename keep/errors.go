@@ -9,12 +9,16 @@ import (
 var (
 	// ErrCorrupt means a keep file could not be used: it is not valid UTF-8
 	// JSON, not one object, or its field set, types or values are not the
-	// expected ones. The file has been renamed aside (see FileError.Aside).
+	// expected ones. The file has been renamed aside (see FileError.Aside),
+	// unless the keep was opened by OpenReadOnly.
 	ErrCorrupt = errors.New("keep: corrupt file")
 
 	// ErrInvalid means a record given to a Save method, or a value given to
 	// another method, cannot be written as it is.
 	ErrInvalid = errors.New("keep: invalid value")
+
+	// ErrReadOnly means a write to a keep opened by OpenReadOnly.
+	ErrReadOnly = errors.New("keep: opened read-only")
 
 	// ErrInvalidName means an estate name or role cannot be used as a file
 	// name (see CheckName). It wraps ErrInvalid.

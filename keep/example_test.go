@@ -154,3 +154,24 @@ func ExampleCheckName() {
 	// ../etc keep: invalid name: "../etc" contains a path separator
 	// my estate keep: invalid name: "my estate" contains a space
 }
+
+// A tool reads a keep that a running stack owns, writing nothing.
+func ExampleOpenReadOnly() {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	k, _ := keep.Open(dir, nil)
+	_ = k.SaveLocal(keep.LocalEstate{Name: "main", UID: 1, HA: keep.HostPort{Host: "127.0.0.1", Port: 7530},
+		FQDN: "localhost", PUID: 1, AHA: keep.HostPort{Port: 7530}, Role: "main"})
+
+	ro, err := keep.OpenReadOnly(dir)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	local, err := ro.LoadLocal()
+	fmt.Println(local.Name, err)
+	fmt.Println(errors.Is(ro.DeleteLocal(), keep.ErrReadOnly))
+	// Output:
+	// main <nil>
+	// true
+}

@@ -41,8 +41,9 @@ type Config struct {
 // Keep is a keep directory opened by Open. Its methods are safe for
 // concurrent use.
 type Keep struct {
-	dir  string
-	auto AutoMode
+	dir      string
+	auto     AutoMode
+	readOnly bool // OpenReadOnly: nothing is written, created or moved
 
 	mu sync.Mutex
 
@@ -85,6 +86,34 @@ func Open(dir string, cfg *Config) (*Keep, error) {
 	}
 	return k, nil
 }
+
+// OpenReadOnly opens the keep in dir, which must exist, to read it only:
+// it creates nothing, removes no temporary file, and a corrupt file is
+// reported (a *FileError wrapping ErrCorrupt, Aside empty) but left where
+// it is. A missing subdirectory lists as empty. Every method that would
+// write (Save*, Delete*, StatusRole, Accept, Reject, Pend) fails with
+// ErrReadOnly. For tools that inspect a keep another process may own,
+// such as a dissector.
+func OpenReadOnly(dir string) (*Keep, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("keep: open %s: %w: empty directory", dir, ErrInvalid)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("keep: open %s: %w", dir, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("keep: open %s: %w", abs, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("keep: open %s: not a directory", abs)
+	}
+	return &Keep{dir: abs, readOnly: true}, nil
+}
+
+// ReadOnly reports whether the keep was opened by OpenReadOnly.
+func (k *Keep) ReadOnly() bool { return k.readOnly }
 
 // Dir returns the keep's absolute directory.
 func (k *Keep) Dir() string { return k.dir }
@@ -237,7 +266,7 @@ func (k *Keep) DeleteRemote(name string) error {
 func (k *Keep) RemoteNames() ([]string, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return listNames(filepath.Join(k.dir, remoteDir), estatePrefix)
+	return k.listNames(filepath.Join(k.dir, remoteDir), estatePrefix)
 }
 
 // LoadRemotes loads every remote estate listed by RemoteNames, sorted by
@@ -246,7 +275,7 @@ func (k *Keep) RemoteNames() ([]string, error) {
 func (k *Keep) LoadRemotes() ([]RemoteEstate, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	names, err := listNames(filepath.Join(k.dir, remoteDir), estatePrefix)
+	names, err := k.listNames(filepath.Join(k.dir, remoteDir), estatePrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +350,7 @@ func (k *Keep) DeleteRemoteRole(role string) error {
 func (k *Keep) RoleNames() ([]string, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return listNames(filepath.Join(k.dir, roleDir, remoteDir), rolePrefix)
+	return k.listNames(filepath.Join(k.dir, roleDir, remoteDir), rolePrefix)
 }
 
 // LoadRemoteRoles loads every remote role listed by RoleNames, sorted by
@@ -329,7 +358,7 @@ func (k *Keep) RoleNames() ([]string, error) {
 func (k *Keep) LoadRemoteRoles() ([]RemoteRole, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	roles, err := listNames(filepath.Join(k.dir, roleDir, remoteDir), rolePrefix)
+	roles, err := k.listNames(filepath.Join(k.dir, roleDir, remoteDir), rolePrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -365,6 +394,9 @@ func (k *Keep) load(path string, decode func([]byte) error, check func() error) 
 		err = fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	fe := &FileError{Op: "load", Path: path, Err: err}
+	if k.readOnly {
+		return fe
+	}
 	aside, merr := moveAside(path)
 	if merr != nil {
 		fe.Err = errors.Join(err, fmt.Errorf("could not move it aside: %w", merr))
@@ -405,6 +437,9 @@ func moveAside(path string) (string, error) {
 
 // save encodes with marshal and writes the result to path atomically.
 func (k *Keep) save(path string, marshal func() ([]byte, error)) error {
+	if k.readOnly {
+		return &FileError{Op: "save", Path: path, Err: ErrReadOnly}
+	}
 	data, err := marshal()
 	if err != nil {
 		return fmt.Errorf("keep: save %s: %w", path, err)
@@ -456,6 +491,9 @@ func (k *Keep) writeAtomic(path string, data []byte) (err error) {
 
 // remove deletes path if it exists and syncs its directory.
 func (k *Keep) remove(path string) error {
+	if k.readOnly {
+		return &FileError{Op: "delete", Path: path, Err: ErrReadOnly}
+	}
 	if err := os.Remove(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -506,8 +544,11 @@ func removeTemps(dir string) error {
 
 // listNames returns the sorted names <n> of the files <prefix>.<n>.json in
 // dir whose <n> passes CheckName.
-func listNames(dir, prefix string) ([]string, error) {
+func (k *Keep) listNames(dir, prefix string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
+	if k.readOnly && errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, &FileError{Op: "list", Path: dir, Err: err}
 	}
