@@ -90,7 +90,7 @@ func (k *stackKit) stack(cfg road.Config, tap bool) *road.Stack {
 	k.keylog[cfg.Name] = kl
 	cfg.KeyLog = kl
 	if tap {
-		cfg.Tap = k.pw.Tap
+		cfg.Tap = func(p road.TapPacket) { k.pw.Tap(dissect.RoadPacket(p)) }
 	}
 	if cfg.AlivePeriod == 0 {
 		cfg.AlivePeriod = -1

@@ -24,8 +24,9 @@
 //     counts everything for the summary. Packet.AppendJSON gives raetdump's
 //     -json output.
 //
-// PcapngWriter writes captures, and its Tap method is a road.Config.Tap,
-// so that a stack records its own traffic without privileges. Road
+// PcapngWriter writes captures, and its Tap method serves a road.Config.Tap
+// (through RoadPacket, as TapLane a lane one through LanePacket), so that a
+// stack records its own traffic without privileges. Road
 // datagrams are written as raw IP/UDP frames; lane pages, which have no IP
 // addresses, as lane records of link type LINKTYPE_USER0 (see the lane
 // record layout in writer.go), which the Wireshark dissector raetgen

@@ -21,7 +21,8 @@ func ExamplePcapngWriter() {
 	if err != nil {
 		panic(err)
 	}
-	s, err := road.New(&road.Config{Name: "main", Main: true, Listen: "127.0.0.1:7530", Tap: pw.Tap, KeyLogFile: "road.keylog"})
+	s, err := road.New(&road.Config{Name: "main", Main: true, Listen: "127.0.0.1:7530",
+		Tap: func(p road.TapPacket) { pw.Tap(dissect.RoadPacket(p)) }, KeyLogFile: "road.keylog"})
 	if err != nil {
 		panic(err)
 	}

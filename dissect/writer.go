@@ -8,8 +8,6 @@ import (
 	"net/netip"
 	"sync"
 	"time"
-
-	"github.com/raet-go/raet/road"
 )
 
 // Link types (LINKTYPE_ values of pcap and pcapng) that raetdump reads.
@@ -45,8 +43,21 @@ const (
 	laneFlagOut    = 0x01
 )
 
+// RoadPacket is one road datagram seen by a road stack. It has the fields
+// of road.TapPacket, which converts to it (dissect does not depend on the
+// road stack):
+//
+//	cfg.Tap = func(p road.TapPacket) { pw.Tap(dissect.RoadPacket(p)) }
+type RoadPacket struct {
+	Out    bool // sent by us
+	Local  netip.AddrPort
+	Remote netip.AddrPort
+	Time   time.Time
+	Data   []byte
+}
+
 // LanePacket is one lane page seen by a lane stack, the lane counterpart of
-// road.TapPacket: Local and Remote are socket paths.
+// RoadPacket: Local and Remote are socket paths.
 type LanePacket struct {
 	Out    bool // sent by us
 	Local  string
@@ -71,12 +82,12 @@ type WriterOptions struct {
 // carries its direction (epb_flags) when known. Every block is one Write to
 // the underlying writer, so the file can be read while it grows.
 //
-// Its methods are safe for concurrent use: Tap can be a road.Config.Tap
-// directly, as the stack calls it from its socket goroutines:
+// Its methods are safe for concurrent use: Tap can serve a road.Config.Tap,
+// which the stack calls from its socket goroutines:
 //
 //	f, _ := os.Create("road.pcapng")
 //	pw, _ := dissect.NewPcapngWriter(f, nil)
-//	cfg.Tap = pw.Tap
+//	cfg.Tap = func(p road.TapPacket) { pw.Tap(dissect.RoadPacket(p)) }
 //	...
 //	stack.Close(); pw.Err(); f.Close()
 type PcapngWriter struct {
@@ -225,10 +236,10 @@ func (pw *PcapngWriter) writeEPB(link int, t time.Time, head, data []byte, wireL
 	return nil
 }
 
-// Tap writes one datagram a road stack saw; use it as road.Config.Tap. It
-// cannot return an error: the first one is kept, further frames are
-// dropped, and Err reports it.
-func (pw *PcapngWriter) Tap(p road.TapPacket) {
+// Tap writes one datagram a road stack saw (see RoadPacket). It cannot
+// return an error: the first one is kept, further frames are dropped, and
+// Err reports it.
+func (pw *PcapngWriter) Tap(p RoadPacket) {
 	src, dst, dir := p.Remote, p.Local, uint32(dirIn)
 	if p.Out {
 		src, dst, dir = p.Local, p.Remote, dirOut

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/dissect"
-	"github.com/raet-go/raet/road"
 )
 
 // The tap takes datagrams from many goroutines; every one is read back,
@@ -33,7 +32,7 @@ func TestPcapngTap(t *testing.T) {
 				if g%2 == 1 {
 					l, r = v6l, v6r
 				}
-				pw.Tap(road.TapPacket{Out: i%2 == 0, Local: l, Remote: r, Time: time.Now(), Data: payload})
+				pw.Tap(dissect.RoadPacket{Out: i%2 == 0, Local: l, Remote: r, Time: time.Now(), Data: payload})
 			}
 		}()
 	}
@@ -80,8 +79,8 @@ func TestPcapngWriterErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := netip.MustParseAddrPort("127.0.0.1:1")
-	pw.Tap(road.TapPacket{Local: a, Remote: a, Data: []byte("x")})
-	pw.Tap(road.TapPacket{Local: a, Remote: a, Data: []byte("x")})
+	pw.Tap(dissect.RoadPacket{Local: a, Remote: a, Data: []byte("x")})
+	pw.Tap(dissect.RoadPacket{Local: a, Remote: a, Data: []byte("x")})
 	if err := pw.Err(); err == nil || err.Error() != "disk full" {
 		t.Fatalf("err %v", err)
 	}

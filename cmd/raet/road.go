@@ -135,7 +135,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "raet serve:", err)
 			return exitSetup
 		}
-		cfg.Tap = pw.Tap
+		cfg.Tap = func(p road.TapPacket) { pw.Tap(dissect.RoadPacket(p)) }
 		defer func() {
 			if err := pw.Err(); err != nil {
 				fmt.Fprintln(stderr, "raet serve: capture:", err)

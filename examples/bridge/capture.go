@@ -40,7 +40,7 @@ func (c *capture) road() func(road.TapPacket) {
 	if c == nil {
 		return nil
 	}
-	return c.pw.Tap
+	return func(p road.TapPacket) { c.pw.Tap(dissect.RoadPacket(p)) }
 }
 
 // lane returns the tap of the lane stack: lane.TapPacket has the fields of

@@ -23,7 +23,7 @@ func openTap(path string) (func(road.TapPacket), func() error, error) {
 		f.Close()
 		return nil, nil, err
 	}
-	return pw.Tap, func() error {
+	return func(p road.TapPacket) { pw.Tap(dissect.RoadPacket(p)) }, func() error {
 		werr := pw.Err()
 		if err := f.Close(); err != nil && werr == nil {
 			werr = err
