@@ -84,9 +84,6 @@ func NewLinkDecoder(ports ...uint16) *LinkDecoder {
 	return d
 }
 
-// IsRAETPort reports whether datagrams to or from port are taken as RAET.
-func (d *LinkDecoder) IsRAETPort(port uint16) bool { return d.ports.Has(port) }
-
 var (
 	errUnknownLink = errors.New("unsupported link type")
 	errShortLink   = errors.New("frame shorter than its link header")

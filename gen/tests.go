@@ -30,6 +30,10 @@ func (g *generator) emitCodecTest() error {
 			continue
 		}
 		t := goType(fd.Type, fd.Enum, fl.Go, "codec.")
+		if len(fd.Accept) == 1 { // no choice to make
+			f.Pf("h.%s = %d // the only value accepted", fd.Go, fd.Accept[0])
+			continue
+		}
 		f.P("if r.IntN(2) == 0 {")
 		switch {
 		case len(fd.Accept) > 0:

@@ -51,12 +51,6 @@ func SocketPath(dir, lane, name string) string {
 	return filepath.Join(dir, lane+"."+name+socketExt)
 }
 
-// ParseSocketPath splits a socket path <dir>/<lane>.<yard>.uxd into its
-// lane and yard names, the inverse of SocketPath, splitting the file's stem
-// at its last dot as the reference does. Unnamed ("") and abstract
-// addresses, and names without the .uxd extension, give ok false.
-func ParseSocketPath(p string) (lane, yard string, ok bool) { return namesFromPath(p) }
-
 // namesFromPath splits a socket path <dir>/<lane>.<yard>.uxd into its lane
 // and yard names, splitting the stem at its last dot as the reference
 // does. Unnamed and abstract addresses give ok false.

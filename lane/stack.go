@@ -128,9 +128,6 @@ func (s *Stack) Name() string { return s.cfg.Name }
 // Lane returns the lane's name.
 func (s *Stack) Lane() string { return s.cfg.Lane }
 
-// Dir returns the socket directory (absolute).
-func (s *Stack) Dir() string { return s.cfg.Dir }
-
 // Path returns the yard's socket path.
 func (s *Stack) Path() string { return s.path }
 

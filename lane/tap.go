@@ -23,8 +23,7 @@ type TapPacket struct {
 	Local string
 	// Remote is the other yard's socket path: where a page was sent, or
 	// the address a received page came from ("" for an unnamed socket).
-	// The yard names are in the page's head (sn, dn); ParseSocketPath
-	// gives the one a path names.
+	// The yard names are in the page's head (sn, dn).
 	Remote string
 	// Time is when the page was sent or read.
 	Time time.Time

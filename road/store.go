@@ -200,17 +200,3 @@ func (m *memStore) forgetPending(role string) error {
 	}
 	return nil
 }
-
-// setAcceptance is the operator's decision for a memory store (Stack.Accept
-// and friends); a disk store is changed through its keep.
-func (m *memStore) setAcceptance(role string, a keep.Acceptance) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.roles[role]
-	if !ok {
-		return fmt.Errorf("raet: no keys offered for role %q: %w", role, fs.ErrNotExist)
-	}
-	r.Acceptance = a
-	m.roles[role] = r
-	return nil
-}
