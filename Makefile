@@ -5,7 +5,7 @@ SMOKETIME ?= 4s
 TESTFLAGS ?= -race -timeout 30m -tags pcap
 DEMO_DIR  ?= $(or $(TMPDIR),/tmp)/raet-demo
 
-.PHONY: all demo test deps generate check-gen fmt-check vet tidy-check unit fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check clean
+.PHONY: all demo test deps generate check-gen fmt-check vet lint tidy-check unit fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check clean
 
 all: test
 
@@ -25,7 +25,7 @@ demo:
 		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -T
 
 ## test: everything CI checks (.ci/run calls this).
-test: deps check-gen fmt-check vet tidy-check unit fuzz-smoke
+test: deps check-gen fmt-check vet lint tidy-check unit fuzz-smoke
 
 ## deps: install what the tests need when it is missing (Debian packages when root).
 deps:
@@ -48,6 +48,10 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags pcap ./...
+
+## lint: staticcheck, pinned in go.mod (the layering rules are a test, internal/layering).
+lint:
+	$(GO) tool staticcheck -tags pcap ./...
 
 tidy-check:
 	$(GO) mod tidy -diff

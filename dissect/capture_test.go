@@ -59,7 +59,6 @@ type stackKit struct {
 	t      *testing.T
 	dir    string
 	pw     *dissect.PcapngWriter
-	mu     sync.Mutex
 	keylog map[string]*lockedBuffer
 	stacks []*road.Stack
 }

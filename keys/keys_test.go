@@ -127,24 +127,6 @@ func mustHex(t *testing.T, s string) []byte {
 	return b
 }
 
-func mustPriv(t *testing.T, s string) PrivateKey {
-	t.Helper()
-	k, err := ParsePrivateKey(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func mustPub(t *testing.T, s string) PublicKey {
-	t.Helper()
-	k, err := ParsePublicKey(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
 // parsers gives each type's parser behind one signature, for table tests.
 var parsers = map[string]func(string) (string, error){
 	"sighex": func(s string) (string, error) { k, err := ParseSigningSeed(s); return k.Hex(), err },

@@ -78,7 +78,6 @@ type mitm struct {
 	server netip.AddrPort
 	mu     sync.Mutex
 	client netip.AddrPort
-	edits  int
 }
 
 func newMITM(t *testing.T, server netip.AddrPort, edit func([]byte) []byte) *mitm {

@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/crypto/curve25519"
 	"golang.org/x/crypto/nacl/box"
+
+	//lint:ignore SA1019 HSalsa20 is NaCl's crypto_box_beforenm key derivation, which the reference's boxes need and x/crypto exposes only here
 	"golang.org/x/crypto/salsa20/salsa"
 
 	"github.com/raet-go/raet/keys"

@@ -1,0 +1,148 @@
+// Package layering_test checks which of the module's packages may depend on
+// which: data flows one way, from the wire formats up to the stacks and the
+// tools. It reads the dependency graph with go list, as the build sees it.
+package layering_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/raet-go/raet"
+
+// rule forbids every package under from to depend, directly or not, on a
+// package under one of not. Paths are relative to the module; a path
+// covers itself and its subpackages.
+type rule struct {
+	from   string
+	except []string // packages under from that the rule does not cover
+	not    []string
+	why    string
+}
+
+var rules = []rule{
+	{from: "", except: []string{"road"}, not: []string{"road/internal"},
+		why: "the road's internals are the road's"},
+	{from: "codec", not: []string{"packet", "road", "lane", "keep", "dissect", "plugins"},
+		why: "heads are below bodies and stacks"},
+	{from: "internal/pyjson", not: []string{""},
+		why: "the JSON rules depend on nothing of the module"},
+	{from: "packet", not: []string{"road", "lane", "keep", "dissect", "plugins"},
+		why: "bodies, coats and feet are below the stacks"},
+	{from: "keep", not: []string{"packet", "road", "lane", "dissect", "plugins"},
+		why: "the keep is a file format"},
+	{from: "plugins/sdk", not: []string{"road", "lane", "plugins/host"},
+		why: "a plugin is built without the stacks"},
+	{from: "dissect", not: []string{"road", "lane"},
+		why: "the dissector reads the wire, not the stacks (mirror types: RoadPacket, LanePacket)"},
+}
+
+func under(pkg, rel string) bool {
+	p := module
+	if rel != "" {
+		p += "/" + rel
+	}
+	return pkg == p || strings.HasPrefix(pkg, p+"/")
+}
+
+// violations lists, for each package of deps (a package's import path to
+// its transitive dependencies), the dependencies a rule forbids.
+func violations(deps map[string][]string) []string {
+	var out []string
+	pkgs := make([]string, 0, len(deps))
+	for p := range deps {
+		pkgs = append(pkgs, p)
+	}
+	slices.Sort(pkgs)
+	for _, r := range rules {
+		for _, p := range pkgs {
+			if !under(p, r.from) || slices.ContainsFunc(r.except, func(e string) bool { return under(p, e) }) {
+				continue
+			}
+			for _, d := range deps[p] {
+				for _, n := range r.not {
+					if under(d, n) {
+						out = append(out, fmt.Sprintf("%s imports %s: %s", p, d, r.why))
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestLayering: no package depends on what is above it.
+func TestLayering(t *testing.T) {
+	cmd := exec.Command("go", "list", "-e", "-tags", "pcap", "-json=ImportPath,Deps,Error", module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	deps := map[string][]string{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p struct {
+			ImportPath string
+			Deps       []string
+			Error      *struct{ Err string }
+		}
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if p.Error != nil {
+			t.Fatalf("%s: %s", p.ImportPath, p.Error.Err)
+		}
+		deps[p.ImportPath] = p.Deps
+	}
+	for _, must := range []string{"codec", "packet", "dissect", "plugins/sdk", "road", "internal/pyjson"} {
+		if _, ok := deps[module+"/"+must]; !ok {
+			t.Fatalf("go list did not list %s", must)
+		}
+	}
+	for _, v := range violations(deps) {
+		t.Error(v)
+	}
+}
+
+// TestRulesCatch: each rule reports a dependency it forbids, and only that.
+func TestRulesCatch(t *testing.T) {
+	m := func(rel string) string { return module + "/" + rel }
+	deps := map[string][]string{
+		m("codec/json"):         {m("codec"), m("internal/pyjson"), m("packet")},
+		m("dissect"):            {m("packet"), m("road")},
+		m("plugins/sdk"):        {m("packet"), m("lane")},
+		m("cmd/raet"):           {m("road"), m("road/internal/core")},
+		m("road"):               {m("road/internal/core")},
+		m("internal/pyjson"):    {"strconv", m("codec")},
+		m("keep"):               {m("keys")},
+		m("packet"):             {m("codec"), m("internal/pyjson")},
+		"example.com/unrelated": {m("road/internal/core")},
+	}
+	got := violations(deps)
+	want := []string{
+		m("cmd/raet") + " imports " + m("road/internal/core"),
+		m("codec/json") + " imports " + m("packet"),
+		m("internal/pyjson") + " imports " + m("codec"),
+		m("plugins/sdk") + " imports " + m("lane"),
+		m("dissect") + " imports " + m("road"),
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]+":") {
+			t.Errorf("violation %d: %s, want %s", i, got[i], want[i])
+		}
+	}
+}
