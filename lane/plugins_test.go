@@ -223,6 +223,34 @@ func TestRegisteredPluginDecodes(t *testing.T) {
 	}
 }
 
+// A yard's own registry (Config.Serializers) decodes a plugin's kind that
+// the process-wide one does not know, and serves its PackKind.
+func TestStackRegistryDecodes(t *testing.T) {
+	testutil.CheckLeaks(t)
+	reg := packet.NewRegistry()
+	if err := reg.Register(&batchReverse{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := testutil.ShortTempDir(t, "rl")
+	alpha := newStack(t, dir, "alpha", func(c *Config) { c.PackKind, c.Serializers = reversePK, reg })
+	beta := newStack(t, dir, "beta", func(c *Config) { c.Serializers = reg })
+	gamma := newStack(t, dir, "gamma", nil) // the process-wide registry
+	ctx := ctxT(t)
+	if err := alpha.Send(ctx, "beta", map[string]any{"a": "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := receive(t, beta); m.Kind != reversePK || m.Body["a"] != "b" {
+		t.Fatalf("got %+v", m)
+	}
+	if err := alpha.Send(ctx, "gamma", map[string]any{"a": "b"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return gamma.Counters().Drops[DropPackKind] == 1 })
+	if _, err := packet.SerializerFor(reverseKind); err == nil {
+		t.Fatal("the process-wide registry has the kind")
+	}
+}
+
 // Bodies of a plugin's kind decode in batches, off the reader, and every
 // message keeps its place among those of built-in kinds.
 func TestPluginBatchesKeepOrder(t *testing.T) {
