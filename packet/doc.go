@@ -12,8 +12,9 @@
 // package codec; it names the kinds of the three other layers:
 //
 //   - Body (bk): the message, a mapping serialized as json, msgpack or
-//     cbor, or raw bytes (Serializer, SerializerFor). An empty mapping is
-//     zero bytes.
+//     cbor, or raw bytes (Serializer; a Registry per stack finds the one of
+//     each kind, SerializerFor in the process-wide one). An empty mapping
+//     is zero bytes; what a kind cannot carry is refused (ErrCannotCarry).
 //   - Coat (ck): the body as it is (nada) or sealed in a NaCl crypto_box
 //     under the session's short-term keys, box || nonce (Coat, NaClCoat).
 //     An empty body is an empty coat.
