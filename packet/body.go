@@ -232,6 +232,7 @@ func walkValues(v any, depth int, leaf func(any) (any, bool, error)) (_ any, cha
 		if out != nil {
 			return out, true, nil
 		}
+	case nil, string, bool, int, int64, uint64, float64, []byte: // the common leaves
 	default:
 		if leaf != nil {
 			return leaf(v)
