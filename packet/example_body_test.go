@@ -1,6 +1,7 @@
 package packet_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/raet-go/raet/codec"
@@ -24,4 +25,17 @@ func ExampleRegistry() {
 	// Output:
 	// BodyKind(200) <nil>
 	// raet: lookup BodyKind(200) body: unknown body kind
+}
+
+// A body re-sent in another kind keeps its key order, and what that kind
+// cannot carry is refused, not re-encoded.
+func ExampleErrCannotCarry() {
+	var body packet.OrderedMap
+	_ = packet.JSONBody{}.Unmarshal([]byte(`{"z":1,"big":1180591620717411303424}`), &body)
+	_, err := packet.MsgpackBody{}.Marshal(nil, body)
+	fmt.Println(errors.Is(err, packet.ErrCannotCarry))
+	fmt.Println(err)
+	// Output:
+	// true
+	// raet: marshal msgpack body: the body kind cannot carry an integer beyond 64 bits in msgpack
 }
