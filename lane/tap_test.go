@@ -117,9 +117,18 @@ func TestTapAllocs(t *testing.T) {
 			receive(t, beta)
 		})
 	}
+	// AllocsPerRun counts every goroutine's allocations, so the stacks'
+	// background work adds one now and then: compare the least of three runs.
+	least := func(tap func(TapPacket)) float64 {
+		m := count(tap)
+		for range 2 {
+			m = min(m, count(tap))
+		}
+		return m
+	}
 	var seen atomic.Int64
-	without := count(nil)
-	with := count(func(p TapPacket) { seen.Add(int64(len(p.Data))) })
+	without := least(nil)
+	with := least(func(p TapPacket) { seen.Add(int64(len(p.Data))) })
 	if seen.Load() == 0 {
 		t.Fatal("the tap saw nothing")
 	}
