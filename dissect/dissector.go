@@ -354,7 +354,7 @@ func (d *Dissector) learnJoin(body packet.OrderedMap) {
 }
 
 func segmentReason(err error) string {
-	for _, e := range []error{packet.ErrSegment, packet.ErrMessageTooLarge, packet.ErrTooManyMessages, packet.ErrReassemblyMemory} {
+	for _, e := range []error{packet.ErrSegment, packet.ErrMessageTooLarge, packet.ErrRemoteQuota, packet.ErrTooManyMessages, packet.ErrReassemblyMemory} {
 		if errors.Is(err, e) {
 			return e.Error()
 		}

@@ -52,9 +52,9 @@ type TrackerConfig struct {
 	// running or recently ended; the least recently active is dropped
 	// first. Default 4096.
 	MaxTransactions int
-	// Reassembly bounds the segmented messages being put together
-	// (defaults: 64 at once, 64 MiB in all, messages up to the protocol's
-	// 64 MiB).
+	// Reassembly bounds the segmented messages being put together, per
+	// sender and in all (defaults: 65536 at once, any number of them from
+	// one sender, 64 MiB in all, messages up to the protocol's 64 MiB).
 	Reassembly packet.ReassemblyConfig
 	// Retention is how long an ended transaction is remembered, to tell
 	// late retransmissions and stale nacks; default 10 minutes (the
@@ -73,6 +73,9 @@ func (c *TrackerConfig) populate() {
 	}
 	if c.Reassembly.MaxBuffered <= 0 {
 		c.Reassembly.MaxBuffered = 64 << 20
+	}
+	if c.Reassembly.MaxPerRemote <= 0 {
+		c.Reassembly.MaxPerRemote = packet.DefaultMaxReassemblies // a capture is not a peer to be fair to
 	}
 	if c.Retention <= 0 {
 		c.Retention = 10 * time.Minute
@@ -161,8 +164,8 @@ type Note struct {
 type Tracker struct {
 	cfg     TrackerConfig
 	txns    map[txnKey]*Transaction
-	lru     *list.List // of *Transaction, least recently active first
-	reasm   *packet.Reassembler[txnKey]
+	lru     *list.List                                  // of *Transaction, least recently active first
+	reasm   *packet.Reassembler[netip.AddrPort, txnKey] // owned by the sender
 	nextID  int
 	lastExp time.Time
 	stats   *Stats
@@ -179,7 +182,7 @@ func NewTracker(cfg *TrackerConfig, stats *Stats) *Tracker {
 		t.cfg = *cfg
 	}
 	t.cfg.populate()
-	t.reasm = packet.NewReassembler[txnKey](&t.cfg.Reassembly)
+	t.reasm = packet.NewReassembler[netip.AddrPort, txnKey](&t.cfg.Reassembly)
 	if t.stats == nil {
 		t.stats = NewStats()
 	}
@@ -379,7 +382,7 @@ func (tr *Tracker) segment(tx *Transaction, h *codec.Head, coat []byte, note *No
 		}
 		return nil
 	}
-	whole, err := tr.reasm.Add(tx.key, h, coat)
+	whole, _, err := tr.reasm.Add(tx.key.init, tx.key, h, coat)
 	if err != nil {
 		note.Err = err
 		note.Event += ": refused"

@@ -209,8 +209,13 @@ func TestTrackerBounds(t *testing.T) {
 	if st.Evicted != 90 {
 		t.Fatalf("evicted %d", st.Evicted)
 	}
-	// 3 messages of 300 bytes fit in 1000; the fourth is refused.
-	tr = dissect.NewTracker(&dissect.TrackerConfig{Reassembly: packet.ReassemblyConfig{MaxBuffered: 1000}}, nil)
+	// A first segment of 300 bytes of a 900-byte message is charged its
+	// 1 KiB chunk and the bookkeeping: 3 fit in 4000 bytes, the fourth is
+	// refused.
+	if c := 1024 + packet.SlotCharge + packet.SegmentCharge; 3*c > 4000 || 4*c <= 4000 {
+		t.Fatalf("a message is charged %d", c)
+	}
+	tr = dissect.NewTracker(&dissect.TrackerConfig{Reassembly: packet.ReassemblyConfig{MaxBuffered: 4000}}, nil)
 	var refused int
 	for i := 0; i < 4; i++ {
 		h.Reset()

@@ -108,7 +108,7 @@ func BenchmarkSegment1MiB(b *testing.B) {
 	b.ReportAllocs()
 	b.ReportMetric(float64(count), "segments")
 	for b.Loop() {
-		ra := packet.NewReassembler[int](nil)
+		ra := packet.NewReassembler[int, int](nil)
 		var whole []byte
 		for i := range count {
 			hh := h
@@ -123,7 +123,7 @@ func BenchmarkSegment1MiB(b *testing.B) {
 			if err := pp.Verify(e.footB); err != nil {
 				b.Fatal(err)
 			}
-			if out, err := ra.Add(1, &pp.Head, pp.Coat); err != nil {
+			if out, _, err := ra.Add(0, 1, &pp.Head, pp.Coat); err != nil {
 				b.Fatal(err)
 			} else if out != nil {
 				whole = out

@@ -134,7 +134,7 @@ func sendMessage(t testing.TB, e end, h codec.Head, body any) [][]byte {
 // unmarshals: what a messengent does.
 func receiveMessage(t testing.TB, pkts [][]byte, coat packet.Coat, foot packet.Foot, out any) {
 	t.Helper()
-	ra := packet.NewReassembler[uint32](nil)
+	ra := packet.NewReassembler[int, uint32](nil)
 	var whole []byte
 	var bk codec.BodyKind
 	complete := false
@@ -151,7 +151,7 @@ func receiveMessage(t testing.TB, pkts [][]byte, coat packet.Coat, foot packet.F
 			whole, complete = append([]byte(nil), p.Coat...), true
 			continue
 		}
-		got, err := ra.Add(p.Head.TransactionID, &p.Head, p.Coat)
+		got, _, err := ra.Add(0, p.Head.TransactionID, &p.Head, p.Coat)
 		if err != nil {
 			t.Fatal(err)
 		}

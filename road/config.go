@@ -106,8 +106,15 @@ type Config struct {
 	// means 1024. While it is full, completed messages are held (and not
 	// acknowledged) instead of dropped, so senders slow down.
 	ReceiveQueue int
-	// Reassembly bounds unfinished segmented messages (defaults: 64 MiB per
-	// message as the reference, 64 at once, 256 MiB in all).
+	// Reassembly bounds unfinished segmented messages, per remote and in
+	// all (defaults: 64 MiB per message as the reference; per remote 32
+	// messages and room for one message of the largest size; 65536
+	// messages and 256 MiB in all). Drops for want of room are counted as
+	// "reassembly_remote_full" (the remote's own quota), "reassembly_full"
+	// (the total, while the remote holds the most) and "reassembly_evicted"
+	// (a heavier remote's message made room for a lighter one's). An
+	// unfinished message waits MessageTimeout for a new segment (repeats
+	// do not count) and StaleTimeout in all.
 	Reassembly packet.ReassemblyConfig
 
 	// KeyLog, when set, receives one line per short-term key pair made by

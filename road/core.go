@@ -44,7 +44,7 @@ type core struct {
 	byName  map[string]*remote
 	joinees map[netip.AddrPort]*remote // vacuous joins in progress, by address
 
-	reasm *packet.Reassembler[msgKey]
+	reasm *packet.Reassembler[uint32, msgKey] // owned by remote (nuid)
 	lim   limits
 
 	// pended are the joins waiting for an operator's decision, oldest
@@ -104,7 +104,7 @@ func newCore(cfg *Config, st store, now time.Time) (*core, error) {
 		cfg: cfg, log: cfg.Logger, now: now, store: st,
 		codec: hc, bodies: ser,
 		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
-		reasm: packet.NewReassembler[msgKey](&cfg.Reassembly),
+		reasm: packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
 		stats: newStats(),
 	}
 	if err := c.loadLocal(); err != nil {

@@ -89,6 +89,9 @@ type Counters struct {
 	// Verifications counts the Ed25519 signatures checked: each received
 	// datagram at most once, and a datagram seen before not again.
 	Verifications uint64
+	// Reassembling is the number of segmented messages being reassembled,
+	// ReassemblyMemory the memory charged for them (Config.Reassembly).
+	Reassembling, ReassemblyMemory int
 }
 
 // RTTStats summarizes message round trips.

@@ -309,6 +309,7 @@ type messengent struct {
 	// decoding: pending's body is being decoded off the owner goroutine
 	// (a BatchSerializer's kind); complete waits for decoded.
 	decoding bool
+	first    time.Time // its first packet
 	timeout  expiry
 	redo     redo
 }
@@ -369,16 +370,20 @@ func (m *messengent) message(c *core, p *rxPacket) {
 	}
 	h := &p.Head
 	var whole []byte
-	complete := false
+	complete, progress := false, true
 	if h.SegmentCount <= 1 && !h.Segment() {
 		whole, complete = p.Coat, true
 	} else {
 		m.highest = max(m.highest, int(h.SegmentNumber))
-		got, err := c.reasm.Add(m.msgKey(), h, p.Coat)
+		evicted := c.reasm.Evicted()
+		got, prog, err := c.reasm.Add(r.nuid, m.msgKey(), h, p.Coat)
+		if n := c.reasm.Evicted() - evicted; n > 0 {
+			c.stats.c.Drops["reassembly_evicted"] += n
+		}
 		switch {
-		case errors.Is(err, packet.ErrTooManyMessages), errors.Is(err, packet.ErrReassemblyMemory):
+		case errors.Is(err, packet.ErrRemoteQuota), errors.Is(err, packet.ErrTooManyMessages), errors.Is(err, packet.ErrReassemblyMemory):
 			// Out of room for now: drop it; the sender will send it again.
-			c.stats.drop("reassembly_full")
+			c.reassemblyFull(r, err)
 			if r.txns[m.key()] == nil {
 				return
 			}
@@ -387,12 +392,17 @@ func (m *messengent) message(c *core, p *rxPacket) {
 			m.nack(c)
 			return
 		}
-		whole, complete = got, got != nil
+		whole, complete, progress = got, got != nil, prog
 	}
 	if r.txns[m.key()] == nil {
 		c.addTxn(r, m)
+		m.first = c.now
 	}
-	m.timeout = after(c.now, c.cfg.MessageTimeout)
+	if progress {
+		// Only a new segment buys time: duplicates do not, and nothing
+		// buys more than StaleTimeout from the first segment.
+		m.timeout = expiry(earliest(time.Time(after(c.now, c.cfg.MessageTimeout)), time.Time(after(m.first, c.cfg.StaleTimeout))))
+	}
 	c.refresh(r, yes)
 	m.wait = h.Wait()
 	if complete {
@@ -416,9 +426,28 @@ func (m *messengent) message(c *core, p *rxPacket) {
 	}
 }
 
+// reassemblyFull counts a segment dropped for want of reassembly room and
+// logs it, at most once a minute per remote.
+func (c *core) reassemblyFull(r *remote, err error) {
+	reason := "reassembly_full"
+	if errors.Is(err, packet.ErrRemoteQuota) {
+		reason = "reassembly_remote_full"
+	}
+	c.stats.drop(reason)
+	if c.now.Before(r.reasmWarned) {
+		return
+	}
+	r.reasmWarned = c.now.Add(time.Minute)
+	c.log.Warn("raet: segments dropped, no reassembly room (logged once a minute per remote)",
+		"remote", r.name, "reason", reason, "err", err)
+}
+
 // askMore asks for the missing segments, or acknowledges the highest seen.
 func (m *messengent) askMore(c *core) {
-	missing, _ := c.reasm.Missing(nil, m.msgKey())
+	missing, high := c.reasm.Missing(nil, m.msgKey())
+	if high < 0 {
+		m.lowest = 0 // evicted, or nothing stored yet: ask for everything again
+	}
 	var misseds []int
 	for _, s := range missing {
 		if int(s) >= m.lowest {

@@ -58,8 +58,9 @@ type remote struct {
 	// transaction and of join requests.
 	replies, joins bucket
 
-	presence time.Time // next alive
-	reapAt   time.Time // reaped if no alive success by then
+	presence    time.Time // next alive
+	reasmWarned time.Time // no reassembly warning logged for it before this
+	reapAt      time.Time // reaped if no alive success by then
 
 	// saved holds messages whose messenger a new session made stale; they
 	// are sent again after the next allow.

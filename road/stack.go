@@ -751,7 +751,11 @@ func (s *Stack) Remotes(ctx context.Context) ([]Remote, error) {
 // Counters returns a snapshot of the stack's statistics.
 func (s *Stack) Counters(ctx context.Context) (Counters, error) {
 	res := make(chan Counters, 1)
-	if err := s.do(ctx, func(c *core) { res <- c.stats.snapshot() }); err != nil {
+	if err := s.do(ctx, func(c *core) {
+		out := c.stats.snapshot()
+		out.Reassembling, out.ReassemblyMemory = c.reasm.Pending(), c.reasm.Memory()
+		res <- out
+	}); err != nil {
 		return Counters{}, err
 	}
 	select {
