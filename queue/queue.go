@@ -19,6 +19,17 @@ type Queue interface {
 	Pending() ([]Message, error)
 }
 
+// Stable is implemented by a durable Queue whose ids stay with their
+// messages across restarts and are unique within its store. Instance
+// identifies the store (non-zero; a new store, e.g. a new database, gets a
+// new one; 0 means the queue makes no such promise). With it, the road
+// stack gives each message the id (Instance, id), which stays the same
+// when the message is sent again after a crash, so that a raet-go
+// receiver delivers it only once.
+type Stable interface {
+	Instance() uint64
+}
+
 // Message is a message a Queue holds.
 type Message struct {
 	ID     uint64

@@ -128,7 +128,7 @@ func BenchmarkReceivedMessages(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		p.other.now = p.now
-		p.other.startMessenger(o, body, p.other.cfg.BodyKind, nil, p.now)
+		p.other.startMessenger(o, body, p.other.cfg.BodyKind, msgID{}, nil, p.now)
 		if i%256 == 255 {
 			flush()
 		}

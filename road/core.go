@@ -814,7 +814,7 @@ func (c *core) sendSaved(r *remote) {
 	saved := r.saved
 	r.saved = nil
 	for _, m := range saved {
-		c.startMessenger(r, m.body, m.bk, m.result, m.started)
+		c.startMessenger(r, m.body, m.bk, m.id, m.result, m.started)
 	}
 }
 

@@ -1,6 +1,7 @@
 package road
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,6 +38,7 @@ type messenger struct {
 	si, ti  uint32
 	body    []byte // the serialized body, kept to send again in a new session
 	bk      codec.BodyKind
+	id      msgID // its stable id, sent to peers that negotiated message ids
 	coat    []byte
 	segSize int
 	count   int
@@ -57,14 +59,19 @@ func (m *messenger) kind() codec.TransactionKind { return codec.TransactionKindM
 func (m *messenger) key() txnKey                 { return txnKey{si: m.si, ti: m.ti} }
 func (m *messenger) deadline() time.Time         { return earliest(time.Time(m.timeout), m.redo.at) }
 
-// startMessenger sends a serialized body to r. result receives the outcome.
-func (c *core) startMessenger(r *remote, body []byte, bk codec.BodyKind, result chan<- error, started time.Time) {
-	m := &messenger{r: r, body: body, bk: bk, result: result, started: started, lastSeg: -1}
+// startMessenger sends a serialized body with its id to r. result receives
+// the outcome.
+func (c *core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id msgID, result chan<- error, started time.Time) {
+	m := &messenger{r: r, body: body, bk: bk, id: id, result: result, started: started, lastSeg: -1}
 	if !r.allowed || r.coat == nil {
 		m.finish(c, ErrNotAllowed)
 		return
 	}
-	coat, err := r.coat.Seal(nil, body)
+	plain := body
+	if r.prof != nil && r.prof.mids {
+		plain = appendEnvelope(make([]byte, 0, 1+3*binary.MaxVarintLen64+len(body)), id, body)
+	}
+	coat, err := r.coat.Seal(nil, plain)
 	if err != nil {
 		m.finish(c, err)
 		return
@@ -306,6 +313,7 @@ type messengent struct {
 	lowest  int
 	highest int
 	pending *Message // whole, waiting for room to deliver
+	id      msgID    // pending's id, from a peer that negotiated message ids
 	// decoding: pending's body is being decoded off the owner goroutine
 	// (a BatchSerializer's kind); complete waits for decoded.
 	decoding bool
@@ -406,13 +414,13 @@ func (m *messengent) message(c *core, p *rxPacket) {
 	c.refresh(r, yes)
 	m.wait = h.Wait()
 	if complete {
-		msg, later, err := c.openMessage(r, h.BodyKind, h.CoatKind, whole)
+		msg, id, later, err := c.openMessage(r, h.BodyKind, h.CoatKind, whole)
 		if err != nil {
 			c.stats.drop(dropReason(err))
 			m.nack(c)
 			return
 		}
-		m.pending = msg
+		m.pending, m.id = msg, id
 		if later {
 			m.decoding = true
 			c.decodes = append(c.decodes, m)
@@ -474,11 +482,22 @@ func (m *messengent) askMore(c *core) {
 // full: then it waits (and says nothing, so the sender retries) until there
 // is room.
 func (m *messengent) complete(c *core) {
+	if m.id.seq != 0 && m.r.mids.repeated(m.id, c.now) {
+		// Delivered before, in this session or an earlier one (a sender
+		// restarted on its durable queue): done, and not again.
+		c.stats.drop("message_id_repeated")
+		m.send(c, codec.PacketKindDone, nil, 0)
+		m.remove(c)
+		return
+	}
 	if len(c.delivery) >= c.cfg.ReceiveQueue {
 		c.stats.drop("receive_queue_full")
 		m.redo.restart(c.now)
 		c.wakeAt(m.redo.at)
 		return
+	}
+	if m.id.seq != 0 {
+		m.r.mids.delivered(m.id, c.now)
 	}
 	c.delivery = append(c.delivery, *m.pending)
 	c.stats.c.MessagesIn++
@@ -521,29 +540,35 @@ func (m *messengent) decoded(c *core, body map[string]any, err error) {
 	m.complete(c)
 }
 
-// openMessage opens a whole coat and decodes its body, or, for a body of a
+// openMessage opens a whole coat, takes its id (from a peer that
+// negotiated message ids) and decodes its body, or, for a body of a
 // BatchSerializer's kind, leaves that to the decoder goroutine (later).
-func (c *core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat []byte) (msg *Message, later bool, err error) {
+func (c *core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat []byte) (msg *Message, id msgID, later bool, err error) {
 	if r.coat == nil || ck != r.coat.Kind() {
-		return nil, false, errCoatKind // a downgrade (ck=0) or any other coat
+		return nil, id, false, errCoatKind // a downgrade (ck=0) or any other coat
 	}
 	plain, err := r.coat.Open(nil, coat)
 	if err != nil {
-		return nil, false, err
+		return nil, id, false, err
+	}
+	if r.prof != nil && r.prof.mids {
+		if id, plain, err = openEnvelope(plain); err != nil {
+			return nil, id, false, &packet.BodyError{Kind: bk, Op: "unmarshal", Err: fmt.Errorf("%w: %w", packet.ErrMalformedBody, err)}
+		}
 	}
 	msg = &Message{From: r.name, Kind: bk, Raw: plain}
 	if bk == codec.BodyKindRaw {
-		return msg, false, nil
+		return msg, id, false, nil
 	}
 	ser, err := c.cfg.Serializers.Lookup(bk)
 	if err != nil {
-		return nil, false, err
+		return nil, id, false, err
 	}
 	if _, ok := ser.(packet.BatchSerializer); ok && c.decodeAsync && len(plain) > 0 {
-		return msg, true, nil
+		return msg, id, true, nil
 	}
 	if err := ser.Unmarshal(plain, &msg.Body); err != nil {
-		return nil, false, err
+		return nil, id, false, err
 	}
-	return msg, false, nil
+	return msg, id, false, nil
 }

@@ -207,7 +207,7 @@ func (p *pair) send(from *core, body map[string]any) error {
 	}
 	res := make(chan error, 1)
 	from.now = p.now
-	from.startMessenger(r, b, from.cfg.BodyKind, res, p.now)
+	from.startMessenger(r, b, from.cfg.BodyKind, msgID{}, res, p.now)
 	from.flushWake()
 	p.pump()
 	p.advance(time.Millisecond)

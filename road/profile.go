@@ -15,7 +15,8 @@ import (
 // Capability negotiation (raet-go only; the reference ignores all of it).
 //
 // An estate advertises what it can do under an extra key "caps" of its join
-// request or response body: {"v":1,"hk":[…],"fk":[…],"bk":[…],"mps":N}.
+// request or response body: {"v":1,"hk":[…],"fk":[…],"bk":[…],"mps":N,"mid":1}
+// ("mid": it puts and reads message ids, see mid.go).
 // The reference answers a join whose body has extra keys normally and sends
 // none, so it always gets the reference profile.
 //
@@ -46,7 +47,8 @@ type caps struct {
 	feet   []codec.FootKind
 	bodies []codec.BodyKind
 	coats  []codec.CoatKind
-	mps    int // largest datagram it takes
+	mps    int  // largest datagram it takes
+	mids   bool // message ids (mid.go)
 }
 
 const capsPrefix = "raet-caps:"
@@ -62,6 +64,7 @@ func (c *core) ourCaps() *caps {
 		bodies: []codec.BodyKind{codec.BodyKindJSON, codec.BodyKindMsgpack, codec.BodyKindCBOR},
 		coats:  []codec.CoatKind{codec.CoatKindNaCl},
 		mps:    c.cfg.FastMaxPacketSize,
+		mids:   true,
 	}
 	if c.cfg.Coat != nil {
 		k.coats = append(k.coats, c.cfg.Coat.Kind())
@@ -78,7 +81,7 @@ func (k *caps) body() packet.OrderedMap {
 		}
 		return out
 	}
-	return packet.OrderedMap{
+	b := packet.OrderedMap{
 		{Key: "v", Value: 1},
 		{Key: "hk", Value: ints(len(k.heads), func(i int) int { return int(k.heads[i]) })},
 		{Key: "fk", Value: ints(len(k.feet), func(i int) int { return int(k.feet[i]) })},
@@ -86,6 +89,10 @@ func (k *caps) body() packet.OrderedMap {
 		{Key: "ck", Value: ints(len(k.coats), func(i int) int { return int(k.coats[i]) })},
 		{Key: "mps", Value: k.mps},
 	}
+	if k.mids {
+		b = append(b, packet.KV{Key: "mid", Value: 1})
+	}
+	return b
 }
 
 // canonical is the advertisement's digest input; nil is the empty string.
@@ -125,6 +132,9 @@ func (k *caps) canonical() string {
 	write("bk", bk)
 	write("ck", ck)
 	write("mps", []int{k.mps})
+	if k.mids {
+		write("mid", []int{1})
+	}
 	return b.String()
 }
 
@@ -167,7 +177,8 @@ func parseCaps(v any) *caps {
 	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || mps < 256 || mps > 65507 {
 		return nil
 	}
-	k := &caps{mps: int(mps)}
+	mid, _ := intValue(m["mid"])
+	k := &caps{mps: int(mps), mids: mid == 1}
 	for _, v := range hk {
 		k.heads = append(k.heads, codec.HeadKind(v))
 	}
@@ -189,6 +200,7 @@ type profile struct {
 	mac   *packet.MACFoot // nil: Ed25519
 	coat  packet.Coat     // a negotiated coat (Config.Coat); nil: NaCl
 	mps   int
+	mids  bool // messages carry ids (mid.go)
 }
 
 // negotiate picks the best common profile, or nil for the reference one.
@@ -197,7 +209,7 @@ func (c *core) negotiate(r *remote) (*profile, error) {
 	if ours == nil || r.peerCaps == nil {
 		return nil, nil
 	}
-	p := &profile{codec: c.codec, mps: min(ours.mps, r.peerCaps.mps)}
+	p := &profile{codec: c.codec, mps: min(ours.mps, r.peerCaps.mps), mids: ours.mids && r.peerCaps.mids}
 	if slices.Contains(r.peerCaps.heads, codec.HeadKindBinary) {
 		hc, err := codec.Lookup(codec.HeadKindBinary)
 		if err != nil {

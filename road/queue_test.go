@@ -3,6 +3,7 @@ package road_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,5 +94,105 @@ func TestQueueSurvivesRestart(t *testing.T) {
 	}
 	if q.len() != 0 {
 		t.Fatalf("the queue still holds %d messages", q.len())
+	}
+}
+
+// stableQueue is a durable queue with a stable store instance (queue.Stable)
+// whose Done can be lost, as when the sender dies between its remote's done
+// and the queue's write.
+type stableQueue struct {
+	memQueue
+	loseDones atomic.Bool
+}
+
+func (q *stableQueue) Instance() uint64 { return 0x5eed }
+
+func (q *stableQueue) Done(id uint64) error {
+	if q.loseDones.Load() {
+		return nil
+	}
+	return q.memQueue.Done(id)
+}
+
+// A sender dies after its messages were delivered but before its queue
+// forgot them; restarted on its keep and its queue, it sends them again
+// in a new session, and the receiver, by their message ids, answers them
+// done without delivering them twice. New messages still arrive once.
+func TestQueueExactlyOnceAcrossSenderRestart(t *testing.T) {
+	q := &stableQueue{}
+	q.loseDones.Store(true)
+	m := newStack(t, road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, AlivePeriod: -1})
+	ocfg := road.Config{Name: "other", KeepDir: t.TempDir(), Auto: keep.AutoAlways, Queue: q, AlivePeriod: -1, Listen: "127.0.0.1:0"}
+	o, err := road.New(&ocfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := o.Join(ctx, m.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	const n = 30
+	got := map[int64]int{}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := o.Send(ctx, "main", map[string]any{"seq": i}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	for range n {
+		seq, _ := recvOne(t, m, 5*time.Second).Body["seq"].(int64)
+		got[seq]++
+	}
+	if q.len() != n {
+		t.Fatalf("the queue holds %d messages, want all %d (their dones lost)", q.len(), n)
+	}
+	ocfg.Listen = o.Addr().String()
+	o.Close() // the crash
+	q.loseDones.Store(false)
+
+	o2 := newStack(t, ocfg)
+	if _, err := o2.Join(ctx, m.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	done, failed, err := o2.WaitPending(ctx)
+	if err != nil || done != n || failed != 0 {
+		t.Fatalf("resent: %d done, %d failed, %v", done, failed, err)
+	}
+	for i := range 5 {
+		if err := o2.Send(ctx, "main", map[string]any{"seq": n + i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		seq, _ := recvOne(t, m, 5*time.Second).Body["seq"].(int64)
+		got[seq]++
+	}
+	select {
+	case msg := <-m.Receive():
+		t.Fatalf("delivered again: %v", msg.Body)
+	case <-time.After(300 * time.Millisecond):
+	}
+	for i := range int64(n + 5) {
+		if got[i] != 1 {
+			t.Fatalf("message %d delivered %d times", i, got[i])
+		}
+	}
+	if q.len() != 0 {
+		t.Fatalf("the queue still holds %d messages", q.len())
+	}
+	c, err := m.Counters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Drops["message_id_repeated"] != n {
+		t.Fatalf("%d repeats answered done, want %d; drops %v", c.Drops["message_id_repeated"], n, c.Drops)
 	}
 }

@@ -57,6 +57,7 @@ type remote struct {
 	// replies and joins are its budgets of replies to packets of no live
 	// transaction and of join requests.
 	replies, joins bucket
+	mids           midFilter // message ids delivered, across sessions
 
 	presence    time.Time // next alive
 	reasmWarned time.Time // no reassembly warning logged for it before this

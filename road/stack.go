@@ -15,6 +15,7 @@ import (
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/queue"
 )
 
 // Stack is a road estate: one UDP socket, the transactions with its
@@ -64,6 +65,12 @@ type Stack struct {
 	wg       sync.WaitGroup
 	bufs     sync.Pool // read buffers
 	batches  sync.Pool // *[]datagram: the owner's flushes, back from the writer
+
+	mids *midSource // the ids of the messages we send
+	// resent is closed when the messages a Queue held at Start have been
+	// sent again (resentDone of them done, resentFailed still queued).
+	resent                   chan struct{}
+	resentDone, resentFailed atomic.Int64
 }
 
 // rxDatagram is a datagram the reader parsed and, for an Ed25519 foot,
@@ -117,6 +124,12 @@ func New(cfg *Config) (*Stack, error) {
 		encodeCh: make(chan encodeJob, 2*maxCallBatch),
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
+	var stream uint64 // a durable queue's ids are stable: their stream is its store
+	if q, ok := c.Queue.(queue.Stable); ok {
+		stream = q.Instance()
+	}
+	s.mids = newMidSource(stream)
+	s.resent = make(chan struct{})
 	s.bufs.New = func() any { b := make([]byte, maxDatagram); return &b }
 	s.keys.Store(&verifyKeys{})
 	cr.sharedKeys = &s.keys
@@ -219,16 +232,43 @@ func (s *Stack) start() error {
 		go s.encodeLoop(bs)
 	}
 	close(s.started)
+	var pending []QueuedMessage
 	if s.cfg.Queue != nil {
-		pending, err := s.cfg.Queue.Pending()
-		if err != nil {
+		if pending, err = s.cfg.Queue.Pending(); err != nil {
 			s.cfg.Logger.Error("raet: queue: pending messages", "err", err)
-		} else if len(pending) > 0 {
-			s.wg.Add(1)
-			go s.resendPending(pending)
 		}
 	}
+	if len(pending) == 0 {
+		close(s.resent)
+		return nil
+	}
+	for _, m := range pending {
+		s.mids.hold(m.ID) // not done: the floor stays below it
+	}
+	s.wg.Add(1)
+	go s.resendPending(pending)
 	return nil
+}
+
+// WaitPending waits until the messages the Queue held at Start (those of
+// an earlier run: sent again as soon as their remote is allowed) have been
+// sent again, and returns how many of them are done and how many failed
+// again (still queued for the next Start). Without a Queue, or with
+// nothing pending, it returns at once; before Start, ErrNotStarted.
+func (s *Stack) WaitPending(ctx context.Context) (done, failed int, err error) {
+	select {
+	case <-s.started:
+	default:
+		return 0, 0, ErrNotStarted
+	}
+	select {
+	case <-s.resent:
+		return int(s.resentDone.Load()), int(s.resentFailed.Load()), nil
+	case <-ctx.Done():
+		return int(s.resentDone.Load()), int(s.resentFailed.Load()), ctx.Err()
+	case <-s.closing:
+		return int(s.resentDone.Load()), int(s.resentFailed.Load()), ErrClosed
+	}
 }
 
 // resendPending sends the messages a queue kept from an earlier run, each
@@ -236,6 +276,12 @@ func (s *Stack) start() error {
 // ends with the stack.
 func (s *Stack) resendPending(pending []QueuedMessage) {
 	defer s.wg.Done()
+	completed := false
+	defer func() {
+		if completed {
+			close(s.resent)
+		}
+	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -257,14 +303,38 @@ func (s *Stack) resendPending(pending []QueuedMessage) {
 				return
 			}
 		}
-		if err := s.sendPlain(ctx, m.Remote, m.Kind, m.Body); err != nil {
+		mid, _ := s.beginID(m.ID, 0)
+		if err := s.sendPlain(ctx, m.Remote, m.Kind, m.Body, mid); err != nil {
 			s.cfg.Logger.Warn("raet: queued message not sent", "remote", m.Remote, "id", m.ID, "err", err)
+			s.resentFailed.Add(1)
 			continue // stays queued for the next run
 		}
-		if err := s.cfg.Queue.Done(m.ID); err != nil {
-			s.cfg.Logger.Error("raet: queue: done", "id", m.ID, "err", err)
-		}
+		s.resentDone.Add(1)
+		s.doneQueued(m.ID)
 	}
+	completed = true
+}
+
+// beginID gives seq (a queue id, with the ticket of its Put; 0 for the
+// next of our own) its message id, warning when an unfinished older message leaves it none, and
+// returns it with the seq.
+func (s *Stack) beginID(seq, ticket uint64) (msgID, uint64) {
+	id, seq := s.mids.begin(seq, ticket)
+	if id.seq == 0 {
+		s.cfg.Logger.Warn("raet: message sent without an id: an older one is still unfinished (a receiver may deliver it twice after a crash)",
+			"seq", seq, "oldest", id.floor, "window", midWindow)
+	}
+	return id, seq
+}
+
+// doneQueued forgets a queued message its remote has.
+func (s *Stack) doneQueued(id uint64) error {
+	s.mids.done(id)
+	if err := s.cfg.Queue.Done(id); err != nil {
+		s.cfg.Logger.Error("raet: queue: done", "id", id, "err", err)
+		return err
+	}
+	return nil
 }
 
 // Close stops the goroutines, fails the calls still waiting with ErrClosed
@@ -672,23 +742,28 @@ func (s *Stack) Send(ctx context.Context, to string, body any) error {
 	}
 	kind := s.ser.Kind()
 	if s.cfg.Queue == nil {
-		return s.sendPlain(ctx, to, kind, plain)
+		mid, seq := s.beginID(0, 0)
+		defer s.mids.done(seq) // sent once; the caller may Send it again as a new message
+		return s.sendPlain(ctx, to, kind, plain, mid)
 	}
+	ticket := s.mids.reserve()
 	id, err := s.cfg.Queue.Put(to, kind, plain)
 	if err != nil {
+		s.mids.cancel(ticket)
 		return fmt.Errorf("raet: queue: %w", err)
 	}
-	if err := s.sendPlain(ctx, to, kind, plain); err != nil {
+	mid, _ := s.beginID(id, ticket)
+	if err := s.sendPlain(ctx, to, kind, plain, mid); err != nil {
 		return err // still queued: sent again after the next Start
 	}
-	if err := s.cfg.Queue.Done(id); err != nil {
+	if err := s.doneQueued(id); err != nil {
 		return fmt.Errorf("raet: message done, but the queue did not forget it: %w", err)
 	}
 	return nil
 }
 
-// sendPlain sends a serialized body and waits for done.
-func (s *Stack) sendPlain(ctx context.Context, to string, bk codec.BodyKind, plain []byte) error {
+// sendPlain sends a serialized body with its id and waits for done.
+func (s *Stack) sendPlain(ctx context.Context, to string, bk codec.BodyKind, plain []byte, mid msgID) error {
 	if s.cfg.FailFast {
 		select {
 		case s.sendSem <- struct{}{}:
@@ -713,7 +788,7 @@ func (s *Stack) sendPlain(ctx context.Context, to string, bk codec.BodyKind, pla
 			res <- ErrUnknownRemote
 			return
 		}
-		c.startMessenger(r, plain, bk, res, started)
+		c.startMessenger(r, plain, bk, mid, res, started)
 	}); err != nil {
 		return err
 	}

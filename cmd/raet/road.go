@@ -208,6 +208,7 @@ type summary struct {
 	Done      int     `json:"done"`
 	Echoed    int     `json:"echoed,omitempty"`
 	Failed    int     `json:"failed"`
+	Resent    int     `json:"resent,omitempty"` // messages an earlier run left in a durable queue, done now
 	Bytes     int     `json:"bytes_each"`
 	ElapsedMS float64 `json:"elapsed_ms"`
 	MsgsPerS  float64 `json:"msgs_per_s"`
@@ -314,6 +315,16 @@ func runSend(args []string, stdout, stderr io.Writer) int {
 		}()
 	}
 	wg.Wait()
+	// What an earlier run left in a durable --queue goes again at start;
+	// wait for it too, so that nothing stays behind.
+	resent, refailed, err := s.WaitPending(ctx)
+	sum.Resent = resent
+	if err == nil && refailed > 0 {
+		err = fmt.Errorf("%d messages of an earlier run failed again (still queued)", refailed)
+	}
+	if err != nil && firstErr == nil {
+		firstErr = fmt.Errorf("queued messages of an earlier run: %w", err)
+	}
 	if *expectEcho {
 		sum.Echoed, err = echoes.wait(ctx, sum.Done)
 		if err != nil && firstErr == nil {

@@ -386,7 +386,10 @@ type Queue struct {
 	timeout time.Duration
 }
 
-var _ queue.Queue = (*Queue)(nil)
+var (
+	_ queue.Queue  = (*Queue)(nil)
+	_ queue.Stable = (*Queue)(nil)
+)
 
 // NewQueue asks q for its Info. timeout bounds Put, Done and each page of
 // Pending (0: DefaultTimeout).
@@ -400,6 +403,9 @@ func NewQueue(ctx context.Context, q sdk.Queue, timeout time.Duration) (*Queue, 
 
 // Info returns the plugin's description.
 func (q *Queue) Info() sdk.QueueInfo { return q.info }
+
+// Instance implements queue.Stable: the plugin's QueueInfo.Instance.
+func (q *Queue) Instance() uint64 { return q.info.Instance }
 
 // Put stores a message and returns its id.
 func (q *Queue) Put(remote string, kind codec.BodyKind, body []byte) (uint64, error) {

@@ -462,8 +462,8 @@ func sameContract(a, b any) bool {
 		b, ok := b.(sdk.CoatInfo)
 		return ok && a.Kind == b.Kind && a.Overhead == b.Overhead
 	case sdk.QueueInfo:
-		_, ok := b.(sdk.QueueInfo)
-		return ok
+		b, ok := b.(sdk.QueueInfo)
+		return ok && a.Instance == b.Instance // ids of another store would clash
 	}
 	return false
 }

@@ -530,10 +530,15 @@ func (x *CoatBatch) GetItems() [][]byte {
 
 // QueueInfo describes a queue plugin.
 type QueueInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
-	Durable       bool                   `protobuf:"varint,3,opt,name=durable,proto3" json:"durable,omitempty"` // messages survive a crash of the plugin and the host
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Version string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Durable bool                   `protobuf:"varint,3,opt,name=durable,proto3" json:"durable,omitempty"` // messages survive a crash of the plugin and the host
+	// instance identifies a durable queue's store: non-zero when its ids are
+	// unique within the store and stay with their messages across restarts,
+	// so that a receiver can tell a message sent again after a crash. A new
+	// store (a new database) gets a new instance. 0: no such promise.
+	Instance      uint64 `protobuf:"varint,4,opt,name=instance,proto3" json:"instance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -587,6 +592,13 @@ func (x *QueueInfo) GetDurable() bool {
 		return x.Durable
 	}
 	return false
+}
+
+func (x *QueueInfo) GetInstance() uint64 {
+	if x != nil {
+		return x.Instance
+	}
+	return 0
 }
 
 // QueuedMessage is a serialized message for a remote.
@@ -958,11 +970,12 @@ const file_raetplugin_proto_rawDesc = "" +
 	"\aversion\x18\x04 \x01(\tR\aversion\"3\n" +
 	"\tCoatBatch\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05items\x18\x02 \x03(\fR\x05items\"S\n" +
+	"\x05items\x18\x02 \x03(\fR\x05items\"o\n" +
 	"\tQueueInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x18\n" +
-	"\adurable\x18\x03 \x01(\bR\adurable\"_\n" +
+	"\adurable\x18\x03 \x01(\bR\adurable\x12\x1a\n" +
+	"\binstance\x18\x04 \x01(\x04R\binstance\"_\n" +
 	"\rQueuedMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06remote\x18\x02 \x01(\tR\x06remote\x12\x12\n" +

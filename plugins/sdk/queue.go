@@ -19,6 +19,13 @@ type QueueInfo struct {
 	// Durable: messages put survive a crash of the plugin and of the host
 	// (the plugin has them on disk before Put returns).
 	Durable bool
+	// Instance identifies a durable queue's store: non-zero when its ids
+	// are unique within the store and stay with their messages across
+	// restarts (a new store gets a new random Instance). The road stack
+	// then gives each message the stable id (Instance, id), by which a
+	// raet-go receiver delivers a message sent again after a crash only
+	// once. 0: no such promise.
+	Instance uint64
 }
 
 // Message is a serialized message for a remote, as a queue holds it.
@@ -83,7 +90,7 @@ func (s *queueServer) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.QueueInf
 	if err != nil {
 		return nil, convert.ToStatus(err)
 	}
-	return &pb.QueueInfo{Name: in.Name, Version: in.Version, Durable: in.Durable}, nil
+	return &pb.QueueInfo{Name: in.Name, Version: in.Version, Durable: in.Durable, Instance: in.Instance}, nil
 }
 
 func (s *queueServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
@@ -142,7 +149,7 @@ func (c *queueClient) Info(ctx context.Context) (QueueInfo, error) {
 	if err != nil {
 		return QueueInfo{}, convert.FromStatus(err)
 	}
-	return QueueInfo{Name: in.GetName(), Version: in.GetVersion(), Durable: in.GetDurable()}, nil
+	return QueueInfo{Name: in.GetName(), Version: in.GetVersion(), Durable: in.GetDurable(), Instance: in.GetInstance()}, nil
 }
 
 func (c *queueClient) Put(ctx context.Context, msgs []Message) ([]uint64, error) {

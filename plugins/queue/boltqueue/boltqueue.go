@@ -7,6 +7,7 @@ package boltqueue
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,12 +20,13 @@ import (
 )
 
 // Version of this plugin.
-const Version = "1.0.0"
+const Version = "1.1.0"
 
 var (
 	bucket   = []byte("messages")
 	meta     = []byte("meta")
-	countKey = []byte("count") // messages held, kept with each change
+	countKey = []byte("count")    // messages held, kept with each change
+	instKey  = []byte("instance") // random, made with the database: QueueInfo.Instance
 )
 
 func count(tx *bolt.Tx) uint64 {
@@ -54,13 +56,15 @@ type Options struct {
 
 // Queue implements sdk.Queue. It is safe for concurrent use.
 type Queue struct {
-	db  *bolt.DB
-	max int
+	db       *bolt.DB
+	max      int
+	instance uint64
 }
 
 var _ sdk.Queue = (*Queue)(nil)
 
-// Open opens (or creates) the queue database at path.
+// Open opens (or creates) the queue database at path. A new database gets
+// a random instance (QueueInfo.Instance), kept in it.
 func Open(path string, o Options) (*Queue, error) {
 	if o.MaxMessages <= 0 {
 		o.MaxMessages = 1_000_000
@@ -72,17 +76,33 @@ func Open(path string, o Options) (*Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("boltqueue: open %s: %w", path, err)
 	}
+	q := &Queue{db: db, max: o.MaxMessages}
 	if err := db.Update(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(bucket); err != nil {
 			return err
 		}
-		_, err := tx.CreateBucketIfNotExists(meta)
-		return err
+		m, err := tx.CreateBucketIfNotExists(meta)
+		if err != nil {
+			return err
+		}
+		// The instance tells this database's ids from another's; a
+		// database of an older version gets one now (its ids go on
+		// growing from where they were, so they stay unique).
+		if v := m.Get(instKey); len(v) == 8 && binary.BigEndian.Uint64(v) != 0 {
+			q.instance = binary.BigEndian.Uint64(v)
+			return nil
+		}
+		for q.instance == 0 {
+			var b [8]byte
+			rand.Read(b[:])
+			q.instance = binary.BigEndian.Uint64(b[:])
+		}
+		return m.Put(instKey, binary.BigEndian.AppendUint64(nil, q.instance))
 	}); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("boltqueue: %w", err)
 	}
-	return &Queue{db: db, max: o.MaxMessages}, nil
+	return q, nil
 }
 
 // Close closes the database.
@@ -90,7 +110,7 @@ func (q *Queue) Close() error { return q.db.Close() }
 
 // Info implements sdk.Queue.
 func (q *Queue) Info(context.Context) (sdk.QueueInfo, error) {
-	return sdk.QueueInfo{Name: "bolt", Version: Version, Durable: true}, nil
+	return sdk.QueueInfo{Name: "bolt", Version: Version, Durable: true, Instance: q.instance}, nil
 }
 
 // A record is kind (1 byte), the remote's name (uvarint length, bytes),

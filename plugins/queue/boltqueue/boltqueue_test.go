@@ -64,3 +64,31 @@ func TestDurableAndBounded(t *testing.T) {
 		t.Fatalf("room after done: %v", err)
 	}
 }
+
+// A database keeps its instance across reopens; another database has
+// another; the instance reaches the host through the plugin protocol.
+func TestInstance(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	info := func(q sdk.Queue) sdk.QueueInfo {
+		in, err := q.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	q := open(t, filepath.Join(dir, "q.db"), boltqueue.Options{})
+	first := info(q).Instance
+	q.Close()
+	q = open(t, filepath.Join(dir, "q.db"), boltqueue.Options{})
+	defer q.Close()
+	other := open(t, filepath.Join(dir, "other.db"), boltqueue.Options{})
+	defer other.Close()
+	if first == 0 || info(q).Instance != first || info(other).Instance == first {
+		t.Fatalf("instances: %x, after reopen %x, another database %x", first, info(q).Instance, info(other).Instance)
+	}
+	overGRPC := plugintest.GRPC[sdk.Queue](t, sdk.KindQueue, &sdk.QueuePlugin{Impl: q, Version: sdk.Versions[len(sdk.Versions)-1]})
+	if got := info(overGRPC); got.Instance != first || !got.Durable {
+		t.Fatalf("over gRPC: %+v", got)
+	}
+}
