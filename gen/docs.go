@@ -163,6 +163,19 @@ func (g *generator) emitDocs() error {
 		}
 		p("| `%s` | `%s` | %s | `%s` | %s | %s |", f.Key, f.Go, f.TypeName, f.Default.Value, format, cell(f.Doc))
 	}
+	if len(s.Extensions) > 0 {
+		p("")
+		p("## raet-go extensions")
+		p("")
+		p("Outside the head fields, between raet-go estates that both advertise them in their join caps.")
+		p("The reference ignores the caps it receives and never gets the rest.")
+		p("")
+		p("| name | what |")
+		p("|---|---|")
+		for _, e := range s.Extensions {
+			p("| `%s` | %s |", e.Name, cell(e.Doc))
+		}
+	}
 	g.files = append(g.files, File{Path: "docs/wire.md", Content: b.Bytes()})
 	return nil
 }

@@ -29,6 +29,14 @@ type Spec struct {
 	ReservedKeys []string
 	Enums        []*Enum
 	Lane         Lane
+	Extensions   []Extension
+}
+
+// Extension is a raet-go extension outside the head fields, for the
+// reference documentation.
+type Extension struct {
+	Name string `yaml:"name"`
+	Doc  string `yaml:"doc"`
 }
 
 // Limits are the protocol limits the codecs enforce.
@@ -307,14 +315,15 @@ func Load(path string) (*Spec, error) {
 
 // raw mirrors the file's top level.
 type raw struct {
-	Version      int       `yaml:"version"`
-	Limits       Limits    `yaml:"limits"`
-	Heads        Heads     `yaml:"heads"`
-	Flags        yaml.Node `yaml:"flags"`
-	Fields       yaml.Node `yaml:"fields"`
-	ReservedKeys []string  `yaml:"reserved_keys"`
-	Enums        yaml.Node `yaml:"enums"`
-	Lane         yaml.Node `yaml:"lane"`
+	Version      int         `yaml:"version"`
+	Limits       Limits      `yaml:"limits"`
+	Heads        Heads       `yaml:"heads"`
+	Flags        yaml.Node   `yaml:"flags"`
+	Fields       yaml.Node   `yaml:"fields"`
+	ReservedKeys []string    `yaml:"reserved_keys"`
+	Enums        yaml.Node   `yaml:"enums"`
+	Lane         yaml.Node   `yaml:"lane"`
+	Extensions   []Extension `yaml:"extensions"`
 }
 
 // Parse parses and validates a spec; name is used in error messages.
@@ -331,7 +340,7 @@ func Parse(name string, data []byte) (*Spec, error) {
 		return nil, &Error{File: name, Msg: "empty spec"}
 	}
 	p.decode(root.Content[0], &r, "")
-	s := &Spec{File: name, Version: r.Version, Limits: r.Limits, Heads: r.Heads, ReservedKeys: r.ReservedKeys}
+	s := &Spec{File: name, Version: r.Version, Limits: r.Limits, Heads: r.Heads, ReservedKeys: r.ReservedKeys, Extensions: r.Extensions}
 	p.decode(&r.Flags, &s.Flags, "flags")
 	for i, b := range s.Flags.Bits {
 		b.Line = itemLine(&r.Flags, "bits", i)
