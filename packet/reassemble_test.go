@@ -421,3 +421,30 @@ func BenchmarkReassemble(b *testing.B) {
 		})
 	}
 }
+
+// TestReassembleFanIn: 10,000 remotes each have a two-segment message
+// under way at once (all first segments, then all second ones), within the
+// defaults: none is refused or evicted, and each is charged its small
+// chunk, not 64 KiB.
+func TestReassembleFanIn(t *testing.T) {
+	const remotes = 10_000
+	msg := bytes.Repeat([]byte("fan-in "), 250) // 1750 bytes: 2 segments
+	heads, parts := cut(msg, 1000)
+	ra := NewReassembler[int, int](nil)
+	for r := range remotes {
+		if _, _, err := ra.Add(r, r, &heads[0], parts[0]); err != nil {
+			t.Fatalf("remote %d: %v", r, err)
+		}
+	}
+	peak := ra.Memory()
+	for r := range remotes {
+		got, _, err := ra.Add(r, r, &heads[1], parts[1])
+		if err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("remote %d: %v", r, err)
+		}
+	}
+	if ra.Evicted() != 0 || ra.Pending() != 0 || peak/remotes > 2048+SlotCharge+SegmentCharge {
+		t.Fatalf("%d evicted, %d left, %d bytes per remote at the peak", ra.Evicted(), ra.Pending(), peak/remotes)
+	}
+	t.Logf("%d remotes: %d bytes charged at the peak, %d per remote", remotes, peak, peak/remotes)
+}
