@@ -274,7 +274,13 @@ func (r *Reassembler[O, K]) Add(owner O, key K, h *codec.Head, payload []byte) (
 	if p == nil || p.needsChunk(n) {
 		need += chunkFor(n, int(ml)-stored)
 	}
-	if err, detail := r.makeRoom(owner, age, p == nil, need); err != nil {
+	var use *ownerUse[K]
+	if p != nil {
+		use = p.use
+	} else {
+		use = r.owners[owner]
+	}
+	if err, detail := r.makeRoom(owner, use, age, p == nil, need); err != nil {
 		return fail(err, "%s", detail)
 	}
 	if p == nil {
@@ -305,16 +311,18 @@ func (r *Reassembler[O, K]) Add(owner O, key K, h *codec.Head, payload []byte) (
 	return coat, true, nil
 }
 
-// makeRoom evicts unfinished messages until owner may add need bytes (and,
-// when slot, one more message) to its message of the given age, or says
-// why it may not.
-func (r *Reassembler[O, K]) makeRoom(owner O, age uint64, slot bool, need int) (error, string) {
+// makeRoom evicts unfinished messages until owner (holding use, nil for
+// nothing) may add need bytes (and, when slot, one more message) to its
+// message of the given age, or says why it may not.
+func (r *Reassembler[O, K]) makeRoom(owner O, use *ownerUse[K], age uint64, slot bool, need int) (error, string) {
 	newSlot := 0
 	if slot {
 		newSlot = 1
 	}
-	for {
-		use := r.owners[owner]
+	for evicted := false; ; evicted = true {
+		if evicted {
+			use = r.owners[owner] // an eviction may have emptied it
+		}
 		mine, slots := 0, 0
 		if use != nil {
 			mine, slots = use.memory, len(use.keys)
