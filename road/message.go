@@ -1,7 +1,6 @@
 package road
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -67,11 +66,13 @@ func (c *core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id msgI
 		m.finish(c, ErrNotAllowed)
 		return
 	}
-	plain := body
+	var coat []byte
+	var err error
 	if r.prof != nil && r.prof.mids {
-		plain = appendEnvelope(make([]byte, 0, 1+3*binary.MaxVarintLen64+len(body)), id, body)
+		coat, err = sealWithID(r.coat, id, body)
+	} else {
+		coat, err = r.coat.Seal(nil, body)
 	}
-	coat, err := r.coat.Seal(nil, plain)
 	if err != nil {
 		m.finish(c, err)
 		return

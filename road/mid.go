@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/raet-go/raet/packet"
 )
 
 // Message ids (raet-go only; negotiated as "mid" in the join caps).
@@ -59,6 +61,23 @@ func appendEnvelope(dst []byte, id msgID, body []byte) []byte {
 		dst = binary.AppendUvarint(dst, id.floor)
 	}
 	return append(dst, body...)
+}
+
+// envelopes are scratch buffers for sealWithID, up to maxScratch bytes.
+var envelopes = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxScratch = 64 << 10
+
+// sealWithID seals the envelope of id and body with coat.
+func sealWithID(coat packet.Coat, id msgID, body []byte) ([]byte, error) {
+	n := 1 + 3*binary.MaxVarintLen64 + len(body)
+	if n > maxScratch {
+		return coat.Seal(nil, appendEnvelope(make([]byte, 0, n), id, body))
+	}
+	buf := envelopes.Get().(*[]byte)
+	defer envelopes.Put(buf)
+	*buf = appendEnvelope((*buf)[:0], id, body)
+	return coat.Seal(nil, *buf)
 }
 
 var errEnvelope = errors.New("bad message id envelope")
