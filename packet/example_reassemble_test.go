@@ -1,0 +1,38 @@
+package packet_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/packet"
+)
+
+// A Reassembler bounds each remote (the owner) on its own: a remote that
+// opens more messages than its quota is refused, and another remote's
+// message still goes through.
+func ExampleReassembler() {
+	ra := packet.NewReassembler[string, int](&packet.ReassemblyConfig{MaxPerRemote: 2})
+	seg := func(sn uint16) *codec.Head {
+		var h codec.Head
+		h.Reset()
+		h.SegmentNumber, h.SegmentCount, h.MessageLength = sn, 2, 10
+		h.SetSegment(true)
+		return &h
+	}
+	for ti := range 3 { // the first segments of three messages of "greedy"
+		_, _, err := ra.Add("greedy", ti, seg(0), []byte("hello"))
+		fmt.Println("greedy", ti, errors.Is(err, packet.ErrRemoteQuota))
+	}
+	ra.Add("polite", 100, seg(0), []byte("hello"))
+	whole, _, err := ra.Add("polite", 100, seg(1), []byte("world"))
+	fmt.Printf("polite: %q %v\n", whole, err)
+	pending, _ := ra.Owner("greedy")
+	fmt.Println("greedy holds", pending)
+	// Output:
+	// greedy 0 false
+	// greedy 1 false
+	// greedy 2 true
+	// polite: "helloworld" <nil>
+	// greedy holds 2
+}
