@@ -114,7 +114,7 @@ type Config struct {
 	// (the total, while the remote holds the most) and "reassembly_evicted"
 	// (a heavier remote's message made room for a lighter one's). An
 	// unfinished message waits MessageTimeout for a new segment (repeats
-	// do not count) and StaleTimeout in all.
+	// do not count) and 10 minutes in all.
 	Reassembly packet.ReassemblyConfig
 
 	// KeyLog, when set, receives one line per short-term key pair made by

@@ -25,6 +25,10 @@ import (
 // MAX_MISSEDS_RESEND).
 const maxMisseds = 64
 
+// maxReassemblyAge is the longest a message we receive may take, from its
+// first packet, whatever MessageTimeout says (also when it says never).
+const maxReassemblyAge = 10 * time.Minute
+
 // Segment flags the messenger keeps per segment, as the reference keeps them
 // on its packets.
 const (
@@ -409,8 +413,8 @@ func (m *messengent) message(c *core, p *rxPacket) {
 	}
 	if progress {
 		// Only a new segment buys time: duplicates do not, and nothing
-		// buys more than StaleTimeout from the first segment.
-		m.timeout = expiry(earliest(time.Time(after(c.now, c.cfg.MessageTimeout)), time.Time(after(m.first, c.cfg.StaleTimeout))))
+		// buys more than maxReassemblyAge from the first segment.
+		m.timeout = expiry(earliest(time.Time(after(c.now, c.cfg.MessageTimeout)), m.first.Add(maxReassemblyAge)))
 	}
 	c.refresh(r, yes)
 	m.wait = h.Wait()
