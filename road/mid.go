@@ -34,11 +34,13 @@ import (
 // "message_id_repeated"). The window is not cleared by a new session; it
 // lives in memory, so a receiver's own restart forgets it.
 //
-// A sender puts an id only on a message whose seq is within midWindow of
-// its floor: a message older than that still unfinished (a failed one
-// waiting in its queue for the next run) makes newer ones go without an
-// id (counted as "message_id_window" in Counters.Drops of the sender)
-// rather than risking the loss of the old one.
+// Floors are per remote. A sender puts an id only on a message whose seq
+// is within midWindow of its remote's floor: a message older than that
+// still unfinished (a failed one waiting in its queue for the next run)
+// makes newer ones go without an id, with a warning, rather than risking
+// the loss of the old one. A queue's ids are shared by all remotes, so a
+// sender that keeps several messages under way to each of many remotes at
+// once spreads a remote's seqs apart and meets that limit sooner.
 
 // midWindow is how many seqs above the floor a receiver tracks per stream;
 // midStreams how many streams per remote.
@@ -112,35 +114,47 @@ func openEnvelope(plain []byte) (msgID, []byte, error) {
 
 // --- sender ---------------------------------------------------------------
 
-// midSource gives the messages of a Stack their ids. It is safe for
-// concurrent use (Send runs on the caller's goroutines).
+// midSource gives the messages of a Stack their ids. Floors are per
+// remote: a message that waits for one remote holds back no other. It is
+// safe for concurrent use (Send runs on the caller's goroutines).
 type midSource struct {
-	mu     sync.Mutex
-	stream uint64
-	high   uint64              // the highest seq seen (given or held)
-	open   map[uint64]struct{} // seqs not yet done
-	low    []uint64            // a min-heap of seqs, some done (lazily removed)
+	mu      sync.Mutex
+	stream  uint64
+	high    uint64 // the highest seq seen (given or held)
+	remotes map[string]*openSeqs
 	// puts are the queue Puts under way: each gets an id above the high
-	// it saw when it began (the ids of a queue grow), so the floor stays
-	// at or below that until its id is known.
-	puts   map[uint64]uint64
+	// it saw when it began (the ids of a queue grow), so its remote's
+	// floor stays at or below that until its id is known.
+	puts   map[uint64]pendingPut
 	ticket uint64
+	warned time.Time // the last warning of a message sent without an id
+}
+
+// openSeqs are a remote's seqs not yet done.
+type openSeqs struct {
+	open map[uint64]struct{}
+	low  []uint64 // a min-heap of them, some done (lazily removed)
+}
+
+type pendingPut struct {
+	remote string
+	above  uint64
 }
 
 func newMidSource(stream uint64) *midSource {
 	for stream == 0 {
 		stream = rand.Uint64()
 	}
-	return &midSource{stream: stream, open: map[uint64]struct{}{}, puts: map[uint64]uint64{}}
+	return &midSource{stream: stream, remotes: map[string]*openSeqs{}, puts: map[uint64]pendingPut{}}
 }
 
-// reserve is called before a queue's Put; begin (with the ticket and the
-// id the Put returned) or cancel ends it.
-func (s *midSource) reserve() (ticket uint64) {
+// reserve is called before a queue's Put for remote; begin (with the
+// ticket and the id the Put returned) or cancel ends it.
+func (s *midSource) reserve(remote string) (ticket uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ticket++
-	s.puts[s.ticket] = s.high + 1
+	s.puts[s.ticket] = pendingPut{remote: remote, above: s.high + 1}
 	return s.ticket
 }
 
@@ -151,69 +165,95 @@ func (s *midSource) cancel(ticket uint64) {
 	delete(s.puts, ticket)
 }
 
-// begin registers seq (0: the next of the Stack's own, with no queue) as
-// not done, ends its reservation (ticket 0: none), and returns the seq
-// with its id, which has seq 0 (no id) when seq is too far above the
-// floor.
-func (s *midSource) begin(seq, ticket uint64) (msgID, uint64) {
+// begin registers seq (0: the next of the Stack's own, with no queue) of
+// a message to remote as not done, ends its reservation (ticket 0: none),
+// and returns the seq with its id, which has seq 0 (no id) when seq is too
+// far above the remote's floor.
+func (s *midSource) begin(remote string, seq, ticket uint64) (msgID, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.puts, ticket)
 	if seq == 0 {
 		seq = s.high + 1
 	}
-	s.holdLocked(seq)
-	floor := s.floor()
+	s.holdLocked(remote, seq)
+	floor := s.floor(remote)
 	if seq-floor >= midWindow {
 		return msgID{stream: s.stream, floor: floor}, seq // seq stays open: done later
 	}
 	return msgID{stream: s.stream, seq: seq, floor: floor}, seq
 }
 
-// hold registers seq as not done (a queued message of an earlier run).
-func (s *midSource) hold(seq uint64) {
+// hold registers seq of a message to remote as not done (a queued message
+// of an earlier run).
+func (s *midSource) hold(remote string, seq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.holdLocked(seq)
+	s.holdLocked(remote, seq)
 }
 
-func (s *midSource) holdLocked(seq uint64) {
+func (s *midSource) holdLocked(remote string, seq uint64) {
 	s.high = max(s.high, seq)
-	if _, ok := s.open[seq]; !ok {
-		s.open[seq] = struct{}{}
-		s.push(seq)
+	o := s.remotes[remote]
+	if o == nil {
+		o = &openSeqs{open: map[uint64]struct{}{}}
+		s.remotes[remote] = o
+	}
+	if _, ok := o.open[seq]; !ok {
+		o.open[seq] = struct{}{}
+		o.push(seq)
 	}
 }
 
-// done forgets seq: its receiver has it (or, without a queue, it will not
-// be sent again).
-func (s *midSource) done(seq uint64) {
+// done forgets seq of a message to remote: the remote has it (or, without
+// a queue, it will not be sent again).
+func (s *midSource) done(remote string, seq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.open, seq)
-	for len(s.low) > 0 {
-		if _, ok := s.open[s.low[0]]; ok {
+	o := s.remotes[remote]
+	if o == nil {
+		return
+	}
+	delete(o.open, seq)
+	for len(o.low) > 0 {
+		if _, ok := o.open[o.low[0]]; ok {
 			break
 		}
-		s.pop()
+		o.pop()
+	}
+	if len(o.open) == 0 {
+		delete(s.remotes, remote)
 	}
 }
 
-// floor is the smallest seq not done or being put, or the next one when
-// there is none.
-func (s *midSource) floor() uint64 {
+// floor is the smallest seq to remote not done or being put, or the next
+// one when there is none.
+func (s *midSource) floor(remote string) uint64 {
 	f := s.high + 1
-	if len(s.low) > 0 {
-		f = s.low[0]
+	if o := s.remotes[remote]; o != nil && len(o.low) > 0 {
+		f = o.low[0]
 	}
-	for _, w := range s.puts {
-		f = min(f, w)
+	for _, p := range s.puts {
+		if p.remote == remote {
+			f = min(f, p.above)
+		}
 	}
 	return f
 }
 
-func (s *midSource) push(seq uint64) {
-	h := append(s.low, seq)
+// warn says whether to log a message sent without an id: once a minute.
+func (s *midSource) warn(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.Sub(s.warned) < time.Minute {
+		return false
+	}
+	s.warned = now
+	return true
+}
+
+func (o *openSeqs) push(seq uint64) {
+	h := append(o.low, seq)
 	for i := len(h) - 1; i > 0; {
 		p := (i - 1) / 2
 		if h[p] <= h[i] {
@@ -222,11 +262,11 @@ func (s *midSource) push(seq uint64) {
 		h[p], h[i] = h[i], h[p]
 		i = p
 	}
-	s.low = h
+	o.low = h
 }
 
-func (s *midSource) pop() {
-	h := s.low
+func (o *openSeqs) pop() {
+	h := o.low
 	last := len(h) - 1
 	h[0] = h[last]
 	h = h[:last]
@@ -244,7 +284,7 @@ func (s *midSource) pop() {
 		h[i], h[small] = h[small], h[i]
 		i = small
 	}
-	s.low = h
+	o.low = h
 }
 
 // --- receiver -------------------------------------------------------------

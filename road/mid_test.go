@@ -85,48 +85,57 @@ func TestMidFilter(t *testing.T) {
 	}
 }
 
-// The source: the floor is the oldest seq not done; a seq too far above it
-// goes without an id.
+// The source: a remote's floor is its oldest seq not done; a seq too far
+// above it goes without an id; another remote's old message holds back
+// nothing; a Put under way holds its remote's floor down.
 func TestMidSource(t *testing.T) {
 	s := newMidSource(7)
-	s.hold(3)
-	a, _ := s.begin(5, 0)
-	b, _ := s.begin(4, 0)
+	s.hold("x", 3)
+	a, _ := s.begin("x", 5, 0)
+	b, _ := s.begin("x", 4, 0)
 	if a.floor != 3 || b.floor != 3 || a.seq != 5 || a.stream != 7 {
 		t.Fatalf("%+v %+v", a, b)
 	}
-	s.done(3)
-	if c, _ := s.begin(6, 0); c.floor != 4 {
+	s.done("x", 3)
+	if c, _ := s.begin("x", 6, 0); c.floor != 4 {
 		t.Fatalf("floor %d after 3 done", c.floor)
 	}
-	s.done(5)
-	if c, _ := s.begin(7, 0); c.floor != 4 {
+	s.done("x", 5)
+	if c, _ := s.begin("x", 7, 0); c.floor != 4 {
 		t.Fatalf("floor %d with 4 open", c.floor)
 	}
-	if far, seq := s.begin(4+midWindow, 0); far.seq != 0 || seq != 4+midWindow || far.floor != 4 {
+	if far, seq := s.begin("x", 4+midWindow, 0); far.seq != 0 || seq != 4+midWindow || far.floor != 4 {
 		t.Fatalf("beyond the window: %+v", far)
 	}
-	for _, seq := range []uint64{4, 6, 7, 4 + midWindow} {
-		s.done(seq)
+	if y, _ := s.begin("y", 5+midWindow, 0); y.seq != 5+midWindow || y.floor != y.seq {
+		t.Fatalf("x's old message held y back: %+v", y)
 	}
-	if own, seq := s.begin(0, 0); own.seq != 5+midWindow || seq != own.seq || own.floor != own.seq {
+	for _, seq := range []uint64{4, 6, 7, 4 + midWindow} {
+		s.done("x", seq)
+	}
+	s.done("y", 5+midWindow)
+	if own, seq := s.begin("x", 0, 0); own.seq != 6+midWindow || seq != own.seq || own.floor != own.seq {
 		t.Fatalf("own counter: %+v", own)
 	}
-	// A Put under way keeps the floor at or below the id it will get,
-	// whatever ids other Puts get meanwhile.
-	slow := s.reserve()
-	fast := s.reserve()
-	if id, _ := s.begin(10+midWindow, fast); id.floor != 5+midWindow {
+	s.done("x", 6+midWindow)
+	slow := s.reserve("x")
+	fast := s.reserve("x")
+	other := s.reserve("y")
+	if id, _ := s.begin("x", 10+midWindow, fast); id.floor != 7+midWindow {
 		t.Fatalf("floor %d passed a Put under way", id.floor)
 	}
-	s.done(5 + midWindow)
-	s.done(10 + midWindow)
-	if id, _ := s.begin(9+midWindow, slow); id.floor != 9+midWindow {
+	if id, _ := s.begin("y", 11+midWindow, other); id.floor != 11+midWindow {
+		t.Fatalf("y's floor %d held down by x's Put", id.floor)
+	}
+	s.done("x", 10+midWindow)
+	if id, _ := s.begin("x", 9+midWindow, slow); id.floor != 9+midWindow {
 		t.Fatalf("floor %d once the slow Put is known", id.floor)
 	}
-	s.cancel(s.reserve())
-	if len(s.puts) != 0 {
-		t.Fatal("a reservation left")
+	s.cancel(s.reserve("x"))
+	s.done("x", 9+midWindow)
+	s.done("y", 11+midWindow)
+	if len(s.puts) != 0 || len(s.remotes) != 0 {
+		t.Fatalf("left: %d reservations, %d remotes", len(s.puts), len(s.remotes))
 	}
 	if newMidSource(0).stream == 0 {
 		t.Fatal("a zero stream")

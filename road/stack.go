@@ -243,7 +243,7 @@ func (s *Stack) start() error {
 		return nil
 	}
 	for _, m := range pending {
-		s.mids.hold(m.ID) // not done: the floor stays below it
+		s.mids.hold(m.Remote, m.ID) // not done: the floor stays below it
 	}
 	s.wg.Add(1)
 	go s.resendPending(pending)
@@ -303,33 +303,33 @@ func (s *Stack) resendPending(pending []QueuedMessage) {
 				return
 			}
 		}
-		mid, _ := s.beginID(m.ID, 0)
+		mid, _ := s.beginID(m.Remote, m.ID, 0)
 		if err := s.sendPlain(ctx, m.Remote, m.Kind, m.Body, mid); err != nil {
 			s.cfg.Logger.Warn("raet: queued message not sent", "remote", m.Remote, "id", m.ID, "err", err)
 			s.resentFailed.Add(1)
 			continue // stays queued for the next run
 		}
 		s.resentDone.Add(1)
-		s.doneQueued(m.ID)
+		s.doneQueued(m.Remote, m.ID)
 	}
 	completed = true
 }
 
-// beginID gives seq (a queue id, with the ticket of its Put; 0 for the
-// next of our own) its message id, warning when an unfinished older message leaves it none, and
-// returns it with the seq.
-func (s *Stack) beginID(seq, ticket uint64) (msgID, uint64) {
-	id, seq := s.mids.begin(seq, ticket)
-	if id.seq == 0 {
+// beginID gives seq of a message to remote (a queue id, with the ticket of
+// its Put; 0 for the next of our own) its message id, warning when an
+// unfinished older message leaves it none, and returns it with the seq.
+func (s *Stack) beginID(remote string, seq, ticket uint64) (msgID, uint64) {
+	id, seq := s.mids.begin(remote, seq, ticket)
+	if id.seq == 0 && s.mids.warn(time.Now()) {
 		s.cfg.Logger.Warn("raet: message sent without an id: an older one is still unfinished (a receiver may deliver it twice after a crash)",
-			"seq", seq, "oldest", id.floor, "window", midWindow)
+			"remote", remote, "seq", seq, "oldest", id.floor, "window", midWindow, "logged", "once a minute")
 	}
 	return id, seq
 }
 
 // doneQueued forgets a queued message its remote has.
-func (s *Stack) doneQueued(id uint64) error {
-	s.mids.done(id)
+func (s *Stack) doneQueued(remote string, id uint64) error {
+	s.mids.done(remote, id)
 	if err := s.cfg.Queue.Done(id); err != nil {
 		s.cfg.Logger.Error("raet: queue: done", "id", id, "err", err)
 		return err
@@ -742,21 +742,21 @@ func (s *Stack) Send(ctx context.Context, to string, body any) error {
 	}
 	kind := s.ser.Kind()
 	if s.cfg.Queue == nil {
-		mid, seq := s.beginID(0, 0)
-		defer s.mids.done(seq) // sent once; the caller may Send it again as a new message
+		mid, seq := s.beginID(to, 0, 0)
+		defer s.mids.done(to, seq) // sent once; the caller may Send it again as a new message
 		return s.sendPlain(ctx, to, kind, plain, mid)
 	}
-	ticket := s.mids.reserve()
+	ticket := s.mids.reserve(to)
 	id, err := s.cfg.Queue.Put(to, kind, plain)
 	if err != nil {
 		s.mids.cancel(ticket)
 		return fmt.Errorf("raet: queue: %w", err)
 	}
-	mid, _ := s.beginID(id, ticket)
+	mid, _ := s.beginID(to, id, ticket)
 	if err := s.sendPlain(ctx, to, kind, plain, mid); err != nil {
 		return err // still queued: sent again after the next Start
 	}
-	if err := s.doneQueued(id); err != nil {
+	if err := s.doneQueued(to, id); err != nil {
 		return fmt.Errorf("raet: message done, but the queue did not forget it: %w", err)
 	}
 	return nil
