@@ -3,6 +3,7 @@ package road_test
 import (
 	"bytes"
 	"crypto/rand"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -24,11 +25,12 @@ import (
 // messages alive: once it stops opening new ones, they time out although
 // the repeats go on.
 func TestAttackSegmentBomb(t *testing.T) {
-	var keylog bytes.Buffer
-	var mu sync.Mutex
+	var keylog, logs bytes.Buffer
+	var mu, logMu sync.Mutex
 	attackerKeep := t.TempDir()
 	ref := road.ProfileReference
-	m, a := joined(t, road.Config{AlivePeriod: -1, Profile: ref, MessageTimeout: 2 * time.Second},
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
+	m, a := joined(t, road.Config{AlivePeriod: -1, Profile: ref, MessageTimeout: 2 * time.Second, Logger: logger},
 		road.Config{Name: "attacker", KeepDir: attackerKeep, Auto: keep.AutoAlways,
 			KeyLog: lockedWriter{&mu, &keylog}, AlivePeriod: -1, Profile: ref})
 	v := newStack(t, road.Config{Name: "victim", Auto: keep.AutoAlways, AlivePeriod: -1, Profile: ref})
@@ -152,6 +154,13 @@ func TestAttackSegmentBomb(t *testing.T) {
 	if c.Drops["reassembly_remote_full"] == 0 || c.Reassembling > quota || c.ReassemblyMemory > limit {
 		t.Fatalf("attacker's part: %d messages, %d bytes (quota %d messages, %d bytes); drops %v",
 			c.Reassembling, c.ReassemblyMemory, quota, limit, c.Drops)
+	}
+	logMu.Lock()
+	warned := strings.Count(logs.String(), "no reassembly room")
+	attackerNamed := strings.Contains(logs.String(), "remote=attacker reason=reassembly_remote_full")
+	logMu.Unlock()
+	if warned == 0 || !attackerNamed || warned > 2 {
+		t.Fatalf("%d reassembly warnings (want 1 a minute, naming the attacker): %s", warned, logs.String())
 	}
 	t.Logf("during the bomb: %d datagrams sent by the attacker; main holds %d messages in %d bytes for it (quota %d, %d bytes); drops %v",
 		sent.Load(), c.Reassembling, c.ReassemblyMemory, quota, limit, c.Drops)
