@@ -280,7 +280,7 @@ func (r *Reassembler[O, K]) Add(owner O, key K, h *codec.Head, payload []byte) (
 	} else {
 		use = r.owners[owner]
 	}
-	if err, detail := r.makeRoom(owner, use, age, p == nil, need); err != nil {
+	if detail, err := r.makeRoom(owner, use, age, p == nil, need); err != nil {
 		return fail(err, "%s", detail)
 	}
 	if p == nil {
@@ -314,7 +314,7 @@ func (r *Reassembler[O, K]) Add(owner O, key K, h *codec.Head, payload []byte) (
 // makeRoom evicts unfinished messages until owner (holding use, nil for
 // nothing) may add need bytes (and, when slot, one more message) to its
 // message of the given age, or says why it may not.
-func (r *Reassembler[O, K]) makeRoom(owner O, use *ownerUse[K], age uint64, slot bool, need int) (error, string) {
+func (r *Reassembler[O, K]) makeRoom(owner O, use *ownerUse[K], age uint64, slot bool, need int) (detail string, err error) {
 	newSlot := 0
 	if slot {
 		newSlot = 1
@@ -331,16 +331,16 @@ func (r *Reassembler[O, K]) makeRoom(owner O, use *ownerUse[K], age uint64, slot
 		if slots+newSlot > r.cfg.MaxPerRemote || mine+need > r.cfg.MaxBufferedPerRemote {
 			if !r.evictNewest(use, age) {
 				if slots+newSlot > r.cfg.MaxPerRemote {
-					return ErrRemoteQuota, fmt.Sprintf("%d messages of this remote unfinished, limit %d", slots, r.cfg.MaxPerRemote)
+					return fmt.Sprintf("%d messages of this remote unfinished, limit %d", slots, r.cfg.MaxPerRemote), ErrRemoteQuota
 				}
-				return ErrRemoteQuota, fmt.Sprintf("%d bytes held for this remote, limit %d", mine, r.cfg.MaxBufferedPerRemote)
+				return fmt.Sprintf("%d bytes held for this remote, limit %d", mine, r.cfg.MaxBufferedPerRemote), ErrRemoteQuota
 			}
 			continue
 		}
 		fullSlots := len(r.msgs)+newSlot > r.cfg.MaxReassemblies
 		fullMemory := r.memory+need > r.cfg.MaxBuffered
 		if !fullSlots && !fullMemory {
-			return nil, ""
+			return "", nil
 		}
 		// The total is full: the heaviest owner pays.
 		if heavy := r.heaviest(); heavy != nil && heavy != use && heavy.memory > mine+need {
@@ -351,9 +351,9 @@ func (r *Reassembler[O, K]) makeRoom(owner O, use *ownerUse[K], age uint64, slot
 			continue
 		}
 		if fullSlots {
-			return ErrTooManyMessages, fmt.Sprintf("limit %d, this remote holds the most memory", r.cfg.MaxReassemblies)
+			return fmt.Sprintf("limit %d, this remote holds the most memory", r.cfg.MaxReassemblies), ErrTooManyMessages
 		}
-		return ErrReassemblyMemory, fmt.Sprintf("limit %d bytes, this remote holds the most (%d)", r.cfg.MaxBuffered, mine)
+		return fmt.Sprintf("limit %d bytes, this remote holds the most (%d)", r.cfg.MaxBuffered, mine), ErrReassemblyMemory
 	}
 }
 
