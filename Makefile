@@ -25,7 +25,7 @@ demo:
 		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -T
 
 ## test: everything CI checks (.ci/run calls this).
-test: deps check-gen fmt-check vet lint tidy-check unit fuzz-smoke
+test: deps check-gen fmt-check vet lint tidy-check unit fuzz-smoke bench-peers-check
 
 ## deps: install what the tests need when it is missing (Debian packages when root).
 deps:
@@ -79,12 +79,14 @@ plugins:
 bench-plugins:
 	$(GO) test -run='^$$' -bench=. -benchtime=2s ./plugins/host/
 
-## bench-peers: raw UDP, kcp-go, quic-go and the road stack side by side (nested module bench/peers).
-bench-peers:
+## bench-peers: raw UDP, kcp-go, quic-go, ZeroMQ, NATS and the road stack side by side,
+## windowed and one-way (nested module bench/peers; ZeroMQ needs libzmq, which deps installs).
+bench-peers: deps
 	cd bench/peers && $(GO) run . -runs 3 -raet-fast-mps 8192
 
-## bench-peers-check: vet and smoke-test the nested bench/peers module (it downloads its peers).
-bench-peers-check:
+## bench-peers-check: vet and smoke-test the nested bench/peers module (it downloads its
+## peers; part of make test).
+bench-peers-check: deps
 	cd bench/peers && $(GO) vet ./... && $(GO) test -race -count=1 ./... && $(GO) mod tidy -diff
 
 bench-codec:

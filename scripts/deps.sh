@@ -13,6 +13,9 @@ command -v git >/dev/null || need+=(git)
 command -v tshark >/dev/null || need+=(tshark)
 # The plugin protocol's generated code is checked against protoc.
 command -v protoc >/dev/null || need+=(protobuf-compiler)
+# bench/peers (its smoke test is part of make test): ZeroMQ through cgo.
+command -v pkg-config >/dev/null || need+=(pkg-config)
+[ -e /usr/include/zmq.h ] || need+=(libzmq3-dev)
 # The multi-host road test: network namespaces, veth and nftables (root only).
 if [ "$(id -u)" -eq 0 ]; then
 	command -v ip >/dev/null || need+=(iproute2)

@@ -14,8 +14,10 @@ import (
 	"math/big"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -36,47 +38,94 @@ type transport interface {
 	close()
 }
 
-// A peer makes a fresh client/server pair for one measurement.
+// serial is a transport whose send and recvAck must be called from one
+// goroutine (a ZeroMQ socket): the harness interleaves them.
+type serial interface{ serial() }
+
+// A peer makes a fresh client/server pair for one measurement: dial for the
+// windowed mode, oneWay for the one-way mode; either may be nil (a
+// pattern that has no such mode, as PUSH/PULL has no answers).
 type peer struct {
-	name string
-	dial func() (transport, error)
+	name   string
+	dial   func() (transport, error)
+	oneWay func() (oneWay, error)
 }
 
 func peers(raetFastMPS int) []peer {
+	raet := func(prof road.Profile, mps int) peer {
+		name := "raet fast"
+		switch {
+		case prof == road.ProfileReference:
+			name = "raet reference"
+		case mps > 0:
+			name = fmt.Sprintf("raet fast mps %d", mps)
+		}
+		dial := func() (transport, error) {
+			t, err := dialRaet(prof, mps, false)
+			if err != nil {
+				return nil, err
+			}
+			return t, nil
+		}
+		return peer{name, dial, func() (oneWay, error) { return dialRaetOneWay(prof, mps) }}
+	}
 	ps := []peer{
-		{"udp", dialUDP},
-		{"kcp-go aes-gcm", dialKCP},
-		{"quic-go 1 stream", dialQUIC},
-		{"raet reference", func() (transport, error) { return dialRaet(road.ProfileReference, 0) }},
-		{"raet fast", func() (transport, error) { return dialRaet(road.ProfileAuto, 0) }},
+		{"udp", dialUDP, dialUDPOneWay},
+		{"kcp-go aes-gcm", dialKCP, func() (oneWay, error) { return dialOneWayStream(dialKCPStreams) }},
+		{"quic-go 1 stream", dialQUIC, func() (oneWay, error) { return dialOneWayStream(dialQUICStreams) }},
+		{"zeromq push/pull", nil, dialZMQPushPull},
+		{"zeromq req/rep", dialZMQReqRep, nil},
+		{"nats core", dialNATSReqRep, dialNATSPubSub},
+		raet(road.ProfileReference, 0),
+		raet(road.ProfileAuto, 0),
 	}
 	if raetFastMPS > 0 {
-		ps = append(ps, peer{fmt.Sprintf("raet fast mps %d", raetFastMPS),
-			func() (transport, error) { return dialRaet(road.ProfileAuto, raetFastMPS) }})
+		ps = append(ps, raet(road.ProfileAuto, raetFastMPS))
 	}
 	return ps
 }
 
-// result is one measurement: one peer, one size.
+const (
+	modeWindowed = "windowed"
+	modeOneWay   = "one-way"
+)
+
+// cpuTime is the CPU time this process (every thread: both ends of a
+// peer, and an in-process server) has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// result is one measurement: one peer, one size, one mode.
 type result struct {
-	Peer     string  `json:"peer"`
-	Size     int     `json:"size"`
-	Count    int     `json:"count"`
-	Errors   int     `json:"errors"`
+	Peer   string `json:"peer"`
+	Mode   string `json:"mode"`
+	Size   int    `json:"size"`
+	Count  int    `json:"count"`
+	Errors int    `json:"errors"`
+	// Lost counts the messages a lossy peer (raw UDP, one-way) lost.
+	Lost     int     `json:"lost,omitempty"`
 	MsgsPerS float64 `json:"msgs_per_s"`
 	MBPerS   float64 `json:"mb_per_s"`
-	RTTP50us float64 `json:"rtt_p50_us"`
-	RTTP99us float64 `json:"rtt_p99_us"`
+	// CPUusPerMsg is the process's CPU time (both ends) per message counted.
+	CPUusPerMsg float64 `json:"cpu_us_per_msg"`
+	RTTP50us    float64 `json:"rtt_p50_us,omitempty"`
+	RTTP99us    float64 `json:"rtt_p99_us,omitempty"`
 	// IdleP50us is the RTT p50 of a separate, shorter run with one message
 	// in flight (latency without queueing).
-	IdleP50us float64 `json:"idle_rtt_p50_us"`
+	IdleP50us float64 `json:"idle_rtt_p50_us,omitempty"`
 	ErrorText string  `json:"error,omitempty"`
 }
 
 // measure sends messages of size bytes for dur (at least one message),
 // window in flight, and waits for their acks.
 func measure(p peer, size, window int, dur, timeout time.Duration) result {
-	r := result{Peer: p.name, Size: size}
+	r := result{Peer: p.name, Size: size, Mode: modeWindowed}
+	cpu0 := cpuTime()
 	t, err := p.dial()
 	if err != nil {
 		r.Errors, r.ErrorText = 1, err.Error()
@@ -84,6 +133,9 @@ func measure(p peer, size, window int, dur, timeout time.Duration) result {
 	}
 	defer t.close()
 	payload := []byte(strings.Repeat("x", size))
+	if _, ok := t.(serial); ok {
+		return measureSerial(r, t, payload, window, dur, timeout, cpu0)
+	}
 	sem := make(chan struct{}, window)
 	var mu sync.Mutex
 	starts := map[uint64]time.Time{}
@@ -150,18 +202,65 @@ func measure(p peer, size, window int, dur, timeout time.Duration) result {
 	}
 	el := time.Since(t0)
 	mu.Lock()
-	r.Errors = len(starts)
+	missing := len(starts)
+	mu.Unlock()
+	return summarize(r, rtts, missing, el, cpuTime()-cpu0)
+}
+
+// measureSerial is measure for a serial transport: one goroutine sends
+// while fewer than window are in flight (and time is left), else waits
+// for an ack.
+func measureSerial(r result, t transport, payload []byte, window int, dur, timeout time.Duration, cpu0 time.Duration) result {
+	starts := map[uint64]time.Time{}
+	var rtts []time.Duration
+	t0 := time.Now()
+	var id uint64
+	for {
+		sending := time.Since(t0) < dur || id == 0
+		if sending && len(starts) < window {
+			starts[id] = time.Now()
+			if err := t.send(id, payload); err != nil {
+				r.ErrorText = "send: " + err.Error()
+				break
+			}
+			id++
+			continue
+		}
+		if len(starts) == 0 {
+			break
+		}
+		if time.Since(t0) > dur+timeout {
+			r.ErrorText = "timeout waiting for acks"
+			break
+		}
+		got, err := t.recvAck()
+		if err != nil {
+			r.ErrorText = "receive: " + err.Error()
+			break
+		}
+		if st, ok := starts[got]; ok {
+			rtts = append(rtts, time.Since(st))
+			delete(starts, got)
+		}
+	}
+	return summarize(r, rtts, len(starts), time.Since(t0), cpuTime()-cpu0)
+}
+
+// summarize fills in a windowed result from its round trips; missing
+// messages were never acked.
+func summarize(r result, rtts []time.Duration, missing int, el, cpu time.Duration) result {
+	r.Errors = missing
 	if r.ErrorText != "" && r.Errors == 0 {
 		r.Errors = 1
 	}
-	mu.Unlock()
 	r.Count = len(rtts)
 	r.MsgsPerS = float64(r.Count) / el.Seconds()
-	r.MBPerS = r.MsgsPerS * float64(size) / 1e6
+	r.MBPerS = r.MsgsPerS * float64(r.Size) / 1e6
 	if len(rtts) > 0 {
 		slices.Sort(rtts)
 		r.RTTP50us = float64(rtts[len(rtts)/2].Nanoseconds()) / 1e3
 		r.RTTP99us = float64(rtts[len(rtts)*99/100].Nanoseconds()) / 1e3
+		r.CPUusPerMsg = float64(cpu.Nanoseconds()) / 1e3 / float64(len(rtts))
 	}
 	return r
 }
@@ -254,6 +353,80 @@ func (t *udpTransport) recvAck() (uint64, error) {
 
 func (t *udpTransport) close() { t.c.Close(); t.s.Close(); t.wg.Wait() }
 
+// udpOneWay sends each message as datagrams [id u64][chunk u16][chunks u16]
+// [up to maxDatagram bytes]; the receiver puts a message together from its
+// chunks in order, and a message missing a chunk is lost.
+type udpOneWay struct {
+	c, s *net.UDPConn
+	out  []byte
+	in   []byte
+	msg  []byte
+}
+
+func dialUDPOneWay() (oneWay, error) {
+	s, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return nil, err
+	}
+	c, err := net.DialUDP("udp", nil, s.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	for _, x := range []*net.UDPConn{s, c} {
+		x.SetReadBuffer(8 << 20)
+		x.SetWriteBuffer(8 << 20)
+	}
+	return &udpOneWay{c: c, s: s, out: make([]byte, 12+maxDatagram), in: make([]byte, 1<<16)}, nil
+}
+
+func (*udpOneWay) lossy() {}
+
+func (t *udpOneWay) send(id uint64, p []byte) error {
+	n := max(1, (len(p)+maxDatagram-1)/maxDatagram)
+	for i := range n {
+		chunk := p[min(i*maxDatagram, len(p)):min((i+1)*maxDatagram, len(p))]
+		binary.BigEndian.PutUint64(t.out, id)
+		binary.BigEndian.PutUint16(t.out[8:], uint16(i))
+		binary.BigEndian.PutUint16(t.out[10:], uint16(n))
+		if _, err := t.c.Write(t.out[:12+copy(t.out[12:], chunk)]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *udpOneWay) recv() (uint64, []byte, error) {
+	var cur uint64
+	have := 0 // chunks of cur put together
+	for {
+		t.s.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := t.s.Read(t.in)
+		if err != nil {
+			return 0, nil, err
+		}
+		if n < 12 {
+			continue
+		}
+		id := binary.BigEndian.Uint64(t.in)
+		i, chunks := int(binary.BigEndian.Uint16(t.in[8:])), int(binary.BigEndian.Uint16(t.in[10:]))
+		switch {
+		case i == 0:
+			cur, have, t.msg = id, 0, t.msg[:0]
+		case id != cur || i != have:
+			have = -1 // a chunk went missing: wait for the next message
+			continue
+		}
+		t.msg = append(t.msg, t.in[12:n]...)
+		have++
+		if have == chunks {
+			return id, t.msg, nil
+		}
+	}
+}
+
+func (t *udpOneWay) close() { t.c.Close(); t.s.Close() }
+
 // ---- streams (kcp-go, quic-go): frames [id u64][len u32][payload], acks [id u64].
 
 type streamTransport struct {
@@ -285,24 +458,79 @@ func (t *streamTransport) close() { t.closeFn() }
 
 // serveStream reads frames from rw and acks each.
 func serveStream(rw io.ReadWriter) {
-	var hdr [12]byte
-	buf := make([]byte, 1<<20)
+	var f frameReader
 	for {
-		if _, err := io.ReadFull(rw, hdr[:]); err != nil {
+		id, _, err := f.read(rw)
+		if err != nil {
 			return
 		}
-		n := int(binary.BigEndian.Uint32(hdr[8:]))
-		if n > len(buf) {
-			buf = make([]byte, n)
-		}
-		if _, err := io.ReadFull(rw, buf[:n]); err != nil {
-			return
-		}
-		if _, err := rw.Write(hdr[:8]); err != nil {
+		var ack [8]byte
+		binary.BigEndian.PutUint64(ack[:], id)
+		if _, err := rw.Write(ack[:]); err != nil {
 			return
 		}
 	}
 }
+
+// frameReader reads the frames streamTransport.send writes; the payload it
+// returns is valid until the next read.
+type frameReader struct {
+	hdr [12]byte
+	buf []byte
+}
+
+func (f *frameReader) read(r io.Reader) (uint64, []byte, error) {
+	if _, err := io.ReadFull(r, f.hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := int(binary.BigEndian.Uint32(f.hdr[8:]))
+	if n > 64<<20 {
+		return 0, nil, fmt.Errorf("a %d-byte frame", n)
+	}
+	if n > len(f.buf) {
+		f.buf = make([]byte, n)
+	}
+	if _, err := io.ReadFull(r, f.buf[:n]); err != nil {
+		return 0, nil, err
+	}
+	return binary.BigEndian.Uint64(f.hdr[:]), f.buf[:n], nil
+}
+
+// oneWayStream streams frames over a client stream; the receiver reads
+// them from the server's end.
+type oneWayStream struct {
+	streamTransport
+	srv  chan io.ReadWriter // the server's end, once accepted
+	rd   io.Reader
+	f    frameReader
+	quit chan struct{}
+}
+
+func dialOneWayStream(dial dialStreams) (oneWay, error) {
+	t := &oneWayStream{srv: make(chan io.ReadWriter, 1), quit: make(chan struct{})}
+	c, closeFn, err := dial(func(rw io.ReadWriter) {
+		t.srv <- rw
+		<-t.quit // the receiver reads rw until close
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.streamTransport = streamTransport{w: c, r: c, closeFn: closeFn}
+	return t, nil
+}
+
+func (t *oneWayStream) recv() (uint64, []byte, error) {
+	if t.rd == nil {
+		select {
+		case t.rd = <-t.srv:
+		case <-time.After(10 * time.Second):
+			return 0, nil, errors.New("the server's end was never accepted")
+		}
+	}
+	return t.f.read(t.rd)
+}
+
+func (t *oneWayStream) close() { close(t.quit); t.closeFn() }
 
 // kcpTune is a low-latency configuration (kcptun's "fast2"-like turbo
 // mode), large windows, no FEC.
@@ -316,17 +544,33 @@ func kcpTune(s *kcp.UDPSession) {
 	s.SetWriteBuffer(8 << 20)
 }
 
-func dialKCP() (transport, error) {
+func dialKCP() (transport, error) { return dialStreamTransport(dialKCPStreams) }
+
+func dialQUIC() (transport, error) { return dialStreamTransport(dialQUICStreams) }
+
+// dialStreams connects a client stream to a server that runs serve on its
+// end; closeFn ends both (serve must return once its stream fails).
+type dialStreams func(serve func(io.ReadWriter)) (client io.ReadWriter, closeFn func(), err error)
+
+func dialStreamTransport(dial dialStreams) (transport, error) {
+	c, closeFn, err := dial(serveStream)
+	if err != nil {
+		return nil, err
+	}
+	return &streamTransport{w: c, r: c, closeFn: closeFn}, nil
+}
+
+func dialKCPStreams(serve func(io.ReadWriter)) (io.ReadWriter, func(), error) {
 	key := make([]byte, 32)
 	rand.Read(key)
 	bs, err := kcp.NewAESGCMCrypt(key)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	bc, _ := kcp.NewAESGCMCrypt(key)
 	ln, err := kcp.ListenWithOptions("127.0.0.1:0", bs, 0, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var wg sync.WaitGroup
 	srv := make(chan *kcp.UDPSession, 1)
@@ -340,12 +584,12 @@ func dialKCP() (transport, error) {
 		}
 		kcpTune(s)
 		srv <- s
-		serveStream(s)
+		serve(s)
 	}()
 	c, err := kcp.DialWithOptions(ln.Addr().String(), bc, 0, 0)
 	if err != nil {
 		ln.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	kcpTune(c)
 	closeFn := func() {
@@ -360,7 +604,7 @@ func dialKCP() (transport, error) {
 		}
 		wg.Wait()
 	}
-	return &streamTransport{w: c, r: c, closeFn: closeFn}, nil
+	return c, closeFn, nil
 }
 
 func selfSigned() (tls.Certificate, error) {
@@ -382,15 +626,15 @@ func selfSigned() (tls.Certificate, error) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}, nil
 }
 
-func dialQUIC() (transport, error) {
+func dialQUICStreams(serve func(io.ReadWriter)) (io.ReadWriter, func(), error) {
 	cert, err := selfSigned()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	qc := &quic.Config{MaxStreamReceiveWindow: 16 << 20, MaxConnectionReceiveWindow: 32 << 20, MaxIdleTimeout: time.Minute}
 	ln, err := quic.ListenAddr("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"raet-bench"}}, qc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -406,7 +650,7 @@ func dialQUIC() (transport, error) {
 		if err != nil {
 			return
 		}
-		serveStream(st)
+		serve(st)
 	}()
 	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer dcancel()
@@ -415,7 +659,7 @@ func dialQUIC() (transport, error) {
 		cancel()
 		ln.Close()
 		wg.Wait()
-		return nil, err
+		return nil, nil, err
 	}
 	st, err := conn.OpenStreamSync(dctx)
 	if err != nil {
@@ -423,7 +667,7 @@ func dialQUIC() (transport, error) {
 		cancel()
 		ln.Close()
 		wg.Wait()
-		return nil, err
+		return nil, nil, err
 	}
 	closeFn := func() {
 		conn.CloseWithError(0, "")
@@ -431,7 +675,7 @@ func dialQUIC() (transport, error) {
 		ln.Close()
 		wg.Wait()
 	}
-	return &streamTransport{w: st, r: st, closeFn: closeFn}, nil
+	return st, closeFn, nil
 }
 
 // ---- this stack: Send until done is the message and its ack.
@@ -441,6 +685,7 @@ type raetTransport struct {
 	to     string
 	acks   chan uint64
 	errs   chan error
+	msgs   chan road.Message
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -448,7 +693,9 @@ type raetTransport struct {
 	plen   int
 }
 
-func dialRaet(prof road.Profile, fastMPS int) (transport, error) {
+// dialRaet joins two stacks; with forward, what the receiving one receives
+// goes to msgs (the one-way mode reads it), else it is discarded.
+func dialRaet(prof road.Profile, fastMPS int, forward bool) (*raetTransport, error) {
 	mk := func(name string, main bool) (*road.Stack, error) {
 		s, err := road.New(&road.Config{
 			Name: name, Main: main, Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1,
@@ -478,7 +725,8 @@ func dialRaet(prof road.Profile, fastMPS int) (transport, error) {
 		m.Close()
 		return nil, fmt.Errorf("join: %w", err)
 	}
-	t := &raetTransport{m: m, o: o, to: rem.Name, acks: make(chan uint64, 1024), errs: make(chan error, 1), ctx: ctx, cancel: cancel}
+	t := &raetTransport{m: m, o: o, to: rem.Name, acks: make(chan uint64, 1024), errs: make(chan error, 1),
+		msgs: make(chan road.Message, 1024), ctx: ctx, cancel: cancel}
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
@@ -486,7 +734,15 @@ func dialRaet(prof road.Profile, fastMPS int) (transport, error) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-m.Receive():
+			case msg := <-m.Receive():
+				if !forward {
+					continue
+				}
+				select {
+				case t.msgs <- msg:
+				case <-ctx.Done():
+					return
+				}
 			}
 		}
 	}()
@@ -524,6 +780,58 @@ func (t *raetTransport) recvAck() (uint64, error) {
 		return 0, err
 	case <-t.ctx.Done():
 		return 0, errors.New("closed")
+	}
+}
+
+// raetOneWay sends each message without waiting for its done (up to the
+// credit the harness gives, in goroutines as the windowed mode does); the
+// receiver reads them from the other stack's Receive.
+type raetOneWay struct {
+	*raetTransport
+	data string
+}
+
+func dialRaetOneWay(prof road.Profile, fastMPS int) (oneWay, error) {
+	t, err := dialRaet(prof, fastMPS, true)
+	if err != nil {
+		return nil, err
+	}
+	return &raetOneWay{raetTransport: t}, nil
+}
+
+func (*raetOneWay) unordered() {}
+
+func (t *raetOneWay) send(id uint64, p []byte) error {
+	if len(t.data) != len(p) {
+		t.data = string(p)
+	}
+	body := map[string]any{"id": id, "data": t.data}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		if err := t.o.Send(t.ctx, t.to, body); err != nil {
+			select {
+			case t.errs <- err:
+			default:
+			}
+		}
+	}()
+	return nil
+}
+
+func (t *raetOneWay) recv() (uint64, []byte, error) {
+	select {
+	case m := <-t.msgs:
+		id, err := strconv.ParseUint(fmt.Sprint(m.Body["id"]), 10, 64)
+		data, ok := m.Body["data"].(string)
+		if err != nil || !ok {
+			return 0, nil, fmt.Errorf("a body without id (%T) or data (%T)", m.Body["id"], m.Body["data"])
+		}
+		return id, []byte(data), nil
+	case err := <-t.errs:
+		return 0, nil, err
+	case <-t.ctx.Done():
+		return 0, nil, errors.New("closed")
 	}
 }
 

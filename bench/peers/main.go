@@ -1,19 +1,35 @@
 // Command peers measures, with one harness and in one run over loopback,
-// raw UDP, kcp-go/v5 with AES-GCM, quic-go (one stream) and the raet-go road
-// stack with both profiles, and prints one table with ratios against kcp-go.
+// raw UDP, kcp-go/v5 with AES-GCM, quic-go (one stream), ZeroMQ (libzmq
+// through github.com/pebbe/zmq4), NATS core (a nats-server started in this
+// process) and the raet-go road stack with both profiles, and prints a
+// table per mode with ratios against kcp-go.
 //
-// It is a module of its own so that the main module gains no dependencies:
+// It is a module of its own so that the main module gains no dependencies
+// (ZeroMQ needs cgo and libzmq: `make bench-peers` installs libzmq3-dev):
 //
-//	cd bench/peers && go run . [-sizes 64,1024,16384,262144] [-window 16] [-dur 1s] [-runs 3]
+//	cd bench/peers && go run . [-sizes 64,1024,16384,262144] [-modes windowed,one-way]
+//	                           [-window 16] [-oneway-window 1024] [-dur 1s] [-runs 3]
 //	                           [-peers udp,raet fast] [-raet-fast-mps 8192] [-json]
 //
-// Every peer carries each message from a client to a server, and the
-// server answers with a small ack (for the road stack: Send until the
-// receiver's done). -window messages are in flight; msgs/s counts acked
-// messages, RTT is from sending a message to its ack; "idle p50" is the
-// RTT p50 of a second, shorter run (-dur/4) with one message in flight.
-// With -runs N each figure is the median over N runs. Raw UDP sends a
+// Windowed mode: every peer carries each message from a client to a server,
+// and the server answers with a small ack (for the road stack: Send until
+// the receiver's done; ZeroMQ: REQ/REP; NATS: a request with a reply
+// subject). -window messages are in flight; msgs/s counts acked messages,
+// RTT is from sending a message to its ack; "idle p50" is the RTT p50 of a
+// second, shorter run (-dur/4) with one message in flight. Raw UDP sends a
 // message over 65000 bytes as several datagrams, each acked.
+//
+// One-way mode: a sender streams messages with up to -oneway-window in
+// flight (sent, not yet counted by the receiver) and nothing comes back
+// (ZeroMQ: PUSH/PULL; NATS: publish to a subscriber; the road stack: Send,
+// not waiting for its done). The receiver checks every message (the next
+// id, the payload sent) and msgs/s is what it counted per second. Raw UDP
+// may lose datagrams; its losses are counted apart, for every other peer a
+// lost message is an error.
+//
+// Both modes report CPU µs per message: the process's CPU time (user and
+// system, every thread: both ends, and the NATS server) over the messages
+// counted. With -runs N each figure is the median over N runs.
 package main
 
 import (
@@ -31,7 +47,9 @@ import (
 
 func main() {
 	sizes := flag.String("sizes", "64,1024,16384,262144", "message sizes in bytes")
-	window := flag.Int("window", 16, "messages in flight")
+	modes := flag.String("modes", modeWindowed+","+modeOneWay, "modes to run: "+modeWindowed+", "+modeOneWay)
+	window := flag.Int("window", 16, "messages in flight, windowed mode")
+	owWindow := flag.Int("oneway-window", 1024, "messages in flight, one-way mode")
 	dur := flag.Duration("dur", time.Second, "sending time per peer and size")
 	runs := flag.Int("runs", 3, "runs; the table shows medians")
 	only := flag.String("peers", "", "comma-separated subset of peers (names as in the table, e.g. udp,raet fast)")
@@ -48,7 +66,16 @@ func main() {
 		sz = append(sz, n)
 	}
 	ps := selectPeers(*only, *fastMPS)
-	if len(ps) == 0 || *window < 1 || *runs < 1 {
+	var ms []string
+	for f := range strings.SplitSeq(*modes, ",") {
+		f = strings.TrimSpace(f)
+		if f != modeWindowed && f != modeOneWay {
+			fmt.Fprintf(os.Stderr, "peers: bad mode %q\n", f)
+			os.Exit(2)
+		}
+		ms = append(ms, f)
+	}
+	if len(ps) == 0 || *window < 1 || *owWindow < 1 || *runs < 1 {
 		fmt.Fprintln(os.Stderr, "peers: nothing to run")
 		os.Exit(2)
 	}
@@ -56,12 +83,23 @@ func main() {
 	if *asJSON {
 		log = os.Stdout
 	}
-	res := run(ps, sz, *window, *runs, *dur, log)
-	printTable(os.Stdout, res, *window, *runs, *dur)
-	for _, r := range res {
-		if r.Errors > 0 {
-			os.Exit(1)
+	failed := false
+	for i, m := range ms {
+		if i > 0 {
+			fmt.Println()
 		}
+		w := *window
+		if m == modeOneWay {
+			w = *owWindow
+		}
+		res := run(ps, m, sz, w, *runs, *dur, log)
+		printTable(os.Stdout, res, m, w, *runs, *dur)
+		for _, r := range res {
+			failed = failed || r.Errors > 0
+		}
+	}
+	if failed {
+		os.Exit(1)
 	}
 }
 
@@ -81,20 +119,28 @@ func selectPeers(only string, fastMPS int) []peer {
 	return out
 }
 
-// run measures every peer at every size runs times and returns, per size
-// and peer (in that order), the medians.
-func run(ps []peer, sizes []int, window, runs int, dur time.Duration, log io.Writer) []result {
+// run measures in mode every peer that has it at every size runs times and
+// returns, per size and peer (in that order), the medians.
+func run(ps []peer, mode string, sizes []int, window, runs int, dur time.Duration, log io.Writer) []result {
 	var out []result
 	for _, size := range sizes {
 		for _, p := range ps {
+			if (mode == modeWindowed && p.dial == nil) || (mode == modeOneWay && p.oneWay == nil) {
+				continue
+			}
 			var all []result
 			for range runs {
-				r := measure(p, size, window, dur, 30*time.Second)
-				idle := measure(p, size, 1, max(dur/4, time.Millisecond), 30*time.Second)
-				r.IdleP50us = idle.RTTP50us
-				r.Errors += idle.Errors
-				if idle.ErrorText != "" {
-					r.ErrorText = "window 1: " + idle.ErrorText
+				var r result
+				if mode == modeOneWay {
+					r = measureOneWay(p, size, window, dur, 30*time.Second)
+				} else {
+					r = measure(p, size, window, dur, 30*time.Second)
+					idle := measure(p, size, 1, max(dur/4, time.Millisecond), 30*time.Second)
+					r.IdleP50us = idle.RTTP50us
+					r.Errors += idle.Errors
+					if idle.ErrorText != "" {
+						r.ErrorText = "window 1: " + idle.ErrorText
+					}
 				}
 				if log != nil {
 					json.NewEncoder(log).Encode(r)
@@ -122,10 +168,12 @@ func median(rs []result) result {
 	m.RTTP50us = pick(func(r result) float64 { return r.RTTP50us })
 	m.RTTP99us = pick(func(r result) float64 { return r.RTTP99us })
 	m.IdleP50us = pick(func(r result) float64 { return r.IdleP50us })
-	m.Count, m.Errors = 0, 0
+	m.CPUusPerMsg = pick(func(r result) float64 { return r.CPUusPerMsg })
+	m.Count, m.Errors, m.Lost = 0, 0, 0
 	for _, r := range rs {
 		m.Count += r.Count
 		m.Errors += r.Errors
+		m.Lost += r.Lost
 		if r.ErrorText != "" {
 			m.ErrorText = r.ErrorText
 		}
@@ -133,10 +181,15 @@ func median(rs []result) result {
 	return m
 }
 
-func printTable(w io.Writer, res []result, window, runs int, dur time.Duration) {
-	fmt.Fprintf(w, "loopback, window %d, %v per run, medians of %d runs; ratios against kcp-go aes-gcm\n", window, dur, runs)
+func printTable(w io.Writer, res []result, mode string, window, runs int, dur time.Duration) {
+	fmt.Fprintf(w, "%s, loopback, window %d, %v per run, medians of %d runs; ratios against kcp-go aes-gcm\n", mode, window, dur, runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMB/s\tp50 µs\tp99 µs\tidle p50 µs\tmsgs/s ×kcp\tp50 ×kcp\tidle p50 ×kcp\terrors\t")
+	oneWay := mode == modeOneWay
+	if oneWay {
+		fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMB/s\tCPU µs/msg\tmsgs/s ×kcp\tCPU ×kcp\tlost\terrors\t")
+	} else {
+		fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMB/s\tCPU µs/msg\tp50 µs\tp99 µs\tidle p50 µs\tmsgs/s ×kcp\tCPU ×kcp\tp50 ×kcp\tidle p50 ×kcp\terrors\t")
+	}
 	base := map[int]result{}
 	for _, r := range res {
 		if r.Peer == "kcp-go aes-gcm" {
@@ -151,9 +204,14 @@ func printTable(w io.Writer, res []result, window, runs int, dur time.Duration) 
 	}
 	for _, r := range res {
 		b := base[r.Size]
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%d\t\n", sizeName(r.Size), r.Peer, r.MsgsPerS, r.MBPerS,
-			r.RTTP50us, r.RTTP99us, r.IdleP50us, ratio(r.MsgsPerS, b.MsgsPerS), ratio(r.RTTP50us, b.RTTP50us),
-			ratio(r.IdleP50us, b.IdleP50us), r.Errors)
+		if oneWay {
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.2f\t%s\t%s\t%d\t%d\t\n", sizeName(r.Size), r.Peer, r.MsgsPerS, r.MBPerS,
+				r.CPUusPerMsg, ratio(r.MsgsPerS, b.MsgsPerS), ratio(r.CPUusPerMsg, b.CPUusPerMsg), r.Lost, r.Errors)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%d\t\n", sizeName(r.Size), r.Peer, r.MsgsPerS, r.MBPerS,
+			r.CPUusPerMsg, r.RTTP50us, r.RTTP99us, r.IdleP50us, ratio(r.MsgsPerS, b.MsgsPerS), ratio(r.CPUusPerMsg, b.CPUusPerMsg),
+			ratio(r.RTTP50us, b.RTTP50us), ratio(r.IdleP50us, b.IdleP50us), r.Errors)
 	}
 	tw.Flush()
 	for _, r := range res {

@@ -2,30 +2,134 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestSmoke runs every peer briefly at two sizes and checks each got its
-// messages acked without errors, and that the table names every peer.
+// TestSmoke runs every peer briefly in both modes at two sizes and checks
+// each got its messages acked (windowed) or counted and checked (one-way)
+// without errors, with a CPU cost, and that the tables name every peer.
 func TestSmoke(t *testing.T) {
 	ps := peers(8192)
-	res := run(ps, []int{64, 16 << 10}, 4, 1, 50*time.Millisecond, nil)
-	if len(res) != 2*len(ps) {
-		t.Fatalf("%d results, want %d", len(res), 2*len(ps))
+	for _, mode := range []string{modeWindowed, modeOneWay} {
+		res := run(ps, mode, []int{64, 16 << 10}, 4, 1, 50*time.Millisecond, nil)
+		var want []string
+		for _, p := range ps {
+			if (mode == modeWindowed && p.dial != nil) || (mode == modeOneWay && p.oneWay != nil) {
+				want = append(want, p.name)
+			}
+		}
+		if len(res) != 2*len(want) {
+			t.Fatalf("%s: %d results, want %d", mode, len(res), 2*len(want))
+		}
+		for _, r := range res {
+			if r.Count == 0 || r.Errors != 0 || r.MsgsPerS <= 0 || r.CPUusPerMsg <= 0 || r.Mode != mode {
+				t.Errorf("%s %s %d: %+v", mode, r.Peer, r.Size, r)
+			}
+			if mode == modeWindowed && (r.RTTP50us <= 0 || r.IdleP50us <= 0) {
+				t.Errorf("%s %s %d: no RTT: %+v", mode, r.Peer, r.Size, r)
+			}
+		}
+		var b bytes.Buffer
+		printTable(&b, res, mode, 4, 1, 50*time.Millisecond)
+		for _, name := range want {
+			if !strings.Contains(b.String(), name) {
+				t.Errorf("%s table lacks %q:\n%s", mode, name, b.String())
+			}
+		}
+		t.Log("\n" + b.String())
 	}
-	for _, r := range res {
-		if r.Count == 0 || r.Errors != 0 || r.MsgsPerS <= 0 || r.RTTP50us <= 0 || r.IdleP50us <= 0 {
-			t.Errorf("%s %d: %+v", r.Peer, r.Size, r)
+}
+
+// chanOneWay is a oneWay over a channel that can damage what it carries.
+type chanOneWay struct {
+	ch     chan frame
+	damage func(id uint64, p []byte) (uint64, []byte, bool) // false: drop it
+}
+
+type frame struct {
+	id uint64
+	p  []byte
+}
+
+func (c *chanOneWay) send(id uint64, p []byte) error {
+	if id, p, ok := c.damage(id, p); ok {
+		c.ch <- frame{id, p}
+	}
+	return nil
+}
+
+func (c *chanOneWay) recv() (uint64, []byte, error) {
+	select {
+	case f := <-c.ch:
+		return f.id, f.p, nil
+	case <-time.After(200 * time.Millisecond):
+		return 0, nil, errors.New("nothing more")
+	}
+}
+
+func (c *chanOneWay) close() {}
+
+// TestOneWayChecksEveryMessage shows the receiver's check catches a lost,
+// a repeated and a changed message, and passes an undamaged stream.
+func TestOneWayChecksEveryMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(id uint64, p []byte) (uint64, []byte, bool)
+		errors bool
+	}{
+		{"intact", func(id uint64, p []byte) (uint64, []byte, bool) { return id, p, true }, false},
+		{"lost", func(id uint64, p []byte) (uint64, []byte, bool) { return id, p, id != 3 }, true},
+		{"repeated", func(id uint64, p []byte) (uint64, []byte, bool) { return min(id, 2), p, true }, true},
+		{"changed", func(id uint64, p []byte) (uint64, []byte, bool) {
+			if id == 5 {
+				p = bytes.ToUpper(p)
+			}
+			return id, p, true
+		}, true},
+	} {
+		p := peer{name: tc.name, oneWay: func() (oneWay, error) {
+			return &chanOneWay{ch: make(chan frame, 16), damage: tc.damage}, nil
+		}}
+		r := measureOneWay(p, 64, 4, 20*time.Millisecond, time.Second)
+		if got := r.Errors > 0; got != tc.errors || r.Count == 0 {
+			t.Errorf("%s: errors %v, want %v: %+v", tc.name, got, tc.errors, r)
 		}
 	}
-	var b bytes.Buffer
-	printTable(&b, res, 4, 1, 50*time.Millisecond)
-	for _, p := range ps {
-		if !strings.Contains(b.String(), p.name) {
-			t.Errorf("table lacks %q:\n%s", p.name, b.String())
+}
+
+// TestTally checks the receiver's rule per kind of peer.
+func TestTally(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		ordered, lossy bool
+		ids            []uint64
+		counted, lost  int
+		bad            int
+		settled        uint64
+	}{
+		{"ordered", true, false, []uint64{0, 1, 2}, 3, 0, 0, 3},
+		{"ordered gap", true, false, []uint64{0, 2}, 1, 0, 1, 1},
+		{"ordered repeat", true, false, []uint64{0, 1, 1}, 2, 0, 1, 2},
+		{"lossy gap", true, true, []uint64{0, 3, 4}, 3, 2, 0, 5},
+		{"lossy late", true, true, []uint64{0, 3, 2}, 2, 2, 1, 4},
+		{"unordered", false, false, []uint64{2, 0, 1, 4}, 4, 0, 0, 4},
+		{"unordered repeat", false, false, []uint64{2, 0, 2, 0}, 2, 0, 2, 2},
+	} {
+		tl := tally{ordered: tc.ordered, lossy: tc.lossy}
+		for _, id := range tc.ids {
+			tl.add(id, true, 1)
+		}
+		if tl.counted != tc.counted || tl.lost != tc.lost || tl.bad != tc.bad || tl.settled() != tc.settled {
+			t.Errorf("%s: counted %d lost %d bad %d settled %d, want %d %d %d %d", tc.name,
+				tl.counted, tl.lost, tl.bad, tl.settled(), tc.counted, tc.lost, tc.bad, tc.settled)
 		}
 	}
-	t.Log("\n" + b.String())
+	tl := tally{ordered: true}
+	tl.add(0, false, 3)
+	if tl.bad != 1 || tl.counted != 0 || tl.settled() != 1 {
+		t.Errorf("a changed payload: %+v", tl)
+	}
 }
