@@ -49,6 +49,8 @@ func runHelper() int {
 		return runEstate()
 	case "laneyard":
 		return runLaneYard()
+	case "echo":
+		return runEcho()
 	}
 	return 2
 }
