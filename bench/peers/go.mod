@@ -5,6 +5,7 @@ go 1.26.2
 require (
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.55.0
+	github.com/oasisprotocol/curve25519-voi v0.0.0-20230904125328-1f23a7beb09a
 	github.com/pebbe/zmq4 v1.4.0
 	github.com/quic-go/quic-go v0.65.0
 	github.com/raet-go/raet v0.0.0
