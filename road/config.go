@@ -45,6 +45,14 @@ type Config struct {
 	// PacketConn, when set, is used instead of listening on Listen (tests
 	// use in-memory or impaired connections). The stack closes it on Close.
 	PacketConn net.PacketConn
+	// NoOffload turns off UDP segmentation offload, which the stack uses
+	// on Linux where the kernel has it: a run of equal-sized datagrams to
+	// one peer (a segmented message's) goes to the kernel as one
+	// (UDP_SEGMENT), and datagrams from one sender may come up together
+	// (UDP_GRO). The datagrams on the wire are the same either way, but a
+	// capture on the sending host (tcpdump or raetdump on lo) sees such a
+	// run as one large packet; set NoOffload to see each datagram.
+	NoOffload bool
 
 	// KeepDir is the directory of the reference-compatible keep (estate and
 	// role files). Empty: nothing is persisted and new keys are made at

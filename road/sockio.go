@@ -24,12 +24,13 @@ type packetIO interface {
 	write(ds []datagram) (failed int, err error)
 }
 
-// newPacketIO picks the batched Linux implementation for a UDP socket, and
+// newPacketIO picks the batched Linux implementation for a UDP socket,
+// with segmentation offload where the kernel has it unless noOffload, and
 // one datagram per call for anything else (another net.PacketConn, or
 // another system).
-func newPacketIO(conn net.PacketConn) packetIO {
+func newPacketIO(conn net.PacketConn, noOffload bool) packetIO {
 	if u, ok := conn.(*net.UDPConn); ok {
-		if m, err := newMmsgIO(u); err == nil {
+		if m, err := newMmsgIO(u, !noOffload); err == nil {
 			return m
 		}
 		return udpIO{u}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -19,26 +20,70 @@ import (
 // iovecs and socket addresses between calls and parses addresses itself:
 // no allocation per datagram (golang.org/x/net/ipv4's ReadBatch makes a
 // net.UDPAddr for each).
+//
+// Where the kernel offers them (found at start), it also uses UDP
+// segmentation offload: a run of equal-sized datagrams to one destination
+// (a segmented message, a burst of acks) goes to the kernel as one message
+// with UDP_SEGMENT, and UDP_GRO lets the kernel hand over several datagrams
+// from one sender in one buffer, which read splits. Without them (an older
+// kernel, another system, a device that cannot segment) every datagram is
+// its own message, as before; the datagrams on the wire are the same.
 type mmsgIO struct {
 	rc syscall.RawConn
 	v6 bool // an AF_INET6 socket: IPv4 peers are written v4-mapped
+	// gso: write sends runs as one UDP_SEGMENT message; turned off for
+	// good when the kernel says the device cannot (EIO).
+	gso bool
+	// gro is non-nil when UDP_GRO is on: read receives into its buffers
+	// and hands out one datagram per caller buffer.
+	gro *groBuffers
 
 	r, w mmsgSide
 }
+
+const (
+	// maxGSOSegments and maxGSOBytes bound one UDP_SEGMENT message: the
+	// kernel takes up to 64 segments (UDP_MAX_SEGMENTS before Linux 6.x
+	// raised it) and at most an IP packet's worth of payload.
+	maxGSOSegments = 64
+	maxGSOBytes    = 65000
+	// groBufs is how many buffers one read takes while UDP_GRO is on: as
+	// many as without it, since most may hold one datagram each.
+	groBufs = ioBatch
+	// ctrlWords is the room of one control message: a header and an int,
+	// in uint64s so that the header is aligned.
+	ctrlWords = (unix.SizeofCmsghdr + 8 + 7) / 8
+)
 
 // mmsgSide is the state of one direction; its call is made once.
 type mmsgSide struct {
 	hdrs  [ioBatch]unix.Mmsghdr
 	iovs  [ioBatch]unix.Iovec
 	names [ioBatch]unix.RawSockaddrInet6 // room for either family
+	ctrl  [ioBatch][ctrlWords]uint64     // a UDP_SEGMENT or UDP_GRO control message per header
+	first [ioBatch]int                   // write: the index in the batch of header i's first datagram
+	segs  [ioBatch]int                   // write: how many datagrams header i carries
 	off   int                            // the first header not done
 	count int                            // headers in use
 	n     int                            // the call's result
 	errno syscall.Errno
 	call  func(fd uintptr) bool
+	calls atomic.Uint64 // system calls made (EAGAIN included)
 }
 
-func newMmsgIO(c *net.UDPConn) (*mmsgIO, error) {
+// groBuffers are read's buffers while UDP_GRO is on, and what is left of
+// the last recvmmsg: buffers next to count, the first from byte off.
+type groBuffers struct {
+	bufs  [groBufs][]byte
+	ns    [groBufs]int // bytes received; < 0: skip the buffer
+	seg   [groBufs]int // the size of each datagram in it but the last
+	froms [groBufs]netip.AddrPort
+	next  int
+	count int
+	off   int
+}
+
+func newMmsgIO(c *net.UDPConn, offload bool) (*mmsgIO, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return nil, err
@@ -67,7 +112,36 @@ func newMmsgIO(c *net.UDPConn) (*mmsgIO, error) {
 			h.SetIovlen(1)
 		}
 	}
+	if err := m.offload(offload, offload); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// offload turns segmentation offload on where the kernel has it (gso, gro
+// true) or off. UDP_SEGMENT is there when the socket option can be read;
+// UDP_GRO when it can be set.
+func (m *mmsgIO) offload(gso, gro bool) error {
+	var gsoErr, groErr error
+	if err := m.rc.Control(func(fd uintptr) {
+		if gso {
+			_, gsoErr = unix.GetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_SEGMENT)
+		}
+		groErr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, map[bool]int{true: 1}[gro])
+	}); err != nil {
+		return err
+	}
+	m.gso = gso && gsoErr == nil
+	switch {
+	case !gro || groErr != nil:
+		m.gro = nil
+	case m.gro == nil:
+		m.gro = new(groBuffers)
+		for i := range m.gro.bufs {
+			m.gro.bufs[i] = make([]byte, maxDatagram)
+		}
+	}
+	return nil
 }
 
 // syscall returns the function RawConn.Read or Write calls: one recvmmsg or
@@ -76,6 +150,7 @@ func newMmsgIO(c *net.UDPConn) (*mmsgIO, error) {
 func (s *mmsgSide) syscall(trap uintptr) func(fd uintptr) bool {
 	return func(fd uintptr) bool {
 		for {
+			s.calls.Add(1)
 			n, _, e := unix.Syscall6(trap, fd, uintptr(unsafe.Pointer(&s.hdrs[s.off])), uintptr(s.count-s.off), 0, 0, 0)
 			switch e {
 			case unix.EINTR:
@@ -90,14 +165,41 @@ func (s *mmsgSide) syscall(trap uintptr) func(fd uintptr) bool {
 }
 
 func (m *mmsgIO) read(bufs [][]byte, ns []int, froms []netip.AddrPort) (int, error) {
+	if m.gro != nil {
+		return m.readGRO(bufs, ns, froms)
+	}
+	n, err := m.recv(bufs, false)
+	if err != nil {
+		return 0, err
+	}
+	s := &m.r
+	for i := range n {
+		from, ok := parseSockaddr(&s.names[i], s.hdrs[i].Hdr.Namelen)
+		ns[i], froms[i] = int(s.hdrs[i].Len), from
+		if !ok || s.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
+			ns[i] = -1 // not a UDP/IP sender, or cut short
+		}
+	}
+	return n, nil
+}
+
+// recv is one recvmmsg into bufs (up to ioBatch of them), with room for a
+// UDP_GRO control message per buffer when ctrl.
+func (m *mmsgIO) recv(bufs [][]byte, ctrl bool) (int, error) {
 	s := &m.r
 	s.off, s.count = 0, min(len(bufs), ioBatch)
 	for i := range s.count {
 		s.iovs[i].Base = &bufs[i][0]
 		s.iovs[i].SetLen(len(bufs[i]))
-		s.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
-		s.hdrs[i].Hdr.Flags = 0
-		s.hdrs[i].Len = 0
+		h := &s.hdrs[i]
+		h.Hdr.Namelen = unix.SizeofSockaddrInet6
+		h.Hdr.Flags = 0
+		h.Len = 0
+		h.Hdr.Control, h.Hdr.Controllen = nil, 0
+		if ctrl {
+			h.Hdr.Control = (*byte)(unsafe.Pointer(&s.ctrl[i][0]))
+			h.Hdr.SetControllen(ctrlWords * 8)
+		}
 	}
 	if err := m.rc.Read(s.call); err != nil {
 		return 0, err
@@ -105,62 +207,190 @@ func (m *mmsgIO) read(bufs [][]byte, ns []int, froms []netip.AddrPort) (int, err
 	if s.errno != 0 {
 		return 0, os.NewSyscallError("recvmmsg", s.errno)
 	}
-	for i := range s.n {
-		from, ok := parseSockaddr(&s.names[i], s.hdrs[i].Hdr.Namelen)
-		ns[i], froms[i] = int(s.hdrs[i].Len), from
-		if !ok || s.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
-			ns[i] = -1 // not a UDP/IP sender, or cut short
+	return s.n, nil
+}
+
+// readGRO hands out the datagrams of the buffers received before, one per
+// caller buffer, in the order they came, and receives more when none is
+// left.
+func (m *mmsgIO) readGRO(bufs [][]byte, ns []int, froms []netip.AddrPort) (int, error) {
+	g := m.gro
+	if g.next == g.count {
+		n, err := m.recv(g.bufs[:], true)
+		if err != nil {
+			return 0, err
+		}
+		s := &m.r
+		for i := range n {
+			from, ok := parseSockaddr(&s.names[i], s.hdrs[i].Hdr.Namelen)
+			g.ns[i], g.froms[i], g.seg[i] = int(s.hdrs[i].Len), from, groSegment(&s.hdrs[i].Hdr)
+			if !ok || s.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
+				g.ns[i] = -1
+			}
+		}
+		g.next, g.count, g.off = 0, n, 0
+	}
+	k := 0
+	for k < len(bufs) && g.next < g.count {
+		i := g.next
+		size := g.ns[i] - g.off
+		if g.seg[i] > 0 {
+			size = min(size, g.seg[i])
+		}
+		switch {
+		case g.ns[i] < 0:
+			ns[k] = -1
+			size = 0
+		case size > len(bufs[k]):
+			ns[k] = -1 // the caller's buffer is too small: cut short
+		default:
+			ns[k] = copy(bufs[k], g.bufs[i][g.off:g.off+size])
+		}
+		froms[k] = g.froms[i]
+		k++
+		if g.off += size; g.off >= g.ns[i] {
+			g.next, g.off = g.next+1, 0
 		}
 	}
-	return s.n, nil
+	return k, nil
+}
+
+// groSegment is the datagram size of a coalesced buffer (the UDP_GRO
+// control message), or 0 for a buffer holding one datagram.
+func groSegment(h *unix.Msghdr) int {
+	if h.Control == nil {
+		return 0
+	}
+	ctrl := unsafe.Slice(h.Control, int(h.Controllen))
+	for len(ctrl) >= unix.SizeofCmsghdr {
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&ctrl[0]))
+		l := int(c.Len)
+		if l < unix.SizeofCmsghdr || l > len(ctrl) {
+			return 0
+		}
+		if c.Level == unix.IPPROTO_UDP && c.Type == unix.UDP_GRO && l >= unix.CmsgLen(4) {
+			return int(*(*int32)(unsafe.Pointer(&ctrl[unix.CmsgLen(0)])))
+		}
+		ctrl = ctrl[min(unix.CmsgSpace(l-unix.CmsgLen(0)), len(ctrl)):]
+	}
+	return 0
 }
 
 func (m *mmsgIO) write(ds []datagram) (int, error) {
 	failed := 0
+	plain := 0 // how many datagrams at the start of ds to send one by one
 	for len(ds) > 0 {
+		used, f := m.build(ds, plain)
+		failed += f
+		plain = 0
 		s := &m.w
-		s.off, s.count = 0, 0
-		for _, d := range ds[:min(len(ds), ioBatch)] {
-			i := s.count
-			namelen, ok := m.putSockaddr(&s.names[i], d.to)
-			if !ok || len(d.b) == 0 {
-				failed++ // an IPv6 peer on an IPv4 socket
-				continue
-			}
-			s.iovs[i].Base = &d.b[0]
-			s.iovs[i].SetLen(len(d.b))
-			s.hdrs[i].Hdr.Namelen = namelen
-			s.count++
-		}
-		ds = ds[min(len(ds), ioBatch):]
 		for s.off < s.count {
 			if err := m.rc.Write(s.call); err != nil {
 				return failed, err
 			}
-			if s.errno != 0 {
+			if s.errno == 0 {
+				s.off += s.n
+				continue
+			}
+			if s.segs[s.off] == 1 {
 				// The datagram at off was refused (too big, no route, …);
 				// those before it went out.
 				failed++
 				s.off++
 				continue
 			}
-			s.off += s.n
+			// A run was refused as a whole: send its datagrams again one
+			// by one, and never use UDP_SEGMENT again if the device
+			// cannot segment.
+			if s.errno == unix.EIO {
+				m.gso = false
+			}
+			for _, d := range ds[s.first[s.off]:used] {
+				if !m.sendable(d) {
+					failed-- // counted again by the next build
+				}
+			}
+			used, plain = s.first[s.off], s.segs[s.off]
+			break
 		}
+		ds = ds[used:]
 	}
 	return failed, nil
 }
 
-// putSockaddr writes ap as the socket's family wants it.
-func (m *mmsgIO) putSockaddr(sa *unix.RawSockaddrInet6, ap netip.AddrPort) (uint32, bool) {
+// build puts up to ioBatch datagrams of ds into the write side's headers:
+// runs of datagrams to one destination, each of the first's size but a
+// shorter last one, share a header (with UDP_SEGMENT), except the first
+// plain ones. It returns how many datagrams it took, and how many of those
+// it refused (no address of the socket's family, or empty).
+func (m *mmsgIO) build(ds []datagram, plain int) (used, failed int) {
+	s := &m.w
+	s.off, s.count = 0, 0
+	k := 0 // iovecs in use
+	for used < len(ds) && k < ioBatch {
+		d := ds[used]
+		i := s.count
+		if !m.sendable(d) {
+			failed++
+			used++
+			continue
+		}
+		namelen := m.putSockaddr(&s.names[i], d.to)
+		n := 1
+		s.iovs[k].Base = &d.b[0]
+		s.iovs[k].SetLen(len(d.b))
+		if m.gso && used >= plain {
+			size, total := len(d.b), len(d.b)
+			for used+n < len(ds) && k+n < ioBatch && n < maxGSOSegments {
+				e := ds[used+n]
+				if e.to != d.to || len(e.b) == 0 || len(e.b) > size || total+len(e.b) > maxGSOBytes {
+					break
+				}
+				s.iovs[k+n].Base = &e.b[0]
+				s.iovs[k+n].SetLen(len(e.b))
+				total += len(e.b)
+				n++
+				if len(e.b) < size {
+					break // a shorter datagram ends the run
+				}
+			}
+		}
+		h := &s.hdrs[i].Hdr
+		h.Iov = &s.iovs[k]
+		h.SetIovlen(n)
+		h.Namelen = namelen
+		h.Control, h.Controllen = nil, 0
+		if n > 1 {
+			ctrl := (*[ctrlWords * 8]byte)(unsafe.Pointer(&s.ctrl[i]))
+			c := (*unix.Cmsghdr)(unsafe.Pointer(&ctrl[0]))
+			c.Level, c.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
+			c.SetLen(unix.CmsgLen(2))
+			binary.NativeEndian.PutUint16(ctrl[unix.CmsgLen(0):], uint16(len(d.b)))
+			h.Control = &ctrl[0]
+			h.SetControllen(unix.CmsgSpace(2))
+		}
+		s.first[i], s.segs[i] = used, n
+		s.count++
+		k += n
+		used += n
+	}
+	return used, failed
+}
+
+// sendable reports whether the socket can send d: not empty, and to an
+// address of its family (an IPv4 socket cannot reach an IPv6 peer).
+func (m *mmsgIO) sendable(d datagram) bool {
+	return len(d.b) > 0 && (m.v6 || d.to.Addr().Unmap().Is4())
+}
+
+// putSockaddr writes ap, sendable, as the socket's family wants it.
+func (m *mmsgIO) putSockaddr(sa *unix.RawSockaddrInet6, ap netip.AddrPort) uint32 {
 	a := ap.Addr()
 	if !m.v6 {
-		if !a.Unmap().Is4() {
-			return 0, false
-		}
 		s4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
 		*s4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: a.Unmap().As4()}
 		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&s4.Port))[:], ap.Port())
-		return unix.SizeofSockaddrInet4, true
+		return unix.SizeofSockaddrInet4
 	}
 	*sa = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: a.As16()}
 	if z := a.Zone(); z != "" {
@@ -171,7 +401,7 @@ func (m *mmsgIO) putSockaddr(sa *unix.RawSockaddrInet6, ap netip.AddrPort) (uint
 		}
 	}
 	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], ap.Port())
-	return unix.SizeofSockaddrInet6, true
+	return unix.SizeofSockaddrInet6
 }
 
 // parseSockaddr reads a sender's address, IPv4-mapped ones unmapped.

@@ -18,7 +18,7 @@ func listenIO(t testing.TB, addr string) (*net.UDPConn, packetIO) {
 	}
 	t.Cleanup(func() { c.Close() })
 	_ = c.SetReadBuffer(socketBuffer)
-	return c, newPacketIO(c)
+	return c, newPacketIO(c, false)
 }
 
 func localAP(c *net.UDPConn) netip.AddrPort {
@@ -138,7 +138,7 @@ func TestPacketIOClosed(t *testing.T) {
 	}
 }
 
-// ioRig sends a batch of 1 KiB datagrams from one packetIO to another
+// ioRig sends a batch of datagrams (of one size, the last one half) from one packetIO to another
 // and reads them back, with every buffer made once.
 type ioRig struct {
 	rio, tio packetIO
@@ -148,13 +148,14 @@ type ioRig struct {
 	froms    [ioBatch]netip.AddrPort
 }
 
-func newIORig(rio, tio packetIO, to netip.AddrPort, n int) *ioRig {
+func newIORig(rio, tio packetIO, to netip.AddrPort, n, size int) *ioRig {
 	r := &ioRig{rio: rio, tio: tio, ds: make([]datagram, n)}
 	for i := range r.ds {
-		r.ds[i] = datagram{b: make([]byte, 1024), to: to}
+		r.ds[i] = datagram{b: make([]byte, size), to: to}
 	}
+	r.ds[n-1].b = r.ds[n-1].b[:size/2]
 	for i := range r.bufs {
-		r.bufs[i] = make([]byte, 2048)
+		r.bufs[i] = make([]byte, 2*size)
 	}
 	return r
 }
@@ -174,33 +175,130 @@ func (r *ioRig) pass(tb testing.TB) {
 }
 
 // TestPacketIONoAllocs: a steady write and read of a batch allocates
-// nothing.
+// nothing, with segmentation offload and without.
 func TestPacketIONoAllocs(t *testing.T) {
-	rc, rio := listenIO(t, "127.0.0.1:0")
-	_, tio := listenIO(t, "127.0.0.1:0")
-	rig := newIORig(rio, tio, localAP(rc), 8)
-	if allocs := testing.AllocsPerRun(200, func() { rig.pass(t) }); allocs != 0 {
-		t.Errorf("%.1f allocations per batch of %d datagrams, want 0", allocs, len(rig.ds))
+	for _, offload := range []bool{true, false} {
+		rc, rio := listenIO(t, "127.0.0.1:0")
+		_, tio := listenIO(t, "127.0.0.1:0")
+		for _, m := range []packetIO{rio, tio} {
+			if err := m.(*mmsgIO).offload(offload, offload); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rig := newIORig(rio, tio, localAP(rc), 8, 1024)
+		if allocs := testing.AllocsPerRun(200, func() { rig.pass(t) }); allocs != 0 {
+			t.Errorf("offload %v: %.1f allocations per batch of %d datagrams, want 0", offload, allocs, len(rig.ds))
+		}
 	}
 }
 
-// BenchmarkPacketIO compares batched and one-by-one socket I/O for 1 KiB
-// datagrams over loopback.
+// BenchmarkPacketIO compares socket I/O over loopback for bursts of 16
+// datagrams to one destination: 1 KiB ones (a burst of small messages) and
+// a segmented message's (8 KiB ones, the fast profile's size on loopback,
+// the last shorter): one by one, batched (sendmmsg/recvmmsg), and batched
+// with UDP_SEGMENT and UDP_GRO. It reports datagrams/s and the system calls
+// per datagram of each side.
 func BenchmarkPacketIO(b *testing.B) {
-	for _, batched := range []bool{true, false} {
-		name := map[bool]string{true: "mmsg", false: "single"}[batched]
-		b.Run(name, func(b *testing.B) {
-			rc, rio := listenIO(b, "127.0.0.1:0")
-			tc, tio := listenIO(b, "127.0.0.1:0")
-			if !batched {
-				rio, tio = udpIO{rc}, udpIO{tc}
+	for _, size := range []int{1024, 8192} {
+		for _, mode := range []string{"single", "mmsg", "mmsg+gso+gro"} {
+			b.Run(fmt.Sprintf("%dB/%s", size, mode), func(b *testing.B) {
+				rc, rio := listenIO(b, "127.0.0.1:0")
+				tc, tio := listenIO(b, "127.0.0.1:0")
+				rm, tm := rio.(*mmsgIO), tio.(*mmsgIO)
+				if mode == "single" {
+					rio, tio = udpIO{rc}, udpIO{tc}
+				}
+				if mode == "mmsg" {
+					for _, m := range []*mmsgIO{rm, tm} {
+						if err := m.offload(false, false); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				rig := newIORig(rio, tio, localAP(rc), 16, size)
+				b.SetBytes(int64(len(rig.ds) * size))
+				sends, recvs := tm.w.calls.Load(), rm.r.calls.Load()
+				for b.Loop() {
+					rig.pass(b)
+				}
+				n := float64(b.N * len(rig.ds))
+				b.ReportMetric(n/b.Elapsed().Seconds(), "datagrams/s")
+				if mode != "single" {
+					b.ReportMetric(float64(tm.w.calls.Load()-sends)/n, "sendcalls/datagram")
+					b.ReportMetric(float64(rm.r.calls.Load()-recvs)/n, "recvcalls/datagram")
+				}
+			})
+		}
+	}
+}
+
+// segmentedRun is what a segmented message looks like to the socket: n
+// datagrams of size bytes to one destination, the last one shorter, each
+// with its index in the first bytes.
+func segmentedRun(to netip.AddrPort, n, size int) []datagram {
+	ds := make([]datagram, n)
+	for i := range ds {
+		b := bytes.Repeat([]byte{byte('a' + i%26)}, size)
+		if i == n-1 {
+			b = b[:size/3]
+		}
+		copy(b, fmt.Sprintf("%04d", i))
+		ds[i] = datagram{b: b, to: to}
+	}
+	return ds
+}
+
+// TestPacketIOOffload sends a segmented message's datagrams, then a few of
+// other sizes, with UDP_SEGMENT and UDP_GRO on and off at either end, and
+// checks that each way delivers the same datagrams in the same order, and
+// that with both on the kernel is called once per run, not per datagram.
+func TestPacketIOOffload(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		gso, gro bool
+	}{
+		{"gso and gro", true, true},
+		{"gso only", true, false},
+		{"gro only", false, true},
+		{"neither (the fallback)", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc, rio := listenIO(t, "127.0.0.1:0")
+			tc2, tio := listenIO(t, "127.0.0.1:0")
+			rm, tm := rio.(*mmsgIO), tio.(*mmsgIO)
+			if !rm.gso || rm.gro == nil {
+				t.Fatalf("this kernel (loopback) should offer UDP_SEGMENT and UDP_GRO: gso %v, gro %v", rm.gso, rm.gro != nil)
 			}
-			rig := newIORig(rio, tio, localAP(rc), 16)
-			b.SetBytes(int64(len(rig.ds) * 1024))
-			for b.Loop() {
-				rig.pass(b)
+			if err := tm.offload(tc.gso, false); err != nil {
+				t.Fatal(err)
 			}
-			b.ReportMetric(float64(b.N*len(rig.ds))/b.Elapsed().Seconds(), "datagrams/s")
+			if err := rm.offload(false, tc.gro); err != nil {
+				t.Fatal(err)
+			}
+			to := localAP(rc)
+			ds := segmentedRun(to, 20, 1200)
+			ds = append(ds, datagram{b: []byte("after the run"), to: to}, datagram{b: []byte("and another"), to: to})
+			sends := tm.w.calls.Load()
+			if failed, err := tio.write(ds); err != nil || failed != 0 {
+				t.Fatalf("write: %d failed, %v", failed, err)
+			}
+			sends = tm.w.calls.Load() - sends
+			recvs := rm.r.calls.Load()
+			got, from, _ := readAll(t, rio, len(ds))
+			recvs = rm.r.calls.Load() - recvs
+			for i, d := range ds {
+				if !bytes.Equal(got[i], d.b) || from[i] != localAP(tc2) {
+					t.Fatalf("datagram %d: got %d bytes %q… from %v, want %d bytes %q…", i, len(got[i]), got[i][:min(8, len(got[i]))],
+						from[i], len(d.b), d.b[:min(8, len(d.b))])
+				}
+			}
+			if sends != 1 {
+				t.Errorf("%d datagrams took %d sendmmsg calls, want 1", len(ds), sends)
+			}
+			if tc.gso && tc.gro && recvs > 2 {
+				t.Errorf("a GSO run to a GRO socket took %d recvmmsg calls", recvs)
+			}
+			t.Logf("%d datagrams: %d sendmmsg, %d recvmmsg", len(ds), sends, recvs)
 		})
 	}
 }

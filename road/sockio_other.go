@@ -7,4 +7,4 @@ import (
 	"net"
 )
 
-func newMmsgIO(*net.UDPConn) (packetIO, error) { return nil, errors.New("no recvmmsg here") }
+func newMmsgIO(*net.UDPConn, bool) (packetIO, error) { return nil, errors.New("no recvmmsg here") }

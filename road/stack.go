@@ -202,7 +202,7 @@ func (s *Stack) start() error {
 		_ = conn.SetWriteBuffer(socketBuffer)
 		s.conn = conn
 	}
-	s.io = newPacketIO(s.conn)
+	s.io = newPacketIO(s.conn, s.cfg.NoOffload)
 	ap, err := addrPort(s.conn.LocalAddr())
 	if err != nil {
 		s.conn.Close()

@@ -33,7 +33,9 @@ func TestLiveLoopback(t *testing.T) {
 func liveLoopback(t *testing.T, iface string) {
 	var sent atomic.Int64
 	mk := func(name string, main bool, tap bool) *road.Stack {
-		cfg := &road.Config{Name: name, Main: main, Listen: "127.0.0.1:0", Auto: keep.AutoAlways, AlivePeriod: -1}
+		// NoOffload: a capture on the sending host sees a UDP_SEGMENT run
+		// as one packet.
+		cfg := &road.Config{Name: name, Main: main, Listen: "127.0.0.1:0", Auto: keep.AutoAlways, AlivePeriod: -1, NoOffload: true}
 		if tap {
 			cfg.Tap = func(p road.TapPacket) {
 				if p.Out {
