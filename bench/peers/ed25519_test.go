@@ -358,6 +358,20 @@ func BenchmarkEd25519Ceiling(b *testing.B) {
 		})
 		report(b)
 	})
+	vpriv := voi.NewKeyFromSeed(priv.Seed())
+	b.Run("voi-stdlib-rules", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				m := msgs[i%verifyBatch]
+				if !voi.VerifyWithOptions(voi.PublicKey(pub), m, voi.Sign(vpriv, m), stdOpts) {
+					b.Error("rejected")
+				}
+				i++
+			}
+		})
+		report(b)
+	})
 	b.Run(fmt.Sprintf("stdlib-sign-voi-batch%d", verifyBatch), func(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			bv := voi.NewBatchVerifierWithCapacity(verifyBatch)
