@@ -26,7 +26,8 @@ import (
 // (the core) and is the only one to touch it; a reader goroutine reads
 // datagrams from the socket (recvmmsg on Linux, up to 32 at a time), parses
 // them and checks their Ed25519 signatures; a writer goroutine writes what
-// the owner flushes (sendmmsg); a decoder goroutine, and with a
+// the owner flushes (sendmmsg, with UDP GSO for runs of equal-sized
+// datagrams to one peer where Linux has it; see Config.NoOffload); a decoder goroutine, and with a
 // BatchSerializer an encoder goroutine, make the serializer's costly calls
 // in batches. The calls (Join, Send, Remotes, …) talk to the owner through
 // channels.
