@@ -249,22 +249,28 @@ func segmentedRun(to netip.AddrPort, n, size int) []datagram {
 }
 
 // TestPacketIOOffload sends a segmented message's datagrams, then a few of
-// other sizes, with UDP_SEGMENT and UDP_GRO on and off at either end, and
-// checks that each way delivers the same datagrams in the same order, and
-// that with both on the kernel is called once per run, not per datagram.
+// other sizes, with UDP_SEGMENT and UDP_GRO on and off at either end, over
+// IPv4, IPv6 and from a dual-stack socket to an IPv4 one, and checks that
+// each way delivers the same datagrams in the same order, and that with
+// both on the kernel is called once per run, not per datagram.
 func TestPacketIOOffload(t *testing.T) {
+	type family struct{ rx, tx, dst string }
+	v4 := family{"127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"}
 	for _, tc := range []struct {
 		name     string
 		gso, gro bool
+		family
 	}{
-		{"gso and gro", true, true},
-		{"gso only", true, false},
-		{"gro only", false, true},
-		{"neither (the fallback)", false, false},
+		{"gso and gro", true, true, v4},
+		{"gso and gro, ipv6", true, true, family{"[::1]:0", "[::1]:0", "::1"}},
+		{"gso and gro, dual-stack sender", true, true, family{"127.0.0.1:0", "[::]:0", "127.0.0.1"}},
+		{"gso only", true, false, v4},
+		{"gro only", false, true, v4},
+		{"neither (the fallback)", false, false, v4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rc, rio := listenIO(t, "127.0.0.1:0")
-			tc2, tio := listenIO(t, "127.0.0.1:0")
+			rc, rio := listenIO(t, tc.rx)
+			tc2, tio := listenIO(t, tc.tx)
 			rm, tm := rio.(*mmsgIO), tio.(*mmsgIO)
 			if !rm.gso || rm.gro == nil {
 				t.Fatalf("this kernel (loopback) should offer UDP_SEGMENT and UDP_GRO: gso %v, gro %v", rm.gso, rm.gro != nil)
@@ -275,7 +281,7 @@ func TestPacketIOOffload(t *testing.T) {
 			if err := rm.offload(false, tc.gro); err != nil {
 				t.Fatal(err)
 			}
-			to := localAP(rc)
+			to := netip.AddrPortFrom(netip.MustParseAddr(tc.dst), localAP(rc).Port())
 			ds := segmentedRun(to, 20, 1200)
 			ds = append(ds, datagram{b: []byte("after the run"), to: to}, datagram{b: []byte("and another"), to: to})
 			sends := tm.w.calls.Load()
@@ -287,7 +293,8 @@ func TestPacketIOOffload(t *testing.T) {
 			got, from, _ := readAll(t, rio, len(ds))
 			recvs = rm.r.calls.Load() - recvs
 			for i, d := range ds {
-				if !bytes.Equal(got[i], d.b) || from[i] != localAP(tc2) {
+				// On loopback the sender's address is the one it sent to.
+				if !bytes.Equal(got[i], d.b) || from[i] != netip.AddrPortFrom(to.Addr(), localAP(tc2).Port()) {
 					t.Fatalf("datagram %d: got %d bytes %q… from %v, want %d bytes %q…", i, len(got[i]), got[i][:min(8, len(got[i]))],
 						from[i], len(d.b), d.b[:min(8, len(d.b))])
 				}
