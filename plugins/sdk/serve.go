@@ -30,10 +30,10 @@ func WithLogger(l hclog.Logger) ServeOpt { return func(c *serveConfig) { c.logge
 // variable is set (a host gives it with Spec.Env): a plugin answers one
 // host's calls, and with a single P a call's hand-offs between gRPC's
 // reader, handler and writer goroutines stay on one thread instead of
-// waking idle ones. On a 2-core machine that takes a one-item round trip
-// from ~160 to ~135 µs and the plugin's CPU per call from ~100 to ~80 µs
-// (plugins/host BenchmarkCallPath). A plugin that does heavy work in
-// parallel within a call asks for more.
+// waking idle ones. On a loaded 2-core machine a one-item round trip then
+// takes ~135 µs against 160-250 µs with every core, and the plugin's CPU
+// per call ~80 µs against 90-100 (plugins/host BenchmarkCallPath). A
+// plugin that does heavy work in parallel within a call asks for more.
 func WithMaxProcs(n int) ServeOpt { return func(c *serveConfig) { c.maxProcs = n } }
 
 // WithVersions limits the protocol versions served (default: Versions).
