@@ -5,7 +5,7 @@ SMOKETIME ?= 4s
 TESTFLAGS ?= -race -timeout 30m -tags pcap
 DEMO_DIR  ?= $(or $(TMPDIR),/tmp)/raet-demo
 
-.PHONY: all demo test deps generate check-gen fmt-check vet lint tidy-check unit fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check clean
+.PHONY: all demo test deps generate check-gen fmt-check vet lint tidy-check unit flood fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check clean
 
 all: test
 
@@ -25,7 +25,7 @@ demo:
 		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -T
 
 ## test: everything CI checks (.ci/run calls this).
-test: deps check-gen fmt-check vet lint tidy-check unit fuzz-smoke bench-peers-check
+test: deps check-gen fmt-check vet lint tidy-check unit flood fuzz-smoke bench-peers-check
 
 ## deps: install what the tests need when it is missing (Debian packages when root).
 deps:
@@ -47,17 +47,22 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
-	$(GO) vet -tags pcap ./...
+	$(GO) vet -tags pcap,flood ./...
 
 ## lint: staticcheck, pinned in go.mod (the layering rules are a test, internal/layering).
 lint:
-	$(GO) tool staticcheck -tags pcap ./...
+	$(GO) tool staticcheck -tags pcap,flood ./...
 
 tidy-check:
 	$(GO) mod tidy -diff
 
 unit:
 	$(GO) test $(TESTFLAGS) ./...
+
+## flood: the road's flood tests (a known peer joins and sends while the stack is
+## flooded), alone, since they time the known peer (part of make test).
+flood:
+	$(GO) test -race -timeout 10m -tags pcap,flood -count=1 -run Flood ./road/
 
 ## fuzz: run every fuzz target for FUZZTIME each.
 fuzz:

@@ -1,3 +1,9 @@
+//go:build flood
+
+// The flood tests measure how a known peer fares while the stack is flooded,
+// so they need the machine to themselves: `make flood` (part of `make test`)
+// runs them alone, after the other tests, with -tags flood.
+
 package road_test
 
 import (
