@@ -46,7 +46,9 @@
 // configured), and records the outcome; Accept, Reject and Pend are the
 // operator's overrides.
 //
-// A Keep is safe for concurrent use by the goroutines of one process. It does
-// not lock the directory against other processes; like the reference, one
-// stack should own a keep directory at a time.
+// A Keep is safe for concurrent use by the goroutines of one process. One
+// stack owns a keep directory at a time: a stack takes it with Keep.Lock
+// (an advisory lock of the file .raet-lock, which the reference ignores),
+// and a second stack on the same directory fails with ErrLocked. The
+// operator's reads and acceptance changes take no lock.
 package keep

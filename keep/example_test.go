@@ -175,3 +175,23 @@ func ExampleOpenReadOnly() {
 	// main <nil>
 	// true
 }
+
+// A stack takes its keep with Lock; a second stack on the same directory
+// is refused until the first one unlocks it.
+func ExampleKeep_Lock() {
+	dir, _ := os.MkdirTemp("", "keep-lock")
+	defer os.RemoveAll(dir)
+	k, _ := keep.Open(dir, nil)
+	first, err := k.Lock()
+	fmt.Println("first:", err)
+	_, err = k.Lock()
+	fmt.Println("second in use:", errors.Is(err, keep.ErrLocked))
+	first.Unlock()
+	again, err := k.Lock()
+	fmt.Println("after unlock:", err)
+	again.Unlock()
+	// Output:
+	// first: <nil>
+	// second in use: true
+	// after unlock: <nil>
+}

@@ -36,6 +36,11 @@ type Config struct {
 	// Auto is the acceptance mode of StatusRole. The zero value is
 	// AutoNever: keys of a new role wait as pending for an operator.
 	Auto AutoMode
+	// MustExist makes Open fail, with an error wrapping fs.ErrNotExist,
+	// when dir does not exist, instead of creating it: for commands that
+	// only read or change a keep a stack made, where a typing error in the
+	// directory should not make an empty keep.
+	MustExist bool
 }
 
 // Keep is a keep directory opened by Open. Its methods are safe for
@@ -57,7 +62,7 @@ type Keep struct {
 // Open opens the keep in dir, creating dir and its subdirectories (local,
 // remote, role/local, role/remote) with mode 0700 where they are missing;
 // existing directories keep their mode. It removes temporary files left by an
-// interrupted write. Unlike the reference it never falls back to another
+// interrupted write (Config.MustExist refuses a missing dir). Unlike the reference it never falls back to another
 // directory: dir is used or Open fails.
 func Open(dir string, cfg *Config) (*Keep, error) {
 	if cfg == nil {
@@ -72,6 +77,15 @@ func Open(dir string, cfg *Config) (*Keep, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("keep: open %s: %w", dir, err)
+	}
+	if cfg.MustExist {
+		fi, err := os.Stat(abs)
+		if err != nil {
+			return nil, fmt.Errorf("keep: open %s: %w", abs, err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("keep: open %s: %w: not a directory", abs, ErrInvalid)
+		}
 	}
 	k := &Keep{dir: abs, auto: cfg.Auto}
 	for _, d := range k.dirs() {
