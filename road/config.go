@@ -104,6 +104,9 @@ type Config struct {
 	//
 	// Deprecated: nothing to set.
 	StaleTimeout time.Duration
+	// Linger bounds how long Close waits to write what is queued (the done
+	// of every message delivered, acks): 1s; negative: not at all.
+	Linger time.Duration
 
 	// SendQueue bounds the messages waiting in Send; 0 means 1024. When it
 	// is full Send blocks until there is room or its ctx ends, or fails at
@@ -205,6 +208,8 @@ func populate(cfg *Config) (*Config, error) {
 	def(&c.AliveOffset, 500*time.Millisecond)
 	def(&c.Interim, time.Hour)
 	def(&c.MessageTimeout, time.Minute)
+	def(&c.Linger, time.Second)
+	c.Linger = max(c.Linger, 0)
 	if c.Listen == "" {
 		c.Listen = fmt.Sprintf(":%d", DefaultPort)
 	}

@@ -18,6 +18,7 @@ var (
 	ErrRenewImmutable = errors.New("raet: the remote asks for a renewed join, which an immutable road does not allow")
 	ErrNotMapping     = errors.New("raet: message body is not a mapping")
 	ErrSessionChanged = errors.New("raet: session changed before the message was done")
+	ErrSocket         = errors.New("raet: the socket failed; the stack stopped")
 )
 
 // TxnError is a transaction that failed: its kind and remote, and why.

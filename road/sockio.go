@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"syscall"
 )
 
 // ioBatch is how many datagrams the reader takes from the socket in one call
@@ -90,4 +91,24 @@ func (u connIO) write(ds []datagram) (int, error) {
 		}
 	}
 	return failed, nil
+}
+
+// transient reports whether a read error leaves the socket usable: an ICMP
+// error reported on a UDP socket (a peer's port or network unreachable), a
+// momentary lack of buffers, an interrupted call or a deadline. Any other
+// error (the socket closed under the stack, a bad descriptor, an
+// error of a Config.PacketConn) is taken as final: the stack stops with it.
+func transient(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range [...]syscall.Errno{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EHOSTUNREACH,
+		syscall.ENETUNREACH, syscall.EHOSTDOWN, syscall.ENETDOWN, syscall.ENOBUFS, syscall.ENOMEM,
+		syscall.EINTR, syscall.EAGAIN, syscall.EMSGSIZE} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

@@ -58,8 +58,16 @@ type Stack struct {
 	verifies  atomic.Uint64 // Counters.Verifications, counted by the readers
 	closeOnce sync.Once
 	closing   chan struct{}
-	life      context.Context // ends with Close: bounds the serializer calls
-	endLife   context.CancelFunc
+	// life ends when the stack stops (Close, Shutdown, or a socket that
+	// failed for good), with the reason as its cause; it bounds the
+	// serializer calls.
+	life    context.Context
+	endLife context.CancelCauseFunc
+	// abort ends the writer's linger; writerDone is closed when the writer
+	// has stopped (everything flushed to it written, or aborted).
+	abort      chan struct{}
+	writerDone chan struct{}
+	keepLock   *keep.Lock
 
 	decodeCh chan decodeJob // to the decoder goroutine
 	encodeCh chan encodeJob // to the encoder goroutine, with a BatchSerializer
@@ -98,10 +106,14 @@ func New(cfg *Config) (*Stack, error) {
 		return nil, err
 	}
 	var st store
+	var lock *keep.Lock
 	if c.KeepDir != "" {
 		k, err := keep.Open(c.KeepDir, &keep.Config{Auto: c.Auto})
 		if err != nil {
 			return nil, fmt.Errorf("raet: open keep: %w", err)
+		}
+		if lock, err = k.Lock(); err != nil {
+			return nil, fmt.Errorf("raet: %w", err)
 		}
 		st = diskStore{k}
 	} else {
@@ -109,6 +121,7 @@ func New(cfg *Config) (*Stack, error) {
 	}
 	cr, err := newCore(c, st, time.Now())
 	if err != nil {
+		lock.Unlock()
 		return nil, err
 	}
 	s := &Stack{
@@ -121,10 +134,12 @@ func New(cfg *Config) (*Stack, error) {
 		sendSem:  make(chan struct{}, c.SendQueue),
 		started:  make(chan struct{}),
 		closing:  make(chan struct{}),
+		abort:    make(chan struct{}),
+		keepLock: lock,
 		decodeCh: make(chan decodeJob, 2*maxCallBatch),
 		encodeCh: make(chan encodeJob, 2*maxCallBatch),
 	}
-	s.life, s.endLife = context.WithCancel(context.Background())
+	s.life, s.endLife = context.WithCancelCause(context.Background())
 	var stream uint64 // a durable queue's ids are stable: their stream is its store
 	if q, ok := c.Queue.(queue.Stable); ok {
 		stream = q.Instance()
@@ -139,6 +154,7 @@ func New(cfg *Config) (*Stack, error) {
 		s.ser = c.Serializer
 	}
 	if err := s.openKeyLog(); err != nil {
+		lock.Unlock()
 		return nil, err
 	}
 	return s, nil
@@ -210,6 +226,7 @@ func (s *Stack) start() error {
 		return fmt.Errorf("raet: local address: %w", err)
 	}
 	s.addr = ap
+	s.writerDone = make(chan struct{})
 	s.core.now = time.Now()
 	s.core.start(ap)
 	s.core.publishKeys()
@@ -338,21 +355,77 @@ func (s *Stack) doneQueued(remote string, id uint64) error {
 	return nil
 }
 
-// Close stops the goroutines, fails the calls still waiting with ErrClosed
-// and closes the socket. It is safe to call more than once.
+// Close stops the stack as Shutdown does, with Config.Linger (default 1s)
+// to write the replies already queued. It is safe to call more than once
+// and from any goroutine; it always returns nil.
 func (s *Stack) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Linger)
+	defer cancel()
+	s.stop(ErrClosed, ctx)
+	return nil
+}
+
+// Shutdown stops the stack cleanly: it stops taking packets and calls,
+// fails the calls still waiting with ErrClosed, writes every datagram
+// already queued (the done of each message delivered, the acks) until ctx
+// ends, and then closes the socket and stops every goroutine. So a peer
+// whose messages were delivered does not resend them. It returns ctx's
+// error when ctx ended before everything queued was written. Later calls
+// (and Close) wait for the first to finish and return nil.
+func (s *Stack) Shutdown(ctx context.Context) error {
+	return s.stop(ErrClosed, ctx)
+}
+
+// stop ends the stack once, with cause as Err's value.
+func (s *Stack) stop(cause error, ctx context.Context) error {
+	var err error
 	s.closeOnce.Do(func() {
 		close(s.closing)
-		s.endLife()
+		s.endLife(cause)
 		if s.conn != nil {
+			select {
+			case <-s.writerDone:
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+			close(s.abort)
 			s.conn.Close()
 		}
 		s.wg.Wait()
 		if s.keylogF != nil {
 			s.keylogF.Close()
 		}
+		s.keepLock.Unlock()
 	})
-	return nil
+	return err
+}
+
+// Done returns a channel that is closed when the stack stops: Close,
+// Shutdown, or a socket that failed for good (see Err).
+func (s *Stack) Done() <-chan struct{} { return s.life.Done() }
+
+// Err returns nil while the stack runs, and then why it stopped: ErrClosed
+// after Close or Shutdown, or an error wrapping ErrSocket (and the
+// system's error) when its socket failed for good.
+func (s *Stack) Err() error { return context.Cause(s.life) }
+
+// Context returns a context that ends when the stack stops, with Err as
+// its cause.
+func (s *Stack) Context() context.Context { return s.life }
+
+// fail stops the stack after its socket failed for good.
+func (s *Stack) fail(err error) {
+	select {
+	case <-s.closing:
+		return // stopping anyway
+	default:
+	}
+	s.cfg.Logger.Error("raet: the socket failed; the stack stops", "addr", s.addr, "err", err)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Linger)
+		defer cancel()
+		s.stop(fmt.Errorf("%w: %w", ErrSocket, err), ctx)
+	}()
 }
 
 // maxReaders bounds the reader goroutines: one per core, up to four.
@@ -386,6 +459,7 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 		froms [ioBatch]netip.AddrPort
 		ds    [ioBatch]rxDatagram
 		feet  = newFootChecker(&s.verifies)
+		fails int // transient read errors in a row
 	)
 	defer func() {
 		for _, bp := range ptrs {
@@ -413,11 +487,19 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 				return
 			default:
 			}
-			if errors.Is(err, net.ErrClosed) {
+			if !transient(err) {
+				s.fail(err)
 				return
 			}
-			// A transient error (ICMP unreachable and such): still take
-			// the push turn, to pass it on.
+			// A transient error (ICMP unreachable and such): wait a little
+			// more after each one in a row, and still take the push turn,
+			// to pass it on.
+			fails++
+			if !s.pause(fails) {
+				return
+			}
+		} else {
+			fails = 0
 		}
 		k := 0
 		table := *s.keys.Load()
@@ -463,11 +545,32 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 	}
 }
 
+// pause waits after the nth transient read error in a row: 1ms, doubling
+// up to 100ms, so a socket that keeps failing is not spun on. It reports
+// false when the stack is stopping.
+func (s *Stack) pause(n int) bool {
+	t := time.NewTimer(min(time.Millisecond<<min(n-1, 7), 100*time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.closing:
+		return false
+	}
+}
+
+// writeLoop is the writer goroutine. It writes what the owner flushes
+// until the owner closes outbound (it has stopped: everything is written)
+// or the linger of Close runs out.
 func (s *Stack) writeLoop() {
 	defer s.wg.Done()
+	defer close(s.writerDone)
 	for {
 		select {
-		case bp := <-s.outbound:
+		case bp, ok := <-s.outbound:
+			if !ok {
+				return
+			}
 			batch := *bp
 			if s.cfg.Tap != nil {
 				for _, d := range batch {
@@ -477,7 +580,8 @@ func (s *Stack) writeLoop() {
 			failed, err := s.io.write(batch)
 			s.sendErrs.Add(uint64(failed))
 			if err != nil {
-				return // closed
+				s.fail(err)
+				return
 			}
 			for i, d := range batch {
 				if d.buf != nil {
@@ -487,7 +591,7 @@ func (s *Stack) writeLoop() {
 			}
 			*bp = batch[:0]
 			s.batches.Put(bp)
-		case <-s.closing:
+		case <-s.abort:
 			return
 		}
 	}
@@ -496,6 +600,7 @@ func (s *Stack) writeLoop() {
 // run is the owner goroutine: the only one that touches the core.
 func (s *Stack) run() {
 	defer s.wg.Done()
+	defer close(s.outbound) // the writer writes what is in it, then stops
 	c := s.core
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -546,7 +651,7 @@ func (s *Stack) run() {
 }
 
 // flush hands the core's output to the writer, the receivers and the event
-// readers. It reports false when the stack is closing.
+// readers. It reports false when Close's linger ran out.
 func (s *Stack) flush() bool {
 	c := s.core
 	if len(c.out) > 0 {
@@ -556,9 +661,9 @@ func (s *Stack) flush() bool {
 		}
 		batch := c.out
 		c.out, *bp = (*bp)[:0], batch
-		select {
+		select { // while closing too: Close lingers for these
 		case s.outbound <- bp:
-		case <-s.closing:
+		case <-s.abort:
 			return false
 		}
 	}
