@@ -37,6 +37,8 @@ const (
 	DefaultMaxYards = 4096
 	// DefaultSendTimeout bounds how long Send retries a busy destination.
 	DefaultSendTimeout = 10 * time.Second
+	// DefaultLinger bounds how long Close waits for the Sends in progress.
+	DefaultLinger = time.Second
 	// DefaultRetryQueue bounds the Sends retrying busy destinations at once.
 	DefaultRetryQueue = 128
 	// DefaultDecodeTimeout bounds one call decoding received bodies of a
@@ -142,6 +144,10 @@ type Config struct {
 	// once; a further one fails at once with ErrBusy. Zero means
 	// DefaultRetryQueue.
 	RetryQueue int
+	// Linger bounds how long Close lets the Sends in progress finish
+	// writing their pages (a book cut short is lost at the receiver).
+	// Zero means DefaultLinger; negative: Close cuts them short at once.
+	Linger time.Duration
 	// Logger receives the stack's logs. Nil means no logging. Nothing is
 	// logged per page except at slog.LevelDebug for dropped pages.
 	Logger *slog.Logger
@@ -204,6 +210,10 @@ func populate(cfg *Config) (Config, error) {
 		{"SendTimeout", &c.SendTimeout, DefaultSendTimeout},
 		{"DecodeTimeout", &c.DecodeTimeout, DefaultDecodeTimeout},
 	}
+	if c.Linger == 0 {
+		c.Linger = DefaultLinger
+	}
+	c.Linger = max(c.Linger, 0)
 	for _, f := range durs {
 		switch {
 		case *f.v < 0:

@@ -12,6 +12,9 @@ var (
 	ErrClosed = errors.New("raet: lane stack closed")
 	// ErrNotStarted: Send was called before Start.
 	ErrNotStarted = errors.New("raet: lane stack not started")
+	// ErrSocket: the yard's socket failed for good and the stack stopped
+	// (see Stack.Err).
+	ErrSocket = errors.New("raet: lane socket failed; the stack stopped")
 	// ErrStarted: Start was called twice.
 	ErrStarted = errors.New("raet: lane stack already started")
 	// ErrInvalidConfig: a Config field is out of range.

@@ -32,6 +32,7 @@ func (s *sock) sendWait([]byte, *sockAddr, time.Time) error { return ErrUnsuppor
 func (s *sock) close() error                                { return nil }
 func (s *sock) unlink() error                               { return nil }
 
-func isBusy(error) bool    { return false }
-func isGone(error) bool    { return false }
-func isMsgSize(error) bool { return false }
+func isBusy(error) bool      { return false }
+func isGone(error) bool      { return false }
+func isMsgSize(error) bool   { return false }
+func isTransient(error) bool { return false }

@@ -225,6 +225,13 @@ func isBusy(err error) bool {
 	return err == syscall.EAGAIN || err == syscall.EWOULDBLOCK || err == syscall.ENOBUFS
 }
 
+// isTransient reports a read error that leaves the socket usable: a
+// momentary lack of memory or buffers, or an interrupted call.
+func isTransient(err error) bool {
+	return errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) ||
+		errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN)
+}
+
 // isGone reports a destination whose socket vanished.
 func isGone(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)

@@ -68,9 +68,16 @@ type Stack struct {
 	in      *inbound
 	recv    chan Message
 	closing chan struct{}
-	ctx     context.Context // ends with Close: plugin calls, resending
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// ctx ends when the stack stops (Close, or a socket that failed for
+	// good), with the reason as its cause: plugin calls, resending.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+	// sendMu orders Sends against Close: a Send counts itself in sending
+	// under a read lock, Close marks the stack closed under the write lock
+	// and then waits (Config.Linger) for those counted.
+	sendMu  sync.RWMutex
+	sending sync.WaitGroup
 
 	// The decoder goroutine (decode.go): dec is made by the reader when
 	// it first needs it; deferred counts the messages handed to it and
@@ -107,7 +114,7 @@ func New(cfg *Config) (*Stack, error) {
 		recv:    make(chan Message, c.ReceiveQueue),
 		closing: make(chan struct{}),
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.yards = yardTable{
 		m:      make(map[string]*yard),
 		max:    c.MaxYards,
@@ -214,33 +221,64 @@ func (s *Stack) makeDir() error {
 	return nil
 }
 
-// Close stops the reader goroutine and waits for it, closes the socket,
-// removes the socket file (if it is still ours) and closes the Receive
-// channel. Sends in progress fail with ErrClosed. Close is idempotent.
-func (s *Stack) Close() error {
+// Close stops the stack: new Sends fail with ErrClosed, the Sends in
+// progress get up to Config.Linger to write their pages (so no receiver is
+// left with half a book), then the others fail with ErrClosed, the reader
+// goroutine stops, the socket is closed and its file removed (if it is
+// still ours), and the Receive channel is closed. Close is idempotent; a
+// second call returns once the first is done.
+func (s *Stack) Close() error { return s.stop(ErrClosed) }
+
+func (s *Stack) stop(cause error) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sendMu.Lock()
 	prev := s.state.Load()
+	s.state.Store(stateClosed)
+	s.sendMu.Unlock()
 	if prev == stateClosed {
-		s.mu.Unlock()
 		return nil
 	}
-	s.state.Store(stateClosed)
+	if prev == stateStarted {
+		done := make(chan struct{})
+		go func() { s.sending.Wait(); close(done) }()
+		t := time.NewTimer(s.cfg.Linger)
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	close(s.closing)
-	s.cancel()
-	sk := s.sock
-	s.mu.Unlock()
-
+	s.cancel(cause)
 	var err error
 	if prev == stateStarted {
-		err = sk.close()
+		err = s.sock.close()
+		s.sending.Wait()
 		s.wg.Wait()
-		if uerr := sk.unlink(); uerr != nil {
+		if uerr := s.sock.unlink(); uerr != nil {
 			err = errors.Join(err, &BindError{Path: s.path, Op: "remove", Err: uerr})
 		}
-		s.log.Info("lane yard closed", "yard", s.cfg.Name, "path", s.path)
+		s.log.Info("lane yard closed", "yard", s.cfg.Name, "path", s.path, "why", cause)
 	}
 	close(s.recv)
 	return err
+}
+
+// Done returns a channel that is closed when the stack stops: Close, or a
+// socket that failed for good (see Err).
+func (s *Stack) Done() <-chan struct{} { return s.ctx.Done() }
+
+// Err returns nil while the stack runs (or before Start), then why it
+// stopped: ErrClosed after Close, or an error wrapping ErrSocket and the
+// system's error when its socket failed for good.
+func (s *Stack) Err() error { return context.Cause(s.ctx) }
+
+// fail stops the stack after its socket failed for good; it is called by
+// the reader goroutine, which returns right after.
+func (s *Stack) fail(err error) {
+	s.log.Error("lane socket failed; the yard stops", "yard", s.cfg.Name, "path", s.path, "err", err)
+	go s.stop(fmt.Errorf("%w: %w", ErrSocket, err))
 }
 
 // readLoop is the reader goroutine: it owns s.in.
@@ -270,10 +308,13 @@ func (s *Stack) readLoop() {
 					}
 				}
 			}
-		case errors.Is(err, net.ErrClosed):
-			return
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			s.in.expire(s.in.now())
+		case s.state.Load() == stateClosed:
+			return // Close closed the socket
+		case !isTransient(err):
+			s.fail(err)
+			return
 		default:
 			fails++
 			s.log.Warn("lane read failed", "yard", s.cfg.Name, "err", err)
@@ -320,14 +361,20 @@ func putBuf(b *[]byte) {
 // marked done once sent; one that fails after the put stays queued
 // (SendError.Queued) for the next Start.
 func (s *Stack) Send(ctx context.Context, yard string, body any) error {
+	s.sendMu.RLock()
 	switch s.state.Load() {
 	case stateNew:
-		return s.fail(yard, -1, 0, ErrNotStarted)
+		s.sendMu.RUnlock()
+		return s.sendFailed(yard, -1, 0, ErrNotStarted)
 	case stateClosed:
-		return s.fail(yard, -1, 0, ErrClosed)
+		s.sendMu.RUnlock()
+		return s.sendFailed(yard, -1, 0, ErrClosed)
 	}
+	s.sending.Add(1)
+	s.sendMu.RUnlock()
+	defer s.sending.Done()
 	if err := ctx.Err(); err != nil {
-		return s.fail(yard, -1, 0, err)
+		return s.sendFailed(yard, -1, 0, err)
 	}
 	return s.sendBook(ctx, yard, s.cfg.PackKind, body, nil, s.cfg.Queue)
 }
@@ -343,13 +390,13 @@ func (s *Stack) sendBook(ctx context.Context, yard string, pk codec.PackKind, bo
 		// Sends to it do not wait on it.
 		var err error
 		if raw, err = s.ser.Marshal(nil, body); err != nil {
-			return s.fail(yard, -1, 0, err)
+			return s.sendFailed(yard, -1, 0, err)
 		}
 		serialized = true
 	}
 	y, err := s.lockYard(ctx, yard)
 	if err != nil {
-		return s.fail(yard, -1, 0, err)
+		return s.sendFailed(yard, -1, 0, err)
 	}
 	defer y.unlock()
 
@@ -366,22 +413,22 @@ func (s *Stack) sendBook(ctx context.Context, yard string, pk codec.PackKind, bo
 	}
 	buf, err := codeclane.Append((*bp)[:0], &h)
 	if err != nil {
-		return s.fail(yard, -1, 0, err)
+		return s.sendFailed(yard, -1, 0, err)
 	}
 	hl := len(buf)
 	if serialized {
 		buf = append(buf, raw...)
 	} else if buf, err = s.ser.Marshal(buf, body); err != nil {
-		return s.fail(yard, -1, 0, err)
+		return s.sendFailed(yard, -1, 0, err)
 	}
 	*bp = buf
 	size := len(buf) - hl
 	if size > s.cfg.MaxMessageSize {
-		return s.fail(yard, -1, 0, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, size, s.cfg.MaxMessageSize))
+		return s.sendFailed(yard, -1, 0, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, size, s.cfg.MaxMessageSize))
 	}
 	section, count, err := paginate(hl, size, MaxPageSize)
 	if err != nil {
-		return s.fail(yard, -1, 0, err)
+		return s.sendFailed(yard, -1, 0, err)
 	}
 	y.bid = bid
 
@@ -389,12 +436,12 @@ func (s *Stack) sendBook(ctx context.Context, yard string, pk codec.PackKind, bo
 	if q != nil {
 		bk, _ := BodyKindOf(pk) // pk came from PackKindOf
 		if qid, err = q.Put(yard, bk, buf[hl:]); err != nil {
-			return s.fail(yard, -1, 0, fmt.Errorf("%w: put: %w", ErrQueue, err))
+			return s.sendFailed(yard, -1, 0, fmt.Errorf("%w: put: %w", ErrQueue, err))
 		}
 		*bp = nil // the queue may keep buf: not reused
 	}
 	if page, err := s.writeBook(ctx, y, &h, buf, hl, section, count); err != nil {
-		se := s.fail(yard, page, count, err)
+		se := s.sendFailed(yard, page, count, err)
 		se.Queued = q != nil
 		return se
 	}
@@ -509,7 +556,7 @@ func (s *Stack) lockYard(ctx context.Context, name string) (*yard, error) {
 	return nil, ErrYardGone
 }
 
-func (s *Stack) fail(yard string, page, pages int, err error) *SendError {
+func (s *Stack) sendFailed(yard string, page, pages int, err error) *SendError {
 	s.ctr.sendErr.Add(1)
 	return &SendError{Yard: yard, Page: page, Pages: pages, Err: err}
 }
