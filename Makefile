@@ -5,9 +5,18 @@ SMOKETIME ?= 4s
 TESTFLAGS ?= -race -timeout 30m -tags pcap
 DEMO_DIR  ?= $(or $(TMPDIR),/tmp)/raet-demo
 
-.PHONY: all demo test deps generate check-gen fmt-check vet lint tidy-check unit flood fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check clean
+.PHONY: all help install demo test deps generate check-gen fmt-check vet lint tidy-check unit flood fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check clean
 
 all: test
+
+## help: list the targets and what they do.
+help:
+	@awk '/^## [a-z-]+:/ { sub(/^## /, ""); t = $$0; sub(/:.*/, "", t); d = $$0; sub(/^[^:]*: */, "", d); printf "  %-18s %s\n", t, d; next } \
+		/^## / { sub(/^## /, ""); printf "  %-18s %s\n", "", $$0 }' $(firstword $(MAKEFILE_LIST))
+
+## install: install raet and raetdump into $(go env GOBIN) (or ~/go/bin).
+install:
+	$(GO) install ./cmd/raet ./cmd/raetdump
 
 ## demo: the main job; needs nothing but Go. Two estates join, allow and
 ## exchange messages; raetdump then shows their traffic, verified and decrypted.
@@ -41,10 +50,12 @@ check-gen:
 	$(GO) run ./cmd/raetgen
 	plugins/proto/gen.sh -check
 
+## fmt-check: fail when a Go file is not gofmt'd.
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+## vet: go vet, with and without the pcap tag.
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags pcap,flood ./...
@@ -53,9 +64,11 @@ vet:
 lint:
 	$(GO) tool staticcheck -tags pcap,flood ./...
 
+## tidy-check: fail when go.mod or go.sum is not tidy.
 tidy-check:
 	$(GO) mod tidy -diff
 
+## unit: every test with -race (TESTFLAGS).
 unit:
 	$(GO) test $(TESTFLAGS) ./...
 
@@ -81,6 +94,7 @@ plugins:
 	$(GO) build -o bin/plugins/ ./plugins/serializer/zstdjson/cmd/raet-serializer-zstdjson \
 		./plugins/coat/xchacha/cmd/raet-coat-xchacha ./plugins/queue/boltqueue/cmd/raet-queue-bolt
 
+## bench-plugins: the plugin host's benchmarks.
 bench-plugins:
 	$(GO) test -run='^$$' -bench=. -benchtime=2s ./plugins/host/
 
@@ -94,8 +108,10 @@ bench-peers: deps
 bench-peers-check: deps
 	cd bench/peers && $(GO) vet ./... && $(GO) test -race -count=1 ./... && $(GO) mod tidy -diff
 
+## bench-codec: head codec benchmarks, 6 runs (feed to benchstat).
 bench-codec:
 	$(GO) test -run='^$$' -bench=Codecs -benchmem -count=6 ./codec/
 
+## clean: forget cached test results.
 clean:
 	$(GO) clean -testcache

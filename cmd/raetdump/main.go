@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/dissect"
+	"github.com/raet-go/raet/internal/buildinfo"
 )
 
 const (
@@ -74,6 +75,26 @@ type options struct {
 	liveReadyForTestHook func()
 }
 
+const usageText = `usage: raetdump [-r FILE | -i INTERFACE] [flags] [BPF filter expression]
+
+Show RAET traffic, road datagrams and lane pages, from a pcap or pcapng file
+(raet serve --pcap FILE makes one) or captured live: decoded, signatures
+verified with the keys of -keep, coats opened with the session keys of
+-keylog (raet serve --keylog FILE), and with -T followed transaction by
+transaction.
+
+flags:
+`
+
+const exitText = `
+examples:
+  raetdump -r road.pcapng -keep /tmp/a -keylog keys.log -T
+  raetdump -i lo -c 100 udp port 7530     (a build with -tags pcap)
+
+exit status: 0 everything read was decoded; 1 some packets or the capture
+had errors (shown and counted); 2 bad usage; 3 the input cannot be opened.
+`
+
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("raetdump", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -93,15 +114,22 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&o.keylogs, "keylog", "a key log `file` of RAET_SESSION lines that opens coats (repeatable)")
 	fs.IntVar(&o.snaplen, "s", 262144, "live capture: bytes to capture of each frame")
 	fs.BoolVar(&o.dedup, "dedup", true, "live capture on loopback: show a frame seen twice once")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: raetdump [-r file | -i interface] [flags] [BPF filter expression]")
-		fs.PrintDefaults()
-	}
+	version := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageText)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			fmt.Fprint(stdout, exitText)
 			return exitOK
 		}
+		fmt.Fprintln(stderr, "run 'raetdump -help' for usage")
 		return exitUsage
+	}
+	if *version {
+		fmt.Fprintln(stdout, buildinfo.Version("raetdump"))
+		return exitOK
 	}
 	o.filter = strings.Join(fs.Args(), " ")
 	if (o.read == "") == (o.iface == "") {

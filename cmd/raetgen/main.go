@@ -17,8 +17,18 @@ import (
 	"path/filepath"
 
 	"github.com/raet-go/raet/gen"
+	"github.com/raet-go/raet/internal/buildinfo"
 	"github.com/raet-go/raet/spec"
 )
+
+const usage = `usage: raetgen [-w] [-q] [-root DIR] [-spec FILE]
+
+Generate the head codecs, the Head type and enumerations, their tests and
+docs/wire.md from spec/raet.yaml. Without -w, print a diff of what is stale
+(make check-gen); with -w, write the files (make generate).
+
+flags:
+`
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
@@ -30,11 +40,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	write := fs.Bool("w", false, "write the generated files instead of printing a diff")
 	quiet := fs.Bool("q", false, "with the check, print only the names of stale files")
 	version := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			fmt.Fprint(stdout, "\nexit status: 0 up to date (or written); 1 some generated files are stale; 2 bad usage or a bad spec.\n")
+			return 0
+		}
+		fmt.Fprintln(stderr, "run 'raetgen -help' for usage")
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "raetgen: unexpected argument %q (run 'raetgen -help' for usage)\n", fs.Arg(0))
 		return 2
 	}
 	if *version {
-		fmt.Fprintln(stdout, "raetgen", gen.Version)
+		fmt.Fprintf(stdout, "%s, generator %s\n", buildinfo.Version("raetgen"), gen.Version)
 		return 0
 	}
 	s, err := spec.Load(filepath.Join(*root, *specPath))
