@@ -71,6 +71,13 @@ func Decide(auto AutoMode, stored *RemoteRole, verify keys.VerifyKey, pub keys.P
 // not treated as "nothing stored", which under auto once would accept any
 // keys.
 func (k *Keep) StatusRole(role string, verify keys.VerifyKey, pub keys.PublicKey) (Acceptance, error) {
+	return k.StatusRoleAs(k.auto, role, verify, pub)
+}
+
+// StatusRoleAs is StatusRole under the acceptance mode auto instead of the
+// keep's: for keys a caller has its own policy for, such as a road estate
+// trusting on first use the main it chose to join.
+func (k *Keep) StatusRoleAs(auto AutoMode, role string, verify keys.VerifyKey, pub keys.PublicKey) (Acceptance, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var stored *RemoteRole
@@ -82,7 +89,7 @@ func (k *Keep) StatusRole(role string, verify keys.VerifyKey, pub keys.PublicKey
 	default:
 		return Rejected, err
 	}
-	status, write, err := Decide(k.auto, stored, verify, pub)
+	status, write, err := Decide(auto, stored, verify, pub)
 	if err != nil {
 		return Rejected, fmt.Errorf("keep: status of role %q: %w", role, err)
 	}

@@ -35,8 +35,10 @@ type Config struct {
 	Main bool
 	// Mutable lets a remote rejoin with a changed name, address, keys, role,
 	// kind or main flag, and lets a renew start a fresh join. Default false,
-	// as in the reference: such a rejoin is rejected and a renew fails with
-	// ErrRenewImmutable.
+	// as in the reference: such a rejoin is rejected (ReasonAddressChanged,
+	// ReasonNameTaken, ReasonIdentityChanged, logged with what resolves
+	// it) and a renew fails with ErrRenewImmutable. The rejected estate is
+	// not forgotten on either side: joining again as before works.
 	Mutable bool
 
 	// Listen is the UDP address to listen and send on, "host:port". Default
@@ -58,9 +60,19 @@ type Config struct {
 	// role files). Empty: nothing is persisted and new keys are made at
 	// every start.
 	KeepDir string
-	// Auto is the key acceptance policy for remote roles: keep.AutoNever
-	// (the default, as in the reference: new keys wait for an operator),
-	// keep.AutoOnce or keep.AutoAlways.
+	// Auto is the key acceptance policy for the keys of estates that join
+	// us: keep.AutoNever (the default, as in the reference: new keys wait
+	// for an operator, who runs raet keys accept), keep.AutoOnce (accept a
+	// new role's keys, refuse changed ones) or keep.AutoAlways.
+	//
+	// The keys of an estate we join (Join) are trusted on first use, as
+	// ssh trusts a host: under AutoNever and AutoOnce they are accepted the
+	// first time and kept, and a later join to an estate of that role with
+	// other keys fails with ReasonMainKeysChanged (an operator who knows
+	// the keys changed for good runs raet keys forget); an operator's
+	// rejection stays (ReasonKeysRejected). AutoAlways accepts them always.
+	// So a new estate joins a main with no operator on its side, and the
+	// main's operator decides.
 	Auto keep.AutoMode
 
 	// HeadKind is the head kind we send (replies too); received heads of

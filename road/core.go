@@ -34,6 +34,7 @@ type core struct {
 	box        keys.Box
 	fqdn       string
 	aha        keep.HostPort
+	keptAHA    keep.HostPort // aha as the keep had it at start: our address last time
 	mainFlag   bool
 
 	codec  codec.Codec
@@ -138,6 +139,7 @@ func (c *core) loadLocal() error {
 			return fmt.Errorf("raet: the keep belongs to estate %q, not %q", est.Name, c.cfg.Name)
 		}
 		c.name, c.role, c.uid, c.puid, c.sid, c.fqdn = est.Name, est.Role, est.UID, est.PUID, est.SID, est.FQDN
+		c.keptAHA = est.AHA
 		c.signing = keys.NewSigning(role.Seed)
 		if c.box, err = keys.NewBox(role.Private); err != nil {
 			return err
@@ -322,9 +324,7 @@ func (c *core) wakeAt(at time.Time) {
 	}
 }
 
-func (c *core) event(k EventKind, r *remote) {
-	c.events = append(c.events, Event{Kind: k, Remote: r.name, UID: r.nuid, Time: c.now})
-}
+func (c *core) event(k EventKind, r *remote) { c.report(k, r.name, r.nuid, ReasonNone, r.ha) }
 
 // --- sending -------------------------------------------------------------
 

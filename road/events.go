@@ -38,6 +38,9 @@ type Event struct {
 	Remote string // the remote's name
 	UID    uint32 // our uid for it
 	Time   time.Time
+	// Reason says why, for pending, rejected and removed (ReasonNone
+	// otherwise).
+	Reason Reason
 }
 
 // Remote describes a remote estate as the stack knows it.

@@ -264,6 +264,8 @@ type joiner struct {
 	renewal  bool
 	cascade  bool
 	pended   bool
+	answered bool // the joinent said something
+	tries    int  // requests sent
 	timeout  expiry
 	redo     redo
 	last     []byte
@@ -309,6 +311,9 @@ func (j *joiner) send(c *core, pk codec.PacketKind, body []byte) {
 	if b := c.sendNew(j.r, &h, body, j.r.ha); b != nil {
 		j.last, j.lastKind = b, pk
 		j.redo.restart(c.now)
+		if pk == codec.PacketKindRequest {
+			j.tries++
+		}
 	}
 }
 
@@ -325,37 +330,31 @@ func (j *joiner) receive(c *core, p *rxPacket) {
 		c.stats.drop("join_wrong_source") // the joinent answers from where we sent
 		return
 	}
+	j.answered = true
 	switch p.Head.PacketKind {
 	case codec.PacketKindPend:
 		if !j.pended {
 			j.pended = true
 			j.timeout = after(c.now, c.cfg.PendTimeout)
-			c.event(EventPending, j.r)
+			c.report(EventPending, j.r.name, j.r.nuid, ReasonPendingTheirs, j.r.ha)
 		}
 	case codec.PacketKindResponse:
 		j.accept(c, p)
 	case codec.PacketKindNack, codec.PacketKindRefuse:
 		j.remove(c)
-		c.failJoin(j.r, ErrRefused)
+		c.failJoin(j.r, j.failure(c, ErrRefused))
 	case codec.PacketKindRenew:
 		j.renew(c)
 	case codec.PacketKindReject:
-		j.remove(c)
-		c.event(EventRejected, j.r)
-		if j.r.sid == 0 {
-			// Never joined: forget it. A remote joined before (kept) stays;
-			// an unauthenticated reject only ends this join.
-			c.removeRemote(j.r, ErrRejected)
-		} else {
-			c.failJoin(j.r, ErrRejected)
-		}
+		j.rejected(c, p)
 	}
 }
 
 func (j *joiner) renew(c *core) {
 	j.remove(c)
 	if !c.cfg.Mutable {
-		c.failJoin(j.r, ErrRenewImmutable)
+		c.report(EventRejected, j.r.name, j.r.nuid, ReasonUnknownToRemote, j.r.ha)
+		c.failJoin(j.r, &JoinError{Reason: ReasonUnknownToRemote, Err: ErrRenewImmutable, Hint: c.hint(ReasonUnknownToRemote, j.r.name)})
 		return
 	}
 	j.r.fuid = 0 // a fresh vacuous join
@@ -378,7 +377,8 @@ func (j *joiner) accept(c *core, p *rxPacket) {
 			if b.name != r.name {
 				if o := c.byName[b.name]; o != nil && o != r {
 					j.nack(c, codec.PacketKindReject)
-					c.failJoin(r, fmt.Errorf("%w: name %q is already a remote", ErrRejected, b.name))
+					c.failJoin(r, &JoinError{Reason: ReasonNameTaken, Err: ErrRejected,
+						Hint: fmt.Sprintf("this estate knows another %q: raet keys forget --keep %s %s", b.name, c.keepArg(), b.name)})
 					return
 				}
 				if err := c.renameRemote(r, b.name); err != nil {
@@ -393,23 +393,29 @@ func (j *joiner) accept(c *core, p *rxPacket) {
 	}
 	sameKeys := sameRoleKeys(r, &b)
 	if !sameAll(r, &b, p.from, b.uid) && !c.cfg.Mutable {
+		why := mismatch(r, &b, p.from)
+		if why == ReasonNameTaken {
+			why = ReasonMainKeysChanged
+		}
 		j.nack(c, codec.PacketKindReject)
-		c.failJoin(r, fmt.Errorf("%w: the remote's identity changed on an immutable road", ErrRejected))
+		c.report(EventRejected, r.name, r.nuid, why, r.ha)
+		c.failJoin(r, &JoinError{Reason: why, Err: ErrRejected, Hint: c.hint(why, r.name)})
 		return
 	}
-	status, err := c.store.statusRole(b.role, b.verify, b.pub)
+	status, why, err := c.trustMain(&b)
 	if err != nil {
 		c.log.Error("raet: key status", "role", b.role, "err", err)
-		status = keep.Rejected
+		status, why = keep.Rejected, ReasonKeysRejected
 	}
 	if status == keep.Rejected {
-		c.event(EventRejected, r)
+		c.report(EventRejected, r.name, r.nuid, why, r.ha)
 		if sameKeys {
 			j.remove(c)
+			c.failJoin(r, &JoinError{Reason: why, Err: ErrRejected, Hint: c.hint(why, r.name)})
 			c.removeRemote(r, ErrRejected)
 		} else {
 			j.nack(c, codec.PacketKindReject)
-			c.failJoin(r, ErrRejected)
+			c.failJoin(r, &JoinError{Reason: why, Err: ErrRejected, Hint: c.hint(why, r.name)})
 		}
 		return
 	}
@@ -426,7 +432,7 @@ func (j *joiner) accept(c *core, p *rxPacket) {
 	c.saveRemote(r)
 	j.pended = true
 	j.timeout = after(c.now, c.cfg.PendTimeout)
-	c.event(EventPending, r)
+	c.report(EventPending, r.name, r.nuid, why, r.ha)
 	j.send(c, codec.PacketKindPend, nil)
 	j.redo.at = time.Time{} // the pend timer decides now
 	c.pend(j)
@@ -490,7 +496,7 @@ func (j *joiner) abort(c *core, pk codec.PacketKind) {
 func (j *joiner) tick(c *core) {
 	if j.timeout.due(c.now) {
 		j.remove(c)
-		c.failJoin(j.r, ErrTimeout)
+		c.failJoin(j.r, j.failure(c, ErrTimeout))
 		return
 	}
 	if !j.redo.due(c.now) || j.lastKind != codec.PacketKindRequest {
@@ -503,11 +509,23 @@ func (j *joiner) tick(c *core) {
 		j.redo.backoff(c.now)
 	}
 	c.retransmit(j.last, j.r.ha)
+	j.tries++
 }
 
-// failJoin ends the Join calls waiting on r.
+// failJoin ends the Join calls waiting on r; a remote that never answered
+// is named by its address.
 func (c *core) failJoin(r *remote, err error) {
-	c.notifyWaiters(r, &TxnError{Txn: "join", Remote: r.name, Err: err})
+	name := r.name
+	if r.fuid == 0 {
+		name = r.ha.String()
+	}
+	if je, ok := err.(*JoinError); ok {
+		je.Addr = r.ha
+		if r.fuid != 0 {
+			je.Remote = r.name
+		}
+	}
+	c.notifyWaiters(r, &TxnError{Txn: "join", Remote: name, Err: err})
 }
 
 // --- joinent ---------------------------------------------------------------
@@ -597,6 +615,10 @@ func (j *joinent) join(c *core, p *rxPacket) {
 	b, err := parseJoinBody(p, false)
 	if err != nil {
 		c.stats.drop("join_body")
+		if _, serr := packet.SerializerFor(p.Head.BodyKind); serr != nil {
+			j.reject(c, ReasonBodyKind, nil) // the joiner learns why
+			return
+		}
 		j.remove(c)
 		return
 	}
@@ -635,7 +657,7 @@ func (j *joinent) join(c *core, p *rxPacket) {
 	}
 	if j.vacuous {
 		if !c.mainFlag {
-			j.nack(c, codec.PacketKindReject)
+			j.reject(c, ReasonNotMain, &b)
 			return
 		}
 		if target != r {
@@ -646,28 +668,27 @@ func (j *joinent) join(c *core, p *rxPacket) {
 			// joining at once), not joined yet: it takes the name and keys
 			// offered.
 			if err := c.renameRemote(r, b.name); err != nil {
-				j.nack(c, codec.PacketKindReject)
+				j.reject(c, ReasonNameTaken, &b)
 				return
 			}
 			r.main, r.kind, r.role, r.verify, r.pub = b.main, b.kind, b.role, b.verify, b.pub
 			c.keysChanged = true
 			if r.fuid != reid {
 				if r.fuid != 0 {
-					j.nack(c, codec.PacketKindReject)
+					j.reject(c, ReasonIdentityChanged, &b)
 					return
 				}
 				r.fuid = reid
 			}
 		}
 	} else if c.remotes[p.Head.DestinationID] != r {
-		j.nack(c, codec.PacketKindReject)
+		j.reject(c, ReasonIdentityChanged, &b)
 		return
 	}
 	sameKeys := sameRoleKeys(r, &b)
 	same := sameAll(r, &b, p.from, reid)
 	if !same && !c.cfg.Mutable {
-		c.event(EventRejected, r)
-		j.nack(c, codec.PacketKindReject)
+		j.reject(c, mismatch(r, &b, p.from), &b)
 		return
 	}
 	if o := c.byName[b.name]; !same && o != nil && o != r {
@@ -680,11 +701,11 @@ func (j *joinent) join(c *core, p *rxPacket) {
 		status = keep.Rejected
 	}
 	if status == keep.Rejected {
-		c.event(EventRejected, r)
 		if sameKeys && r.added {
+			c.report(EventRejected, r.name, r.nuid, ReasonKeysRejected, p.from)
 			c.removeRemote(r, ErrRejected)
 		} else {
-			j.nack(c, codec.PacketKindReject)
+			j.reject(c, ReasonKeysRejected, &b)
 		}
 		return
 	}
@@ -701,7 +722,7 @@ func (j *joinent) join(c *core, p *rxPacket) {
 	c.saveRemote(r) // a remote we know; nothing is kept for a stranger
 	j.pended = true
 	j.timeout = after(c.now, c.cfg.PendTimeout)
-	c.event(EventPending, r)
+	c.report(EventPending, r.name, r.nuid, ReasonPendingOurs, j.from)
 	j.send(c, codec.PacketKindPend, nil)
 	j.redo.at = time.Time{} // the pend timer decides now
 	if r.added {

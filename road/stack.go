@@ -749,7 +749,10 @@ func (s *Stack) wait(ctx context.Context, res <-chan error) error {
 // has; if the estate lost them it answers renew, and a mutable road then
 // joins afresh (an immutable one fails with ErrRenewImmutable). A remote
 // whose keys wait for an operator keeps Join waiting until ctx ends or
-// Config.PendTimeout passes.
+// Config.PendTimeout passes. An error that has a reason (the join was
+// rejected, or it waits for an operator, or nothing answered) holds a
+// *JoinError that says why and what resolves it (ReasonOf); it wraps the
+// sentinel (ErrRejected, ErrTimeout, ErrRefused) or ctx's error.
 func (s *Stack) Join(ctx context.Context, addr string) (Remote, error) {
 	ap, err := resolve(addr)
 	if err != nil {
@@ -757,9 +760,16 @@ func (s *Stack) Join(ctx context.Context, addr string) (Remote, error) {
 	}
 	// A join or allow refused in a race with the remote's own, or lost to a
 	// lossy network, is tried again a few times while ctx allows.
+	tries := 0
 	for attempt := 1; ; attempt++ {
 		r, err := s.join(ctx, ap)
-		if err == nil || attempt == joinAttempts || ctx.Err() != nil ||
+		var je *JoinError
+		if errors.As(err, &je) && je.Reason == ReasonNoAnswer {
+			tries += je.Tries
+			je.Tries = tries
+		}
+		why := ReasonOf(err)
+		if err == nil || attempt == joinAttempts || ctx.Err() != nil || (why != ReasonNone && why != ReasonNoAnswer) ||
 			!(errors.Is(err, ErrRefused) || errors.Is(err, ErrTimeout)) {
 			return r, err
 		}
@@ -793,12 +803,33 @@ func (s *Stack) join(ctx context.Context, ap netip.AddrPort) (Remote, error) {
 		return Remote{}, err
 	}
 	if err := s.wait(ctx, res); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			err = s.joinWaitError(ap, err)
+		}
 		return Remote{}, err
 	}
 	if info.Name != "" {
 		return info, nil
 	}
 	return s.remoteInfo(ctx, func(c *core) *remote { return c.remoteAt(ap) })
+}
+
+// joinWaitError says what a Join whose ctx ended (err) was waiting for.
+func (s *Stack) joinWaitError(ap netip.AddrPort, err error) error {
+	res := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if s.do(ctx, func(c *core) { res <- c.joinWaitError(ap, err) }) != nil {
+		return err
+	}
+	select {
+	case e := <-res:
+		return e
+	case <-ctx.Done():
+		return err
+	case <-s.closing:
+		return err
+	}
 }
 
 // remoteAt finds the remote at address a.

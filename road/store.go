@@ -22,6 +22,8 @@ type store interface {
 	deleteRemote(name string) error
 	// statusRole applies the acceptance policy to keys offered for role.
 	statusRole(role string, ver keys.VerifyKey, pub keys.PublicKey) (keep.Acceptance, error)
+	// statusRoleAs is statusRole under the acceptance mode auto.
+	statusRoleAs(auto keep.AutoMode, role string, ver keys.VerifyKey, pub keys.PublicKey) (keep.Acceptance, error)
 	// roleStatus re-reads the stored acceptance of role (an operator may
 	// have changed it).
 	roleStatus(role string) (keep.Acceptance, bool, error)
@@ -84,6 +86,10 @@ func (d diskStore) deleteRemote(name string) error {
 
 func (d diskStore) statusRole(role string, ver keys.VerifyKey, pub keys.PublicKey) (keep.Acceptance, error) {
 	return d.k.StatusRole(role, ver, pub)
+}
+
+func (d diskStore) statusRoleAs(auto keep.AutoMode, role string, ver keys.VerifyKey, pub keys.PublicKey) (keep.Acceptance, error) {
+	return d.k.StatusRoleAs(auto, role, ver, pub)
 }
 
 func (d diskStore) roleStatus(role string) (keep.Acceptance, bool, error) {
@@ -166,13 +172,17 @@ func (m *memStore) deleteRemote(name string) error {
 }
 
 func (m *memStore) statusRole(role string, ver keys.VerifyKey, pub keys.PublicKey) (keep.Acceptance, error) {
+	return m.statusRoleAs(m.auto, role, ver, pub)
+}
+
+func (m *memStore) statusRoleAs(auto keep.AutoMode, role string, ver keys.VerifyKey, pub keys.PublicKey) (keep.Acceptance, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var stored *keep.RemoteRole
 	if r, ok := m.roles[role]; ok {
 		stored = &r
 	}
-	status, write, err := keep.Decide(m.auto, stored, ver, pub)
+	status, write, err := keep.Decide(auto, stored, ver, pub)
 	if err != nil {
 		return keep.Rejected, err
 	}
