@@ -2,6 +2,7 @@ package road_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -36,4 +37,81 @@ func ExampleStack_WaitPending() {
 	// Output:
 	// resent: 1 failed: 0 <nil>
 	// main got: map[left:over]
+}
+
+// Two estates on loopback: beta joins alpha, the main, sends it a message
+// and gets an answer.
+func Example() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	alpha, err := road.New(&road.Config{Name: "alpha", Main: true, Auto: keep.AutoOnce, Listen: "127.0.0.1:0"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	alpha.Start()
+	defer alpha.Close()
+	beta, err := road.New(&road.Config{Name: "beta", Listen: "127.0.0.1:0"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	beta.Start()
+	defer beta.Close()
+
+	main, err := beta.Join(ctx, alpha.Addr().String())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("beta joined", main.Name, "allowed:", main.Allowed)
+	if err := beta.Send(ctx, main.Name, map[string]any{"q": "ping"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	m := <-alpha.Receive()
+	fmt.Println(m.From, "sent", m.Body["q"])
+	alpha.Send(ctx, m.From, map[string]any{"a": "pong"})
+	fmt.Println((<-beta.Receive()).Body["a"])
+	// Output:
+	// beta joined alpha allowed: true
+	// beta sent ping
+	// pong
+}
+
+// A join the main cannot complete says why: here the main leaves new keys
+// to an operator (AutoNever), and the joiner gives up waiting.
+func ExampleJoinError() {
+	alpha, _ := road.New(&road.Config{Name: "alpha", Main: true, Listen: "127.0.0.1:0"}) // Auto: never
+	alpha.Start()
+	defer alpha.Close()
+	beta, _ := road.New(&road.Config{Name: "beta", Listen: "127.0.0.1:0"})
+	beta.Start()
+	defer beta.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := beta.Join(ctx, alpha.Addr().String())
+	var je *road.JoinError
+	if errors.As(err, &je) {
+		fmt.Println(je.Reason)
+		fmt.Println(je.Reason.Describe())
+		fmt.Println(je.Hint)
+	}
+	// Output:
+	// pending-theirs
+	// our keys wait for the remote's operator
+	// the remote's operator runs: raet keys accept --keep DIR beta
+}
+
+// Close writes what is queued, then stops; Done and Err tell when and why
+// a stack stopped.
+func ExampleStack_Done() {
+	s, _ := road.New(&road.Config{Name: "alpha", Listen: "127.0.0.1:0"})
+	s.Start()
+	s.Close()
+	<-s.Done()
+	fmt.Println(s.Err())
+	// Output:
+	// raet: stack closed
 }

@@ -1,0 +1,53 @@
+// Package road is RAET's road: reliable, signed and encrypted messages
+// between estates over UDP, wire-compatible with the Python reference
+// (raet 0.6.9, RoadStack).
+//
+// An estate is a Stack: a name, long-term keys (Ed25519 to sign, Curve25519
+// for boxes), one UDP socket for both directions, and the remotes it knows.
+// A main estate (Config.Main) is the road's hub: the only kind that accepts
+// joins from estates it does not know yet. Between two estates:
+//
+//	join   names, long-term keys and uids are exchanged; the main applies
+//	       its key acceptance policy (Config.Auto): accepted, or pending
+//	       until an operator decides (raet keys accept), or rejected
+//	allow  a CurveCP-style handshake makes the session's short-term keys
+//	       (and, between raet-go estates, settles the fast profile)
+//	alive  presence: each remote is asked now and then (Config.AlivePeriod)
+//	message  one Send: segmented, sent in bursts, acked, resent where
+//	       lost, and done when the receiver has it all
+//
+// Join(ctx, addr) runs join and allow and returns when the session is up;
+// Send(ctx, name, body) returns when the remote says done; Receive()
+// delivers what remotes send; Events() reports what happens to remotes
+// (joined, pending, allowed, alive, dead, reaped, rejected, removed), with a
+// Reason where there is one.
+//
+// # When a join fails
+//
+// The joiner's error holds a *JoinError (see ReasonOf) naming the reason
+// (a name taken by other keys, an address changed on an immutable road,
+// keys waiting for an operator and whose, an unknown body kind, no answer
+// from the address after so many tries, ...) and what resolves it; the
+// estate that refused logs the same at slog.LevelInfo with the command
+// that resolves it, and both report it in their events. Between raet-go
+// estates the reject carries the reason; with the reference the joiner
+// infers it. A rejection never makes either side forget the other, so an
+// estate that joined from another address by mistake joins again from its
+// own.
+//
+// # Keys and the keep
+//
+// With Config.KeepDir the estate's keys, its remotes and their keys'
+// acceptance are kept on disk in the reference's layout (package keep), and
+// a restarted estate rejoins its remotes; the keep is locked while the
+// stack runs. Without it everything is in memory and the keys are new at
+// every start. The keys of a main an estate joins are trusted on first use
+// (see Config.Auto).
+//
+// # Stopping
+//
+// Close (or Shutdown with a deadline of your own) first writes what is
+// queued, such as the done of every message delivered, so no peer is left
+// resending, then stops every goroutine. A socket that fails for good stops
+// the stack too: Done is closed, and Err says why.
+package road
