@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -27,24 +26,20 @@ import (
 	"github.com/raet-go/raet/road"
 )
 
-func init() { commands["bench"] = runBench }
-
-const benchUsage = `usage:
-  raet bench [--sizes 64,1024,16384,262144] [--count N | --duration DUR] [--window N]
-             [--profile fast|reference] [--fast-mps BYTES] [--body json|msgpack|cbor]
-  raet bench --serve --listen HOST:PORT [--profile fast|reference] [--fast-mps BYTES] [--for DUR]
-  raet bench --to HOST:PORT [--listen HOST:PORT] [--sizes ...] [--count N | --duration DUR] [--window N] ...
-
-Without --serve or --to, two stacks run in this process over loopback.
+var benchHelp = help{
+	usage: `raet bench [--sizes 64,1024,16384,262144] [--count N | --duration DUR] [--window N]
+           [--profile fast|reference] [--fast-mps BYTES] [--body json|msgpack|cbor]
+raet bench --serve --listen HOST:PORT [--profile fast|reference] [--fast-mps BYTES] [--for DUR]
+raet bench --to HOST:PORT [--listen HOST:PORT] [--sizes ...] [--count N | --duration DUR] [--window N] ...`,
+	about: `Without --serve or --to, two stacks run in this process over loopback.
 Each message is {"data": "x"*SIZE}; Send returns when the receiver says
 done, and its duration is the round trip. For each size one line:
 {"size":..,"profile":..,"head":..,"foot":..,"max_packet_size":..,"count":..,
 "seconds":..,"msgs_per_s":..,"mb_per_s":..,"rtt_p50_us":..,"rtt_p99_us":..,"errors":..}
 (MB/s counts SIZE bytes per message, 10^6 bytes per MB).
---serve drains what it receives until SIGINT/SIGTERM or --for.
-Exit status: 0 success, 1 a message failed or the join failed, 2 usage,
-3 the socket could not be opened.
-`
+--serve drains what it receives until SIGINT/SIGTERM or --for.`,
+	example: `raet bench --sizes 1024 --count 2000 --profile reference`,
+}
 
 // benchResult is one JSON line of raet bench.
 type benchResult struct {
@@ -95,9 +90,7 @@ func parseSizes(s string) ([]int, error) {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("raet bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, benchUsage); fs.PrintDefaults() }
+	fs := newFlags("raet bench", stderr)
 	sizes := fs.String("sizes", "64,1024,16384,262144", "message sizes in bytes, comma-separated")
 	count := fs.Int("count", 2000, "messages per size (ignored when --duration is set)")
 	duration := fs.Duration("duration", 0, "send for this long per size instead of --count messages")
@@ -110,12 +103,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	to := fs.String("to", "", "benchmark against a raet bench --serve at this address")
 	forDur := fs.Duration("for", 0, "with --serve: stop after this long (0: until SIGINT or SIGTERM)")
 	timeout := fs.Duration("timeout", time.Minute, "per-message timeout (and join timeout)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	if fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "raet bench: unexpected arguments:", fs.Args())
-		return exitUsage
+	if code, ok := parseFlags(fs, benchHelp, args, 0, stdout, stderr); !ok {
+		return code
 	}
 	o := benchOpts{count: *count, duration: *duration, window: *window, fastMPS: *fastMPS, timeout: *timeout}
 	var err error
@@ -123,15 +112,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "raet bench:", err)
 		return exitUsage
 	}
-	switch *profile {
-	case "fast", "auto":
-		o.profile, o.profName = road.ProfileAuto, "fast"
-	case "reference", "ref":
-		o.profile, o.profName = road.ProfileReference, "reference"
-	default:
-		fmt.Fprintf(stderr, "raet bench: unknown profile %q\n", *profile)
-		return exitUsage
+	if o.profile, err = parseProfile(*profile); err != nil {
+		return usageError(stderr, "raet bench", "%v", err)
 	}
+	o.profName = map[road.Profile]string{road.ProfileAuto: "fast", road.ProfileReference: "reference"}[o.profile]
 	switch *body {
 	case "json":
 		o.body = codec.BodyKindJSON

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -12,20 +11,29 @@ import (
 	"github.com/raet-go/raet/keys"
 )
 
+var keygenHelp = help{
+	usage: `raet keygen --keep DIR --name NAME [--role ROLE] [--force]`,
+	about: `Make an estate's keys (Ed25519 signing, Curve25519 box) in the keep DIR,
+created if missing, and print {"name":..,"role":..,"verhex":..,"pubhex":..}.
+A keep that has keys already is left alone unless --force. raet serve and
+raet send make keys themselves when the keep has none; keygen is for
+choosing the name first and for seeing the public keys.`,
+	example: `raet keygen --keep /tmp/a --name alpha`,
+}
+
 // runKeygen makes the local estate's keys in a keep.
 func runKeygen(args []string, stdout, stderr io.Writer) int {
-	fset := flag.NewFlagSet("raet keygen", flag.ContinueOnError)
-	fset.SetOutput(stderr)
-	dir := fset.String("keep", "", "keep directory")
-	name := fset.String("name", "", "estate name")
-	role := fset.String("role", "", "role (default: the name)")
+	const prog = "raet keygen"
+	fset := newFlags(prog, stderr)
+	dir := fset.String("keep", "", "keep `dir`ectory")
+	name := fset.String("name", "", "estate `name`")
+	role := fset.String("role", "", "`role` (default: the name)")
 	force := fset.Bool("force", false, "replace existing keys")
-	if err := fset.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fset, keygenHelp, args, 0, stdout, stderr); !ok {
+		return code
 	}
 	if *dir == "" || *name == "" {
-		fmt.Fprintln(stderr, "raet keygen: need --keep and --name")
-		return exitUsage
+		return usageError(stderr, prog, "need --keep and --name")
 	}
 	if *role == "" {
 		*role = *name
@@ -62,26 +70,60 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+var keysHelp = help{
+	usage: `raet keys list --keep DIR
+raet keys accept|reject|pend --keep DIR NAME
+raet keys forget --keep DIR NAME`,
+	about: `The operator's side of key acceptance. When a remote joins an estate whose
+--auto is never (or once, with changed keys), its keys wait as pending and
+its join waits. list prints one line per remote role {"role":..,
+"acceptance":"pending|accepted|rejected","verhex":..,"pubhex":..};
+accept lets the waiting join complete (a running raet serve sees it within a
+second), reject refuses it, pend puts it back. NAME is a role or a remote
+estate's name. forget deletes what the keep knows of the remote estate NAME
+(its uids and address, not its role's acceptance), so that it can join
+afresh, for example from another address on an immutable road. These
+commands work beside a running raet serve on the same keep; they refuse a
+keep directory that does not exist.`,
+	example: `raet keys list --keep /tmp/a
+raet keys accept --keep /tmp/a beta`,
+}
+
 // runKeys is the operator side of key acceptance.
 func runKeys(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "raet keys: list|accept|reject|pend --keep DIR [NAME]")
-		return exitUsage
+	const prog = "raet keys"
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
+		fset := newFlags(prog, stderr)
+		fset.String("keep", "", "keep `dir`ectory (it must exist)")
+		if len(args) == 0 {
+			return usageError(stderr, prog, "name an operation: list, accept, reject, pend or forget")
+		}
+		printHelp(fset, keysHelp, stdout)
+		return exitOK
 	}
 	op := args[0]
-	fset := flag.NewFlagSet("raet keys "+op, flag.ContinueOnError)
-	fset.SetOutput(stderr)
-	dir := fset.String("keep", "", "keep directory")
-	if err := fset.Parse(args[1:]); err != nil {
-		return exitUsage
+	nargs := 1
+	switch op {
+	case "list":
+		nargs = 0
+	case "accept", "reject", "pend", "forget":
+	default:
+		return usageError(stderr, prog, "unknown operation %q", op)
+	}
+	fset := newFlags(prog+" "+op, stderr)
+	dir := fset.String("keep", "", "keep `dir`ectory (it must exist)")
+	if code, ok := parseFlags(fset, keysHelp, args[1:], nargs, stdout, stderr); !ok {
+		return code
 	}
 	if *dir == "" {
-		fmt.Fprintln(stderr, "raet keys: need --keep")
-		return exitUsage
+		return usageError(stderr, fset.Name(), "need --keep")
 	}
-	k, err := keep.Open(*dir, nil)
+	if fset.NArg() != nargs {
+		return usageError(stderr, fset.Name(), "name the role (or the remote estate)")
+	}
+	k, err := keep.Open(*dir, &keep.Config{MustExist: true})
 	if err != nil {
-		fmt.Fprintln(stderr, "raet keys:", err)
+		fmt.Fprintf(stderr, "%s: %v\n", fset.Name(), err)
 		return exitSetup
 	}
 	switch op {
@@ -96,23 +138,29 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 			return exitFailure
 		}
 		return exitOK
-	case "accept", "reject", "pend":
-		if fset.NArg() != 1 {
-			fmt.Fprintf(stderr, "raet keys %s: name the role (or the remote estate)\n", op)
-			return exitUsage
-		}
-		role := fset.Arg(0)
-		if est, err := k.LoadRemote(role); err == nil {
-			role = est.Role // a remote's name: its role
-		}
-		status := map[string]keep.Acceptance{"accept": keep.Accepted, "reject": keep.Rejected, "pend": keep.Pending}[op]
-		if err := k.SetAcceptance(role, status); err != nil {
-			fmt.Fprintf(stderr, "raet keys %s: %v\n", op, err)
+	case "forget":
+		name := fset.Arg(0)
+		if _, err := k.LoadRemote(name); err != nil {
+			fmt.Fprintf(stderr, "raet keys forget: %v\n", err)
 			return exitFailure
 		}
-		json.NewEncoder(stdout).Encode(map[string]string{"role": role, "acceptance": status.String()})
+		if err := k.DeleteRemote(name); err != nil {
+			fmt.Fprintf(stderr, "raet keys forget: %v\n", err)
+			return exitFailure
+		}
+		json.NewEncoder(stdout).Encode(map[string]string{"remote": name, "forgotten": "true"})
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "raet keys: unknown operation %q\n", op)
-	return exitUsage
+	// accept, reject, pend
+	role := fset.Arg(0)
+	if est, err := k.LoadRemote(role); err == nil {
+		role = est.Role // a remote's name: its role
+	}
+	status := map[string]keep.Acceptance{"accept": keep.Accepted, "reject": keep.Rejected, "pend": keep.Pending}[op]
+	if err := k.SetAcceptance(role, status); err != nil {
+		fmt.Fprintf(stderr, "raet keys %s: %v\n", op, err)
+		return exitFailure
+	}
+	json.NewEncoder(stdout).Encode(map[string]string{"role": role, "acceptance": status.String()})
+	return exitOK
 }

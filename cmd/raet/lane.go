@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,13 +26,11 @@ import (
 	"github.com/raet-go/raet/packet"
 )
 
-func init() { commands["lane"] = runLane }
-
 const laneUsage = `usage:
-  raet lane serve --dir DIR [--lane NAME] --name YARD [--echo] [--count N] [--for DUR] [--pack json|msgpack|cbor]
+  raet lane serve --dir DIR [--lane NAME] --name YARD [--echo] [--count N] [--for DUR] [--body json|msgpack|cbor]
                   [--pcap FILE] [PLUGIN FLAGS] [-v]
   raet lane send  --dir DIR [--lane NAME] [--name YARD] --to YARD (--body-json '{...}' | --size BYTES) [--count N]
-                  [--expect-echo] [--timeout DUR] [--pack json|msgpack|cbor] [PLUGIN FLAGS] [-v]
+                  [--expect-echo] [--timeout DUR] [--body json|msgpack|cbor] [PLUGIN FLAGS] [-v]
 PLUGIN FLAGS, as for raet serve and send:
   [--plugins DIR] [--serializer json|msgpack|cbor|plugin:NAME] [--queue memory[:N]|plugin:NAME] [--plugin-timeout DUR]
 
@@ -61,7 +58,7 @@ func runLane(args []string, stdout, stderr io.Writer) int {
 		return runLaneServe(args[1:], stdout, stderr)
 	case "send":
 		return runLaneSend(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
+	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, laneUsage)
 		return exitOK
 	}
@@ -81,7 +78,7 @@ func (f *laneFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dir, "dir", "", "socket directory (default: /var/cache/raet, else ~/.raet/uxd)")
 	fs.StringVar(&f.lane, "lane", lane.DefaultLane, "lane name")
 	fs.StringVar(&f.name, "name", "", "this yard's name (default: lane_ and random hex)")
-	fs.StringVar(&f.pack, "pack", "json", "body serialization to send: json, msgpack or cbor")
+	fs.StringVar(&f.pack, "body", "json", "body kind of the messages sent (the page's pack kind): json, msgpack or cbor")
 	fs.BoolVar(&f.verbose, "v", false, "log more (to stderr)")
 	f.plugins.registerLane(fs)
 }
@@ -168,25 +165,42 @@ func laneOrdered(m lane.Message) (packet.OrderedMap, error) {
 	return om, err
 }
 
+var laneServeHelp = help{
+	usage: `raet lane serve --name YARD [--dir DIR] [--lane NAME] [--echo] [--count N] [--for DUR]
+                [--body json|msgpack|cbor] [--pcap FILE] [PLUGIN FLAGS] [-v]`,
+	about: `Run a yard: bind <DIR>/<LANE>.<YARD>.uxd and print each message received as
+a line {"from":YARD,"body":{...}}, keys in the order they came. With --echo
+every message goes back to its sender, keys in order; with --pcap every page
+sent and received is written to FILE as pcapng (raetdump -r FILE). It stops
+at SIGINT, SIGTERM, --for or after --count messages.`,
+	example: `raet lane serve --dir /tmp/lane --name beta --echo`,
+}
+
+var laneSendHelp = help{
+	usage: `raet lane send --to YARD (--body-json '{...}' | --size BYTES) [--dir DIR] [--lane NAME] [--name YARD]
+               [--count N] [--expect-echo] [--timeout DUR] [--body json|msgpack|cbor] [PLUGIN FLAGS] [-v]`,
+	about: `Send --count messages to the yard YARD of the lane and print one summary
+line. A message is sent when all its pages are in the destination's socket
+queue. --body-json sends that JSON object as written (key order, integers);
+with --expect-echo every message must come back identical and in order
+(raet lane serve --echo).`,
+	example: `raet lane send --dir /tmp/lane --to beta --body-json '{"n":1}' --expect-echo`,
+}
+
 func runLaneServe(args []string, stdout, stderr io.Writer) (status int) {
 	const prog = "raet lane serve"
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags(prog, stderr)
 	var lf laneFlags
 	lf.register(fs)
 	echo := fs.Bool("echo", false, "send every message back to its sender")
 	count := fs.Int("count", 0, "exit after this many messages (0: no limit)")
 	duration := fs.Duration("for", 0, "stop after this long (0: until SIGINT or SIGTERM)")
-	pcap := fs.String("pcap", "", "write the yard's pages to this pcapng file (for raetdump)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	pcap := fs.String("pcap", "", "write the yard's pages to this pcapng `file` (for raetdump)")
+	if code, ok := parseFlags(fs, laneServeHelp, args, 0, stdout, stderr); !ok {
+		return code
 	}
-	if fs.NArg() > 0 || *count < 0 {
-		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", prog, fs.Args())
-		return exitUsage
+	if *count < 0 {
+		return usageError(stderr, prog, "--count must be >= 0")
 	}
 	var tap func(lane.TapPacket)
 	if *pcap != "" {
@@ -284,25 +298,20 @@ type laneSummary struct {
 
 func runLaneSend(args []string, stdout, stderr io.Writer) int {
 	const prog = "raet lane send"
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags(prog, stderr)
 	var lf laneFlags
 	lf.register(fs)
-	to := fs.String("to", "", "the yard to send to")
+	to := fs.String("to", "", "the `yard` to send to")
 	bodyJSON := fs.String("body-json", "", "the message, a JSON object")
 	size := fs.Int("size", 0, "send generated messages with this many bytes of data")
 	count := fs.Int("count", 1, "how many messages")
 	expectEcho := fs.Bool("expect-echo", false, "wait for every message to come back, identical and in order")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, laneSendHelp, args, 0, stdout, stderr); !ok {
+		return code
 	}
-	if *to == "" || (*bodyJSON == "") == (*size == 0) || *count < 1 || *size < 0 || fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: need --to and exactly one of --body-json or --size, with --count >= 1\n", prog)
-		return exitUsage
+	if *to == "" || (*bodyJSON == "") == (*size == 0) || *count < 1 || *size < 0 {
+		return usageError(stderr, prog, "need --to and exactly one of --body-json or --size, with --count >= 1")
 	}
 	var fixed packet.OrderedMap // keeps the key order given
 	if *bodyJSON != "" {

@@ -50,7 +50,7 @@ func TestLaneServePcap(t *testing.T) {
 		t.Fatalf("send exited %d: %s", code, out)
 	}
 	if out, code := raet(t, "lane", "send", "--dir", dir, "--name", "alpha", "--to", "beta",
-		"--size", "150000", "--pack", "msgpack", "--expect-echo", "--timeout", "30s"); code != exitOK {
+		"--size", "150000", "--body", "msgpack", "--expect-echo", "--timeout", "30s"); code != exitOK {
 		t.Fatalf("send exited %d: %s", code, out)
 	}
 	srv.line(t)

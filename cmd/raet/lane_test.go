@@ -193,7 +193,7 @@ func TestLaneLargeMessage(t *testing.T) {
 	srv := serve(t, dir, "beta", "--echo")
 	for _, pack := range []string{"json", "msgpack", "cbor"} {
 		out, code := raet(t, "lane", "send", "--dir", dir, "--name", "alpha", "--to", "beta",
-			"--size", "150000", "--expect-echo", "--pack", pack, "--timeout", "30s")
+			"--size", "150000", "--expect-echo", "--body", pack, "--timeout", "30s")
 		if code != exitOK {
 			t.Fatalf("%s: send exited %d: %s", pack, code, out)
 		}
@@ -240,7 +240,7 @@ func TestLaneManyInOrder(t *testing.T) {
 func TestLaneStackToServe(t *testing.T) {
 	testutil.CheckLeaks(t)
 	dir := testutil.ShortTempDir(t, "rl")
-	serve(t, dir, "beta", "--echo", "--pack", "msgpack")
+	serve(t, dir, "beta", "--echo", "--body", "msgpack")
 	st, err := lane.New(&lane.Config{Dir: dir, Name: "alpha"})
 	if err != nil {
 		t.Fatal(err)
@@ -314,9 +314,9 @@ func TestLaneUsage(t *testing.T) {
 		{"lane", "serve", "--bogus"},
 		{"lane", "serve", "extra"},
 		{"lane", "serve", "--dir", dir, "--name", "a.b"},
-		{"lane", "serve", "--dir", dir, "--pack", "xml"},
+		{"lane", "serve", "--dir", dir, "--body", "xml"},
 		{"lane", "serve", "--dir", dir, "--coat", "nacl"}, // a lane has no coat
-		{"lane", "serve", "--dir", dir, "--pack", "msgpack", "--serializer", "cbor"},
+		{"lane", "serve", "--dir", dir, "--body", "msgpack", "--serializer", "cbor"},
 		{"lane", "send", "--dir", dir},
 		{"lane", "send", "--dir", dir, "--to", "b"},
 		{"lane", "send", "--dir", dir, "--to", "b", "--size", "5", "--body-json", "{}"},

@@ -21,8 +21,6 @@ import (
 	"github.com/raet-go/raet/road"
 )
 
-func init() { commands["plugins"] = runPlugins }
-
 // pluginFlags are the flags of serve and send (road), and of lane serve
 // and send, that pick a serializer, a queue or (road only) a coat, built
 // in or a plugin:
@@ -45,7 +43,7 @@ func (f *pluginFlags) register(fs *flag.FlagSet) {
 
 // registerLane adds the flags of the lane commands: no coat (a lane has
 // none).
-func (f *pluginFlags) registerLane(fs *flag.FlagSet) { f.registerCommon(fs, "--pack") }
+func (f *pluginFlags) registerLane(fs *flag.FlagSet) { f.registerCommon(fs, "--body") }
 
 func (f *pluginFlags) registerCommon(fs *flag.FlagSet, defaultFlag string) {
 	fs.StringVar(&f.dir, "plugins", "", "plugin directory: its plugins.yaml, or executables named raet-KIND-NAME")
@@ -244,22 +242,32 @@ type pluginLine struct {
 // runPlugins is `raet plugins list --plugins DIR [--check]`: the plugins a
 // directory holds, one JSON line each; --check starts each one and reports
 // what it says it is.
+var pluginsHelp = help{
+	usage: `raet plugins list --plugins DIR [--check] [-v]`,
+	about: `List the plugins of DIR (its plugins.yaml, or executables named
+raet-KIND-NAME), one line each {"name":..,"provides":..,"path":..}. With
+--check each is started and asked for its kind and version; a plugin that
+fails makes the exit status 1. make plugins builds the example plugins into
+bin/plugins.`,
+	example: `make plugins && raet plugins list --plugins bin/plugins --check`,
+}
+
 func runPlugins(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "list" {
-		fmt.Fprintln(stderr, "usage: raet plugins list --plugins DIR [--check]")
-		return exitUsage
-	}
-	fs := flag.NewFlagSet("raet plugins list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dir := fs.String("plugins", "", "plugin directory")
+	const prog = "raet plugins list"
+	fs := newFlags(prog, stderr)
+	dir := fs.String("plugins", "", "plugin `dir`ectory")
 	check := fs.Bool("check", false, "start each plugin and report its kind and version")
 	verbose := fs.Bool("v", false, "log the plugins' start (to stderr)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return exitUsage
+	if len(args) > 0 && args[0] == "list" {
+		args = args[1:]
+	} else if len(args) == 0 || !strings.HasPrefix(args[0], "-") {
+		return usageError(stderr, "raet plugins", "the operation is list")
+	}
+	if code, ok := parseFlags(fs, pluginsHelp, args, 0, stdout, stderr); !ok {
+		return code
 	}
 	if *dir == "" {
-		fmt.Fprintln(stderr, "raet plugins list: need --plugins DIR")
-		return exitUsage
+		return usageError(stderr, prog, "need --plugins DIR")
 	}
 	level := slog.LevelWarn
 	if *verbose {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,34 +28,39 @@ import (
 	"github.com/raet-go/raet/road"
 )
 
-// Exit codes of the road commands.
-const (
-	exitOK      = 0
-	exitFailure = 1 // a message failed, an echo differed, a join failed
-	exitUsage   = 2 // bad flags or arguments
-	exitSetup   = 3 // the keep or the socket could not be opened
-)
-
 // stackFlags are the flags serve and send share.
 type stackFlags struct {
-	keepDir, name, role, listen, auto, head, body, keylog string
-	main                                                  bool
-	verbose                                               bool
-	plugins                                               pluginFlags
+	keepDir, name, role, listen, auto, head, body, profile, keylog string
+	main, mutable                                                  bool
+	verbose                                                        bool
+	plugins                                                        pluginFlags
 }
 
-func (f *stackFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.keepDir, "keep", "", "keep directory (estate and role files); empty: keys in memory only")
-	fs.StringVar(&f.name, "name", "", "estate name (default: from the keep, else random)")
-	fs.StringVar(&f.role, "role", "", "role (default: the name)")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:7530", "UDP address to listen and send on")
-	fs.StringVar(&f.auto, "auto", "always", "key acceptance: always, once or never")
+func (f *stackFlags) register(fs *flag.FlagSet, listen, auto string) {
+	fs.StringVar(&f.keepDir, "keep", "", "keep `dir`ectory (estate and role files); empty: keys in memory only")
+	fs.StringVar(&f.name, "name", "", "estate `name` (default: from the keep, else random)")
+	fs.StringVar(&f.role, "role", "", "`role` (default: the name)")
+	fs.StringVar(&f.listen, "listen", listen, "UDP `address` to listen and send on (port 0: any free port)")
+	fs.StringVar(&f.auto, "auto", auto, "acceptance of keys remotes offer: always, once or never (never: an operator runs raet keys accept)")
 	fs.StringVar(&f.head, "head", "native", "head kind to send: native, json or binary")
-	fs.StringVar(&f.body, "body", "json", "body kind: json, msgpack or cbor")
-	fs.StringVar(&f.keylog, "keylog", "", "append session keys to this file (RAET_SESSION lines)")
-	fs.BoolVar(&f.main, "main", false, "be a main estate (accept joins from unknown estates)")
+	fs.StringVar(&f.body, "body", "json", "body kind of the messages sent: json, msgpack or cbor")
+	fs.StringVar(&f.profile, "profile", "fast", "what to offer raet-go peers: fast (negotiated in join and allow) or reference (what the Python reference does)")
+	fs.StringVar(&f.keylog, "keylog", "", "append session keys to this `file` (RAET_SESSION lines, for raetdump -keylog)")
+	fs.BoolVar(&f.main, "main", false, "be a main estate (accept joins from estates not known yet)")
+	fs.BoolVar(&f.mutable, "mutable", false, "let a known estate join again with a changed address, keys or name")
 	fs.BoolVar(&f.verbose, "v", false, "log more (to stderr)")
 	f.plugins.register(fs)
+}
+
+// parseProfile parses --profile.
+func parseProfile(s string) (road.Profile, error) {
+	switch s {
+	case "fast", "auto":
+		return road.ProfileAuto, nil
+	case "reference", "ref":
+		return road.ProfileReference, nil
+	}
+	return 0, fmt.Errorf("unknown profile %q (fast or reference)", s)
 }
 
 func (f *stackFlags) config(stderr io.Writer) (*road.Config, error) {
@@ -72,13 +80,17 @@ func (f *stackFlags) config(stderr io.Writer) (*road.Config, error) {
 	if !ok || (bk != codec.BodyKindJSON && bk != codec.BodyKindMsgpack && bk != codec.BodyKindCBOR) {
 		return nil, fmt.Errorf("unknown body kind %q", f.body)
 	}
-	level := slog.LevelWarn
+	prof, err := parseProfile(f.profile)
+	if err != nil {
+		return nil, err
+	}
+	level := slog.LevelInfo
 	if f.verbose {
 		level = slog.LevelDebug
 	}
 	return &road.Config{
-		Name: f.name, Role: f.role, Main: f.main, Listen: f.listen, KeepDir: f.keepDir, Auto: auto,
-		HeadKind: hk, BodyKind: bk, KeyLogFile: f.keylog,
+		Name: f.name, Role: f.role, Main: f.main, Mutable: f.mutable, Listen: f.listen, KeepDir: f.keepDir, Auto: auto,
+		HeadKind: hk, BodyKind: bk, Profile: prof, KeyLogFile: f.keylog,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	}, nil
 }
@@ -89,33 +101,143 @@ func startStack(cfg *road.Config) (*road.Stack, error) {
 		return nil, err
 	}
 	if err := s.Start(); err != nil {
+		s.Close() // releases the keep
 		return nil, err
 	}
 	return s, nil
 }
 
-// received is one JSON line of serve's output.
+// keptListen is the address an estate listened on last time, from its
+// keep: raet send listens there again unless --listen says otherwise, so
+// that the main, which knows it at that address, lets it join again on an
+// immutable road. "" when the keep has none.
+func keptListen(keepDir string) string {
+	if keepDir == "" {
+		return ""
+	}
+	k, err := keep.Open(keepDir, &keep.Config{MustExist: true})
+	if err != nil {
+		return ""
+	}
+	est, err := k.LoadLocal()
+	if err != nil || est.AHA.Port == 0 {
+		return ""
+	}
+	host := est.AHA.Host
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(est.AHA.Port)))
+}
+
+// received is one JSON line of serve's output: a message.
 type received struct {
-	From string         `json:"from"`
-	Body map[string]any `json:"body"`
+	From string          `json:"from"`
+	Body json.RawMessage `json:"body"`
+}
+
+// eventLine is one JSON line of serve's output: something that happened
+// to a remote.
+type eventLine struct {
+	Event  string `json:"event"`
+	Remote string `json:"remote"`
+	UID    uint32 `json:"uid,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func newEventLine(e road.Event) eventLine {
+	return eventLine{Event: e.Kind.String(), Remote: e.Remote, UID: e.UID, Reason: e.Reason.String()}
+}
+
+// countersLine is serve's last line: the stack's counters at exit.
+type countersLine struct {
+	Counters struct {
+		MessagesIn   uint64            `json:"messages_in"`
+		MessagesOut  uint64            `json:"messages_out"`
+		MessageFails uint64            `json:"message_fails"`
+		Retransmits  uint64            `json:"retransmits"`
+		SendErrors   uint64            `json:"send_errors"`
+		EventDrops   uint64            `json:"event_drops"`
+		Drops        map[string]uint64 `json:"drops,omitempty"`
+	} `json:"counters"`
+}
+
+func newCountersLine(c road.Counters) countersLine {
+	var l countersLine
+	l.Counters.MessagesIn, l.Counters.MessagesOut, l.Counters.MessageFails = c.MessagesIn, c.MessagesOut, c.MessageFails
+	l.Counters.Retransmits, l.Counters.SendErrors, l.Counters.EventDrops = c.Retransmits, c.SendErrors, c.EventDrops
+	l.Counters.Drops = c.Drops
+	return l
+}
+
+// bodyJSON returns a message's body as JSON, its keys in the order they
+// came: the bytes as received for a json body, else the body decoded in
+// order and written as JSON.
+func bodyJSON(m road.Message) (json.RawMessage, error) {
+	if m.Kind == codec.BodyKindJSON {
+		var b bytes.Buffer
+		if len(m.Raw) == 0 {
+			return json.RawMessage("{}"), nil
+		}
+		if err := json.Compact(&b, m.Raw); err != nil {
+			return nil, err
+		}
+		return b.Bytes(), nil
+	}
+	om, err := ordered(m)
+	if err != nil {
+		return nil, err
+	}
+	if om == nil {
+		return json.RawMessage("{}"), nil
+	}
+	return json.Marshal(om)
+}
+
+// ordered decodes a message's body keeping its key order, to send it on
+// as it came.
+func ordered(m road.Message) (packet.OrderedMap, error) {
+	ser, err := packet.SerializerFor(m.Kind)
+	if err != nil {
+		return nil, err
+	}
+	var om packet.OrderedMap
+	err = ser.Unmarshal(m.Raw, &om)
+	return om, err
+}
+
+var serveHelp = help{
+	usage: `raet serve [--keep DIR] [--name NAME] [--listen HOST:PORT] [--main] [--auto always|once|never]
+           [--echo] [--join HOST:PORT] [--for DUR] [--pcap FILE] [--keylog FILE] [--profile fast|reference] ...`,
+	about: `Run an estate until SIGINT, SIGTERM or --for. Each message received is a
+line {"from":NAME,"body":{...}} on stdout, its keys in the order they came;
+each thing that happens to a remote is a line {"event":KIND,"remote":NAME,
+"uid":N,"reason":WHY} (joined, pending, rejected, allowed, alive, dead,
+reaped, unreaped, removed). At exit, one line {"counters":{...}}. Joins,
+pends, rejections and removals are also logged to stderr with the reason and
+the command that resolves it. With --echo every message is sent back to its
+sender, keys in order. --pcap writes the traffic as pcapng and --keylog the
+session keys, which raetdump reads (raetdump -r FILE -keep DIR -keylog FILE).
+A keep is locked while its estate runs: a second stack on it fails (exit 3).`,
+	example: `raet keygen --keep /tmp/a --name alpha
+raet serve --keep /tmp/a --main --auto never --echo --pcap /tmp/a.pcapng --keylog /tmp/keys.log`,
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("raet serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	const prog = "raet serve"
+	fs := newFlags(prog, stderr)
 	var sf stackFlags
-	sf.register(fs)
+	sf.register(fs, "127.0.0.1:7530", "always")
 	echo := fs.Bool("echo", false, "send every message back to its sender")
-	pcap := fs.String("pcap", "", "write the estate's traffic to this pcapng file (for raetdump)")
-	join := fs.String("join", "", "join this estate (host:port) at start")
+	pcap := fs.String("pcap", "", "write the estate's traffic to this pcapng `file` (for raetdump -r)")
+	join := fs.String("join", "", "join this estate (`host:port`) at start")
 	duration := fs.Duration("for", 0, "stop after this long (0: until SIGINT or SIGTERM)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, serveHelp, args, 0, stdout, stderr); !ok {
+		return code
 	}
 	cfg, err := sf.config(stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "raet serve:", err)
-		return exitUsage
+		return usageError(stderr, prog, "%v", err)
 	}
 	stopPlugins, err := sf.plugins.apply(context.Background(), cfg)
 	if err != nil {
@@ -157,48 +279,70 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 	}
 	fmt.Fprintf(stderr, "raet serve: %s listening on %s\n", s.Name(), s.Addr())
-	if *join != "" {
-		if _, err := s.Join(ctx, *join); err != nil {
-			fmt.Fprintln(stderr, "raet serve: join:", err)
-			return exitFailure
-		}
-	}
 	enc := json.NewEncoder(stdout)
+	// Echoes in flight get a moment to be done when serve stops.
+	echoCtx, cancelEchoes := context.WithCancel(context.Background())
+	defer cancelEchoes()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	joinErr := make(chan error, 1)
+	if *join != "" {
+		go func() { _, err := s.Join(ctx, *join); joinErr <- err }()
+	}
 	for {
 		select {
 		case <-ctx.Done():
+			finished := make(chan struct{})
+			go func() { wg.Wait(); close(finished) }()
+			select {
+			case <-finished:
+			case <-time.After(2 * time.Second):
+			}
+			cancelEchoes()
+			wg.Wait()
+			if c, err := s.Counters(context.Background()); err == nil {
+				enc.Encode(newCountersLine(c))
+			}
 			return exitOK
+		case <-s.Done():
+			fmt.Fprintln(stderr, "raet serve:", s.Err())
+			return exitFailure
+		case err := <-joinErr:
+			if err != nil {
+				fmt.Fprintln(stderr, "raet serve: join:", err)
+				return exitFailure
+			}
+		case e := <-s.Events():
+			if err := enc.Encode(newEventLine(e)); err != nil {
+				return exitFailure
+			}
 		case m := <-s.Receive():
-			if err := enc.Encode(received{From: m.From, Body: m.Body}); err != nil {
+			body, err := bodyJSON(m)
+			if err != nil {
+				fmt.Fprintf(stderr, "raet serve: message from %s: %v\n", m.From, err)
+				continue
+			}
+			if err := enc.Encode(received{From: m.From, Body: body}); err != nil {
 				return exitFailure
 			}
 			if *echo {
+				om, err := ordered(m)
+				if err != nil {
+					fmt.Fprintf(stderr, "raet serve: echo to %s: %v\n", m.From, err)
+					continue
+				}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					sctx, cancel := context.WithTimeout(ctx, time.Minute)
+					sctx, cancel := context.WithTimeout(echoCtx, time.Minute)
 					defer cancel()
-					if err := s.Send(sctx, m.From, roadOrdered(m)); err != nil && ctx.Err() == nil {
+					if err := s.Send(sctx, m.From, om); err != nil && echoCtx.Err() == nil {
 						fmt.Fprintln(stderr, "raet serve: echo:", err)
 					}
 				}()
 			}
 		}
 	}
-}
-
-// roadOrdered is a message's body in its key order, to echo it as it came
-// (the stack re-encodes it in its body kind, which refuses what it cannot
-// carry); m.Body if it does not decode again.
-func roadOrdered(m road.Message) any {
-	ser, err := packet.SerializerFor(m.Kind)
-	var om packet.OrderedMap
-	if err != nil || ser.Unmarshal(m.Raw, &om) != nil {
-		return m.Body
-	}
-	return om
 }
 
 // summary is send's result line.
@@ -217,36 +361,51 @@ type summary struct {
 	Error     string  `json:"error,omitempty"`
 }
 
+var sendHelp = help{
+	usage: `raet send --to HOST:PORT (--body-json '{...}' | --size BYTES) [--count N] [--window N] [--expect-echo]
+          [--keep DIR] [--name NAME] [--listen HOST:PORT] [--timeout DUR] [--profile fast|reference] ...`,
+	about: `Join the estate at --to (join, then allow: the session is up), send it
+--count messages and print one summary line {"to":..,"sent":..,"done":..,
+"failed":..,"rtt_p50_ms":..,...}. A message is done when the remote says so.
+--body-json sends that JSON object as it is written: key order and integers
+are kept. --size sends generated messages of that many bytes. With
+--expect-echo every message must come back identical (raet serve --echo).
+While it waits, send says on stderr what for: keys pending at the remote, a
+remote that does not answer. It listens where its keep says it listened last time, else on a free port,
+unless --listen says.
+Without --keep it has new keys every run: a main with --auto never or once
+then sees a new estate each time.`,
+	example: `raet send --keep /tmp/b --name beta --to 127.0.0.1:7530 --body-json '{"n":1,"big":9007199254740993}'
+raet send --to 127.0.0.1:7530 --size 1000 --count 100 --expect-echo`,
+}
+
 func runSend(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("raet send", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	const prog = "raet send"
+	fs := newFlags(prog, stderr)
 	var sf stackFlags
-	sf.register(fs)
-	to := fs.String("to", "", "the estate to send to (host:port)")
-	bodyJSON := fs.String("body-json", "", "the message, a JSON object")
-	size := fs.Int("size", 0, "send generated messages of about this many bytes")
+	sf.register(fs, "127.0.0.1:0", "always")
+	to := fs.String("to", "", "the estate to send to (`host:port`)")
+	bodyJSON := fs.String("body-json", "", "the message, a JSON `object`, keys and integers kept as written")
+	size := fs.Int("size", 0, "send generated messages of about this many `bytes`")
 	count := fs.Int("count", 1, "how many messages")
 	window := fs.Int("window", 16, "messages in flight at once")
 	expectEcho := fs.Bool("expect-echo", false, "wait for each message to come back, identical")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, sendHelp, args, 0, stdout, stderr); !ok {
+		return code
 	}
-	if *to == "" || (*bodyJSON == "") == (*size == 0) || *count < 1 || *window < 1 {
-		fmt.Fprintln(stderr, "raet send: need --to and exactly one of --body-json or --size, with --count >= 1")
-		return exitUsage
+	if *to == "" || (*bodyJSON == "") == (*size == 0) || *count < 1 || *window < 1 || *size < 0 {
+		return usageError(stderr, prog, "need --to and exactly one of --body-json or --size, with --count >= 1")
 	}
-	var fixed map[string]any
+	var fixed packet.OrderedMap // keeps the key order and the integers given
 	if *bodyJSON != "" {
-		if err := json.Unmarshal([]byte(*bodyJSON), &fixed); err != nil {
-			fmt.Fprintln(stderr, "raet send: --body-json:", err)
-			return exitUsage
+		if err := (packet.JSONBody{}).Unmarshal([]byte(*bodyJSON), &fixed); err != nil {
+			return usageError(stderr, prog, "--body-json: %v", err)
 		}
 	}
 	cfg, err := sf.config(stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "raet send:", err)
-		return exitUsage
+		return usageError(stderr, prog, "%v", err)
 	}
 	stopPlugins, err := sf.plugins.apply(context.Background(), cfg)
 	if err != nil {
@@ -254,32 +413,54 @@ func runSend(args []string, stdout, stderr io.Writer) int {
 		return exitSetup
 	}
 	defer stopPlugins()
+	listenSet := false
+	fs.Visit(func(f *flag.Flag) { listenSet = listenSet || f.Name == "listen" })
+	kept := ""
+	if !listenSet {
+		if kept = keptListen(sf.keepDir); kept != "" {
+			cfg.Listen = kept
+		}
+	}
 	s, err := startStack(cfg)
+	if err != nil && kept != "" && errors.Is(err, syscall.EADDRINUSE) {
+		fmt.Fprintf(stderr, "raet send: %s, where this estate listened last time, is in use; listening on a free port (a main on an immutable road may refuse the new address)\n", kept)
+		cfg.Listen = "127.0.0.1:0"
+		s, err = startStack(cfg)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "raet send:", err)
 		return exitSetup
 	}
 	defer s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	sum := summary{To: *to}
 	fail := func(err error) int {
 		sum.Error = err.Error()
 		json.NewEncoder(stdout).Encode(sum)
+		fmt.Fprintln(stderr, "raet send:", err)
 		return exitFailure
 	}
+	joinCtx, joined := context.WithCancel(ctx)
+	told := make(chan struct{})
+	go func() { defer close(told); tellWaits(joinCtx, s, *to, stderr) }()
 	r, err := s.Join(ctx, *to)
+	joined()
+	<-told
 	if err != nil {
 		return fail(fmt.Errorf("join: %w", err))
 	}
 	// Generated messages carry this run's id, so that echoes of an earlier
 	// run (which a remote may still deliver after a new allow) are told apart.
 	runID := randomID()
-	body := func(i int) map[string]any {
+	body := func(i int) any {
 		if fixed != nil {
 			return fixed
 		}
-		return map[string]any{"run": runID, "seq": int64(i), "data": strings.Repeat(string(rune('a'+i%26)), *size)}
+		return packet.OrderedMap{{Key: "run", Value: runID}, {Key: "seq", Value: int64(i)},
+			{Key: "data", Value: strings.Repeat(string(rune('a'+i%26)), *size)}}
 	}
 	sum.Bytes = *size
 	echoes := newEchoSet(*expectEcho, runID)
@@ -352,6 +533,23 @@ func runSend(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// tellWaits says on stderr what a join waits for, from the stack's events,
+// until ctx ends.
+func tellWaits(ctx context.Context, s *road.Stack, to string, stderr io.Writer) {
+	fmt.Fprintf(stderr, "raet send: %s joining %s from %s\n", s.Name(), to, s.Addr())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-s.Events():
+			switch e.Kind {
+			case road.EventPending, road.EventRejected, road.EventRemoved:
+				fmt.Fprintf(stderr, "raet send: %s %s: %s\n", e.Remote, e.Kind, e.Reason.Describe())
+			}
+		}
+	}
+}
+
 func randomID() string {
 	b := make([]byte, 8)
 	rand.Read(b)
@@ -373,12 +571,25 @@ func newEchoSet(on bool, run string) *echoSet {
 	return &echoSet{on: on, run: run, want: map[string]int{}, signal: make(chan struct{}, 1)}
 }
 
-func canonical(b map[string]any) string {
+// canonical is a body as JSON with sorted keys: the same for a body sent
+// and its echo, whatever the order its keys came in.
+func canonical(b any) string {
+	if om, ok := b.(packet.OrderedMap); ok {
+		raw, err := (packet.JSONBody{}).Marshal(nil, om)
+		if err != nil {
+			return ""
+		}
+		var m map[string]any
+		if err := (packet.JSONBody{}).Unmarshal(raw, &m); err != nil {
+			return ""
+		}
+		b = m
+	}
 	j, _ := json.Marshal(b) // map keys sorted: canonical
 	return string(j)
 }
 
-func (e *echoSet) expect(b map[string]any) {
+func (e *echoSet) expect(b any) {
 	if !e.on {
 		return
 	}

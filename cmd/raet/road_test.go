@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,13 +82,30 @@ func TestRoadCommandsWithOperator(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.out), &sum) != nil || sum.Done != 1 {
 		t.Fatalf("send: %d %q", r.code, r.out)
 	}
-	select {
-	case line := <-lines:
-		if line != `{"from":"beta","body":{"subject":"let me in"}}` {
-			t.Fatalf("serve printed %q", line)
+	// serve prints the events (beta pending, then joined and allowed) and
+	// the message.
+	var events []string
+	for msg := false; !msg; {
+		select {
+		case line := <-lines:
+			var ev eventLine
+			switch {
+			case strings.HasPrefix(line, `{"from":`):
+				if line != `{"from":"beta","body":{"subject":"let me in"}}` {
+					t.Fatalf("serve printed %q", line)
+				}
+				msg = true
+			case json.Unmarshal([]byte(line), &ev) == nil && ev.Event != "":
+				events = append(events, ev.Event+":"+ev.Remote+":"+ev.Reason)
+			default:
+				t.Fatalf("serve printed %q", line)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("serve printed no message; events %q", events)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve printed nothing")
+	}
+	if len(events) < 2 || events[0] != "pending:beta:pending-ours" || !slices.Contains(events, "joined:beta:") {
+		t.Fatalf("serve's events: %q", events)
 	}
 	if _, code := raet(t, "keys", "reject", "--keep", dirA); code != exitUsage {
 		t.Fatalf("keys reject without a name exited %d", code)
