@@ -28,7 +28,7 @@ type logBuf struct {
 
 func (l *logBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
 func (l *logBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-func (l *logBuf) logger() *slog.Logger         { return slog.New(slog.NewTextHandler(l, nil)) }
+func (l *logBuf) logger() *slog.Logger        { return slog.New(slog.NewTextHandler(l, nil)) }
 
 // freeAddr is a loopback UDP address nobody listens on now.
 func freeAddr(t *testing.T) string {
@@ -209,7 +209,7 @@ func TestJoinRejectionReasons(t *testing.T) {
 				}
 			}
 			alpha := started(t, road.Config{Name: "alpha", Main: true, Auto: keep.AutoAlways, Listen: addr}) // new keys each time
-			beta := started(t, road.Config{Name: "beta", KeepDir: betaKeep})                                // Auto: never
+			beta := started(t, road.Config{Name: "beta", KeepDir: betaKeep})                                 // Auto: never
 			_, err := beta.Join(ctx, addr)
 			beta.Close()
 			alpha.Close()

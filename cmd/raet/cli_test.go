@@ -66,7 +66,7 @@ func TestHelpVersionAndUsageErrors(t *testing.T) {
 		{"nonsense"},
 		{"serve", "127.0.0.1:17535", "--for", "1s"}, // a positional argument: nothing is served
 		{"serve", "--nonsense"},
-		{"send", "--to", "127.0.0.1:1"},                  // no body
+		{"send", "--to", "127.0.0.1:1"},                       // no body
 		{"send", "--to", "127.0.0.1:1", "--body-json", "[1]"}, // not an object
 		{"send", "--to", "127.0.0.1:1", "--size", "10", "--profile", "quick"},
 		{"keys"}, {"keys", "frobnicate", "--keep", t.TempDir()}, {"keys", "accept", "--keep", t.TempDir()},
