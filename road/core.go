@@ -324,7 +324,7 @@ func (c *core) wakeAt(at time.Time) {
 	}
 }
 
-func (c *core) event(k EventKind, r *remote) { c.report(k, r.name, r.nuid, ReasonNone, r.ha) }
+func (c *core) event(k EventKind, r *remote) { c.report(k, c.nameOf(r), r.nuid, ReasonNone, r.ha, "") }
 
 // --- sending -------------------------------------------------------------
 

@@ -336,7 +336,7 @@ func (j *joiner) receive(c *core, p *rxPacket) {
 		if !j.pended {
 			j.pended = true
 			j.timeout = after(c.now, c.cfg.PendTimeout)
-			c.report(EventPending, j.r.name, j.r.nuid, ReasonPendingTheirs, j.r.ha)
+			c.report(EventPending, c.nameOf(j.r), j.r.nuid, ReasonPendingTheirs, j.r.ha, c.hint(ReasonPendingTheirs, j.r.name))
 		}
 	case codec.PacketKindResponse:
 		j.accept(c, p)
@@ -353,7 +353,7 @@ func (j *joiner) receive(c *core, p *rxPacket) {
 func (j *joiner) renew(c *core) {
 	j.remove(c)
 	if !c.cfg.Mutable {
-		c.report(EventRejected, j.r.name, j.r.nuid, ReasonUnknownToRemote, j.r.ha)
+		c.report(EventRejected, j.r.name, j.r.nuid, ReasonUnknownToRemote, j.r.ha, c.hint(ReasonUnknownToRemote, j.r.name))
 		c.failJoin(j.r, &JoinError{Reason: ReasonUnknownToRemote, Err: ErrRenewImmutable, Hint: c.hint(ReasonUnknownToRemote, j.r.name)})
 		return
 	}
@@ -398,7 +398,7 @@ func (j *joiner) accept(c *core, p *rxPacket) {
 			why = ReasonMainKeysChanged
 		}
 		j.nack(c, codec.PacketKindReject)
-		c.report(EventRejected, r.name, r.nuid, why, r.ha)
+		c.report(EventRejected, r.name, r.nuid, why, r.ha, c.hint(why, r.name))
 		c.failJoin(r, &JoinError{Reason: why, Err: ErrRejected, Hint: c.hint(why, r.name)})
 		return
 	}
@@ -408,7 +408,7 @@ func (j *joiner) accept(c *core, p *rxPacket) {
 		status, why = keep.Rejected, ReasonKeysRejected
 	}
 	if status == keep.Rejected {
-		c.report(EventRejected, r.name, r.nuid, why, r.ha)
+		c.report(EventRejected, r.name, r.nuid, why, r.ha, c.hint(why, r.name))
 		if sameKeys {
 			j.remove(c)
 			c.failJoin(r, &JoinError{Reason: why, Err: ErrRejected, Hint: c.hint(why, r.name)})
@@ -432,7 +432,7 @@ func (j *joiner) accept(c *core, p *rxPacket) {
 	c.saveRemote(r)
 	j.pended = true
 	j.timeout = after(c.now, c.cfg.PendTimeout)
-	c.report(EventPending, r.name, r.nuid, why, r.ha)
+	c.report(EventPending, r.name, r.nuid, why, r.ha, c.hint(why, r.name))
 	j.send(c, codec.PacketKindPend, nil)
 	j.redo.at = time.Time{} // the pend timer decides now
 	c.pend(j)
@@ -515,17 +515,13 @@ func (j *joiner) tick(c *core) {
 // failJoin ends the Join calls waiting on r; a remote that never answered
 // is named by its address.
 func (c *core) failJoin(r *remote, err error) {
-	name := r.name
-	if r.fuid == 0 {
-		name = r.ha.String()
-	}
 	if je, ok := err.(*JoinError); ok {
 		je.Addr = r.ha
 		if r.fuid != 0 {
 			je.Remote = r.name
 		}
 	}
-	c.notifyWaiters(r, &TxnError{Txn: "join", Remote: name, Err: err})
+	c.notifyWaiters(r, &TxnError{Txn: "join", Remote: c.nameOf(r), Err: err})
 }
 
 // --- joinent ---------------------------------------------------------------
@@ -702,7 +698,7 @@ func (j *joinent) join(c *core, p *rxPacket) {
 	}
 	if status == keep.Rejected {
 		if sameKeys && r.added {
-			c.report(EventRejected, r.name, r.nuid, ReasonKeysRejected, p.from)
+			c.report(EventRejected, r.name, r.nuid, ReasonKeysRejected, p.from, c.hint(ReasonKeysRejected, r.name))
 			c.removeRemote(r, ErrRejected)
 		} else {
 			j.reject(c, ReasonKeysRejected, &b)
@@ -722,7 +718,7 @@ func (j *joinent) join(c *core, p *rxPacket) {
 	c.saveRemote(r) // a remote we know; nothing is kept for a stranger
 	j.pended = true
 	j.timeout = after(c.now, c.cfg.PendTimeout)
-	c.report(EventPending, r.name, r.nuid, ReasonPendingOurs, j.from)
+	c.report(EventPending, r.name, r.nuid, ReasonPendingOurs, j.from, c.hint(ReasonPendingOurs, r.name))
 	j.send(c, codec.PacketKindPend, nil)
 	j.redo.at = time.Time{} // the pend timer decides now
 	if r.added {

@@ -149,8 +149,8 @@ func ReasonOf(err error) Reason {
 
 // report records an event about the remote named name and, for the
 // changes an operator cares about (joined, pending, rejected, removed),
-// logs it at Info with the reason and the command that resolves it.
-func (c *core) report(k EventKind, name string, uid uint32, why Reason, addr netip.AddrPort) {
+// logs it at Info with the reason and hint, the command that resolves it.
+func (c *core) report(k EventKind, name string, uid uint32, why Reason, addr netip.AddrPort, hint string) {
 	c.events = append(c.events, Event{Kind: k, Remote: name, UID: uid, Time: c.now, Reason: why})
 	switch k {
 	case EventJoined, EventPending, EventRejected, EventRemoved:
@@ -164,10 +164,19 @@ func (c *core) report(k EventKind, name string, uid uint32, why Reason, addr net
 	if why != ReasonNone {
 		attrs = append(attrs, "reason", why.String(), "why", why.Describe())
 	}
-	if h := c.hint(why, name); h != "" {
-		attrs = append(attrs, "resolve", h)
+	if hint != "" {
+		attrs = append(attrs, "resolve", hint)
 	}
 	c.log.Info("raet: "+k.String(), attrs...)
+}
+
+// nameOf names r in events, logs and errors: by its address until it
+// answered a join (before that its name is a placeholder).
+func (c *core) nameOf(r *remote) string {
+	if r.fuid == 0 && !r.joined {
+		return r.ha.String()
+	}
+	return r.name
 }
 
 // keepArg is the keep directory as the raet commands take it.
@@ -226,7 +235,7 @@ func (j *joinent) reject(c *core, why Reason, b *joinBody) {
 	if b != nil {
 		name = b.name
 	}
-	c.report(EventRejected, name, j.r.nuid, why, j.from)
+	c.report(EventRejected, name, j.r.nuid, why, j.from, c.hint(why, name))
 	h := c.outHead(codec.TransactionKindJoin, codec.PacketKindReject, j.se, j.de, 0, j.ti, true)
 	h.BodyKind = codec.BodyKindJSON
 	c.sendNew(j.r, &h, c.rejectBody(why, b), j.from)
@@ -262,7 +271,7 @@ func (j *joiner) rejected(c *core, p *rxPacket) {
 	}
 	j.remove(c)
 	r := j.r
-	c.report(EventRejected, r.name, r.nuid, why, r.ha)
+	c.report(EventRejected, c.nameOf(r), r.nuid, why, r.ha, j.rejectHint(c, why))
 	c.failJoin(r, &JoinError{Reason: why, Err: ErrRejected, Hint: j.rejectHint(c, why)})
 	if r.sid == 0 {
 		c.removeRemote(r, ErrRejected)
@@ -341,17 +350,13 @@ func (c *core) joinWaitError(ap netip.AddrPort, err error) error {
 			if je == err {
 				return err
 			}
-			name := r.name
-			if r.fuid == 0 {
-				name = ap.String()
-			}
 			if e, ok := je.(*JoinError); ok {
 				e.Addr = ap
 				if r.fuid != 0 {
 					e.Remote = r.name
 				}
 			}
-			return &TxnError{Txn: "join", Remote: name, Err: je}
+			return &TxnError{Txn: "join", Remote: c.nameOf(r), Err: je}
 		}
 	}
 	return err

@@ -41,9 +41,13 @@ func freeAddr(t *testing.T) string {
 	return c.LocalAddr().String()
 }
 
-// started makes and starts a stack that the caller closes.
+// started makes and starts a stack (on loopback unless the config says)
+// that the caller closes.
 func started(t *testing.T, cfg road.Config) *road.Stack {
 	t.Helper()
+	if cfg.Listen == "" && cfg.PacketConn == nil {
+		cfg.Listen = "127.0.0.1:0"
+	}
 	s, err := road.New(&cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -11,44 +12,66 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/raet-go/raet/internal/netsim"
+	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/road"
 )
 
 // After Close returns, the peer has the done of every message the closing
 // stack delivered: its Sends all succeed and it never had to send a
-// packet again.
+// packet again. On an in-memory network in a synctest bubble, so that only
+// a lost done could make the sender resend (time moves only when every
+// goroutine waits).
 func TestCloseWritesTheDonesOfDeliveredMessages(t *testing.T) {
 	for _, size := range []int{100, 5000} { // one packet, and segments
-		m, o := joined(t, road.Config{}, road.Config{MessageTimeout: 5 * time.Second})
-		const n = 40
-		ctx := ctxT(t, 20*time.Second)
-		errs := make(chan error, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs <- o.Send(ctx, "main", map[string]any{"i": i, "pad": string(make([]byte, size))})
-			}()
-		}
-		for range n {
-			recvOne(t, m, 10*time.Second)
-		}
-		m.Close() // right after the last delivery: its done may still be queued
-		wg.Wait()
-		close(errs)
-		for err := range errs {
+		synctest.Test(t, func(t *testing.T) {
+			network := netsim.NewNetwork(1)
+			defer network.Close()
+			mainAddr := netip.MustParseAddrPort("10.0.0.1:7530")
+			connM, err := network.Listen(mainAddr, netsim.Impairment{})
 			if err != nil {
-				t.Fatalf("size %d: a Send failed after the receiver closed: %v", size, err)
+				t.Fatal(err)
 			}
-		}
-		c, err := o.Counters(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.Retransmits != 0 || c.MessagesOut != n {
-			t.Fatalf("size %d: sender retransmitted %d packets, %d messages done", size, c.Retransmits, c.MessagesOut)
-		}
+			connO, err := network.Listen(netip.MustParseAddrPort("10.0.0.2:7530"), netsim.Impairment{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := started(t, road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, PacketConn: connM, AlivePeriod: -1})
+			o := started(t, road.Config{Name: "other", PacketConn: connO, AlivePeriod: -1, MessageTimeout: 5 * time.Second})
+			defer o.Close()
+			ctx := t.Context()
+			if _, err := o.Join(ctx, mainAddr.String()); err != nil {
+				t.Fatal(err)
+			}
+			const n = 40
+			errs := make(chan error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs <- o.Send(ctx, "main", map[string]any{"i": i, "pad": string(make([]byte, size))})
+				}()
+			}
+			for range n {
+				<-m.Receive()
+			}
+			m.Close() // right after the last delivery: its done may still be queued
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatalf("size %d: a Send failed after the receiver closed: %v", size, err)
+				}
+			}
+			c, err := o.Counters(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Retransmits != 0 || c.MessagesOut != n {
+				t.Fatalf("size %d: sender retransmitted %d packets, %d messages done", size, c.Retransmits, c.MessagesOut)
+			}
+		})
 	}
 }
 

@@ -542,8 +542,7 @@ func tellWaits(ctx context.Context, s *road.Stack, to string, stderr io.Writer) 
 		case <-ctx.Done():
 			return
 		case e := <-s.Events():
-			switch e.Kind {
-			case road.EventPending, road.EventRejected, road.EventRemoved:
+			if e.Reason != road.ReasonNone {
 				fmt.Fprintf(stderr, "raet send: %s %s: %s\n", e.Remote, e.Kind, e.Reason.Describe())
 			}
 		}
