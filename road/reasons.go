@@ -158,7 +158,7 @@ func (c *core) report(k EventKind, name string, uid uint32, why Reason, addr net
 		return
 	}
 	attrs := []any{"remote", name}
-	if addr.IsValid() {
+	if addr.IsValid() && addr.String() != name {
 		attrs = append(attrs, "addr", addr.String())
 	}
 	if why != ReasonNone {
