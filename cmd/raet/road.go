@@ -537,11 +537,16 @@ func runSend(args []string, stdout, stderr io.Writer) int {
 // until ctx ends.
 func tellWaits(ctx context.Context, s *road.Stack, to string, stderr io.Writer) {
 	fmt.Fprintf(stderr, "raet send: %s joining %s from %s\n", s.Name(), to, s.Addr())
+	silent := time.NewTicker(3 * time.Second) // while nothing is heard
+	defer silent.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-silent.C:
+			fmt.Fprintf(stderr, "raet send: no answer from %s yet; trying again (until --timeout)\n", to)
 		case e := <-s.Events():
+			silent.Stop()
 			if e.Reason != road.ReasonNone {
 				fmt.Fprintf(stderr, "raet send: %s %s: %s\n", e.Remote, e.Kind, e.Reason.Describe())
 			}
