@@ -446,7 +446,8 @@ func (j *joiner) decided(c *core, status keep.Acceptance) {
 		return
 	}
 	j.remove(c)
-	c.event(EventRejected, j.r)
+	c.report(EventRejected, j.r.name, j.r.nuid, ReasonKeysRejected, j.r.ha, c.hint(ReasonKeysRejected, j.r.name))
+	c.failJoin(j.r, &JoinError{Reason: ReasonKeysRejected, Err: ErrRejected, Hint: c.hint(ReasonKeysRejected, j.r.name)})
 	c.removeRemote(j.r, ErrRejected)
 }
 
@@ -688,7 +689,7 @@ func (j *joinent) join(c *core, p *rxPacket) {
 		return
 	}
 	if o := c.byName[b.name]; !same && o != nil && o != r {
-		j.nack(c, codec.PacketKindReject) // the new name is another remote's
+		j.reject(c, ReasonNameTaken, &b) // the new name is another remote's
 		return
 	}
 	status, err := c.store.statusRole(b.role, b.verify, b.pub)
@@ -745,7 +746,7 @@ func (j *joinent) ackAccept(c *core) {
 	r := j.r
 	if !r.added {
 		if o := c.byName[r.name]; o != nil {
-			j.nack(c, codec.PacketKindReject)
+			j.reject(c, ReasonNameTaken, &j.b)
 			return
 		}
 		c.addRemote(r)
@@ -771,7 +772,7 @@ func (j *joinent) complete(c *core) {
 	r := j.r
 	if j.change {
 		if err := c.apply(r, &j.b, j.from, j.reid); err != nil {
-			j.nack(c, codec.PacketKindReject)
+			j.reject(c, ReasonNameTaken, &j.b)
 			return
 		}
 	}
@@ -805,12 +806,12 @@ func (j *joinent) decided(c *core, status keep.Acceptance) {
 		return
 	}
 	r := j.r
-	c.event(EventRejected, r)
 	if r.added {
+		c.report(EventRejected, r.name, r.nuid, ReasonKeysRejected, j.from, c.hint(ReasonKeysRejected, r.name))
 		j.remove(c)
 		c.removeRemote(r, ErrRejected)
 		return
 	}
-	j.nack(c, codec.PacketKindReject)
+	j.reject(c, ReasonKeysRejected, &j.b)
 	c.event(EventRemoved, r) // the pended stranger is forgotten
 }
