@@ -35,6 +35,7 @@ type core struct {
 	fqdn       string
 	aha        keep.HostPort
 	keptAHA    keep.HostPort // aha as the keep had it at start: our address last time
+	joinLogs   logBudget     // bounds the Info lines of joins (a flood of strangers)
 	mainFlag   bool
 
 	codec  codec.Codec
