@@ -103,7 +103,8 @@ func (r Reason) Describe() string {
 // JoinError is a join that failed, or is waiting, and why. Its Err is the
 // sentinel to branch on (ErrRejected, ErrTimeout, ErrRefused,
 // ErrRenewImmutable, …); errors.As finds the JoinError inside the
-// *TxnError that Join returns.
+// *TxnError that Join returns, which names the remote (its address until
+// it answered). Error says why and what to do, not who.
 type JoinError struct {
 	Reason Reason
 	Addr   netip.AddrPort // the address joined
@@ -123,9 +124,6 @@ func (e *JoinError) Error() string {
 		s = e.Err.Error()
 	default:
 		s = e.Reason.Describe()
-	}
-	if e.Remote != "" && e.Reason != ReasonNoAnswer {
-		s = fmt.Sprintf("%s at %s: %s", e.Remote, e.Addr, s)
 	}
 	if e.Hint != "" {
 		s += "; " + e.Hint
