@@ -466,6 +466,7 @@ func runSend(args []string, stdout, stderr io.Writer) int {
 	echoes := newEchoSet(*expectEcho, runID)
 	if fixed != nil {
 		echoes.exact, _ = (packet.JSONBody{}).Marshal(nil, fixed)
+		sum.Bytes = len(echoes.exact)
 	}
 	go echoes.collect(ctx, s)
 
@@ -628,7 +629,7 @@ func (e *echoSet) collect(ctx context.Context, s *road.Stack) {
 				e.want[got]--
 				e.matched++
 			} else {
-				e.bad = errors.Join(e.bad, fmt.Errorf("an echo from %s matched no message sent", m.From))
+				e.bad = errors.Join(e.bad, fmt.Errorf("an echo from %s matched no message sent (in values and key order)", m.From))
 			}
 			e.mu.Unlock()
 			select {
