@@ -79,12 +79,8 @@ func Open(dir string, cfg *Config) (*Keep, error) {
 		return nil, fmt.Errorf("keep: open %s: %w", dir, err)
 	}
 	if cfg.MustExist {
-		fi, err := os.Stat(abs)
-		if err != nil {
-			return nil, fmt.Errorf("keep: open %s: %w", abs, err)
-		}
-		if !fi.IsDir() {
-			return nil, fmt.Errorf("keep: open %s: %w: not a directory", abs, ErrInvalid)
+		if err := existingDir(abs); err != nil {
+			return nil, err
 		}
 	}
 	k := &Keep{dir: abs, auto: cfg.Auto}
@@ -116,14 +112,23 @@ func OpenReadOnly(dir string) (*Keep, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keep: open %s: %w", dir, err)
 	}
-	st, err := os.Stat(abs)
-	if err != nil {
-		return nil, fmt.Errorf("keep: open %s: %w", abs, err)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("keep: open %s: not a directory", abs)
+	if err := existingDir(abs); err != nil {
+		return nil, err
 	}
 	return &Keep{dir: abs, readOnly: true}, nil
+}
+
+// existingDir checks that the keep directory abs exists: an error wrapping
+// fs.ErrNotExist if it does not, ErrInvalid if it is not a directory.
+func existingDir(abs string) error {
+	st, err := os.Stat(abs)
+	if err != nil {
+		return fmt.Errorf("keep: open %s: %w", abs, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("keep: open %s: %w: not a directory", abs, ErrInvalid)
+	}
+	return nil
 }
 
 // ReadOnly reports whether the keep was opened by OpenReadOnly.

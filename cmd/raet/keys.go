@@ -121,7 +121,13 @@ func runKeys(args []string, stdout, stderr io.Writer) int {
 	if fset.NArg() != nargs {
 		return usageError(stderr, fset.Name(), "name the role (or the remote estate)")
 	}
-	k, err := keep.Open(*dir, &keep.Config{MustExist: true})
+	var k *keep.Keep
+	var err error
+	if op == "list" {
+		k, err = keep.OpenReadOnly(*dir)
+	} else {
+		k, err = keep.Open(*dir, &keep.Config{MustExist: true})
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", fset.Name(), err)
 		return exitSetup

@@ -115,7 +115,7 @@ func keptListen(keepDir string) string {
 	if keepDir == "" {
 		return ""
 	}
-	k, err := keep.Open(keepDir, &keep.Config{MustExist: true})
+	k, err := keep.OpenReadOnly(keepDir)
 	if err != nil {
 		return ""
 	}
