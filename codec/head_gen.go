@@ -135,12 +135,14 @@ type CoatKind uint8
 
 // The values of CoatKind.
 const (
-	CoatKindNada    CoatKind = 0 // no encryption
-	CoatKindNaCl    CoatKind = 1 // NaCl crypto_box, nonce after the ciphertext
-	CoatKindCRC16   CoatKind = 2 // declared but never implemented by the reference
-	CoatKindCRC64   CoatKind = 3 // declared but never implemented by the reference
-	CoatKindXChaCha CoatKind = 5 // XChaCha20-Poly1305, HKDF key, nonce after the ciphertext (coat plugin); a raet-go extension
-	CoatKindUnknown CoatKind = 255
+	CoatKindNada             CoatKind = 0 // no encryption
+	CoatKindNaCl             CoatKind = 1 // NaCl crypto_box, nonce after the ciphertext
+	CoatKindCRC16            CoatKind = 2 // declared but never implemented by the reference
+	CoatKindCRC64            CoatKind = 3 // declared but never implemented by the reference
+	CoatKindXChaCha          CoatKind = 5 // XChaCha20-Poly1305, HKDF key, nonce after the ciphertext (coat plugin); a raet-go extension
+	CoatKindAES256GCM        CoatKind = 6 // AES-256-GCM with the head as associated data, for sessions between two raet-go estates after an allow: the coat is an 8-byte big-endian per-direction packet counter || ciphertext || 16-byte tag, present even for an empty body, and the foot is nada (the tag authenticates head and body); key and IV of each direction are HKDF-SHA-256 of the session's short-term shared key S, no salt, info "raet-go aead coat v1 aes-256-gcm" || 0x00 || sender's short-term public key || receiver's; nonce = IV xor (4 zero bytes || counter); a raet-go extension
+	CoatKindChaCha20Poly1305 CoatKind = 7 // ChaCha20-Poly1305 (RFC 8439) in the layout, keys and nonces of aes256gcm, with info "raet-go aead coat v1 chacha20-poly1305"; chosen when either end lacks AES instructions; a raet-go extension
+	CoatKindUnknown          CoatKind = 255
 )
 
 // String returns the name the spec gives v, or CoatKind(n) for other values.
@@ -156,6 +158,10 @@ func (v CoatKind) String() string {
 		return "crc64"
 	case CoatKindXChaCha:
 		return "xchacha"
+	case CoatKindAES256GCM:
+		return "aes256gcm"
+	case CoatKindChaCha20Poly1305:
+		return "chacha20poly1305"
 	case CoatKindUnknown:
 		return "unknown"
 	}
@@ -165,7 +171,7 @@ func (v CoatKind) String() string {
 // Valid reports whether v is a value the spec declares.
 func (v CoatKind) Valid() bool {
 	switch v {
-	case CoatKindNada, CoatKindNaCl, CoatKindCRC16, CoatKindCRC64, CoatKindXChaCha, CoatKindUnknown:
+	case CoatKindNada, CoatKindNaCl, CoatKindCRC16, CoatKindCRC64, CoatKindXChaCha, CoatKindAES256GCM, CoatKindChaCha20Poly1305, CoatKindUnknown:
 		return true
 	}
 	return false
@@ -184,6 +190,10 @@ func ParseCoatKind(name string) (CoatKind, bool) {
 		return CoatKindCRC64, true
 	case "xchacha":
 		return CoatKindXChaCha, true
+	case "aes256gcm":
+		return CoatKindAES256GCM, true
+	case "chacha20poly1305":
+		return CoatKindChaCha20Poly1305, true
 	case "unknown":
 		return CoatKindUnknown, true
 	}
