@@ -275,22 +275,7 @@ func NewMACFoot(ourShortPriv, theirShortPub *[32]byte) (*MACFoot, error) {
 	fail := func(err error) (*MACFoot, error) {
 		return nil, &FootError{Kind: codec.FootKindMAC, Op: "new", Err: err}
 	}
-	shared, err := sharedKey(ourShortPriv, theirShortPub)
-	if err != nil {
-		return fail(err)
-	}
-	ourPub, err := curve25519.X25519(ourShortPriv[:], curve25519.Basepoint)
-	if err != nil {
-		return fail(fmt.Errorf("%w: %w", ErrWeakKey, err))
-	}
-	if hmac.Equal(ourPub, theirShortPub[:]) {
-		return fail(fmt.Errorf("%w: both ends have the same short-term key", ErrWeakKey))
-	}
-	sendKey, err := macKey(&shared, ourPub, theirShortPub[:])
-	if err != nil {
-		return fail(err)
-	}
-	recvKey, err := macKey(&shared, theirShortPub[:], ourPub)
+	sendKey, recvKey, err := directionKeys(ourShortPriv, theirShortPub, MACFootLabel, 32)
 	if err != nil {
 		return fail(err)
 	}
@@ -300,13 +285,40 @@ func NewMACFoot(ourShortPriv, theirShortPub *[32]byte) (*MACFoot, error) {
 	return f, nil
 }
 
-// macKey derives the MAC key of the direction from the sender (fromPub) to
-// the receiver (toPub).
-func macKey(shared *[32]byte, fromPub, toPub []byte) ([]byte, error) {
-	info := make([]byte, 0, len(MACFootLabel)+1+64)
-	info = append(append(append(info, MACFootLabel...), 0), fromPub...)
-	info = append(info, toPub...)
-	return hkdf.Key(sha256.New, shared[:], nil, string(info), 32)
+// directionKeys derives the n-byte keys of the two directions of a session
+// under label: send (from us to them) and recv (from them to us), each
+//
+//	HKDF-SHA-256(secret S, no salt, info label || 0x00 || sender's pub || receiver's pub, n bytes)
+//
+// where S is the session's shared key (sharedKey) and the public keys are
+// the short-term ones. The MAC foot and the AEAD coats use it with their own
+// labels. It fails with ErrWeakKey if a key is missing or of low order, or
+// if both ends have the same public key (the directions would coincide).
+func directionKeys(ourShortPriv, theirShortPub *[32]byte, label string, n int) (send, recv []byte, err error) {
+	shared, err := sharedKey(ourShortPriv, theirShortPub)
+	if err != nil {
+		return nil, nil, err
+	}
+	ourPub, err := curve25519.X25519(ourShortPriv[:], curve25519.Basepoint)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrWeakKey, err)
+	}
+	if hmac.Equal(ourPub, theirShortPub[:]) {
+		return nil, nil, fmt.Errorf("%w: both ends have the same short-term key", ErrWeakKey)
+	}
+	key := func(fromPub, toPub []byte) ([]byte, error) {
+		info := make([]byte, 0, len(label)+1+64)
+		info = append(append(append(info, label...), 0), fromPub...)
+		info = append(info, toPub...)
+		return hkdf.Key(sha256.New, shared[:], nil, string(info), n)
+	}
+	if send, err = key(ourPub, theirShortPub[:]); err != nil {
+		return nil, nil, err
+	}
+	if recv, err = key(theirShortPub[:], ourPub); err != nil {
+		return nil, nil, err
+	}
+	return send, recv, nil
 }
 
 // Kind returns codec.FootKindMAC.
