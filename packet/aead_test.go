@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -489,4 +490,74 @@ func FuzzAEADOpen(f *testing.F) {
 			t.Fatalf("the same datagram again: %v, want ErrReplayed", err)
 		}
 	})
+}
+
+// BenchmarkSealOpen compares, per packet with a binary head, the AEAD coats
+// (PackAEAD, Parse, OpenAEAD) with the NaCl coat and the MAC foot (Seal,
+// Pack, Parse, Verify, Open), for one body size after another:
+//
+//	go test -run '^$' -bench SealOpen -benchtime 2000x ./packet
+func BenchmarkSealOpen(b *testing.B) {
+	for _, size := range []int{64, 1024, 16384} {
+		body := make([]byte, size)
+		pkt := make([]byte, 0, size+256)
+		coat := make([]byte, 0, size+NaClOverhead)
+		out := make([]byte, 0, size)
+		h, p := new(codec.Head), new(Packet)
+		for _, kind := range aeadKinds {
+			b.Run(kind.String()+"/"+sizeName(size), func(b *testing.B) {
+				pk := aeadPacker(b)
+				sa, ra := aeadPair(b, kind)
+				b.SetBytes(int64(size))
+				for b.Loop() {
+					*h = aeadHead()
+					sealed, err := pk.PackAEAD(pkt, h, sa, body)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := Parse(sealed, p); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := p.OpenAEAD(out, ra); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+		b.Run("nacl+mac/"+sizeName(size), func(b *testing.B) {
+			macA, macB := macPair(b)
+			pk := aeadPacker(b)
+			pk.Foot = macA
+			coatA, coatB := otherCoat(b, nil), mainCoat(b)
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				*h = aeadHead()
+				h.CoatKind = codec.CoatKindNaCl
+				sealed, err := coatA.Seal(coat, body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				signed, err := pk.Pack(pkt, h, sealed)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := Parse(signed, p); err != nil {
+					b.Fatal(err)
+				}
+				if err := p.Verify(macB); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := p.Open(out, coatB); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func sizeName(n int) string {
+	if n >= 1024 {
+		return strconv.Itoa(n/1024) + "KiB"
+	}
+	return strconv.Itoa(n) + "B"
 }
