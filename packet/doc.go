@@ -17,7 +17,10 @@
 //     is zero bytes; what a kind cannot carry is refused (ErrCannotCarry).
 //   - Coat (ck): the body as it is (nada) or sealed in a NaCl crypto_box
 //     under the session's short-term keys, box || nonce (Coat, NaClCoat).
-//     An empty body is an empty coat.
+//     An empty body is an empty coat. Between raet-go estates, the AEAD
+//     coat (AEADCoat: AES-256-GCM or ChaCha20-Poly1305, a packet counter,
+//     the head as associated data, a replay window) replaces coat and
+//     foot at once; see docs/aead.md.
 //   - Foot (fk): nothing, an Ed25519 signature over head || coat || 64
 //     zero bytes, or the MAC foot of raet-go (Foot, NaClFoot, MACFoot).
 //

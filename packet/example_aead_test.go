@@ -1,0 +1,46 @@
+package packet_test
+
+import (
+	"crypto/ecdh"
+	"errors"
+	"fmt"
+
+	"github.com/raet-go/raet/codec"
+	_ "github.com/raet-go/raet/codec/binary"
+	"github.com/raet-go/raet/packet"
+)
+
+// Two ends of a session, each with its short-term key pair, agree on an
+// AEAD coat, pack a packet at one end and open it at the other; the same
+// datagram again is refused as a replay.
+func ExampleAEADCoat() {
+	a, _ := ecdh.X25519().GenerateKey(nil)
+	b, _ := ecdh.X25519().GenerateKey(nil)
+	kind, _ := packet.ChooseAEAD(packet.AEADKinds(), []codec.CoatKind{codec.CoatKindChaCha20Poly1305})
+	atB, _ := packet.NewAEADCoat(kind, (*[32]byte)(a.Bytes()), (*[32]byte)(b.PublicKey().Bytes()))
+	atA, _ := packet.NewAEADCoat(kind, (*[32]byte)(b.Bytes()), (*[32]byte)(a.PublicKey().Bytes()))
+
+	hc, _ := codec.Lookup(codec.HeadKindBinary)
+	pk := &packet.Packer{Codec: hc, Foot: packet.NadaFoot{}}
+	var h codec.Head
+	h.Reset()
+	h.SourceID, h.DestinationID, h.BodyKind = 2, 3, codec.BodyKindRaw
+	dgram, err := pk.PackAEAD(nil, &h, atB, []byte("hello"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	var p packet.Packet
+	if err := packet.Parse(dgram, &p); err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, err := p.OpenAEAD(nil, atA)
+	fmt.Printf("%v %q %v, foot %v\n", p.Head.CoatKind, body, err, p.Head.FootKind)
+	_, err = p.OpenAEAD(nil, atA)
+	fmt.Println(errors.Is(err, packet.ErrReplayed))
+	// Output:
+	// chacha20poly1305 "hello" <nil>, foot nada
+	// true
+}
