@@ -341,6 +341,8 @@ const (
 	PacketKindReject    PacketKind = 13
 	PacketKindPend      PacketKind = 14
 	PacketKindDone      PacketKind = 15
+	PacketKindBundle    PacketKind = 16 // several small messages of the sender in one datagram (tk message; ti is the first entry's); the coat is a bundle table and one sealed payload (see the extensions); a raet-go extension
+	PacketKindAnswers   PacketKind = 17 // coalesced dones and acks (tk message, ti 0): ranges of transaction ids in the clear coat, authenticated by the foot (see the extensions); a raet-go extension
 	PacketKindUnknown   PacketKind = 255
 )
 
@@ -379,6 +381,10 @@ func (v PacketKind) String() string {
 		return "pend"
 	case PacketKindDone:
 		return "done"
+	case PacketKindBundle:
+		return "bundle"
+	case PacketKindAnswers:
+		return "answers"
 	case PacketKindUnknown:
 		return "unknown"
 	}
@@ -388,7 +394,7 @@ func (v PacketKind) String() string {
 // Valid reports whether v is a value the spec declares.
 func (v PacketKind) Valid() bool {
 	switch v {
-	case PacketKindMessage, PacketKindAck, PacketKindNack, PacketKindResend, PacketKindRequest, PacketKindResponse, PacketKindHello, PacketKindCookie, PacketKindInitiate, PacketKindUnjoined, PacketKindUnallowed, PacketKindRenew, PacketKindRefuse, PacketKindReject, PacketKindPend, PacketKindDone, PacketKindUnknown:
+	case PacketKindMessage, PacketKindAck, PacketKindNack, PacketKindResend, PacketKindRequest, PacketKindResponse, PacketKindHello, PacketKindCookie, PacketKindInitiate, PacketKindUnjoined, PacketKindUnallowed, PacketKindRenew, PacketKindRefuse, PacketKindReject, PacketKindPend, PacketKindDone, PacketKindBundle, PacketKindAnswers, PacketKindUnknown:
 		return true
 	}
 	return false
@@ -429,6 +435,10 @@ func ParsePacketKind(name string) (PacketKind, bool) {
 		return PacketKindPend, true
 	case "done":
 		return PacketKindDone, true
+	case "bundle":
+		return PacketKindBundle, true
+	case "answers":
+		return PacketKindAnswers, true
 	case "unknown":
 		return PacketKindUnknown, true
 	}

@@ -30,7 +30,7 @@ local ENUMS = {
   CoatKind = { [0] = "nada", [1] = "nacl", [2] = "crc16", [3] = "crc64", [5] = "xchacha", [6] = "aes256gcm", [7] = "chacha20poly1305", [255] = "unknown" },
   FootKind = { [0] = "nada", [1] = "nacl", [2] = "sha2", [3] = "crc64", [4] = "mac", [255] = "unknown" },
   TransactionKind = { [0] = "message", [1] = "join", [2] = "bind", [3] = "allow", [4] = "alive", [255] = "unknown" },
-  PacketKind = { [0] = "message", [1] = "ack", [2] = "nack", [3] = "resend", [4] = "request", [5] = "response", [6] = "hello", [7] = "cookie", [8] = "initiate", [9] = "unjoined", [10] = "unallowed", [11] = "renew", [12] = "refuse", [13] = "reject", [14] = "pend", [15] = "done", [255] = "unknown" },
+  PacketKind = { [0] = "message", [1] = "ack", [2] = "nack", [3] = "resend", [4] = "request", [5] = "response", [6] = "hello", [7] = "cookie", [8] = "initiate", [9] = "unjoined", [10] = "unallowed", [11] = "renew", [12] = "refuse", [13] = "reject", [14] = "pend", [15] = "done", [16] = "bundle", [17] = "answers", [255] = "unknown" },
   Acceptance = { [0] = "pending", [1] = "accepted", [2] = "rejected" },
   AutoMode = { [0] = "never", [1] = "once", [2] = "always" },
   PackKind = { [0] = "json", [1] = "pack", [2] = "cbor", [5] = "zstdjson" },
