@@ -1,0 +1,4 @@
+package packet
+
+// RaceEnabled lets the external tests skip allocation counts under -race.
+var RaceEnabled = raceEnabled
