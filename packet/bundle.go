@@ -115,7 +115,7 @@ type Bundler struct {
 	answers []byte
 	plain   []byte
 	coat    []byte
-	out     codec.Head               // the head being packed (kept here: it escapes)
+	out     codec.Head              // the head being packed (kept here: it escapes)
 	scratch [codec.MaxHeadSize]byte // for sizing heads
 }
 
