@@ -65,14 +65,29 @@ type Packet struct {
 	HasBody  bool
 	BodyNote string
 
-	Note    Note // the transaction tracker's; Note.Txn is nil for lane pages and errors
+	Note    Note // the transaction tracker's; Note.Txn is nil for lane pages, errors, bundles and answers
 	HasNote bool
+
+	// Bundle holds the messages of a bundle packet (raet-go fast profile),
+	// each with the tracker's note for it as its message; Answers the
+	// dones and acks of an answers packet or of a bundle, counted as the
+	// done or ack of each transaction they name.
+	Bundle  []BundledMessage
+	Answers []packet.AnswerRange
 
 	// Err is why the packet could not be decoded: its frame, head or
 	// framing (Parsed false), or, with Parsed true, a coat that does not
 	// open with its session's key or a body that does not parse, the
 	// inputs that crash the reference's service loop (§13).
 	Err error
+}
+
+// BundledMessage is one message of a bundle packet.
+type BundledMessage struct {
+	TI    uint32
+	Flags codec.Flags
+	Len   int // its coat plaintext's length
+	Note  Note
 }
 
 // Dissector decodes captured frames into Packets: the link layers, the RAET
@@ -93,6 +108,8 @@ type Dissector struct {
 	noKeys  *KeyRing // learns keys from the capture when Keys is nil
 	bodies  *packet.Registry
 	n       int
+	bundle  packet.Bundle        // reused for each bundle's table
+	answers []packet.AnswerRange // reused for each answers list
 }
 
 // NewDissector returns a Dissector configured by cfg (nil for defaults).
@@ -221,6 +238,10 @@ func (d *Dissector) decodeRoad(p *Packet) {
 	// Reassemble only what can be read: plain coats, or sealed ones with a
 	// key log.
 	readable := h.CoatKind == codec.CoatKindNada || (h.CoatKind == codec.CoatKindNaCl && d.keys != nil && len(d.keys.sessions) > 0)
+	if h.TransactionKind == codec.TransactionKindMessage && (h.PacketKind == codec.PacketKindBundle || h.PacketKind == codec.PacketKindAnswers) {
+		d.decodeBundle(p, l.Coat)
+		return
+	}
 	note, whole := d.tracker.Observe(p.Time, p.Src, p.Dst, h, l.Coat, p.Data, d.seed, readable)
 	p.Note, p.HasNote = note, true
 	if note.Err != nil {
@@ -400,4 +421,51 @@ func reason(err error) string {
 		s = strings.TrimSpace(s[:i])
 	}
 	return s
+}
+
+// decodeBundle reads a bundle's table, or an answers packet's list, and
+// has the tracker count each message, done and ack as its transaction's.
+// The bundle's payload is not opened (its bodies are not shown).
+func (d *Dissector) decodeBundle(p *Packet, coat []byte) {
+	h := &p.Head
+	answers := coat
+	p.HasNote = true
+	if h.PacketKind == codec.PacketKindBundle {
+		if err := packet.ParseBundle(coat, &d.bundle); err != nil {
+			p.Err = err
+			d.stats.addFailure("malformed bundle")
+			return
+		}
+		for i := range d.bundle.Entries {
+			e := &d.bundle.Entries[i]
+			note := d.tracker.ObserveEntry(p.Time, p.Src, p.Dst, h, e, d.seed)
+			p.Bundle = append(p.Bundle, BundledMessage{TI: e.TI, Flags: e.Flags, Len: e.Len, Note: note})
+		}
+		p.Note.Event = fmt.Sprintf("bundle of %d messages", len(p.Bundle))
+		p.BodyNote = "bundle: each message is listed with its transaction"
+		answers = d.bundle.Answers
+		if len(answers) == 0 {
+			return
+		}
+	}
+	rs, err := packet.ParseAnswers(d.answers[:0], answers)
+	if err != nil {
+		p.Err = err
+		d.stats.addFailure("malformed answers")
+		return
+	}
+	d.answers = rs
+	ids := 0
+	for _, r := range rs {
+		for i := range r.Count {
+			d.tracker.ObserveAnswer(p.Time, p.Src, p.Dst, h, r.Kind, r.First+i, d.seed)
+		}
+		ids += int(r.Count)
+	}
+	p.Answers = append(p.Answers, rs...)
+	if h.PacketKind == codec.PacketKindAnswers {
+		p.Note.Event = fmt.Sprintf("answers for %d transactions", ids)
+	} else {
+		p.Note.Event += fmt.Sprintf(", answers for %d transactions", ids)
+	}
 }

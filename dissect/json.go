@@ -220,7 +220,49 @@ func (p *Packet) AppendJSON(b []byte) []byte {
 	}
 	if p.HasNote && p.Note.Txn != nil {
 		b = appendKey(b, &first, "txn")
-		b = p.appendTxn(b)
+		b = appendTxn(b, &p.Note)
+	} else if p.HasNote && p.Note.Event != "" {
+		b = appendKey(b, &first, "event")
+		b = appendString(b, p.Note.Event)
+	}
+	if len(p.Bundle) > 0 {
+		b = appendKey(b, &first, "bundle")
+		b = append(b, '[')
+		for i := range p.Bundle {
+			m := &p.Bundle[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"ti":`...)
+			b = strconv.AppendUint(b, uint64(m.TI), 10)
+			b = append(b, `,"fg":`...)
+			b = strconv.AppendUint(b, uint64(m.Flags), 10)
+			b = append(b, `,"len":`...)
+			b = strconv.AppendInt(b, int64(m.Len), 10)
+			if m.Note.Txn != nil {
+				b = append(b, `,"txn":`...)
+				b = appendTxn(b, &m.Note)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if len(p.Answers) > 0 {
+		b = appendKey(b, &first, "answers")
+		b = append(b, '[')
+		for i, r := range p.Answers {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"pk":`...)
+			b = appendString(b, r.Kind.String())
+			b = append(b, `,"first":`...)
+			b = strconv.AppendUint(b, uint64(r.First), 10)
+			b = append(b, `,"count":`...)
+			b = strconv.AppendUint(b, uint64(r.Count), 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
 	}
 	if p.Err != nil {
 		b = appendKey(b, &first, "error")
@@ -291,8 +333,8 @@ func (p *Packet) appendNames(b []byte) []byte {
 	return append(b, '}')
 }
 
-func (p *Packet) appendTxn(b []byte) []byte {
-	n, tx := &p.Note, p.Note.Txn
+func appendTxn(b []byte, n *Note) []byte {
+	tx := n.Txn
 	first := true
 	b = append(b, '{')
 	b = appendKey(b, &first, "id")

@@ -228,7 +228,31 @@ func isStart(h *codec.Head) bool {
 // caller that cannot open the coat saves the copies). It returns the note
 // for the packet.
 func (tr *Tracker) Observe(now time.Time, src, dst netip.AddrPort, h *codec.Head, coat, data []byte, seed maphash.Seed, reassemble bool) (Note, []byte) {
-	size := len(data)
+	return tr.observe(now, src, dst, h, coat, data, len(data), seed, reassemble)
+}
+
+// ObserveEntry follows one message of a bundle packet as the message it
+// is: h is the bundle's head, e the entry (its ti, flags and length).
+func (tr *Tracker) ObserveEntry(now time.Time, src, dst netip.AddrPort, h *codec.Head, e *packet.BundleEntry, seed maphash.Seed) Note {
+	m := *h
+	m.PacketKind, m.TransactionID, m.Flags = codec.PacketKindMessage, e.TI, e.Flags
+	note, _ := tr.observe(now, src, dst, &m, nil, nil, e.Len, seed, false)
+	return note
+}
+
+// ObserveAnswer follows one id of an answers list (of an answers packet or
+// a bundle) as the done or ack of that transaction: h is the packet's head,
+// sent by the transactions' correspondent.
+func (tr *Tracker) ObserveAnswer(now time.Time, src, dst netip.AddrPort, h *codec.Head, kind codec.PacketKind, ti uint32, seed maphash.Seed) Note {
+	a := *h
+	a.PacketKind, a.TransactionKind, a.TransactionID = kind, codec.TransactionKindMessage, ti
+	a.SegmentNumber, a.SegmentCount = 0, 1
+	a.Flags = a.Flags&^codec.FlagAgain | codec.FlagCorrespondent
+	note, _ := tr.observe(now, src, dst, &a, nil, nil, 0, seed, false)
+	return note
+}
+
+func (tr *Tracker) observe(now time.Time, src, dst netip.AddrPort, h *codec.Head, coat, data []byte, size int, seed maphash.Seed, reassemble bool) (Note, []byte) {
 	tr.expire(now)
 	init, corr := src, dst
 	if h.Correspondent() {
