@@ -214,3 +214,82 @@ func checkLane(t *testing.T, n int, p *dissect.Packet, vals []string) {
 		}
 	}
 }
+
+// TestTsharkBundle compares the Lua dissector with the Go one on a capture
+// of bundles and answers packets made with the packet-level code: every
+// head field, and each bundled message's ti and length and each answered
+// range.
+func TestTsharkBundle(t *testing.T) {
+	tshark := needTshark(t)
+	path := bundleCapture(t)
+	var fields []string
+	for _, k := range dissect.HeadFields {
+		fields = append(fields, "raet."+k)
+	}
+	fields = append(fields, "raet.error")
+	laneAt := len(fields)
+	for _, k := range dissect.LaneFields {
+		fields = append(fields, "raet_lane."+k)
+	}
+	fields = append(fields, "raet_lane.src", "raet_lane.dst", "raet_lane.error")
+	compareWithTshark(t, path, tsharkFields(t, tshark, path, fields), laneAt)
+
+	extra := []string{"raet.bundle.ti", "raet.bundle.len", "raet.answers.pk", "raet.answers.first", "raet.answers.count", "raet.bundle.error"}
+	args := []string{"-n", "-X", "lua_script:" + luaDissector, "-r", path, "-T", "fields",
+		"-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=,"}
+	for _, f := range extra {
+		args = append(args, "-e", f)
+	}
+	out, err := exec.Command(tshark, args...).Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cr, err := dissect.NewCaptureReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dissect.NewDissector(nil)
+	n := 0
+	for ; ; n++ {
+		rec, err := cr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := d.Decode(rec)
+		var ti, ln, pk, first, count []string
+		for _, m := range p.Bundle {
+			ti = append(ti, strconv.FormatUint(uint64(m.TI), 10))
+			ln = append(ln, strconv.Itoa(m.Len))
+		}
+		for _, r := range p.Answers {
+			pk = append(pk, strconv.Itoa(int(r.Kind)))
+			first = append(first, strconv.FormatUint(uint64(r.First), 10))
+			count = append(count, strconv.FormatUint(uint64(r.Count), 10))
+		}
+		want := []string{strings.Join(ti, ","), strings.Join(ln, ","), strings.Join(pk, ","), strings.Join(first, ","), strings.Join(count, ","), ""}
+		if n >= len(lines) {
+			t.Fatalf("frame %d: tshark printed nothing", n+1)
+		}
+		got := strings.Split(lines[n], "\t")
+		for len(got) < len(want) {
+			got = append(got, "")
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("frame %d: %s is %q in tshark, %q in Go", n+1, extra[i], got[i], want[i])
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no frames")
+	}
+}

@@ -241,7 +241,102 @@ PF.coat = ProtoField.bytes("raet.coat", "coat (the body, maybe encrypted)")
 PF.foot = ProtoField.bytes("raet.foot", "foot (the signature)")
 PF.error = ProtoField.string("raet.error", "error")
 list[#list + 1], list[#list + 2], list[#list + 3] = PF.coat, PF.foot, PF.error
+
+-- Bundles and answers (raet-go extensions): their tables are in the clear
+-- coat. The limits are package packet's MaxBundleEntries, MaxAnswerRanges
+-- and MaxAnswerIDs.
+local PK = {}
+for v, name in pairs(ENUMS.PacketKind) do PK[name] = v end
+local MAX_ENTRIES, MAX_RANGES, MAX_IDS = 255, 256, 8192
+PF.entry = ProtoField.bytes("raet.bundle.entry", "bundled message")
+PF.e_ti = ProtoField.uint32("raet.bundle.ti", "ti of a bundled message")
+PF.e_fg = ProtoField.uint8("raet.bundle.fg", "flags of a bundled message", base.HEX)
+PF.e_bk = ProtoField.uint8("raet.bundle.bk", "body kind of a bundled message", base.DEC, ENUMS.BodyKind)
+PF.e_len = ProtoField.uint32("raet.bundle.len", "plaintext length of a bundled message")
+PF.range = ProtoField.bytes("raet.answers.range", "answered transactions")
+PF.a_pk = ProtoField.uint8("raet.answers.pk", "answer kind", base.DEC, ENUMS.PacketKind)
+PF.a_first = ProtoField.uint32("raet.answers.first", "first answered ti")
+PF.a_count = ProtoField.uint32("raet.answers.count", "answered transactions in the range")
+PF.b_error = ProtoField.string("raet.bundle.error", "bundle or answers error")
+for _, k in ipairs({ "entry", "e_ti", "e_fg", "e_bk", "e_len", "range", "a_pk", "a_first", "a_count", "b_error" }) do
+  list[#list + 1] = PF[k]
+end
 raet.fields = list
+
+-- read_uvarint reads a minimal uvarint at pos before stop: value, next pos.
+local function read_uvarint(tvb, pos, stop)
+  local v, shift = 0, 0
+  for i = 0, 9 do
+    if pos + i >= stop then return nil end
+    local c = tvb(pos + i, 1):uint()
+    v = v + (c % 128) * 2 ^ shift
+    shift = shift + 7
+    if c < 128 then
+      if c == 0 and i > 0 then return nil end
+      return v, pos + i + 1
+    end
+  end
+  return nil
+end
+
+-- dissect_answers adds the ranges of an answers list; it returns an error or nil.
+local function dissect_answers(tvb, tree, pos, stop)
+  local n
+  n, pos = read_uvarint(tvb, pos, stop)
+  if not n or n == 0 or n > MAX_RANGES then return "answers: range count" end
+  local last, ids = 0, 0
+  for _ = 1, n do
+    if pos >= stop then return "answers: truncated" end
+    local start, kind = pos, tvb(pos, 1):uint()
+    if kind ~= PK.ack and kind ~= PK.done then return "answers: kind" end
+    local z, c
+    z, pos = read_uvarint(tvb, pos + 1, stop)
+    if not z or z > 4294967295 then return "answers: first" end
+    c, pos = read_uvarint(tvb, pos, stop)
+    if not c or c >= MAX_IDS then return "answers: count" end
+    ids = ids + c + 1
+    if ids > MAX_IDS then return "answers: too many ids" end
+    local d = math.floor(z / 2)
+    if z % 2 == 1 then d = -d - 1 end
+    local first = (last + d) % 4294967296
+    local t = tree:add(PF.range, tvb(start, pos - start))
+    t:add(PF.a_pk, tvb(start, 1), kind)
+    t:add(PF.a_first, tvb(start + 1, pos - start - 1), first)
+    t:add(PF.a_count, tvb(start + 1, pos - start - 1), c + 1)
+    last = (first + c) % 4294967296
+  end
+  if pos ~= stop then return "answers: trailing bytes" end
+  return nil
+end
+
+-- dissect_bundle adds a bundle's entries and answers; it returns an error or nil.
+local function dissect_bundle(tvb, tree, pos, stop)
+  local n
+  n, pos = read_uvarint(tvb, pos, stop)
+  if not n or n == 0 or n > MAX_ENTRIES then return "bundle: entry count" end
+  local total = 0
+  for _ = 1, n do
+    local start, ti, l = pos
+    ti, pos = read_uvarint(tvb, pos, stop)
+    if not ti or ti > 4294967295 then return "bundle: entry ti" end
+    if stop - pos < 2 then return "bundle: entry flags" end
+    local fgpos = pos
+    l, pos = read_uvarint(tvb, pos + 2, stop)
+    if not l then return "bundle: entry length" end
+    total = total + l
+    if total > stop then return "bundle: entry lengths exceed the coat" end
+    local t = tree:add(PF.entry, tvb(start, pos - start))
+    t:add(PF.e_ti, tvb(start, fgpos - start), ti)
+    t:add(PF.e_fg, tvb(fgpos, 1))
+    t:add(PF.e_bk, tvb(fgpos + 1, 1))
+    t:add(PF.e_len, tvb(fgpos + 2, pos - fgpos - 2), l)
+  end
+  local a
+  a, pos = read_uvarint(tvb, pos, stop)
+  if not a or a > stop - pos then return "bundle: answers length" end
+  if a > 0 then return dissect_answers(tvb, tree, pos, pos + a) end
+  return nil
+end
 
 local LPF, llist = {}, {}
 for _, f in ipairs(LANE_FIELDS) do
@@ -532,6 +627,18 @@ function raet.dissector(tvb, pinfo, tree)
     if v then return v.v end
     if key == "hk" then return kind end
     return BY_KEY[key].default
+  end
+  if get("tk") == 0 and (get("pk") == PK.bundle or get("pk") == PK.answers) and n <= captured and hl + fl <= n then
+    local berr
+    if get("pk") == PK.bundle then
+      berr = dissect_bundle(tvb, item, hl, n - fl)
+    else
+      berr = dissect_answers(tvb, item, hl, n - fl)
+    end
+    if berr then
+      item:add(PF.b_error, berr)
+      item:add_proto_expert_info(EXPERT, berr)
+    end
   end
   local info = name_of(BY_KEY.tk, get("tk")) .. " " .. name_of(BY_KEY.pk, get("pk")) ..
     " se=" .. get("se") .. " de=" .. get("de") .. " si=" .. get("si") .. " ti=" .. get("ti")
