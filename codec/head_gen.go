@@ -585,6 +585,201 @@ func ParsePackKind(name string) (PackKind, bool) {
 	return 0, false
 }
 
+// BusKind is what a bus envelope is (package bus).
+type BusKind uint8
+
+// The values of BusKind.
+const (
+	BusKindHello BusKind = 1  // presence: the sender's run, the groups it serves; answered when rq is set; a raet-go extension
+	BusKindSub   BusKind = 2  // subscribe (subscriber to publisher); a raet-go extension
+	BusKindUnsub BusKind = 3  // unsubscribe; a raet-go extension
+	BusKindSubOK BusKind = 4  // the subscription is in place (or refused, er); a raet-go extension
+	BusKindPub   BusKind = 5  // a published message; a raet-go extension
+	BusKindDrop  BusKind = 6  // drop counts with nothing to carry them (the queue was empty); a raet-go extension
+	BusKindCut   BusKind = 7  // the publisher cut the subscription off (policy cut), with the drops; a raet-go extension
+	BusKindGap   BusKind = 8  // messages the subscriber asked for that the publisher no longer has; a raet-go extension
+	BusKindReq   BusKind = 9  // a request; a raet-go extension
+	BusKindRep   BusKind = 10 // a reply; a raet-go extension
+	BusKindReady BusKind = 11 // a puller's credit to a pusher; a raet-go extension
+	BusKindJob   BusKind = 12 // a job (pusher to puller); a raet-go extension
+	BusKindDone  BusKind = 13 // a job finished (its handler returned); a raet-go extension
+)
+
+// String returns the name the spec gives v, or BusKind(n) for other values.
+func (v BusKind) String() string {
+	switch v {
+	case BusKindHello:
+		return "hello"
+	case BusKindSub:
+		return "sub"
+	case BusKindUnsub:
+		return "unsub"
+	case BusKindSubOK:
+		return "subok"
+	case BusKindPub:
+		return "pub"
+	case BusKindDrop:
+		return "drop"
+	case BusKindCut:
+		return "cut"
+	case BusKindGap:
+		return "gap"
+	case BusKindReq:
+		return "req"
+	case BusKindRep:
+		return "rep"
+	case BusKindReady:
+		return "ready"
+	case BusKindJob:
+		return "job"
+	case BusKindDone:
+		return "done"
+	}
+	return string("BusKind(") + strconv.FormatUint(uint64(v), 10) + ")"
+}
+
+// Valid reports whether v is a value the spec declares.
+func (v BusKind) Valid() bool {
+	switch v {
+	case BusKindHello, BusKindSub, BusKindUnsub, BusKindSubOK, BusKindPub, BusKindDrop, BusKindCut, BusKindGap, BusKindReq, BusKindRep, BusKindReady, BusKindJob, BusKindDone:
+		return true
+	}
+	return false
+}
+
+// ParseBusKind returns the BusKind named name.
+func ParseBusKind(name string) (BusKind, bool) {
+	switch name {
+	case "hello":
+		return BusKindHello, true
+	case "sub":
+		return BusKindSub, true
+	case "unsub":
+		return BusKindUnsub, true
+	case "subok":
+		return BusKindSubOK, true
+	case "pub":
+		return BusKindPub, true
+	case "drop":
+		return BusKindDrop, true
+	case "cut":
+		return BusKindCut, true
+	case "gap":
+		return BusKindGap, true
+	case "req":
+		return BusKindReq, true
+	case "rep":
+		return BusKindRep, true
+	case "ready":
+		return BusKindReady, true
+	case "job":
+		return BusKindJob, true
+	case "done":
+		return BusKindDone, true
+	}
+	return 0, false
+}
+
+// BusPolicy is a bus subscription's policy at its high-water mark.
+type BusPolicy uint8
+
+// The values of BusPolicy.
+const (
+	BusPolicyBlock      BusPolicy = 0 // the publisher waits for room; a raet-go extension
+	BusPolicyDropNewest BusPolicy = 1 // the new message is dropped; a raet-go extension
+	BusPolicyDropOldest BusPolicy = 2 // the oldest queued message is dropped; a raet-go extension
+	BusPolicyCut        BusPolicy = 3 // the subscription is cut off (the slow subscriber goes); a raet-go extension
+)
+
+// String returns the name the spec gives v, or BusPolicy(n) for other values.
+func (v BusPolicy) String() string {
+	switch v {
+	case BusPolicyBlock:
+		return "block"
+	case BusPolicyDropNewest:
+		return "drop_newest"
+	case BusPolicyDropOldest:
+		return "drop_oldest"
+	case BusPolicyCut:
+		return "cut"
+	}
+	return string("BusPolicy(") + strconv.FormatUint(uint64(v), 10) + ")"
+}
+
+// Valid reports whether v is a value the spec declares.
+func (v BusPolicy) Valid() bool {
+	switch v {
+	case BusPolicyBlock, BusPolicyDropNewest, BusPolicyDropOldest, BusPolicyCut:
+		return true
+	}
+	return false
+}
+
+// ParseBusPolicy returns the BusPolicy named name.
+func ParseBusPolicy(name string) (BusPolicy, bool) {
+	switch name {
+	case "block":
+		return BusPolicyBlock, true
+	case "drop_newest":
+		return BusPolicyDropNewest, true
+	case "drop_oldest":
+		return BusPolicyDropOldest, true
+	case "cut":
+		return BusPolicyCut, true
+	}
+	return 0, false
+}
+
+// BusReplay is which retained messages a bus subscription wants before the live ones.
+type BusReplay uint8
+
+// The values of BusReplay.
+const (
+	BusReplayNone      BusReplay = 0 // new messages only; a raet-go extension
+	BusReplayLast      BusReplay = 1 // the last N per subject; a raet-go extension
+	BusReplaySinceSeq  BusReplay = 2 // every retained message after sequence number S; a raet-go extension
+	BusReplaySinceTime BusReplay = 3 // every retained message published at or after T; a raet-go extension
+)
+
+// String returns the name the spec gives v, or BusReplay(n) for other values.
+func (v BusReplay) String() string {
+	switch v {
+	case BusReplayNone:
+		return "none"
+	case BusReplayLast:
+		return "last"
+	case BusReplaySinceSeq:
+		return "since_seq"
+	case BusReplaySinceTime:
+		return "since_time"
+	}
+	return string("BusReplay(") + strconv.FormatUint(uint64(v), 10) + ")"
+}
+
+// Valid reports whether v is a value the spec declares.
+func (v BusReplay) Valid() bool {
+	switch v {
+	case BusReplayNone, BusReplayLast, BusReplaySinceSeq, BusReplaySinceTime:
+		return true
+	}
+	return false
+}
+
+// ParseBusReplay returns the BusReplay named name.
+func ParseBusReplay(name string) (BusReplay, bool) {
+	switch name {
+	case "none":
+		return BusReplayNone, true
+	case "last":
+		return BusReplayLast, true
+	case "since_seq":
+		return BusReplaySinceSeq, true
+	case "since_time":
+		return BusReplaySinceTime, true
+	}
+	return 0, false
+}
+
 // Flags is the flags byte fg: packed flags, most significant bit first.
 type Flags uint8
 

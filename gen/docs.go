@@ -176,6 +176,7 @@ func (g *generator) emitDocs() error {
 			p("| `%s` | %s |", e.Name, cell(e.Doc))
 		}
 	}
+	g.envelopeDocs(p)
 	g.files = append(g.files, File{Path: "docs/wire.md", Content: b.Bytes()})
 	return nil
 }

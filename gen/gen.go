@@ -41,6 +41,7 @@ func Generate(s *spec.Spec, source string) ([]File, error) {
 		g.emitJSON,
 		g.emitBinary,
 		g.emitLane,
+		g.emitEnvelope,
 		g.emitCodecTest,
 		g.emitDocs,
 		g.emitLua,

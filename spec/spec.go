@@ -30,6 +30,7 @@ type Spec struct {
 	Enums        []*Enum
 	Lane         Lane
 	Extensions   []Extension
+	Envelope     Envelope
 }
 
 // Extension is a raet-go extension outside the head fields, for the
@@ -246,6 +247,30 @@ type LaneField struct {
 	Line  int   `yaml:"-"`
 }
 
+// Envelope is the bus envelope: the body mapping of a messaging-pattern
+// message (package bus). Its fields are keys of that mapping, not of a head.
+type Envelope struct {
+	MaxList int              `yaml:"max_list"` // most items of a strs or counts field
+	Fields  []*EnvelopeField `yaml:"fields"`
+}
+
+// EnvelopeField is one key of the bus envelope. Type is one of EnvelopeTypes
+// or enum:<Name>.
+type EnvelopeField struct {
+	Key      string   `yaml:"key"`
+	Go       string   `yaml:"go"`
+	TypeName string   `yaml:"type"`
+	Required bool     `yaml:"required"`
+	Kinds    []string `yaml:"kinds"` // the envelope kinds (BusKind names) that carry it, or [all]
+	Doc      string   `yaml:"doc"`
+
+	Enum *Enum `yaml:"-"` // for enum:<Name>
+	Line int   `yaml:"-"`
+}
+
+// EnvelopeTypes are the value types of envelope fields besides enum:<Name>.
+var EnvelopeTypes = []string{"u8", "u32", "u64", "i64", "bool", "str", "strs", "counts", "any"}
+
 // Field returns the field with the two-letter key, or nil.
 func (s *Spec) Field(key string) *Field {
 	for _, f := range s.Fields {
@@ -324,6 +349,7 @@ type raw struct {
 	Enums        yaml.Node   `yaml:"enums"`
 	Lane         yaml.Node   `yaml:"lane"`
 	Extensions   []Extension `yaml:"extensions"`
+	Envelope     yaml.Node   `yaml:"envelope"`
 }
 
 // Parse parses and validates a spec; name is used in error messages.
@@ -362,6 +388,12 @@ func Parse(name string, data []byte) (*Spec, error) {
 		p.decode(&r.Lane, &s.Lane, "lane")
 		for i, f := range s.Lane.Fields {
 			f.Line = itemLine(&r.Lane, "fields", i)
+		}
+	}
+	if r.Envelope.Kind != 0 {
+		p.decode(&r.Envelope, &s.Envelope, "envelope")
+		for i, f := range s.Envelope.Fields {
+			f.Line = itemLine(&r.Envelope, "fields", i)
 		}
 	}
 	if len(p.errs) > 0 {

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ func (p *parser) validate(s *Spec) {
 	p.validateHeads(s)
 	p.validateBinary(s)
 	p.validateLane(s)
+	p.validateEnvelope(s)
 }
 
 func (p *parser) validateLimits(s *Spec) {
@@ -469,4 +471,51 @@ func (t Type) String() string {
 		return "enum"
 	}
 	return fmt.Sprintf("Type(%d)", int(t))
+}
+
+// envelopeKindEnum is the enumeration of the envelope kinds that fields'
+// kinds lists name.
+const envelopeKindEnum = "BusKind"
+
+func (p *parser) validateEnvelope(s *Spec) {
+	e := &s.Envelope
+	if len(e.Fields) == 0 {
+		return
+	}
+	if e.MaxList <= 0 {
+		p.errorf(0, "envelope", "max_list must be positive")
+	}
+	kinds := s.Enum(envelopeKindEnum)
+	if kinds == nil {
+		p.errorf(0, "envelope", "the envelope needs the enum %s", envelopeKindEnum)
+	}
+	keys, gos := map[string]bool{}, map[string]bool{}
+	for _, f := range e.Fields {
+		where := "envelope." + f.Key
+		if !isKey(f.Key) || keys[f.Key] {
+			p.errorf(f.Line, where, "envelope key must be two unique lowercase letters")
+		}
+		if !isGoIdent(f.Go) || gos[f.Go] {
+			p.errorf(f.Line, where, "go name %q must be a unique exported Go identifier", f.Go)
+		}
+		keys[f.Key], gos[f.Go] = true, true
+		if en, ok := strings.CutPrefix(f.TypeName, "enum:"); ok {
+			if f.Enum = s.Enum(en); f.Enum == nil {
+				p.errorf(f.Line, where, "unknown enum %q", en)
+			}
+		} else if !slices.Contains(EnvelopeTypes, f.TypeName) {
+			p.errorf(f.Line, where, "envelope type %q is not enum:<Name> or one of %v", f.TypeName, EnvelopeTypes)
+		}
+		if len(f.Kinds) == 0 {
+			p.errorf(f.Line, where, "kinds must list the envelope kinds that carry it, or all")
+		}
+		for _, k := range f.Kinds {
+			if k != "all" && kinds != nil && kinds.Lookup(k) == nil {
+				p.errorf(f.Line, where, "kind %q is not a value of %s", k, envelopeKindEnum)
+			}
+		}
+	}
+	if e.Fields[0].Key != "bv" || e.Fields[0].TypeName != "u8" || !e.Fields[0].Required {
+		p.errorf(e.Fields[0].Line, "envelope", "the first envelope field must be bv, a required u8 (the version)")
+	}
 }

@@ -34,6 +34,9 @@ local ENUMS = {
   Acceptance = { [0] = "pending", [1] = "accepted", [2] = "rejected" },
   AutoMode = { [0] = "never", [1] = "once", [2] = "always" },
   PackKind = { [0] = "json", [1] = "pack", [2] = "cbor", [5] = "zstdjson" },
+  BusKind = { [1] = "hello", [2] = "sub", [3] = "unsub", [4] = "subok", [5] = "pub", [6] = "drop", [7] = "cut", [8] = "gap", [9] = "req", [10] = "rep", [11] = "ready", [12] = "job", [13] = "done" },
+  BusPolicy = { [0] = "block", [1] = "drop_newest", [2] = "drop_oldest", [3] = "cut" },
+  BusReplay = { [0] = "none", [1] = "last", [2] = "since_seq", [3] = "since_time" },
 }
 
 -- The flags of fg, most significant bit first.
