@@ -12,8 +12,9 @@ import (
 // MemNet is an in-memory network of transports, for tests and examples: a
 // Send is a channel send to the peer's queue (blocking while it is full, as a
 // stack applies back-pressure), and closing a transport tells the others it
-// is down, as a road stack's presence would. A transport made again under the
-// same name is the peer restarted: the others hear PeerUp ("started").
+// is down, as a road stack's presence would. A new transport hears PeerUp
+// ("present") for every peer there, and they hear PeerUp ("started") for
+// it; one made again under the same name is the peer restarted.
 type MemNet struct {
 	mu    sync.Mutex
 	peers map[string]*MemTransport
@@ -53,6 +54,7 @@ func (n *MemNet) Transport(name string) (*MemTransport, error) {
 	for _, o := range n.peers {
 		if o != t {
 			o.event(PeerEvent{Peer: name, State: PeerUp, Reason: "started", Time: time.Now()})
+			t.event(PeerEvent{Peer: o.name, State: PeerUp, Reason: "present", Time: time.Now()})
 		}
 	}
 	return t, nil

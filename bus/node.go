@@ -1,0 +1,271 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/codec/envelope"
+)
+
+// Config configures a Node. The zero value works; a nil *Config is the zero
+// value. Each field documents its default.
+type Config struct {
+	// Heartbeat is how often the node says hello to each peer it knows,
+	// asking for an answer: how it learns that a peer restarted (a new run
+	// number) or went silent, and measures round trips. 0 means 1s;
+	// negative turns heartbeats off (the transport's events alone then
+	// tell peers' states).
+	Heartbeat time.Duration
+	// Silent is how many heartbeats a peer may leave unanswered before it
+	// is down ("silent"). 0 means 3.
+	Silent int
+	// MaxPeers bounds the peers the node keeps state for; 0 means 4096.
+	MaxPeers int
+	// ControlQueue bounds the control envelopes (hello, subscribe,
+	// credit, ...) waiting to be sent to one peer; 0 means 256. One that
+	// finds it full is dropped and counted (Stats.ControlDrops).
+	ControlQueue int
+	// PeerEvents is the capacity of the PeerEvents channel; 0 means 256.
+	// Events that find it full are dropped and counted.
+	PeerEvents int
+
+	// Publisher side (see Publish).
+	History         History       // retained messages for replay; nil: in memory, HistoryLast per subject
+	HistoryLast     int           // in-memory history: messages kept per subject; 0 means 1000, negative none
+	HistoryAge      time.Duration // in-memory history: messages older than this are dropped; 0: no age limit
+	MaxSubscribers  int           // subscriptions the publisher serves at once; 0 means 4096
+	DefaultHWM      int           // a subscription's high-water mark when it names none; 0 means 1000
+	SendWindow      int           // messages in flight per subscription (the subscriber restores order); 0 means 16
+	MaxSubjectBytes int           // longest subject; 0 means 256
+
+	// Requester and responder side (see Request, Serve).
+	RequestTimeout time.Duration // a request whose ctx has no deadline waits this long; 0 means 5s
+	MaxPending     int           // requests waiting for replies at once; 0 means 65536
+
+	// Pusher side (see Push).
+	JobTimeout time.Duration // a job not done this long after it was handed out goes to another puller; 0 means 30s
+	JobQueue   int           // jobs waiting for a puller; 0 means 1024
+
+	// Logger receives the node's logs; nil is silent. Nothing is logged
+	// per message.
+	Logger *slog.Logger
+}
+
+func (c *Config) populate() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = time.Second
+	}
+	def(&c.Silent, 3)
+	def(&c.MaxPeers, 4096)
+	def(&c.ControlQueue, 256)
+	def(&c.PeerEvents, 256)
+	def(&c.HistoryLast, 1000)
+	def(&c.MaxSubscribers, 4096)
+	def(&c.DefaultHWM, 1000)
+	def(&c.SendWindow, 16)
+	def(&c.MaxSubjectBytes, 256)
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 5 * time.Second
+	}
+	def(&c.MaxPending, 65536)
+	if c.JobTimeout == 0 {
+		c.JobTimeout = 30 * time.Second
+	}
+	def(&c.JobQueue, 1024)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Node runs the messaging patterns over one Transport: it is a publisher, a
+// subscriber, a requester, a responder, a pusher and a puller at once, as
+// the application uses it. One goroutine reads the transport and routes
+// envelopes; Close stops everything the node started.
+type Node struct {
+	t      Transport
+	cfg    Config
+	log    *slog.Logger
+	epoch  uint64
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	peerEvents chan PeerEvent
+
+	mu    sync.Mutex
+	peers map[string]*peer
+
+	pub  publisher
+	sub  subscriber
+	req  requester
+	rep  responder
+	push pusher
+	pull puller
+
+	stats nodeStats
+}
+
+type nodeStats struct {
+	notEnvelope, badEnvelope, unknownKind, controlDrops, peerEventDrops, peerLimit atomic.Uint64
+}
+
+// Stats are a node's counters since it started.
+type Stats struct {
+	NotEnvelope    uint64 // received messages that were not envelopes (ignored)
+	BadEnvelope    uint64 // envelopes that did not decode, or made no sense (ignored)
+	UnknownKind    uint64 // envelopes of a kind this node does not know (ignored)
+	ControlDrops   uint64 // control envelopes dropped because a peer's control queue was full
+	PeerEventDrops uint64 // peer events dropped because PeerEvents was not read
+	PeerLimit      uint64 // peers not tracked because MaxPeers was reached
+
+	Publisher PublisherStats
+	Requester RequesterStats
+	Pusher    PusherStats
+}
+
+// New makes a node over t (cfg nil for defaults) and starts its goroutine.
+func New(t Transport, cfg *Config) (*Node, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c.populate()
+	if c.Silent < 0 || c.MaxPeers < 0 || c.ControlQueue < 0 || c.DefaultHWM < 0 || c.SendWindow < 0 ||
+		c.MaxPending < 0 || c.JobQueue < 0 || c.MaxSubscribers < 0 {
+		return nil, fmt.Errorf("raet bus: negative limit in Config")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{t: t, cfg: c, log: c.Logger.With("node", t.Name()), epoch: rand.Uint64() | 1, ctx: ctx, cancel: cancel,
+		peerEvents: make(chan PeerEvent, c.PeerEvents), peers: map[string]*peer{}}
+	if err := n.pub.init(n); err != nil {
+		cancel()
+		return nil, err
+	}
+	n.sub.init(n)
+	n.req.init(n)
+	n.rep.init(n)
+	n.push.init(n)
+	n.pull.init(n)
+	n.wg.Add(1)
+	go n.run()
+	return n, nil
+}
+
+// Name is the local peer's name.
+func (n *Node) Name() string { return n.t.Name() }
+
+// Close stops the node's goroutines, fails the calls waiting in it with
+// ErrClosed and closes a durable history. It does not close the transport.
+func (n *Node) Close() error {
+	var err error
+	n.once.Do(func() {
+		n.cancel()
+		n.wg.Wait()
+		err = n.pub.close()
+	})
+	return err
+}
+
+// PeerEvents is the channel of connection hooks: a peer connected (PeerUp),
+// disconnected and may come back (PeerDown), or terminated (PeerGone), with
+// the reason. A peer that restarted is PeerUp with reason "restarted".
+func (n *Node) PeerEvents() <-chan PeerEvent { return n.peerEvents }
+
+// Stats returns a snapshot of the node's counters.
+func (n *Node) Stats() Stats {
+	return Stats{
+		NotEnvelope: n.stats.notEnvelope.Load(), BadEnvelope: n.stats.badEnvelope.Load(),
+		UnknownKind: n.stats.unknownKind.Load(), ControlDrops: n.stats.controlDrops.Load(),
+		PeerEventDrops: n.stats.peerEventDrops.Load(), PeerLimit: n.stats.peerLimit.Load(),
+		Publisher: n.pub.stats(), Requester: n.req.stats(), Pusher: n.push.stats(),
+	}
+}
+
+func (n *Node) closed() bool { return n.ctx.Err() != nil }
+
+// run is the node's goroutine: it reads the transport and ticks heartbeats.
+func (n *Node) run() {
+	defer n.wg.Done()
+	var tick <-chan time.Time
+	if n.cfg.Heartbeat > 0 {
+		t := time.NewTicker(n.cfg.Heartbeat)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.t.Done():
+			return
+		case m, ok := <-n.t.Receive():
+			if !ok {
+				return
+			}
+			n.receive(m)
+		case ev, ok := <-n.t.Events():
+			if !ok {
+				return
+			}
+			n.transportEvent(ev)
+		case now := <-tick:
+			n.heartbeat(now)
+		}
+	}
+}
+
+func (n *Node) receive(m Message) {
+	var e envelope.Envelope
+	if err := envelope.Decode(m.Body, &e); err != nil {
+		if errors.Is(err, envelope.ErrNotEnvelope) {
+			n.stats.notEnvelope.Add(1)
+		} else {
+			n.stats.badEnvelope.Add(1)
+			n.log.Debug("bad envelope", "from", m.From, "err", err)
+		}
+		return
+	}
+	n.heard(m.From)
+	switch e.Kind {
+	case codec.BusKindHello:
+		n.hello(m.From, &e)
+	case codec.BusKindSub, codec.BusKindUnsub:
+		n.pub.control(m.From, &e)
+	case codec.BusKindSubOK, codec.BusKindPub, codec.BusKindDrop, codec.BusKindCut, codec.BusKindGap:
+		n.sub.input(m.From, &e)
+	case codec.BusKindReq:
+		n.rep.input(m.From, &e)
+	case codec.BusKindRep:
+		n.req.input(m.From, &e)
+	case codec.BusKindReady, codec.BusKindDone:
+		n.push.input(m.From, &e)
+	case codec.BusKindJob:
+		n.pull.input(m.From, &e)
+	default:
+		n.stats.unknownKind.Add(1)
+	}
+}
+
+// bad counts an envelope that decoded but made no sense, and logs why.
+func (n *Node) bad(from string, e *envelope.Envelope, why string) {
+	n.stats.badEnvelope.Add(1)
+	n.log.Debug("envelope ignored", "from", from, "kind", e.Kind, "id", e.ID, "reason", why)
+}
+
+// envelope returns an envelope of kind k with the version set.
+func newEnvelope(k codec.BusKind) envelope.Envelope {
+	return envelope.Envelope{Version: envelope.Version, Kind: k}
+}

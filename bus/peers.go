@@ -1,0 +1,331 @@
+package bus
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/codec/envelope"
+)
+
+// peer is what the node knows of one peer. Its fields are guarded by
+// Node.mu.
+type peer struct {
+	name     string
+	up       bool
+	epoch    uint64    // its run, from its hellos; 0 until one came
+	heard    time.Time // when it last sent anything
+	asked    int       // heartbeats sent since it last answered
+	greeted  bool      // our first hello of this run is queued
+	groups   []string  // the queue groups it serves
+	rtt      RTT
+	ctl      chan envelope.Envelope
+	sending  bool // a goroutine drains ctl
+	ctlMu    sync.Mutex
+	helloOut bool // a hello is waiting in ctl
+}
+
+// RTT is the round-trip time to a peer, measured by heartbeats and
+// requests.
+type RTT struct {
+	Count uint64
+	Last  time.Duration
+	Min   time.Duration
+	Avg   time.Duration // moving average, weight 1/8 for a new sample
+}
+
+func (r *RTT) add(d time.Duration) {
+	if d < 0 {
+		return
+	}
+	r.Count++
+	r.Last = d
+	if r.Count == 1 {
+		r.Min, r.Avg = d, d
+		return
+	}
+	r.Min = min(r.Min, d)
+	r.Avg += (d - r.Avg) / 8
+}
+
+// RTT returns the round-trip time to peer; ok is false when the node knows
+// no such peer.
+func (n *Node) RTT(peerName string) (rtt RTT, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p := n.peers[peerName]; p != nil {
+		return p.rtt, true
+	}
+	return RTT{}, false
+}
+
+// Peers lists the peers the node knows and whether each is up.
+func (n *Node) Peers() map[string]bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make(map[string]bool, len(n.peers))
+	for name, p := range n.peers {
+		out[name] = p.up
+	}
+	return out
+}
+
+// peerLocked returns the peer named name, making it (down, unheard) when
+// it is new; nil when MaxPeers is reached. n.mu is held.
+func (n *Node) peerLocked(name string) *peer {
+	p := n.peers[name]
+	if p == nil {
+		if len(n.peers) >= n.cfg.MaxPeers || name == n.Name() {
+			n.stats.peerLimit.Add(1)
+			return nil
+		}
+		p = &peer{name: name, ctl: make(chan envelope.Envelope, n.cfg.ControlQueue)}
+		n.peers[name] = p
+	}
+	return p
+}
+
+// know makes sure the node tracks peer name (one it is about to talk to) and
+// greets it.
+func (n *Node) know(name string) {
+	n.mu.Lock()
+	p := n.peerLocked(name)
+	n.mu.Unlock()
+	if p != nil {
+		n.greet(p)
+	}
+}
+
+// greet queues our first hello of this run to p, so that it precedes every
+// control envelope we send it.
+func (n *Node) greet(p *peer) {
+	n.mu.Lock()
+	first := !p.greeted
+	p.greeted = true
+	n.mu.Unlock()
+	if first {
+		n.sendHello(p, true, 0)
+	}
+}
+
+// heard notes that name sent something: a down peer is up again.
+func (n *Node) heard(name string) {
+	n.mu.Lock()
+	p := n.peerLocked(name)
+	if p == nil {
+		n.mu.Unlock()
+		return
+	}
+	p.heard = time.Now()
+	p.asked = 0
+	wasUp := p.up
+	p.up = true
+	n.mu.Unlock()
+	n.greet(p)
+	if !wasUp {
+		n.changed(name, PeerUp, "spoke", false)
+	}
+}
+
+func (n *Node) hello(from string, e *envelope.Envelope) {
+	n.mu.Lock()
+	p := n.peers[from]
+	if p == nil {
+		n.mu.Unlock()
+		return
+	}
+	restarted := p.epoch != 0 && e.Epoch != p.epoch
+	p.epoch = e.Epoch
+	p.groups = e.Groups
+	if !e.Reply && e.Time != 0 {
+		p.rtt.add(time.Since(time.Unix(0, e.Time)))
+	}
+	n.mu.Unlock()
+	if e.Reply {
+		n.sendHello(p, false, e.Time)
+	}
+	if restarted {
+		n.changed(from, PeerUp, "restarted", true)
+	}
+}
+
+// sendHello queues a hello to p: asking for an answer (ask), or answering
+// one sent at echo.
+func (n *Node) sendHello(p *peer, ask bool, echo int64) {
+	e := newEnvelope(codec.BusKindHello)
+	e.Epoch = n.epoch
+	e.Groups = n.rep.groups()
+	e.Reply = ask
+	e.Time = echo
+	if ask {
+		e.Time = time.Now().UnixNano()
+		p.ctlMu.Lock()
+		pending := p.helloOut
+		p.helloOut = true
+		p.ctlMu.Unlock()
+		if pending {
+			return
+		}
+	}
+	n.control(p, e)
+}
+
+// sayHello sends a hello to every known peer (the groups served changed).
+func (n *Node) sayHello() {
+	n.mu.Lock()
+	ps := make([]*peer, 0, len(n.peers))
+	for _, p := range n.peers {
+		ps = append(ps, p)
+	}
+	n.mu.Unlock()
+	for _, p := range ps {
+		n.sendHello(p, false, 0)
+	}
+}
+
+// transportEvent takes a peer event of the transport.
+func (n *Node) transportEvent(ev PeerEvent) {
+	switch ev.State {
+	case PeerUp:
+		n.mu.Lock()
+		p := n.peerLocked(ev.Peer)
+		if p == nil {
+			n.mu.Unlock()
+			return
+		}
+		wasUp := p.up
+		p.up, p.asked, p.heard = true, 0, time.Now()
+		p.greeted = true
+		n.mu.Unlock()
+		// A session came up (again): say hello, so a restart shows.
+		n.sendHello(p, true, 0)
+		if !wasUp {
+			n.changed(ev.Peer, PeerUp, ev.Reason, false)
+		}
+	case PeerDown:
+		n.mu.Lock()
+		p := n.peers[ev.Peer]
+		wasUp := p != nil && p.up
+		if p != nil {
+			p.up = false
+		}
+		n.mu.Unlock()
+		if wasUp {
+			n.changed(ev.Peer, PeerDown, ev.Reason, false)
+		}
+	case PeerGone:
+		n.mu.Lock()
+		_, known := n.peers[ev.Peer]
+		delete(n.peers, ev.Peer)
+		n.mu.Unlock()
+		if known {
+			n.changed(ev.Peer, PeerGone, ev.Reason, false)
+		}
+	}
+}
+
+// heartbeat asks every peer for a hello and marks down those silent too
+// long.
+func (n *Node) heartbeat(now time.Time) {
+	type down struct{ name string }
+	var ask []*peer
+	var silent []string
+	n.mu.Lock()
+	for _, p := range n.peers {
+		if p.up && p.asked >= n.cfg.Silent {
+			p.up = false
+			silent = append(silent, p.name)
+		}
+		p.asked++
+		ask = append(ask, p)
+	}
+	n.mu.Unlock()
+	for _, p := range ask {
+		n.sendHello(p, true, 0)
+	}
+	for _, name := range silent {
+		n.changed(name, PeerDown, "silent", false)
+	}
+	n.push.tick(now)
+}
+
+// changed tells the roles and the application that a peer's state changed.
+func (n *Node) changed(name string, st PeerState, reason string, restarted bool) {
+	n.log.Debug("peer", "peer", name, "state", st, "reason", reason)
+	n.pub.peer(name, st, restarted)
+	n.sub.peer(name, st, restarted)
+	n.req.peer(name, st, restarted)
+	n.push.peer(name, st, restarted)
+	n.pull.peer(name, st, restarted)
+	select {
+	case n.peerEvents <- PeerEvent{Peer: name, State: st, Reason: reason, Time: time.Now()}:
+	default:
+		n.stats.peerEventDrops.Add(1)
+	}
+}
+
+// liveGroupMembers lists the up peers serving queue group g.
+func (n *Node) liveGroupMembers(g string) []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for name, p := range n.peers {
+		if p.up && slices.Contains(p.groups, g) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// control queues e for p; a goroutine sends p's queue in order. A full
+// queue drops e and counts it.
+func (n *Node) control(p *peer, e envelope.Envelope) {
+	if n.closed() {
+		return
+	}
+	p.ctlMu.Lock()
+	defer p.ctlMu.Unlock()
+	select {
+	case p.ctl <- e:
+	default:
+		if e.Kind == codec.BusKindHello && e.Reply {
+			p.helloOut = false
+		}
+		n.stats.controlDrops.Add(1)
+		n.log.Warn("control envelope dropped: queue full", "peer", p.name, "kind", e.Kind)
+		return
+	}
+	if !p.sending {
+		p.sending = true
+		n.wg.Add(1)
+		go n.drainControl(p)
+	}
+}
+
+// drainControl sends p's control queue until it is empty.
+func (n *Node) drainControl(p *peer) {
+	defer n.wg.Done()
+	for {
+		p.ctlMu.Lock()
+		var e envelope.Envelope
+		select {
+		case e = <-p.ctl:
+		default:
+			p.sending = false
+			p.ctlMu.Unlock()
+			return
+		}
+		if e.Kind == codec.BusKindHello && e.Reply {
+			p.helloOut = false
+		}
+		p.ctlMu.Unlock()
+		if n.closed() {
+			continue // empty the queue without sending
+		}
+		if err := n.t.Send(n.ctx, p.name, e.Map()); err != nil && !n.closed() {
+			n.log.Debug("control envelope not sent", "peer", p.name, "kind", e.Kind, "err", err)
+		}
+	}
+}

@@ -1,0 +1,518 @@
+package bus
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/codec/envelope"
+)
+
+// Policy is what a publisher does with a subscription whose queue is at its
+// high-water mark.
+type Policy = codec.BusPolicy
+
+// The policies.
+const (
+	Block      = codec.BusPolicyBlock      // Publish waits for room
+	DropNewest = codec.BusPolicyDropNewest // the new message is dropped
+	DropOldest = codec.BusPolicyDropOldest // the oldest queued message is dropped
+	Cut        = codec.BusPolicyCut        // the subscription is cut off
+)
+
+// Pub is a message to publish.
+type Pub struct {
+	Subject string
+	// Origin tags where the content came from (for example the client
+	// whose change it is, so that it can discard its own echo).
+	Origin string
+	// Body is the content: any value the transport's serializer takes. It
+	// is retained for replay and must not be changed afterwards.
+	Body any
+}
+
+// ErrCut: the publisher cut the subscription off (policy Cut).
+var ErrCut = errors.New("raet bus: subscription cut off by the publisher")
+
+// publisher is the node's publishing side: its sequence, history and the
+// subscriptions of other peers.
+type publisher struct {
+	n     *Node
+	mu    sync.Mutex
+	room  *sync.Cond // a blocked Publish waits here for room in a Block subscription
+	hist  History
+	seq   uint64
+	subs  map[subKey]*outSub
+	ended []SubscriberStats // the last endedKeep subscriptions that ended
+	total PublisherStats
+}
+
+type subKey struct {
+	peer string
+	id   uint64
+}
+
+// outSub is a subscription of a peer, at the publisher.
+type outSub struct {
+	key      subKey
+	filters  []string
+	policy   Policy
+	hwm      int
+	queue    []envelope.Envelope // waiting to be sent (pub, gap), oldest first
+	inflight int                 // being sent
+	nextIx   uint64
+	pending  map[string]uint64 // drops not yet reported to the subscriber
+	stats    SubscriberStats
+	wake     chan struct{} // cap 1: the pump has work
+	done     chan struct{} // closed when the subscription ends
+	ended    bool
+}
+
+// SubscriberStats describe one subscription at the publisher.
+type SubscriberStats struct {
+	Peer      string
+	ID        uint64
+	Filters   []string
+	Policy    Policy
+	HWM       int
+	Queued    int               // messages held now (waiting and in flight)
+	MaxQueued int               // the most ever held at once
+	Sent      uint64            // items the subscriber has
+	Drops     map[string]uint64 // messages dropped for it, by subject
+	Cut       bool              // cut off (policy Cut)
+	Ended     string            // why it ended ("" while it lasts)
+}
+
+// PublisherStats count a node's publishing.
+type PublisherStats struct {
+	Published     uint64
+	Subscriptions int    // now
+	Drops         uint64 // messages dropped for subscribers, all subscriptions
+	Cuts          uint64
+	Refused       uint64 // subscriptions refused (bad filters, too many)
+	HistoryErrors uint64 // a durable history failed to keep a message
+}
+
+const endedKeep = 64
+
+func (p *publisher) init(n *Node) error {
+	p.n = n
+	p.room = sync.NewCond(&p.mu)
+	p.subs = map[subKey]*outSub{}
+	switch {
+	case n.cfg.History != nil:
+		p.hist = n.cfg.History
+	case n.cfg.HistoryLast < 0:
+		p.hist = &noHistory{epoch: rand.Uint64() | 1}
+	default:
+		p.hist = NewMemoryHistory(n.cfg.HistoryLast, n.cfg.HistoryAge)
+	}
+	p.seq = p.hist.LastSeq()
+	context.AfterFunc(n.ctx, func() {
+		p.mu.Lock()
+		p.room.Broadcast()
+		p.mu.Unlock()
+	})
+	return nil
+}
+
+func (p *publisher) close() error { return p.hist.Close() }
+
+// Publish sends m to every subscription whose filters match its subject,
+// retains it in the history, and returns its sequence number. A matching
+// subscription at its high-water mark gets its policy: with Block,
+// Publish waits for room (until ctx ends: then nothing is published);
+// with DropNewest or DropOldest a message is dropped for it and counted;
+// with Cut the subscription ends. Publish never waits for the network.
+func (n *Node) Publish(ctx context.Context, m Pub) (seq uint64, err error) {
+	if err := checkSubject(m.Subject, n.cfg.MaxSubjectBytes); err != nil {
+		return 0, err
+	}
+	return n.pub.publish(ctx, m)
+}
+
+func (p *publisher) publish(ctx context.Context, m Pub) (uint64, error) {
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.room.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		if p.n.closed() {
+			return 0, ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if !p.blockedLocked(m.Subject) {
+			break
+		}
+		p.room.Wait()
+	}
+	p.seq++
+	now := time.Now().UnixNano()
+	r := Retained{Seq: p.seq, Subject: m.Subject, Time: now, Origin: m.Origin, Body: m.Body}
+	if err := p.hist.Append(r); err != nil {
+		p.total.HistoryErrors++
+		p.n.log.Warn("history failed to keep a message", "seq", p.seq, "subject", m.Subject, "err", err)
+	}
+	p.total.Published++
+	for _, s := range p.subs {
+		if matchAny(s.filters, m.Subject) {
+			p.offerLocked(s, pubEnvelope(s.key.id, r))
+		}
+	}
+	return p.seq, nil
+}
+
+func pubEnvelope(id uint64, r Retained) envelope.Envelope {
+	e := newEnvelope(codec.BusKindPub)
+	e.ID, e.Subject, e.Seq, e.Time, e.Origin, e.Body = id, r.Subject, r.Seq, r.Time, r.Origin, r.Body
+	return e
+}
+
+// blockedLocked reports whether a Block subscription matching subject is
+// full.
+func (p *publisher) blockedLocked(subject string) bool {
+	for _, s := range p.subs {
+		if s.policy == Block && s.held() >= s.hwm && matchAny(s.filters, subject) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *outSub) held() int { return len(s.queue) + s.inflight }
+
+// offerLocked queues e for s under its policy.
+func (p *publisher) offerLocked(s *outSub, e envelope.Envelope) {
+	if s.held() >= s.hwm {
+		switch s.policy {
+		case DropNewest, Block: // Block: only when the subscription was made full by a replay
+			p.dropLocked(s, e.Subject)
+			return
+		case DropOldest:
+			if i := slices.IndexFunc(s.queue, func(q envelope.Envelope) bool { return q.Kind == codec.BusKindPub }); i >= 0 {
+				p.dropLocked(s, s.queue[i].Subject)
+				s.queue = slices.Delete(s.queue, i, i+1)
+			} else {
+				p.dropLocked(s, e.Subject)
+				return
+			}
+		case Cut:
+			p.dropLocked(s, e.Subject)
+			p.cutLocked(s)
+			return
+		}
+	}
+	s.queue = append(s.queue, e)
+	s.stats.MaxQueued = max(s.stats.MaxQueued, s.held())
+	s.poke()
+}
+
+func (p *publisher) dropLocked(s *outSub, subject string) {
+	s.pending[subject]++
+	s.stats.Drops[subject]++
+	p.total.Drops++
+	s.poke()
+}
+
+func (s *outSub) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// cutLocked ends s (policy Cut): everything queued is dropped and counted,
+// and the subscriber is told with all the drops it has not heard of.
+func (p *publisher) cutLocked(s *outSub) {
+	for _, q := range s.queue {
+		if q.Kind == codec.BusKindPub {
+			s.pending[q.Subject]++
+			s.stats.Drops[q.Subject]++
+			p.total.Drops++
+		}
+	}
+	s.queue = nil
+	s.stats.Cut = true
+	p.total.Cuts++
+	e := newEnvelope(codec.BusKindCut)
+	e.ID = s.key.id
+	e.Drops = s.pending
+	e.Error = "the subscription's queue reached its high-water mark"
+	s.pending = map[string]uint64{}
+	p.endLocked(s, "cut")
+	p.n.log.Info("subscription cut off", "peer", s.key.peer, "id", s.key.id, "hwm", s.hwm)
+	p.n.mu.Lock()
+	pe := p.n.peerLocked(s.key.peer)
+	p.n.mu.Unlock()
+	if pe != nil {
+		p.n.control(pe, e)
+	}
+}
+
+func (p *publisher) endLocked(s *outSub, why string) {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	close(s.done)
+	delete(p.subs, s.key)
+	st := p.snapshotLocked(s)
+	st.Ended = why
+	if len(p.ended) >= endedKeep {
+		p.ended = p.ended[1:]
+	}
+	p.ended = append(p.ended, st)
+	p.room.Broadcast()
+}
+
+func (p *publisher) snapshotLocked(s *outSub) SubscriberStats {
+	st := s.stats
+	st.Filters = slices.Clone(s.filters)
+	st.Queued = s.held()
+	st.Drops = make(map[string]uint64, len(s.stats.Drops))
+	for k, v := range s.stats.Drops {
+		st.Drops[k] = v
+	}
+	return st
+}
+
+// Subscribers returns the state of the subscriptions this node serves, then
+// of the last ones that ended.
+func (n *Node) Subscribers() []SubscriberStats {
+	p := &n.pub
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []SubscriberStats
+	for _, s := range p.subs {
+		out = append(out, p.snapshotLocked(s))
+	}
+	slices.SortFunc(out, func(a, b SubscriberStats) int {
+		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.ID, b.ID))
+	})
+	return append(out, p.ended...)
+}
+
+func (p *publisher) stats() PublisherStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.total
+	st.Subscriptions = len(p.subs)
+	return st
+}
+
+// control takes a sub or unsub envelope from peer.
+func (p *publisher) control(from string, e *envelope.Envelope) {
+	key := subKey{from, e.ID}
+	if e.Kind == codec.BusKindUnsub {
+		p.mu.Lock()
+		if s := p.subs[key]; s != nil {
+			p.endLocked(s, "unsubscribed")
+		}
+		p.mu.Unlock()
+		return
+	}
+	ok := newEnvelope(codec.BusKindSubOK)
+	ok.ID = e.ID
+	if err := p.subscribe(from, e); err != nil {
+		ok.Error = err.Error()
+		p.n.log.Info("subscription refused", "peer", from, "id", e.ID, "err", err)
+	}
+	p.mu.Lock()
+	ok.Epoch, ok.Seq = p.hist.Epoch(), p.seq
+	p.mu.Unlock()
+	p.n.mu.Lock()
+	pe := p.n.peerLocked(from)
+	p.n.mu.Unlock()
+	if pe != nil {
+		p.n.control(pe, ok)
+	}
+}
+
+func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
+	if len(e.Filters) == 0 {
+		return fmt.Errorf("%w: no filter", ErrSubject)
+	}
+	for _, f := range e.Filters {
+		if err := checkFilter(f, p.n.cfg.MaxSubjectBytes); err != nil {
+			return err
+		}
+	}
+	if e.Policy > Cut {
+		return fmt.Errorf("raet bus: unknown policy %d", e.Policy)
+	}
+	hwm := int(e.HWM)
+	if hwm == 0 {
+		hwm = p.n.cfg.DefaultHWM
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := subKey{from, e.ID}
+	if old := p.subs[key]; old != nil {
+		p.endLocked(old, "replaced")
+	}
+	if len(p.subs) >= p.n.cfg.MaxSubscribers {
+		p.total.Refused++
+		return fmt.Errorf("raet bus: the publisher serves %d subscriptions already", len(p.subs))
+	}
+	s := &outSub{key: key, filters: e.Filters, policy: e.Policy, hwm: hwm, pending: map[string]uint64{},
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s.stats = SubscriberStats{Peer: from, ID: e.ID, Policy: e.Policy, HWM: hwm, Drops: map[string]uint64{}}
+	q := Query{Filters: e.Filters, Replay: e.Replay, Arg: e.ReplayArg}
+	foreign := q.Replay == codec.BusReplaySinceSeq && e.Epoch != 0 && e.Epoch != p.hist.Epoch()
+	if foreign { // S counts another history's messages: everything retained
+		q.Arg = 0
+	}
+	msgs, lost, err := p.hist.Select(q)
+	if err != nil {
+		p.n.log.Warn("history failed to replay", "peer", from, "err", err)
+		lost = true
+	}
+	if lost || foreign {
+		g := newEnvelope(codec.BusKindGap)
+		g.ID, g.Epoch, g.Seq = e.ID, p.hist.Epoch(), e.ReplayArg
+		if len(msgs) > 0 && !foreign {
+			g.Seq = msgs[0].Seq - 1
+		}
+		s.queue = append(s.queue, g)
+	}
+	for _, m := range msgs { // the replay may exceed the HWM: it is bounded by the history
+		s.queue = append(s.queue, pubEnvelope(e.ID, m))
+	}
+	s.stats.MaxQueued = s.held()
+	p.subs[key] = s
+	p.n.wg.Add(1)
+	go p.pump(s)
+	s.poke()
+	return nil
+}
+
+// peer drops the subscriptions of a peer that is gone or restarted.
+func (p *publisher) peer(name string, st PeerState, restarted bool) {
+	if st != PeerGone && !restarted {
+		return
+	}
+	why := "peer gone"
+	if restarted {
+		why = "peer restarted"
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, s := range p.subs {
+		if k.peer == name {
+			p.endLocked(s, why)
+		}
+	}
+}
+
+// pump sends s's queue, up to SendWindow items at once; the subscriber
+// restores their order by index.
+func (p *publisher) pump(s *outSub) {
+	defer p.n.wg.Done()
+	window := make(chan struct{}, p.n.cfg.SendWindow)
+	var sends sync.WaitGroup
+	defer sends.Wait()
+	for {
+		select {
+		case <-s.wake:
+		case <-s.done:
+			return
+		case <-p.n.ctx.Done():
+			return
+		}
+		for {
+			select {
+			case window <- struct{}{}:
+			case <-s.done:
+				return
+			case <-p.n.ctx.Done():
+				return
+			}
+			e, ok := p.take(s)
+			if !ok {
+				<-window
+				break
+			}
+			sends.Add(1)
+			go func() {
+				defer sends.Done()
+				p.send(s, e)
+				<-window
+			}()
+		}
+	}
+}
+
+// take returns the next item for s, numbered and carrying the drops not
+// reported yet, or a drop notice when only those are left.
+func (p *publisher) take(s *outSub) (envelope.Envelope, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var e envelope.Envelope
+	switch {
+	case s.ended:
+		return e, false
+	case len(s.queue) > 0:
+		e = s.queue[0]
+		s.queue = slices.Delete(s.queue, 0, 1)
+	case len(s.pending) > 0:
+		e = newEnvelope(codec.BusKindDrop)
+		e.ID = s.key.id
+	default:
+		return e, false
+	}
+	if len(s.pending) > 0 {
+		e.Drops = s.pending
+		s.pending = map[string]uint64{}
+	}
+	s.nextIx++
+	e.Index = s.nextIx
+	s.inflight++
+	return e, true
+}
+
+// send sends one item, again until it is taken, the subscription ends or
+// the node closes.
+func (p *publisher) send(s *outSub, e envelope.Envelope) {
+	body := e.Map()
+	delay := 50 * time.Millisecond
+	sent := false
+	for {
+		err := p.n.t.Send(p.n.ctx, s.key.peer, body)
+		if err == nil {
+			sent = true
+			break
+		}
+		if errors.Is(err, ErrUnknownPeer) {
+			p.mu.Lock()
+			p.endLocked(s, "peer unknown")
+			p.mu.Unlock()
+		}
+		select {
+		case <-s.done:
+		case <-p.n.ctx.Done():
+		case <-time.After(delay):
+			delay = min(2*delay, 2*time.Second)
+			continue
+		}
+		break
+	}
+	p.mu.Lock()
+	s.inflight--
+	if sent {
+		s.stats.Sent++
+	}
+	p.room.Broadcast()
+	p.mu.Unlock()
+}

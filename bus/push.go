@@ -1,0 +1,461 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/codec/envelope"
+)
+
+// JobResult is a job done, as the pusher sees it: once per job.
+type JobResult struct {
+	ID       uint64
+	Subject  string
+	Puller   string // who did it
+	Body     any    // the handler's result
+	Err      string // the handler's error, if it failed
+	Attempts int    // how many pullers it was handed to
+}
+
+// PusherStats count a node's jobs.
+type PusherStats struct {
+	Pushed     uint64
+	Done       uint64 // each job once
+	Reassigned uint64 // handed to another puller (its puller died, restarted or timed out)
+	Duplicates uint64 // done reports for jobs already done (ignored)
+	Waiting    int    // now: jobs waiting for a puller
+	InFlight   int    // now: jobs handed out and not done
+}
+
+type job struct {
+	id       uint64
+	subject  string
+	body     any
+	puller   string
+	deadline time.Time
+	attempts int
+}
+
+type pullerState struct {
+	credit   int
+	up       bool
+	inflight map[uint64]*job
+}
+
+type pusher struct {
+	n       *Node
+	mu      sync.Mutex
+	room    *sync.Cond
+	next    uint64
+	waiting []*job
+	jobs    map[uint64]*job // handed out
+	pullers map[string]*pullerState
+	results chan JobResult
+	st      PusherStats
+}
+
+func (p *pusher) init(n *Node) {
+	p.n = n
+	p.room = sync.NewCond(&p.mu)
+	p.jobs = map[uint64]*job{}
+	p.pullers = map[string]*pullerState{}
+	p.results = make(chan JobResult, n.cfg.JobQueue)
+	context.AfterFunc(n.ctx, func() {
+		p.mu.Lock()
+		p.room.Broadcast()
+		p.mu.Unlock()
+	})
+}
+
+// Push queues a job for the pullers that have given this node credit (see
+// Pull), waiting while Config.JobQueue jobs wait already, and returns its
+// id. Each job goes to the least loaded puller with credit; its result
+// comes on Results once, however many pullers it took.
+func (n *Node) Push(ctx context.Context, subject string, body any) (uint64, error) {
+	if err := checkSubject(subject, n.cfg.MaxSubjectBytes); err != nil {
+		return 0, err
+	}
+	p := &n.push
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.room.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	p.mu.Lock()
+	for len(p.waiting)+len(p.jobs) >= n.cfg.JobQueue {
+		if n.closed() {
+			p.mu.Unlock()
+			return 0, ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			p.mu.Unlock()
+			return 0, err
+		}
+		p.room.Wait()
+	}
+	if n.closed() {
+		p.mu.Unlock()
+		return 0, ErrClosed
+	}
+	p.next++
+	j := &job{id: p.next, subject: subject, body: body}
+	p.waiting = append(p.waiting, j)
+	p.st.Pushed++
+	p.mu.Unlock()
+	p.dispatch()
+	return j.id, nil
+}
+
+// Results is the channel of jobs done, each once. A pusher that does not
+// read it holds up the node's receiving once it is full.
+func (n *Node) Results() <-chan JobResult { return n.push.results }
+
+func (p *pusher) stats() PusherStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.st
+	st.Waiting, st.InFlight = len(p.waiting), len(p.jobs)
+	return st
+}
+
+// dispatch hands waiting jobs to the pullers with free credit, the least
+// loaded first.
+func (p *pusher) dispatch() {
+	type send struct {
+		to string
+		e  envelope.Envelope
+	}
+	var out []send
+	p.mu.Lock()
+	names := make([]string, 0, len(p.pullers))
+	for name := range p.pullers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for len(p.waiting) > 0 {
+		best := ""
+		bestFree := 0
+		for _, name := range names {
+			ps := p.pullers[name]
+			if free := ps.credit - len(ps.inflight); ps.up && free > bestFree {
+				best, bestFree = name, free
+			}
+		}
+		if best == "" {
+			break
+		}
+		j := p.waiting[0]
+		p.waiting = p.waiting[1:]
+		j.puller, j.deadline = best, time.Now().Add(p.n.cfg.JobTimeout)
+		j.attempts++
+		p.pullers[best].inflight[j.id] = j
+		p.jobs[j.id] = j
+		e := newEnvelope(codec.BusKindJob)
+		e.ID, e.Subject, e.Body = j.id, j.subject, j.body
+		e.Deadline = uint32(p.n.cfg.JobTimeout.Milliseconds())
+		out = append(out, send{best, e})
+	}
+	p.mu.Unlock()
+	for _, s := range out {
+		p.n.wg.Add(1)
+		go func() {
+			defer p.n.wg.Done()
+			if err := p.n.t.Send(p.n.ctx, s.to, s.e.Map()); err != nil && !p.n.closed() {
+				p.n.log.Debug("job not sent", "puller", s.to, "id", s.e.ID, "err", err)
+				p.requeue(s.to, s.e.ID, errors.Is(err, ErrUnknownPeer))
+			}
+		}()
+	}
+}
+
+// requeue puts job id, handed to puller, back in front of the queue; gone
+// also forgets the puller.
+func (p *pusher) requeue(puller string, id uint64, gone bool) {
+	p.mu.Lock()
+	if ps := p.pullers[puller]; ps != nil {
+		if j := ps.inflight[id]; j != nil {
+			p.unassignLocked(ps, j)
+		}
+		if gone {
+			p.forgetLocked(puller)
+		}
+	}
+	p.mu.Unlock()
+	p.dispatch()
+}
+
+func (p *pusher) unassignLocked(ps *pullerState, j *job) {
+	delete(ps.inflight, j.id)
+	delete(p.jobs, j.id)
+	j.puller = ""
+	p.waiting = append([]*job{j}, p.waiting...)
+	p.st.Reassigned++
+}
+
+func (p *pusher) forgetLocked(name string) {
+	ps := p.pullers[name]
+	if ps == nil {
+		return
+	}
+	for _, j := range ps.inflight {
+		p.unassignLocked(ps, j)
+	}
+	delete(p.pullers, name)
+}
+
+// input takes a puller's ready or done.
+func (p *pusher) input(from string, e *envelope.Envelope) {
+	p.mu.Lock()
+	switch e.Kind {
+	case codec.BusKindReady:
+		ps := p.pullers[from]
+		if ps == nil {
+			ps = &pullerState{inflight: map[uint64]*job{}}
+			p.pullers[from] = ps
+		}
+		ps.credit, ps.up = int(e.Credit), true
+		p.mu.Unlock()
+		p.dispatch()
+		return
+	case codec.BusKindDone:
+		j := p.jobs[e.ID]
+		if j == nil {
+			p.st.Duplicates++
+			p.mu.Unlock()
+			return
+		}
+		delete(p.jobs, j.id)
+		if ps := p.pullers[j.puller]; ps != nil {
+			delete(ps.inflight, j.id)
+		}
+		p.st.Done++
+		p.room.Broadcast()
+		res := JobResult{ID: j.id, Subject: j.subject, Puller: from, Body: e.Body, Err: e.Error, Attempts: j.attempts}
+		p.mu.Unlock()
+		p.dispatch()
+		select {
+		case p.results <- res:
+		case <-p.n.ctx.Done():
+		}
+		return
+	}
+	p.mu.Unlock()
+}
+
+// A job reassigned and then done by its first puller is done then; the
+// second puller's report is a duplicate. Jobs are ids the pusher gave out:
+// one at or below next that is not in flight is done already.
+
+// peer hands the jobs of a puller that went down, left or restarted to
+// others.
+func (p *pusher) peer(name string, st PeerState, restarted bool) {
+	p.mu.Lock()
+	ps := p.pullers[name]
+	if ps == nil {
+		p.mu.Unlock()
+		return
+	}
+	switch {
+	case st == PeerGone || restarted:
+		p.forgetLocked(name)
+	case st == PeerDown:
+		ps.up = false
+		for _, j := range ps.inflight {
+			p.unassignLocked(ps, j)
+		}
+	case st == PeerUp:
+		ps.up = true
+	}
+	p.mu.Unlock()
+	p.dispatch()
+}
+
+// tick hands jobs whose puller took too long to another.
+func (p *pusher) tick(now time.Time) {
+	p.mu.Lock()
+	late := 0
+	for _, j := range p.jobs {
+		if now.After(j.deadline) {
+			if ps := p.pullers[j.puller]; ps != nil {
+				p.unassignLocked(ps, j)
+				late++
+			}
+		}
+	}
+	p.mu.Unlock()
+	if late > 0 {
+		p.n.log.Info("jobs not done in time handed out again", "count", late)
+		p.dispatch()
+	}
+}
+
+// Job is a job as a puller's handler sees it.
+type Job struct {
+	ID       uint64
+	From     string // the pusher
+	Subject  string
+	Body     any
+	Deadline time.Time // when the pusher hands it to another puller
+}
+
+// JobHandler does a job; its result or error goes back to the pusher when
+// it returns (the job's acknowledgement).
+type JobHandler func(ctx context.Context, j *Job) (any, error)
+
+// Puller takes jobs from pushers.
+type Puller struct {
+	n       *Node
+	pushers []string
+	credit  int
+	h       JobHandler
+	work    chan incomingJob
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+type incomingJob struct {
+	from string
+	e    envelope.Envelope
+	at   time.Time
+}
+
+type puller struct {
+	n       *Node
+	mu      sync.Mutex
+	pullers []*Puller
+}
+
+func (p *puller) init(n *Node) { p.n = n }
+
+// Pull takes jobs from pushers, credit (at least 1) at once from each, and
+// runs h on each, credit at once in all. A job is acknowledged when h
+// returns. After a pusher restarts, the puller offers its credit again.
+func (n *Node) Pull(pushers []string, credit int, h JobHandler) (*Puller, error) {
+	credit = max(credit, 1)
+	ctx, cancel := context.WithCancel(n.ctx)
+	pl := &Puller{n: n, pushers: slices.Clone(pushers), credit: credit, h: h,
+		work: make(chan incomingJob, credit*len(pushers)*2+1), ctx: ctx, cancel: cancel}
+	n.pull.mu.Lock()
+	if n.closed() {
+		n.pull.mu.Unlock()
+		cancel()
+		return nil, ErrClosed
+	}
+	n.pull.pullers = append(n.pull.pullers, pl)
+	n.pull.mu.Unlock()
+	for range credit {
+		pl.wg.Add(1)
+		n.wg.Add(1)
+		go pl.worker()
+	}
+	for _, ps := range pushers {
+		n.know(ps)
+		pl.offer(ps)
+	}
+	return pl, nil
+}
+
+func (pl *Puller) offer(pusher string) {
+	e := newEnvelope(codec.BusKindReady)
+	e.Credit = uint32(pl.credit)
+	pl.n.mu.Lock()
+	p := pl.n.peerLocked(pusher)
+	pl.n.mu.Unlock()
+	if p != nil {
+		pl.n.control(p, e)
+	}
+}
+
+// Close stops taking jobs; handlers running see their ctx end, and their
+// jobs are not acknowledged (the pusher hands them to another puller).
+func (pl *Puller) Close() error {
+	r := &pl.n.pull
+	r.mu.Lock()
+	if i := slices.Index(r.pullers, pl); i >= 0 {
+		r.pullers = slices.Delete(r.pullers, i, i+1)
+	}
+	r.mu.Unlock()
+	pl.cancel()
+	pl.wg.Wait()
+	return nil
+}
+
+func (p *puller) input(from string, e *envelope.Envelope) {
+	p.mu.Lock()
+	var pl *Puller
+	for _, x := range p.pullers {
+		if slices.Contains(x.pushers, from) {
+			pl = x
+			break
+		}
+	}
+	p.mu.Unlock()
+	if pl == nil {
+		p.n.bad(from, e, "a job from a pusher we do not pull from")
+		return
+	}
+	select {
+	case pl.work <- incomingJob{from: from, e: *e, at: time.Now()}:
+	default:
+		p.n.bad(from, e, "more jobs than credit")
+	}
+}
+
+// peer offers the credit again to a pusher that restarted or came up.
+func (p *puller) peer(name string, st PeerState, restarted bool) {
+	if st != PeerUp {
+		return
+	}
+	p.mu.Lock()
+	var pls []*Puller
+	for _, pl := range p.pullers {
+		if slices.Contains(pl.pushers, name) {
+			pls = append(pls, pl)
+		}
+	}
+	p.mu.Unlock()
+	for _, pl := range pls {
+		pl.offer(name)
+	}
+}
+
+func (pl *Puller) worker() {
+	defer pl.n.wg.Done()
+	defer pl.wg.Done()
+	for {
+		select {
+		case <-pl.ctx.Done():
+			return
+		case in := <-pl.work:
+			pl.run(in)
+		}
+	}
+}
+
+func (pl *Puller) run(in incomingJob) {
+	j := &Job{ID: in.e.ID, From: in.from, Subject: in.e.Subject, Body: in.e.Body}
+	ctx, cancel := pl.ctx, context.CancelFunc(func() {})
+	if in.e.Deadline > 0 {
+		j.Deadline = in.at.Add(time.Duration(in.e.Deadline) * time.Millisecond)
+		ctx, cancel = context.WithDeadline(pl.ctx, j.Deadline)
+	}
+	defer cancel()
+	body, err := pl.h(ctx, j)
+	if pl.ctx.Err() != nil {
+		return // closed: not acknowledged
+	}
+	done := newEnvelope(codec.BusKindDone)
+	done.ID, done.Body = j.ID, body
+	if err != nil {
+		done.Body, done.Error = nil, err.Error()
+	}
+	if err := pl.n.t.Send(pl.ctx, in.from, done.Map()); err != nil {
+		pl.n.log.Debug("done not sent", "pusher", in.from, "id", j.ID, "err", err)
+	}
+}

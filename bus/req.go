@@ -1,0 +1,461 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/codec/envelope"
+)
+
+// Errors of requests; test with errors.Is.
+var (
+	// ErrTimeout: no reply came before the request's deadline.
+	ErrTimeout = errors.New("raet bus: request timed out")
+	// ErrNoResponders: no live peer serves the queue group.
+	ErrNoResponders = errors.New("raet bus: no responders")
+	// ErrTooManyPending: Config.MaxPending requests wait already.
+	ErrTooManyPending = errors.New("raet bus: too many pending requests")
+	// ErrPeerDown: the responder went down (or restarted, or is not
+	// known) before it answered.
+	ErrPeerDown = errors.New("raet bus: responder down")
+)
+
+// RemoteError is the error a responder's handler returned (or why the
+// responder could not run it).
+type RemoteError struct {
+	Peer string
+	Msg  string
+}
+
+func (e *RemoteError) Error() string { return fmt.Sprintf("raet bus: %s: %s", e.Peer, e.Msg) }
+
+// Reply is the answer to a request.
+type Reply struct {
+	From string
+	Body any
+	RTT  time.Duration
+}
+
+// RequesterStats count a node's requests.
+type RequesterStats struct {
+	Requests uint64
+	Replies  uint64
+	Timeouts uint64
+	Late     uint64 // replies that came after their request gave up (ignored)
+	Retried  uint64 // group requests sent to another member after one went down
+	Pending  int    // now
+}
+
+type requester struct {
+	n       *Node
+	mu      sync.Mutex
+	next    uint64
+	pending map[uint64]*pendingReq
+	rr      map[string]int // per group: where the last choice was
+	st      RequesterStats
+}
+
+type pendingReq struct {
+	peer string
+	sent time.Time
+	c    chan envelope.Envelope // cap 1: the reply
+	down chan struct{}          // closed when peer goes down
+	once sync.Once
+}
+
+func (r *requester) init(n *Node) {
+	r.n = n
+	r.pending = map[uint64]*pendingReq{}
+	r.rr = map[string]int{}
+}
+
+// Request sends body to peer as a request on subject and waits for the
+// reply until ctx's deadline (Config.RequestTimeout when it has none). The
+// pending request is forgotten when Request returns, whatever happens: a
+// reply after that is counted as late and dropped.
+func (n *Node) Request(ctx context.Context, peer, subject string, body any) (Reply, error) {
+	if err := checkSubject(subject, n.cfg.MaxSubjectBytes); err != nil {
+		return Reply{}, err
+	}
+	ctx, cancel := n.requestContext(ctx)
+	defer cancel()
+	return n.req.do(ctx, peer, subject, body)
+}
+
+// RequestGroup sends a request to a live member of queue group, the least
+// busy, taking turns among equals; if the member goes down before it
+// answers, the request goes to another member while the deadline allows.
+func (n *Node) RequestGroup(ctx context.Context, group, subject string, body any) (Reply, error) {
+	if err := checkSubject(subject, n.cfg.MaxSubjectBytes); err != nil {
+		return Reply{}, err
+	}
+	ctx, cancel := n.requestContext(ctx)
+	defer cancel()
+	var tried []string
+	for {
+		peer, ok := n.req.choose(group, tried)
+		if !ok {
+			if len(tried) > 0 {
+				<-ctx.Done()
+				return Reply{}, n.req.timeout(ctx)
+			}
+			return Reply{}, fmt.Errorf("%w in group %q", ErrNoResponders, group)
+		}
+		rep, err := n.req.do(ctx, peer, subject, body)
+		if !errors.Is(err, ErrPeerDown) {
+			return rep, err
+		}
+		tried = append(tried, peer)
+		n.req.mu.Lock()
+		n.req.st.Retried++
+		n.req.mu.Unlock()
+	}
+}
+
+func (n *Node) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, n.cfg.RequestTimeout)
+}
+
+// choose picks the live member of group with the fewest pending requests
+// from us, turning round among equals; tried are left out.
+func (r *requester) choose(group string, tried []string) (string, bool) {
+	members := r.n.liveGroupMembers(group)
+	members = slices.DeleteFunc(members, func(m string) bool { return slices.Contains(tried, m) })
+	if len(members) == 0 {
+		return "", false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	load := map[string]int{}
+	for _, p := range r.pending {
+		load[p.peer]++
+	}
+	start := r.rr[group] + 1
+	best := -1
+	for i := range members {
+		m := (start + i) % len(members)
+		if best < 0 || load[members[m]] < load[members[best]] {
+			best = m
+		}
+	}
+	r.rr[group] = best
+	return members[best], true
+}
+
+func (r *requester) timeout(ctx context.Context) error {
+	r.mu.Lock()
+	r.st.Timeouts++
+	r.mu.Unlock()
+	return fmt.Errorf("%w: %w", ErrTimeout, context.Cause(ctx))
+}
+
+func (r *requester) do(ctx context.Context, peer, subject string, body any) (Reply, error) {
+	r.n.know(peer)
+	r.mu.Lock()
+	if len(r.pending) >= r.n.cfg.MaxPending {
+		r.mu.Unlock()
+		return Reply{}, ErrTooManyPending
+	}
+	r.next++
+	id := r.next
+	p := &pendingReq{peer: peer, sent: time.Now(), c: make(chan envelope.Envelope, 1), down: make(chan struct{})}
+	r.pending[id] = p
+	r.st.Requests++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.pending, id)
+		r.mu.Unlock()
+	}()
+
+	e := newEnvelope(codec.BusKindReq)
+	e.ID, e.Subject, e.Body, e.Time = id, subject, body, p.sent.UnixNano()
+	if dl, ok := ctx.Deadline(); ok {
+		e.Deadline = uint32(max(time.Until(dl).Milliseconds(), 1))
+	}
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- r.n.t.Send(ctx, peer, e.Map()) }()
+	for {
+		select {
+		case err := <-sendErr:
+			if err == nil {
+				sendErr = nil
+				continue
+			}
+			if errors.Is(err, ErrUnknownPeer) {
+				return Reply{}, errors.Join(ErrPeerDown, err)
+			}
+			if ctx.Err() != nil {
+				return Reply{}, r.timeout(ctx)
+			}
+			return Reply{}, fmt.Errorf("raet bus: request to %s: %w", peer, err)
+		case rep := <-p.c:
+			rtt := time.Since(p.sent)
+			r.n.mu.Lock()
+			if pe := r.n.peers[peer]; pe != nil {
+				pe.rtt.add(rtt)
+			}
+			r.n.mu.Unlock()
+			r.mu.Lock()
+			r.st.Replies++
+			r.mu.Unlock()
+			if rep.Error != "" {
+				return Reply{}, &RemoteError{Peer: peer, Msg: rep.Error}
+			}
+			return Reply{From: peer, Body: rep.Body, RTT: rtt}, nil
+		case <-p.down:
+			return Reply{}, ErrPeerDown
+		case <-ctx.Done():
+			if sendErr != nil {
+				<-sendErr // the Send ends with ctx: no goroutine outlives the request
+			}
+			if r.n.closed() {
+				return Reply{}, ErrClosed
+			}
+			return Reply{}, r.timeout(ctx)
+		}
+	}
+}
+
+// input takes a reply.
+func (r *requester) input(from string, e *envelope.Envelope) {
+	r.mu.Lock()
+	p := r.pending[e.ID]
+	if p == nil || p.peer != from {
+		r.st.Late++
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	select {
+	case p.c <- *e:
+	default:
+		r.n.bad(from, e, "second reply")
+	}
+}
+
+// peer fails the requests waiting for a peer that went down.
+func (r *requester) peer(name string, st PeerState, restarted bool) {
+	if st == PeerUp && !restarted {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pending {
+		if p.peer == name {
+			p.once.Do(func() { close(p.down) })
+		}
+	}
+}
+
+func (r *requester) stats() RequesterStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.st
+	st.Pending = len(r.pending)
+	return st
+}
+
+// Request is a request as a responder's handler sees it.
+type Request struct {
+	From     string
+	Subject  string
+	Body     any
+	Deadline time.Time // when the requester stops waiting (zero: not said)
+}
+
+// Handler answers a request: its result is the reply's body, its error the
+// requester's RemoteError. The ctx ends at the request's deadline or when
+// the service closes.
+type Handler func(ctx context.Context, r *Request) (any, error)
+
+// ServeOptions are a service's options; nil means the defaults.
+type ServeOptions struct {
+	// Group puts the service in a queue group: requesters that ask the
+	// group send each request to one live member.
+	Group string
+	// Concurrency is how many handlers run at once; 0 means 16.
+	Concurrency int
+	// Backlog is how many requests wait for a handler; 0 means 256. A
+	// request beyond it is answered at once with the error "busy".
+	Backlog int
+}
+
+// Service serves requests on a subject filter.
+type Service struct {
+	n      *Node
+	filter string
+	group  string
+	h      Handler
+	work   chan incoming
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type incoming struct {
+	from string
+	e    envelope.Envelope
+	at   time.Time
+}
+
+type responder struct {
+	n        *Node
+	mu       sync.Mutex
+	services []*Service
+}
+
+func (r *responder) init(n *Node) { r.n = n }
+
+// Serve answers requests whose subject matches filter with h, at most
+// Concurrency at once. A request that matches no service is answered with
+// an error; the first service registered that matches wins.
+func (n *Node) Serve(filter string, h Handler, opt *ServeOptions) (*Service, error) {
+	if err := checkFilter(filter, n.cfg.MaxSubjectBytes); err != nil {
+		return nil, err
+	}
+	var o ServeOptions
+	if opt != nil {
+		o = *opt
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 16
+	}
+	if o.Backlog <= 0 {
+		o.Backlog = 256
+	}
+	if o.Group != "" {
+		if err := checkSubject(o.Group, n.cfg.MaxSubjectBytes); err != nil {
+			return nil, fmt.Errorf("queue group: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(n.ctx)
+	s := &Service{n: n, filter: filter, group: o.Group, h: h, work: make(chan incoming, o.Backlog), ctx: ctx, cancel: cancel}
+	n.rep.mu.Lock()
+	if n.closed() {
+		n.rep.mu.Unlock()
+		cancel()
+		return nil, ErrClosed
+	}
+	n.rep.services = append(n.rep.services, s)
+	n.rep.mu.Unlock()
+	for range o.Concurrency {
+		s.wg.Add(1)
+		n.wg.Add(1)
+		go s.worker()
+	}
+	if o.Group != "" {
+		n.sayHello()
+	}
+	return s, nil
+}
+
+// Close stops the service: its handlers' contexts end, and requests still
+// waiting are answered with an error.
+func (s *Service) Close() error {
+	r := &s.n.rep
+	r.mu.Lock()
+	i := slices.Index(r.services, s)
+	if i >= 0 {
+		r.services = slices.Delete(r.services, i, i+1)
+	}
+	r.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	if i >= 0 && s.group != "" {
+		s.n.sayHello()
+	}
+	return nil
+}
+
+// groups lists the queue groups this node serves.
+func (r *responder) groups() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, s := range r.services {
+		if s.group != "" && !slices.Contains(out, s.group) {
+			out = append(out, s.group)
+		}
+	}
+	return out
+}
+
+// input takes a request.
+func (r *responder) input(from string, e *envelope.Envelope) {
+	r.mu.Lock()
+	var svc *Service
+	for _, s := range r.services {
+		if Match(s.filter, e.Subject) {
+			svc = s
+			break
+		}
+	}
+	r.mu.Unlock()
+	if svc == nil {
+		r.answer(from, e.ID, nil, "no responder for subject "+e.Subject)
+		return
+	}
+	select {
+	case svc.work <- incoming{from: from, e: *e, at: time.Now()}:
+	default:
+		r.answer(from, e.ID, nil, "busy")
+	}
+}
+
+// answer sends a reply from its own goroutine (the node's reader must not
+// wait for the network).
+func (r *responder) answer(to string, id uint64, body any, errText string) {
+	rep := newEnvelope(codec.BusKindRep)
+	rep.ID, rep.Body, rep.Error = id, body, errText
+	r.n.wg.Add(1)
+	go func() {
+		defer r.n.wg.Done()
+		if err := r.n.t.Send(r.n.ctx, to, rep.Map()); err != nil {
+			r.n.log.Debug("reply not sent", "peer", to, "id", id, "err", err)
+		}
+	}()
+}
+
+func (s *Service) worker() {
+	defer s.n.wg.Done()
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case in := <-s.work:
+			s.run(in)
+		}
+	}
+}
+
+func (s *Service) run(in incoming) {
+	req := &Request{From: in.from, Subject: in.e.Subject, Body: in.e.Body}
+	ctx, cancel := s.ctx, context.CancelFunc(func() {})
+	if in.e.Deadline > 0 {
+		req.Deadline = in.at.Add(time.Duration(in.e.Deadline) * time.Millisecond)
+		ctx, cancel = context.WithDeadline(s.ctx, req.Deadline)
+	}
+	defer cancel()
+	if ctx.Err() != nil { // waited past its deadline: the requester gave up
+		return
+	}
+	body, err := s.h(ctx, req)
+	rep := newEnvelope(codec.BusKindRep)
+	rep.ID, rep.Body = in.e.ID, body
+	if err != nil {
+		rep.Body, rep.Error = nil, err.Error()
+	}
+	if err := s.n.t.Send(s.ctx, in.from, rep.Map()); err != nil {
+		s.n.log.Debug("reply not sent", "peer", in.from, "id", in.e.ID, "err", err)
+	}
+}

@@ -1,0 +1,432 @@
+package bus
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/codec/envelope"
+)
+
+// Replay says which retained messages a subscription wants before the live
+// ones.
+type Replay struct {
+	Mode codec.BusReplay
+	N    uint64    // ReplayLast: how many
+	Seq  uint64    // ReplaySinceSeq: every message after this sequence number
+	Time time.Time // ReplaySinceTime: every message published at or after this
+	// Epoch, with ReplaySinceSeq, is the publisher history's epoch that Seq
+	// counts in (Subscription.Position); when the publisher's differs, it
+	// replays all it has and says so with a gap. 0 skips the check.
+	Epoch uint64
+}
+
+// The replay modes.
+const (
+	ReplayNone      = codec.BusReplayNone
+	ReplayLast      = codec.BusReplayLast
+	ReplaySinceSeq  = codec.BusReplaySinceSeq
+	ReplaySinceTime = codec.BusReplaySinceTime
+)
+
+// SubOptions are a subscription's options; nil means the defaults.
+type SubOptions struct {
+	Policy Policy // at the publisher's high-water mark; default Block
+	HWM    int    // the high-water mark; 0: the publisher's default
+	Replay Replay // default: new messages only
+	// Buffer is the capacity of the Messages channel; 0 means 256. A
+	// subscription whose channel is full holds up the node's receiving,
+	// so its publisher's queue fills and its policy applies.
+	Buffer int
+}
+
+// DeliveryKind is what a Delivery carries.
+type DeliveryKind uint8
+
+// The delivery kinds.
+const (
+	// DeliveryMessage: a published message.
+	DeliveryMessage DeliveryKind = iota + 1
+	// DeliveryDrops: the publisher dropped messages for this subscription
+	// (Delivery.Drops), with nothing after them yet to carry the count.
+	DeliveryDrops
+	// DeliveryGap: messages the subscription should have are not to be had
+	// (Delivery.Missed, 0 when not known): the publisher no longer retains
+	// them, or restarted with another history.
+	DeliveryGap
+	// DeliveryCut: the publisher cut the subscription off (policy Cut); Drops says
+	// what it dropped. It is the last delivery.
+	DeliveryCut
+)
+
+// Delivery is one item of a subscription: a message, or a report of what
+// the subscriber missed. A Message may carry Drops too: the messages
+// dropped just before it.
+type Delivery struct {
+	Kind      DeliveryKind
+	Publisher string
+	Subject   string
+	Seq       uint64
+	Time      time.Time
+	Origin    string
+	Body      any
+	Drops     map[string]uint64
+	Missed    uint64
+}
+
+// SubscriptionStats count what a subscription got.
+type SubscriptionStats struct {
+	Messages   uint64
+	Drops      map[string]uint64 // as reported by the publisher, by subject
+	Gaps       uint64
+	Duplicates uint64 // items received twice (ignored)
+	Stale      uint64 // items of an earlier stream of the subscription (ignored)
+}
+
+// Subscription is a subscription to one publisher.
+type Subscription struct {
+	n         *Node
+	publisher string
+	filters   []string
+	opt       SubOptions
+	c         chan Delivery
+	ready     chan struct{}
+	readyOnce sync.Once
+	done      chan struct{}
+
+	// guarded by subscriber.mu
+	id        uint64 // the current stream's id
+	next      uint64 // the next index expected
+	held      map[uint64]envelope.Envelope
+	epoch     uint64 // the publisher history's epoch
+	seq       uint64 // the last sequence number delivered
+	confirmed bool
+	closed    bool
+	err       error
+	stats     SubscriptionStats
+}
+
+// maxHeld bounds the items a subscription holds to restore their order.
+const maxHeld = 1024
+
+type subscriber struct {
+	n      *Node
+	mu     sync.Mutex
+	byID   map[subKey]*Subscription
+	nextID uint64
+}
+
+func (s *subscriber) init(n *Node) {
+	s.n = n
+	s.byID = map[subKey]*Subscription{}
+	s.nextID = rand.Uint64() >> 1
+}
+
+// Subscribe subscribes to the messages of publisher whose subjects match
+// one of filters. The publisher filters: nothing else crosses the wire.
+// Messages come in order, once each, on Messages; what the subscription
+// misses is reported there too (drops, gaps). The subscription comes back by
+// itself after the publisher restarts, resuming after the last message it
+// delivered.
+func (n *Node) Subscribe(publisher string, filters []string, opt *SubOptions) (*Subscription, error) {
+	if len(filters) == 0 || len(filters) > envelope.MaxList {
+		return nil, fmt.Errorf("%w: %d filters", ErrSubject, len(filters))
+	}
+	for _, f := range filters {
+		if err := checkFilter(f, n.cfg.MaxSubjectBytes); err != nil {
+			return nil, err
+		}
+	}
+	if n.closed() {
+		return nil, ErrClosed
+	}
+	var o SubOptions
+	if opt != nil {
+		o = *opt
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = 256
+	}
+	sub := &Subscription{n: n, publisher: publisher, filters: slices.Clone(filters), opt: o,
+		c: make(chan Delivery, o.Buffer), ready: make(chan struct{}), done: make(chan struct{}), held: map[uint64]envelope.Envelope{}}
+	sub.stats.Drops = map[string]uint64{}
+	if o.Replay.Mode == ReplaySinceSeq {
+		sub.seq, sub.epoch = o.Replay.Seq, o.Replay.Epoch
+	}
+	n.know(publisher)
+	n.sub.start(sub, false)
+	return sub, nil
+}
+
+// start (re)sends sub's subscription under a new id; resume asks for what
+// came after the last message delivered.
+func (s *subscriber) start(sub *Subscription, resume bool) {
+	s.mu.Lock()
+	if sub.closed {
+		s.mu.Unlock()
+		return
+	}
+	old := sub.id
+	if old != 0 {
+		delete(s.byID, subKey{sub.publisher, old})
+	}
+	s.nextID++
+	sub.id, sub.next, sub.confirmed = s.nextID, 1, false
+	clear(sub.held)
+	s.byID[subKey{sub.publisher, sub.id}] = sub
+	e := newEnvelope(codec.BusKindSub)
+	e.ID, e.Filters, e.Policy, e.HWM = sub.id, sub.filters, sub.opt.Policy, uint32(sub.opt.HWM)
+	r := sub.opt.Replay
+	switch {
+	case resume || (r.Mode == ReplaySinceSeq):
+		e.Replay, e.ReplayArg, e.Epoch = ReplaySinceSeq, sub.seq, sub.epoch
+	case r.Mode == ReplayLast:
+		e.Replay, e.ReplayArg = ReplayLast, r.N
+	case r.Mode == ReplaySinceTime:
+		e.Replay, e.ReplayArg = ReplaySinceTime, uint64(r.Time.UnixNano())
+	}
+	s.mu.Unlock()
+	s.n.mu.Lock()
+	p := s.n.peerLocked(sub.publisher)
+	s.n.mu.Unlock()
+	if p == nil {
+		return
+	}
+	if old != 0 {
+		u := newEnvelope(codec.BusKindUnsub)
+		u.ID = old
+		s.n.control(p, u)
+	}
+	s.n.control(p, e)
+}
+
+// peer resubscribes to a publisher that restarted, or came up before it
+// confirmed.
+func (s *subscriber) peer(name string, st PeerState, restarted bool) {
+	if st != PeerUp {
+		return
+	}
+	s.mu.Lock()
+	var again []*Subscription
+	seen := map[*Subscription]bool{}
+	for k, sub := range s.byID {
+		if k.peer == name && !seen[sub] && (restarted || !sub.confirmed) {
+			seen[sub] = true
+			again = append(again, sub)
+		}
+	}
+	s.mu.Unlock()
+	for _, sub := range again {
+		s.start(sub, sub.seq > 0 || sub.opt.Replay.Mode == ReplaySinceSeq)
+	}
+}
+
+// input takes an envelope of a subscription's stream.
+func (s *subscriber) input(from string, e *envelope.Envelope) {
+	s.mu.Lock()
+	sub := s.byID[subKey{from, e.ID}]
+	if sub == nil {
+		s.mu.Unlock()
+		s.n.bad(from, e, "no such subscription")
+		return
+	}
+	var out []Delivery
+	switch e.Kind {
+	case codec.BusKindSubOK:
+		if e.Error != "" {
+			sub.err = fmt.Errorf("raet bus: %s refused the subscription: %s", from, e.Error)
+			out = append(out, s.endLocked(sub))
+		} else {
+			sub.confirmed = true
+			if sub.epoch == 0 {
+				sub.epoch = e.Epoch
+			}
+		}
+		sub.readyOnce.Do(func() { close(sub.ready) })
+	case codec.BusKindCut:
+		sub.err = ErrCut
+		sub.addDrops(e.Drops)
+		out = append(out, Delivery{Kind: DeliveryCut, Publisher: from, Drops: e.Drops})
+		out = append(out, s.endLocked(sub))
+	default:
+		out = sub.orderLocked(e)
+	}
+	s.mu.Unlock()
+	for _, d := range out {
+		if d.Kind == 0 {
+			continue
+		}
+		select {
+		case sub.c <- d:
+		case <-sub.done:
+			return
+		case <-s.n.ctx.Done():
+			return
+		}
+	}
+}
+
+func (sub *Subscription) isClosed() bool {
+	select {
+	case <-sub.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// endLocked ends sub after a refusal or a cut; it returns no delivery.
+func (s *subscriber) endLocked(sub *Subscription) Delivery {
+	if !sub.closed {
+		sub.closed = true
+		delete(s.byID, subKey{sub.publisher, sub.id})
+	}
+	return Delivery{}
+}
+
+func (sub *Subscription) addDrops(d map[string]uint64) {
+	for k, v := range d {
+		sub.stats.Drops[k] += v
+	}
+}
+
+// orderLocked places a stream item by its index and returns what can be
+// delivered now, in order.
+func (sub *Subscription) orderLocked(e *envelope.Envelope) []Delivery {
+	switch {
+	case e.Index < sub.next:
+		sub.stats.Duplicates++
+		return nil
+	case e.Index > sub.next:
+		if _, dup := sub.held[e.Index]; dup {
+			sub.stats.Duplicates++
+			return nil
+		}
+		sub.held[e.Index] = *e
+		if len(sub.held) <= maxHeld {
+			return nil
+		}
+		// Never filled: report the hole and go on from the lowest held.
+		lowest := e.Index
+		for ix := range sub.held {
+			lowest = min(lowest, ix)
+		}
+		sub.stats.Gaps++
+		out := []Delivery{{Kind: DeliveryGap, Publisher: sub.publisher, Missed: 0}}
+		sub.next = lowest
+		return append(out, sub.drainLocked()...)
+	}
+	sub.held[e.Index] = *e
+	return sub.drainLocked()
+}
+
+func (sub *Subscription) drainLocked() []Delivery {
+	var out []Delivery
+	for {
+		e, ok := sub.held[sub.next]
+		if !ok {
+			return out
+		}
+		delete(sub.held, sub.next)
+		sub.next++
+		sub.addDrops(e.Drops)
+		d := Delivery{Publisher: sub.publisher, Drops: e.Drops}
+		switch e.Kind {
+		case codec.BusKindPub:
+			if sub.seq != 0 && e.Seq <= sub.seq {
+				// Already delivered before a resubscription.
+				sub.stats.Duplicates++
+				if len(e.Drops) == 0 {
+					continue
+				}
+				d.Kind = DeliveryDrops
+				out = append(out, d)
+				continue
+			}
+			sub.seq = e.Seq
+			sub.stats.Messages++
+			d.Kind, d.Subject, d.Seq, d.Time, d.Origin, d.Body = DeliveryMessage, e.Subject, e.Seq, time.Unix(0, e.Time), e.Origin, e.Body
+		case codec.BusKindDrop:
+			d.Kind = DeliveryDrops
+		case codec.BusKindGap:
+			sub.stats.Gaps++
+			if e.Epoch != 0 {
+				if e.Epoch != sub.epoch {
+					sub.seq = 0 // another history: its numbers start again
+				}
+				sub.epoch = e.Epoch
+			}
+			d.Kind, d.Missed, d.Seq = DeliveryGap, e.Missed, e.Seq
+		default:
+			continue
+		}
+		out = append(out, d)
+	}
+}
+
+// Messages is the channel of the subscription's deliveries, in order.
+func (sub *Subscription) Messages() <-chan Delivery { return sub.c }
+
+// Ready is closed when the publisher has confirmed (or refused: see Err)
+// the subscription.
+func (sub *Subscription) Ready() <-chan struct{} { return sub.ready }
+
+// Err is why the subscription ended (refused, cut), or nil.
+func (sub *Subscription) Err() error {
+	s := &sub.n.sub
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sub.err
+}
+
+// Position is where the subscription is: the publisher history's epoch and
+// the last sequence number delivered. Keep it to resume after a restart of
+// the subscriber with Replay{Mode: ReplaySinceSeq, Seq: seq, Epoch: epoch}.
+func (sub *Subscription) Position() (epoch, seq uint64) {
+	s := &sub.n.sub
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sub.epoch, sub.seq
+}
+
+// Stats returns the subscription's counters.
+func (sub *Subscription) Stats() SubscriptionStats {
+	s := &sub.n.sub
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := sub.stats
+	st.Drops = make(map[string]uint64, len(sub.stats.Drops))
+	for k, v := range sub.stats.Drops {
+		st.Drops[k] = v
+	}
+	return st
+}
+
+// Close ends the subscription and tells the publisher.
+func (sub *Subscription) Close() error {
+	s := &sub.n.sub
+	s.mu.Lock()
+	if sub.isClosed() {
+		s.mu.Unlock()
+		return nil
+	}
+	wasOpen := !sub.closed
+	s.endLocked(sub)
+	close(sub.done)
+	id := sub.id
+	s.mu.Unlock()
+	if wasOpen {
+		s.n.mu.Lock()
+		p := s.n.peerLocked(sub.publisher)
+		s.n.mu.Unlock()
+		if p != nil {
+			u := newEnvelope(codec.BusKindUnsub)
+			u.ID = id
+			s.n.control(p, u)
+		}
+	}
+	return nil
+}
