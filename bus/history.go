@@ -338,8 +338,8 @@ func (h *MemoryHistory) unpersist(ms []Retained) error {
 // noHistory retains nothing (Config.HistoryLast negative).
 type noHistory struct{ epoch, seq uint64 }
 
-func (h *noHistory) Epoch() uint64 { return h.epoch }
-func (h *noHistory) LastSeq() uint64 { return h.seq }
+func (h *noHistory) Epoch() uint64           { return h.epoch }
+func (h *noHistory) LastSeq() uint64         { return h.seq }
 func (h *noHistory) Append(m Retained) error { h.seq = m.Seq; return nil }
 func (h *noHistory) Select(q Query) ([]Retained, bool, error) {
 	return nil, q.Replay == codec.BusReplaySinceSeq && q.Arg < h.seq, nil
