@@ -40,7 +40,7 @@ func roadNet(t *testing.T, imp netsim.Impairment, names ...string) []*bus.Road {
 			t.Fatal(err)
 		}
 		s, err := road.New(&road.Config{Name: name, Main: i == 0, Auto: keep.AutoAlways, PacketConn: conn,
-			AlivePeriod: -1, MessageTimeout: 20 * time.Second})
+			AlivePeriod: -1, MessageTimeout: 20 * time.Second, JoinTimeout: time.Second, AllowTimeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,14 +51,20 @@ func roadNet(t *testing.T, imp netsim.Impairment, names ...string) []*bus.Road {
 		stacks = append(stacks, s)
 	}
 	ctx := ctxT(t, time.Minute)
+	errs := make(chan error, len(stacks))
 	for _, s := range stacks[1:] {
-		var err error
-		for try := 0; try < 10; try++ {
-			if _, err = s.Join(ctx, "10.0.0.1:7530"); err == nil {
-				break
+		go func() {
+			var err error
+			for try := 0; try < 30; try++ {
+				if _, err = s.Join(ctx, "10.0.0.1:7530"); err == nil {
+					break
+				}
 			}
-		}
-		if err != nil {
+			errs <- err
+		}()
+	}
+	for range stacks[1:] {
+		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}

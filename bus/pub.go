@@ -49,7 +49,7 @@ type publisher struct {
 	hist  History
 	seq   uint64
 	subs  map[subKey]*outSub
-	ended []SubscriberStats // the last endedKeep subscriptions that ended
+	ended []*outSub // the last endedKeep subscriptions that ended
 	total PublisherStats
 }
 
@@ -71,7 +71,9 @@ type outSub struct {
 	stats    SubscriberStats
 	wake     chan struct{} // cap 1: the pump has work
 	done     chan struct{} // closed when the subscription ends
-	ended    bool
+	retired  bool          // out of subs: nothing more is queued
+	why      string        // why it was retired
+	ended    bool          // done is closed
 }
 
 // SubscriberStats describe one subscription at the publisher.
@@ -82,6 +84,7 @@ type SubscriberStats struct {
 	Policy    Policy
 	HWM       int
 	Queued    int               // messages held now (waiting and in flight)
+	InFlight  int               // of those, being sent
 	MaxQueued int               // the most ever held at once
 	Sent      uint64            // items the subscriber has
 	Drops     map[string]uint64 // messages dropped for it, by subject
@@ -233,8 +236,10 @@ func (s *outSub) poke() {
 	}
 }
 
-// cutLocked ends s (policy Cut): everything queued is dropped and counted,
-// and the subscriber is told with all the drops it has not heard of.
+// cutLocked cuts s off (policy Cut): everything queued is dropped and
+// counted, and a cut notice with all the drops the subscriber has not heard
+// of goes last in its stream, after what is in flight. Later messages do
+// not go to it.
 func (p *publisher) cutLocked(s *outSub) {
 	for _, q := range s.queue {
 		if q.Kind == codec.BusKindPub {
@@ -243,44 +248,47 @@ func (p *publisher) cutLocked(s *outSub) {
 			p.total.Drops++
 		}
 	}
-	s.queue = nil
-	s.stats.Cut = true
-	p.total.Cuts++
 	e := newEnvelope(codec.BusKindCut)
 	e.ID = s.key.id
-	e.Drops = s.pending
 	e.Error = "the subscription's queue reached its high-water mark"
-	s.pending = map[string]uint64{}
-	p.endLocked(s, "cut")
+	s.queue = []envelope.Envelope{e}
+	s.stats.Cut = true
+	p.total.Cuts++
+	p.retireLocked(s, "cut")
 	p.n.log.Info("subscription cut off", "peer", s.key.peer, "id", s.key.id, "hwm", s.hwm)
-	p.n.mu.Lock()
-	pe := p.n.peerLocked(s.key.peer)
-	p.n.mu.Unlock()
-	if pe != nil {
-		p.n.control(pe, e)
-	}
+	s.poke()
 }
 
-func (p *publisher) endLocked(s *outSub, why string) {
-	if s.ended {
+// retireLocked takes s out of the subscriptions: no message goes to it any
+// more. Its pump goes on until endLocked.
+func (p *publisher) retireLocked(s *outSub, why string) {
+	if s.retired {
 		return
 	}
-	s.ended = true
-	close(s.done)
+	s.retired = true
+	s.why = why
 	delete(p.subs, s.key)
-	st := p.snapshotLocked(s)
-	st.Ended = why
 	if len(p.ended) >= endedKeep {
 		p.ended = p.ended[1:]
 	}
-	p.ended = append(p.ended, st)
+	p.ended = append(p.ended, s)
 	p.room.Broadcast()
+}
+
+// endLocked ends s: it is retired and its pump stops.
+func (p *publisher) endLocked(s *outSub, why string) {
+	p.retireLocked(s, why)
+	if !s.ended {
+		s.ended = true
+		close(s.done)
+	}
 }
 
 func (p *publisher) snapshotLocked(s *outSub) SubscriberStats {
 	st := s.stats
 	st.Filters = slices.Clone(s.filters)
-	st.Queued = s.held()
+	st.Queued, st.InFlight = s.held(), s.inflight
+	st.Ended = s.why
 	st.Drops = make(map[string]uint64, len(s.stats.Drops))
 	for k, v := range s.stats.Drops {
 		st.Drops[k] = v
@@ -301,7 +309,10 @@ func (n *Node) Subscribers() []SubscriberStats {
 	slices.SortFunc(out, func(a, b SubscriberStats) int {
 		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.ID, b.ID))
 	})
-	return append(out, p.ended...)
+	for _, s := range p.ended {
+		out = append(out, p.snapshotLocked(s))
+	}
+	return out
 }
 
 func (p *publisher) stats() PublisherStats {
@@ -360,6 +371,9 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 	defer p.mu.Unlock()
 	key := subKey{from, e.ID}
 	if old := p.subs[key]; old != nil {
+		if slices.Equal(old.filters, e.Filters) && old.policy == e.Policy && old.hwm == hwm {
+			return nil // a repeated request: the subscription stands
+		}
 		p.endLocked(old, "replaced")
 	}
 	if len(p.subs) >= p.n.cfg.MaxSubscribers {
@@ -512,6 +526,9 @@ func (p *publisher) send(s *outSub, e envelope.Envelope) {
 	s.inflight--
 	if sent {
 		s.stats.Sent++
+	}
+	if e.Kind == codec.BusKindCut {
+		p.endLocked(s, "cut")
 	}
 	p.room.Broadcast()
 	p.mu.Unlock()

@@ -174,3 +174,29 @@ func eventually(t *testing.T, check func() error) {
 	}
 	t.Fatal(err)
 }
+
+// world makes transports that can be closed and made again under the same
+// name (a restart): over the in-memory network or a lane.
+type world struct {
+	name string
+	open func(t *testing.T, name string) (tr bus.Transport, kill func())
+}
+
+func worlds(t *testing.T) []world {
+	mem := bus.NewMemNet(0)
+	dir := laneDir(t)
+	return []world{
+		{"mem", func(t *testing.T, name string) (bus.Transport, func()) {
+			tr, err := mem.Transport(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { tr.Close() })
+			return tr, func() { tr.Close() }
+		}},
+		{"lane", func(t *testing.T, name string) (bus.Transport, func()) {
+			l, s := laneYard(t, dir, name)
+			return l, func() { l.Close(); s.Close() }
+		}},
+	}
+}

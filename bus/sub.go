@@ -63,8 +63,8 @@ const (
 )
 
 // Delivery is one item of a subscription: a message, or a report of what
-// the subscriber missed. A Message may carry Drops too: the messages
-// dropped just before it.
+// the subscriber missed. A message may carry Drops too: the messages the
+// publisher dropped for the subscription since it sent the item before.
 type Delivery struct {
 	Kind      DeliveryKind
 	Publisher string
@@ -104,6 +104,7 @@ type Subscription struct {
 	epoch     uint64 // the publisher history's epoch
 	seq       uint64 // the last sequence number delivered
 	confirmed bool
+	resume    bool // the current id asks for what came after seq
 	closed    bool
 	err       error
 	stats     SubscriptionStats
@@ -175,8 +176,31 @@ func (s *subscriber) start(sub *Subscription, resume bool) {
 	}
 	s.nextID++
 	sub.id, sub.next, sub.confirmed = s.nextID, 1, false
+	sub.resume = resume
 	clear(sub.held)
 	s.byID[subKey{sub.publisher, sub.id}] = sub
+	s.mu.Unlock()
+	if old != 0 {
+		s.n.mu.Lock()
+		p := s.n.peerLocked(sub.publisher)
+		s.n.mu.Unlock()
+		if p != nil {
+			u := newEnvelope(codec.BusKindUnsub)
+			u.ID = old
+			s.n.control(p, u)
+		}
+	}
+	s.send(sub)
+}
+
+// send sends sub's subscription request for its current id.
+func (s *subscriber) send(sub *Subscription) {
+	s.mu.Lock()
+	if sub.closed {
+		s.mu.Unlock()
+		return
+	}
+	resume := sub.resume
 	e := newEnvelope(codec.BusKindSub)
 	e.ID, e.Filters, e.Policy, e.HWM = sub.id, sub.filters, sub.opt.Policy, uint32(sub.opt.HWM)
 	r := sub.opt.Replay
@@ -192,35 +216,35 @@ func (s *subscriber) start(sub *Subscription, resume bool) {
 	s.n.mu.Lock()
 	p := s.n.peerLocked(sub.publisher)
 	s.n.mu.Unlock()
-	if p == nil {
-		return
+	if p != nil {
+		s.n.control(p, e)
 	}
-	if old != 0 {
-		u := newEnvelope(codec.BusKindUnsub)
-		u.ID = old
-		s.n.control(p, u)
-	}
-	s.n.control(p, e)
 }
 
-// peer resubscribes to a publisher that restarted, or came up before it
-// confirmed.
+// peer resubscribes to a publisher that restarted, resuming after the last
+// message delivered, and asks again for the subscriptions a publisher that
+// came up has not confirmed (it takes a repeated request as one).
 func (s *subscriber) peer(name string, st PeerState, restarted bool) {
 	if st != PeerUp {
 		return
 	}
 	s.mu.Lock()
-	var again []*Subscription
-	seen := map[*Subscription]bool{}
+	var again, repeat []*Subscription
 	for k, sub := range s.byID {
-		if k.peer == name && !seen[sub] && (restarted || !sub.confirmed) {
-			seen[sub] = true
+		switch {
+		case k.peer != name:
+		case restarted:
 			again = append(again, sub)
+		case !sub.confirmed:
+			repeat = append(repeat, sub)
 		}
 	}
 	s.mu.Unlock()
 	for _, sub := range again {
 		s.start(sub, sub.seq > 0 || sub.opt.Replay.Mode == ReplaySinceSeq)
+	}
+	for _, sub := range repeat {
+		s.send(sub)
 	}
 }
 
@@ -238,7 +262,7 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 	case codec.BusKindSubOK:
 		if e.Error != "" {
 			sub.err = fmt.Errorf("raet bus: %s refused the subscription: %s", from, e.Error)
-			out = append(out, s.endLocked(sub))
+			s.endLocked(sub)
 		} else {
 			sub.confirmed = true
 			if sub.epoch == 0 {
@@ -246,19 +270,14 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 			}
 		}
 		sub.readyOnce.Do(func() { close(sub.ready) })
-	case codec.BusKindCut:
-		sub.err = ErrCut
-		sub.addDrops(e.Drops)
-		out = append(out, Delivery{Kind: DeliveryCut, Publisher: from, Drops: e.Drops})
-		out = append(out, s.endLocked(sub))
 	default:
 		out = sub.orderLocked(e)
+		if sub.err == ErrCut {
+			s.endLocked(sub)
+		}
 	}
 	s.mu.Unlock()
 	for _, d := range out {
-		if d.Kind == 0 {
-			continue
-		}
 		select {
 		case sub.c <- d:
 		case <-sub.done:
@@ -278,13 +297,12 @@ func (sub *Subscription) isClosed() bool {
 	}
 }
 
-// endLocked ends sub after a refusal or a cut; it returns no delivery.
-func (s *subscriber) endLocked(sub *Subscription) Delivery {
+// endLocked ends sub after a refusal or a cut.
+func (s *subscriber) endLocked(sub *Subscription) {
 	if !sub.closed {
 		sub.closed = true
 		delete(s.byID, subKey{sub.publisher, sub.id})
 	}
-	return Delivery{}
 }
 
 func (sub *Subscription) addDrops(d map[string]uint64) {
@@ -351,6 +369,11 @@ func (sub *Subscription) drainLocked() []Delivery {
 			d.Kind, d.Subject, d.Seq, d.Time, d.Origin, d.Body = DeliveryMessage, e.Subject, e.Seq, time.Unix(0, e.Time), e.Origin, e.Body
 		case codec.BusKindDrop:
 			d.Kind = DeliveryDrops
+		case codec.BusKindCut:
+			sub.err = ErrCut
+			d.Kind = DeliveryCut
+			out = append(out, d)
+			return out
 		case codec.BusKindGap:
 			sub.stats.Gaps++
 			if e.Epoch != 0 {

@@ -1,0 +1,238 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raet-go/raet/bus"
+)
+
+// hwmRig is a publisher whose sends wait behind a gate, and a subscriber
+// with the given policy and a high-water mark of 5, one message in flight
+// at a time: while the gate is shut the publisher holds exactly 5.
+func hwmRig(t *testing.T, policy bus.Policy) (*bus.Node, *gate, *bus.Subscription) {
+	net := bus.NewMemNet(0)
+	ptr, err := net.Transport("pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ptr.Close() })
+	str, err := net.Transport("sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { str.Close() })
+	g := newGate(ptr)
+	g.Open()
+	pub := newNode(t, g, &bus.Config{Heartbeat: -1, SendWindow: 1})
+	sn := newNode(t, str, &bus.Config{Heartbeat: -1})
+	s, err := sn.Subscribe("pub", []string{"x.*"}, &bus.SubOptions{Policy: policy, HWM: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready(t, s)
+	g.Shut()
+	// The first message is taken for sending (and waits at the gate), so
+	// that what follows is deterministic.
+	publish(t, pub, 1)
+	eventually(t, func() error {
+		if st := pub.Subscribers()[0]; st.InFlight != 1 {
+			return fmt.Errorf("in flight %d", st.InFlight)
+		}
+		return nil
+	})
+	return pub, g, s
+}
+
+// publish publishes message number i on x.a (odd) or x.b (even).
+func publish(t *testing.T, pub *bus.Node, i int) {
+	t.Helper()
+	if _, err := pub.Publish(ctxT(t, 5*time.Second), bus.Pub{Subject: hwmSubject(i), Body: map[string]any{"i": i}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hwmSubject(i int) string { return []string{"x.b", "x.a"}[i%2] }
+
+// dropsOf counts the subjects of messages from..to.
+func dropsOf(from, to int) map[string]uint64 {
+	m := map[string]uint64{}
+	for i := from; i <= to; i++ {
+		m[hwmSubject(i)]++
+	}
+	return m
+}
+
+func checkDrops(t *testing.T, pub *bus.Node, s *bus.Subscription, want map[string]uint64) {
+	t.Helper()
+	var pubSide map[string]uint64
+	for _, st := range pub.Subscribers() {
+		if st.Ended == "" || st.Ended == "cut" {
+			pubSide = st.Drops
+		}
+	}
+	if !maps.Equal(pubSide, want) {
+		t.Errorf("publisher counted drops %v, want %v", pubSide, want)
+	}
+	eventually(t, func() error {
+		if got := s.Stats().Drops; !maps.Equal(got, want) {
+			return fmt.Errorf("subscriber was told of drops %v, want %v", got, want)
+		}
+		return nil
+	})
+}
+
+func TestHWMBlock(t *testing.T) {
+	pub, g, s := hwmRig(t, bus.Block)
+	for i := 2; i <= 5; i++ {
+		publish(t, pub, i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := pub.Publish(ctx, bus.Pub{Subject: "x.a", Body: map[string]any{"i": 6}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("publish at the HWM: %v, want it to wait until its deadline", err)
+	}
+	if st := pub.Stats().Publisher; st.Published != 5 {
+		t.Fatalf("published %d, want 5", st.Published)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); publish(t, pub, 6) }() // waits for room
+	g.Open()
+	<-done
+	msgs, all := collect(t, s, 6, 5*time.Second)
+	if len(all) != 6 {
+		t.Fatalf("got %+v", all)
+	}
+	seqs(t, msgs, 1)
+	checkDrops(t, pub, s, map[string]uint64{})
+}
+
+func TestHWMDropNewest(t *testing.T) {
+	pub, g, s := hwmRig(t, bus.DropNewest)
+	for i := 2; i <= 20; i++ {
+		publish(t, pub, i)
+	}
+	g.Open()
+	msgs, all := collect(t, s, 5, 5*time.Second)
+	seqs(t, msgs, 1) // 1..5 kept, 6..20 dropped
+	want := dropsOf(6, 20)
+	checkDrops(t, pub, s, want)
+	// The drops ride on the next item the publisher sent after them.
+	if len(all) != 5 || !maps.Equal(msgs[1].Drops, want) {
+		t.Fatalf("deliveries %+v", all)
+	}
+	publish(t, pub, 21)
+	next, _ := collect(t, s, 1, 5*time.Second)
+	if next[0].Seq != 21 {
+		t.Fatalf("after the drops: %+v", next[0])
+	}
+}
+
+func TestHWMDropOldest(t *testing.T) {
+	pub, g, s := hwmRig(t, bus.DropOldest)
+	for i := 2; i <= 20; i++ {
+		publish(t, pub, i)
+	}
+	g.Open()
+	msgs, _ := collect(t, s, 5, 5*time.Second)
+	// 1 was in flight; 2..16 were dropped for the newer ones, 17..20 kept.
+	if msgs[0].Seq != 1 {
+		t.Fatalf("first %+v", msgs[0])
+	}
+	seqs(t, msgs[1:], 17)
+	if !maps.Equal(msgs[1].Drops, dropsOf(2, 16)) {
+		t.Fatalf("the first message after the drops carries %v, want %v", msgs[1].Drops, dropsOf(2, 16))
+	}
+	checkDrops(t, pub, s, dropsOf(2, 16))
+}
+
+func TestHWMCut(t *testing.T) {
+	pub, g, s := hwmRig(t, bus.Cut)
+	for i := 2; i <= 6; i++ { // the 6th finds 5 held: cut
+		publish(t, pub, i)
+	}
+	publish(t, pub, 7) // goes nowhere: the subscription is gone
+	g.Open()
+	msgs, all := collect(t, s, 1, 5*time.Second)
+	if msgs[0].Seq != 1 {
+		t.Fatalf("first %+v", msgs[0])
+	}
+	if len(all) != 1 {
+		t.Fatalf("deliveries %+v", all)
+	}
+	var cut bus.Delivery
+	select {
+	case cut = <-s.Messages():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no cut notice")
+	}
+	if cut.Kind != bus.DeliveryCut || !maps.Equal(cut.Drops, dropsOf(2, 6)) {
+		t.Fatalf("cut notice %+v, want drops %v", cut, dropsOf(2, 6))
+	}
+	if !errors.Is(s.Err(), bus.ErrCut) {
+		t.Fatalf("subscription error %v", s.Err())
+	}
+	checkDrops(t, pub, s, dropsOf(2, 6))
+	if st := pub.Stats().Publisher; st.Cuts != 1 || st.Subscriptions != 0 || st.Drops != 5 {
+		t.Fatalf("publisher stats %+v", st)
+	}
+}
+
+// A subscriber that never reads, flooded by a fast publisher, costs the
+// publisher no more than its high-water mark (and the bounded history):
+// its queue never holds more, and the heap does not grow with the flood.
+func TestSlowSubscriberBoundedMemory(t *testing.T) {
+	net := bus.NewMemNet(64)
+	ptr, _ := net.Transport("pub")
+	str, _ := net.Transport("sub")
+	t.Cleanup(func() { ptr.Close(); str.Close() })
+	pub := newNode(t, ptr, &bus.Config{Heartbeat: -1, HistoryLast: 100})
+	sn := newNode(t, str, &bus.Config{Heartbeat: -1})
+	s, err := sn.Subscribe("pub", []string{">"}, &bus.SubOptions{Policy: bus.DropOldest, HWM: 100, Buffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready(t, s)
+	body := strings.Repeat("x", 1024)
+	ctx := ctxT(t, time.Minute)
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	const n = 20000
+	var before uint64
+	for i := range n {
+		if i == n/10 {
+			before = heap()
+		}
+		if _, err := pub.Publish(ctx, bus.Pub{Subject: "flood", Body: map[string]any{"b": body}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := heap()
+	st := pub.Subscribers()[0]
+	if st.MaxQueued > 100 {
+		t.Fatalf("the publisher held %d messages for the subscriber, over its HWM of 100", st.MaxQueued)
+	}
+	var dropped uint64
+	for _, d := range st.Drops {
+		dropped += d
+	}
+	if dropped < n/2 {
+		t.Fatalf("only %d of %d dropped: the subscriber cannot have read them", dropped, n)
+	}
+	// 18000 messages of 1 KiB published after the first reading: had they
+	// been kept, the heap would have grown by 18 MB or more.
+	if grew := int64(after) - int64(before); grew > 4<<20 {
+		t.Fatalf("heap grew by %d bytes during the flood", grew)
+	}
+	t.Logf("held at most %d, dropped %d of %d, heap %d -> %d", st.MaxQueued, dropped, n, before, after)
+}
