@@ -150,6 +150,9 @@ func (r *requester) choose(group string, tried []string) (string, bool) {
 	return members[best], true
 }
 
+// GroupMembers lists the live peers known to serve queue group.
+func (n *Node) GroupMembers(group string) []string { return n.liveGroupMembers(group) }
+
 func (r *requester) timeout(ctx context.Context) error {
 	r.mu.Lock()
 	r.st.Timeouts++
