@@ -36,6 +36,7 @@ type job struct {
 	subject  string
 	body     any
 	puller   string
+	prev     string // the puller it was taken from
 	deadline time.Time
 	attempts int
 }
@@ -138,18 +139,24 @@ func (p *pusher) dispatch() {
 	}
 	slices.Sort(names)
 	for len(p.waiting) > 0 {
-		best := ""
-		bestFree := 0
+		j := p.waiting[0]
+		// The least loaded puller with credit; the one that had the job
+		// before (and let it time out) only when no other can take it.
+		best, bestFree, bestPrev := "", 0, true
 		for _, name := range names {
 			ps := p.pullers[name]
-			if free := ps.credit - len(ps.inflight); ps.up && free > bestFree {
-				best, bestFree = name, free
+			free := ps.credit - len(ps.inflight)
+			if !ps.up || free <= 0 {
+				continue
+			}
+			prev := name == j.prev
+			if best == "" || (bestPrev && !prev) || (prev == bestPrev && free > bestFree) {
+				best, bestFree, bestPrev = name, free, prev
 			}
 		}
 		if best == "" {
 			break
 		}
-		j := p.waiting[0]
 		p.waiting = p.waiting[1:]
 		j.puller, j.deadline = best, time.Now().Add(p.n.cfg.JobTimeout)
 		j.attempts++
@@ -192,7 +199,7 @@ func (p *pusher) requeue(puller string, id uint64, gone bool) {
 func (p *pusher) unassignLocked(ps *pullerState, j *job) {
 	delete(ps.inflight, j.id)
 	delete(p.jobs, j.id)
-	j.puller = ""
+	j.prev, j.puller = j.puller, ""
 	p.waiting = append([]*job{j}, p.waiting...)
 	p.st.Reassigned++
 }
