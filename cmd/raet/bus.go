@@ -1,0 +1,701 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/raet-go/raet/bus"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/lane"
+	"github.com/raet-go/raet/road"
+)
+
+// The messaging-pattern commands (package bus): pub, sub, req, rep, push,
+// pull, over a road estate or a lane yard.
+func init() {
+	commands["pub"] = runPub
+	commands["sub"] = runSub
+	commands["req"] = runReq
+	commands["rep"] = runRep
+	commands["push"] = runPush
+	commands["pull"] = runPull
+}
+
+const busTransportUsage = `Transport flags (all six commands):
+  --over road|lane   road (UDP, the default) or lane (Unix datagram sockets)
+  --name NAME        this estate's or yard's name
+  road: --listen HOST:PORT [--keep DIR] [--main] [--auto always|once|never] [--join HOST:PORT]
+        (--join joins that estate first; it is then the default peer of sub, req and pull)
+  lane: --dir DIR [--lane NAME]
+  -v                 log more (to stderr)
+Output is JSON lines on stdout; the first line is {"ready":...} with the name
+(and the road address). Exit status: 0 success, 1 failure (a request failed, a
+subscription was cut off, a job failed), 2 usage, 3 the keep or socket could
+not be opened, or the join failed.
+`
+
+// busFlags are the transport flags of the bus commands.
+type busFlags struct {
+	over, name, listen, keepDir, auto, join, dir, laneName string
+	main, verbose                                          bool
+	forDur                                                 time.Duration
+}
+
+func (f *busFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.over, "over", "road", "transport: road or lane")
+	fs.StringVar(&f.name, "name", "", "estate or yard name")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:7530", "road: UDP address to listen and send on")
+	fs.StringVar(&f.keepDir, "keep", "", "road: keep directory; empty: keys in memory only")
+	fs.StringVar(&f.auto, "auto", "always", "road: key acceptance: always, once or never")
+	fs.StringVar(&f.join, "join", "", "road: join this estate (host:port) first")
+	fs.BoolVar(&f.main, "main", false, "road: be a main estate (accept joins)")
+	fs.StringVar(&f.dir, "dir", "", "lane: socket directory")
+	fs.StringVar(&f.laneName, "lane", lane.DefaultLane, "lane: lane name")
+	fs.BoolVar(&f.verbose, "v", false, "log more (to stderr)")
+	fs.DurationVar(&f.forDur, "for", 0, "stop after this long (0: until done, SIGINT or SIGTERM)")
+}
+
+// busRun is a started transport and node.
+type busRun struct {
+	node   *bus.Node
+	joined string // the road estate joined, if any
+	ctx    context.Context
+	stop   func()
+	out    *json.Encoder
+	outMu  sync.Mutex
+}
+
+func (r *busRun) emit(v any) {
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
+	r.out.Encode(v)
+}
+
+func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("raet "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage, "\n", busTransportUsage, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// start opens the transport, starts a node and prints the ready line.
+func (f *busFlags) start(prog string, cfg *bus.Config, stdout, stderr io.Writer) (*busRun, int) {
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if f.forDur > 0 {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithTimeout(ctx, f.forDur)
+		prev := cancel
+		cancel = func() { c2(); prev() }
+	}
+	r := &busRun{ctx: ctx, out: json.NewEncoder(stdout)}
+	var tr bus.Transport
+	var closers []func()
+	ready := map[string]any{"ready": true}
+	fail := func(code int, err error) (*busRun, int) {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+		cancel()
+		return nil, code
+	}
+	switch f.over {
+	case "road":
+		auto, err := keep.ParseAutoMode(f.auto)
+		if err != nil {
+			return fail(exitUsage, err)
+		}
+		s, err := road.New(&road.Config{Name: f.name, Main: f.main, Listen: f.listen, KeepDir: f.keepDir, Auto: auto, Logger: log})
+		if err != nil {
+			return fail(exitSetup, err)
+		}
+		if err := s.Start(); err != nil {
+			return fail(exitSetup, err)
+		}
+		closers = append(closers, func() { s.Close() })
+		if f.join != "" {
+			jctx, jcancel := context.WithTimeout(ctx, 30*time.Second)
+			rem, err := s.Join(jctx, f.join)
+			jcancel()
+			if err != nil {
+				return fail(exitSetup, fmt.Errorf("join %s: %w", f.join, err))
+			}
+			r.joined = rem.Name
+			ready["joined"] = rem.Name
+		}
+		rt := bus.NewRoad(s)
+		closers = append(closers, func() { rt.Close() })
+		tr = rt
+		ready["addr"] = s.Addr().String()
+	case "lane":
+		s, err := lane.New(&lane.Config{Dir: f.dir, Lane: f.laneName, Name: f.name, Logger: log})
+		if err != nil {
+			return fail(exitUsage, err)
+		}
+		if err := s.Start(); err != nil {
+			return fail(exitSetup, err)
+		}
+		closers = append(closers, func() { s.Close() })
+		lt := bus.NewLane(s)
+		closers = append(closers, func() { lt.Close() })
+		tr = lt
+		ready["path"] = s.Path()
+	default:
+		return fail(exitUsage, fmt.Errorf("--over %q: want road or lane", f.over))
+	}
+	if cfg == nil {
+		cfg = &bus.Config{}
+	}
+	cfg.Logger = log
+	n, err := bus.New(tr, cfg)
+	if err != nil {
+		return fail(exitSetup, err)
+	}
+	r.node = n
+	r.stop = func() {
+		n.Close()
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+		cancel()
+	}
+	ready["name"] = tr.Name()
+	r.emit(ready)
+	return r, exitOK
+}
+
+// peerOr returns p, or the estate joined when p is empty.
+func (r *busRun) peerOr(p string) string {
+	if p == "" {
+		return r.joined
+	}
+	return p
+}
+
+// jsonLines calls fn with each JSON value of the lines of in ("-": stdin).
+func jsonLines(in string, fn func(v any) error) error {
+	var rd io.Reader = os.Stdin
+	if in != "-" {
+		f, err := os.Open(in)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		rd = f
+	}
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(nil, 16<<20)
+	for line := 1; sc.Scan(); line++ {
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return fmt.Errorf("line %d: %w", line, err)
+		}
+		if err := fn(v); err != nil {
+			return fmt.Errorf("line %d: %w", line, err)
+		}
+	}
+	return sc.Err()
+}
+
+// runCommand runs cmd (sh -c) with in as JSON on stdin and decodes its
+// stdout as JSON; a failure is an error with its stderr.
+func runCommand(ctx context.Context, cmd string, in any) (any, error) {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	c := exec.CommandContext(ctx, "sh", "-c", cmd)
+	c.Stdin = bytes.NewReader(b)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Run(); err != nil {
+		return nil, fmt.Errorf("%v: %s", err, strings.TrimSpace(errb.String()))
+	}
+	var v any
+	if len(bytes.TrimSpace(out.Bytes())) == 0 {
+		return nil, nil
+	}
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		return nil, fmt.Errorf("its output is not JSON: %w", err)
+	}
+	return v, nil
+}
+
+const pubUsage = `usage: raet pub [TRANSPORT FLAGS] [--subject S] [--input FILE] [--wait-subs N] [--history N] [--durable FILE]
+Publishes each JSON line of the input (default stdin): a body on --subject, or,
+without --subject, an object {"subject":S,"body":...,"origin":O}. Prints
+{"published":SEQ,"subject":S} per message and a summary at the end, once the
+subscribers have everything (or --for ends).
+Example:
+  raet pub --main --listen 127.0.0.1:7530 --wait-subs 1 --subject orders.new < orders.jsonl`
+
+func runPub(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("pub", pubUsage, stderr)
+	var bf busFlags
+	bf.register(fs)
+	subject := fs.String("subject", "", "subject of every line (else each line names its own)")
+	input := fs.String("input", "-", "file of JSON lines ('-': stdin)")
+	waitSubs := fs.Int("wait-subs", 0, "wait for this many subscriptions before publishing")
+	history := fs.Int("history", 1000, "messages retained per subject for replay")
+	durable := fs.String("durable", "", "keep the history in this bbolt file (survives restarts)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return exitUsage
+	}
+	cfg := &bus.Config{HistoryLast: *history}
+	if *durable != "" {
+		h, err := bus.NewBoltHistory(*durable, *history, 0)
+		if err != nil {
+			fmt.Fprintln(stderr, "raet pub:", err)
+			return exitSetup
+		}
+		cfg.History = h // the node closes it
+	}
+	r, code := bf.start("raet pub", cfg, stdout, stderr)
+	if r == nil {
+		if cfg.History != nil {
+			cfg.History.Close()
+		}
+		return code
+	}
+	defer r.stop()
+	for r.ctx.Err() == nil && r.node.Stats().Publisher.Subscriptions < *waitSubs {
+		time.Sleep(20 * time.Millisecond)
+	}
+	count := 0
+	err := jsonLines(*input, func(v any) error {
+		m := bus.Pub{Subject: *subject, Body: v}
+		if *subject == "" {
+			o, ok := v.(map[string]any)
+			if !ok {
+				return errors.New(`without --subject a line must be {"subject":...,"body":...}`)
+			}
+			m.Subject, _ = o["subject"].(string)
+			m.Origin, _ = o["origin"].(string)
+			m.Body = o["body"]
+		}
+		seq, err := r.node.Publish(r.ctx, m)
+		if err != nil {
+			return err
+		}
+		count++
+		r.emit(map[string]any{"published": seq, "subject": m.Subject})
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "raet pub:", err)
+		return exitFailure
+	}
+	// Linger until every subscription has what it was sent.
+	for r.ctx.Err() == nil {
+		held := 0
+		for _, st := range r.node.Subscribers() {
+			if st.Ended == "" {
+				held += st.Queued
+			}
+		}
+		if held == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	st := r.node.Stats().Publisher
+	r.emit(map[string]any{"summary": true, "published": count, "subscriptions": st.Subscriptions, "drops": st.Drops, "cuts": st.Cuts})
+	return exitOK
+}
+
+const subUsage = `usage: raet sub [TRANSPORT FLAGS] [--from PEER] [--last N | --since-seq S [--epoch E]]
+                [--policy block|drop_newest|drop_oldest|cut] [--hwm N] [--count N] FILTER...
+Subscribes to the publisher PEER (default: the estate joined) with subject
+filters (tokens, * for one, > for the rest) and prints each delivery:
+{"kind":"message","publisher":P,"subject":S,"seq":N,"time":T,"origin":O,"body":...}
+and {"kind":"drops"|"gap"|"cut",...} for what it missed. Stops after --count
+messages, at --for, or when cut off (exit 1).
+Example:
+  raet sub --listen 127.0.0.1:7531 --join 127.0.0.1:7530 --last 10 'orders.>'`
+
+func runSub(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("sub", subUsage, stderr)
+	var bf busFlags
+	bf.register(fs)
+	from := fs.String("from", "", "the publisher (default: the estate joined)")
+	last := fs.Uint64("last", 0, "replay the last N retained messages first")
+	sinceSeq := fs.Uint64("since-seq", 0, "replay every retained message after sequence number S")
+	epoch := fs.Uint64("epoch", 0, "with --since-seq: the publisher history's epoch S counts in")
+	policy := fs.String("policy", "block", "at the publisher's high-water mark: block, drop_newest, drop_oldest or cut")
+	hwm := fs.Int("hwm", 0, "high-water mark (0: the publisher's default)")
+	count := fs.Int("count", 0, "stop after this many messages (0: never)")
+	if err := fs.Parse(args); err != nil || fs.NArg() == 0 || (*last > 0 && *sinceSeq > 0) {
+		if err == nil {
+			fmt.Fprintln(stderr, "raet sub: need at least one FILTER, and at most one of --last and --since-seq")
+		}
+		return exitUsage
+	}
+	pol, ok := parsePolicy(*policy)
+	if !ok {
+		fmt.Fprintf(stderr, "raet sub: unknown policy %q\n", *policy)
+		return exitUsage
+	}
+	r, code := bf.start("raet sub", nil, stdout, stderr)
+	if r == nil {
+		return code
+	}
+	defer r.stop()
+	opt := &bus.SubOptions{Policy: pol, HWM: *hwm}
+	switch {
+	case *last > 0:
+		opt.Replay = bus.Replay{Mode: bus.ReplayLast, N: *last}
+	case *sinceSeq > 0:
+		opt.Replay = bus.Replay{Mode: bus.ReplaySinceSeq, Seq: *sinceSeq, Epoch: *epoch}
+	}
+	peer := r.peerOr(*from)
+	if peer == "" {
+		fmt.Fprintln(stderr, "raet sub: need --from (or --join)")
+		return exitUsage
+	}
+	s, err := r.node.Subscribe(peer, fs.Args(), opt)
+	if err != nil {
+		fmt.Fprintln(stderr, "raet sub:", err)
+		return exitUsage
+	}
+	got := 0
+	for {
+		select {
+		case <-r.ctx.Done():
+			return exitOK
+		case d := <-s.Messages():
+			line := map[string]any{"kind": deliveryKind(d.Kind), "publisher": d.Publisher}
+			if d.Kind == bus.DeliveryMessage {
+				line["subject"], line["seq"], line["time"], line["body"] = d.Subject, d.Seq, d.Time.UTC().Format(time.RFC3339Nano), d.Body
+				if d.Origin != "" {
+					line["origin"] = d.Origin
+				}
+			}
+			if len(d.Drops) > 0 {
+				line["drops"] = d.Drops
+			}
+			if d.Kind == bus.DeliveryGap {
+				line["missed"] = d.Missed
+			}
+			r.emit(line)
+			if d.Kind == bus.DeliveryCut {
+				fmt.Fprintln(stderr, "raet sub:", bus.ErrCut)
+				return exitFailure
+			}
+			if d.Kind == bus.DeliveryMessage {
+				if got++; *count > 0 && got >= *count {
+					return exitOK
+				}
+			}
+		}
+	}
+}
+
+func parsePolicy(s string) (bus.Policy, bool) {
+	for _, p := range []bus.Policy{bus.Block, bus.DropNewest, bus.DropOldest, bus.Cut} {
+		if p.String() == s {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+func deliveryKind(k bus.DeliveryKind) string {
+	return map[bus.DeliveryKind]string{bus.DeliveryMessage: "message", bus.DeliveryDrops: "drops",
+		bus.DeliveryGap: "gap", bus.DeliveryCut: "cut"}[k]
+}
+
+const reqUsage = `usage: raet req [TRANSPORT FLAGS] [--to PEER | --group G] --subject S [--body-json '{...}'] [--count N] [--timeout DUR]
+Sends --count requests and prints each reply {"from":P,"rtt_us":N,"body":...}.
+Example:
+  raet req --listen 127.0.0.1:7532 --join 127.0.0.1:7530 --subject svc.echo --body-json '{"x":1}'`
+
+func runReq(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("req", reqUsage, stderr)
+	var bf busFlags
+	bf.register(fs)
+	to := fs.String("to", "", "the responder (default: the estate joined)")
+	group := fs.String("group", "", "send to a live member of this queue group instead")
+	subject := fs.String("subject", "", "the request's subject")
+	bodyJSON := fs.String("body-json", "{}", "the request's body, JSON")
+	count := fs.Int("count", 1, "how many requests")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long each request waits for its reply")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *subject == "" || *count < 1 {
+		if err == nil {
+			fmt.Fprintln(stderr, "raet req: need --subject and --count >= 1")
+		}
+		return exitUsage
+	}
+	var body any
+	if err := json.Unmarshal([]byte(*bodyJSON), &body); err != nil {
+		fmt.Fprintln(stderr, "raet req: --body-json:", err)
+		return exitUsage
+	}
+	r, code := bf.start("raet req", nil, stdout, stderr)
+	if r == nil {
+		return code
+	}
+	defer r.stop()
+	peer := r.peerOr(*to)
+	if peer == "" && *group == "" {
+		fmt.Fprintln(stderr, "raet req: need --to, --group or --join")
+		return exitUsage
+	}
+	if *group != "" { // learn the group's members first
+		for r.ctx.Err() == nil && len(r.node.GroupMembers(*group)) == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for range *count {
+		ctx, cancel := context.WithTimeout(r.ctx, *timeout)
+		var rep bus.Reply
+		var err error
+		if *group != "" {
+			rep, err = r.node.RequestGroup(ctx, *group, *subject, body)
+		} else {
+			rep, err = r.node.Request(ctx, peer, *subject, body)
+		}
+		cancel()
+		if err != nil {
+			fmt.Fprintln(stderr, "raet req:", err)
+			return exitFailure
+		}
+		r.emit(map[string]any{"from": rep.From, "rtt_us": rep.RTT.Microseconds(), "body": rep.Body})
+	}
+	return exitOK
+}
+
+const repUsage = `usage: raet rep [TRANSPORT FLAGS] [--group G] [--exec CMD] [--concurrency N] [--count N] FILTER
+Answers requests whose subject matches FILTER: with the request's body (an
+echo), or with the JSON output of CMD (sh -c), which reads
+{"from":P,"subject":S,"body":...} on stdin; a failing CMD is an error reply.
+Prints {"request":S,"from":P} per request; stops after --count or at --for.
+Example:
+  raet rep --main --listen 127.0.0.1:7530 --group echoers 'svc.>'`
+
+func runRep(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("rep", repUsage, stderr)
+	var bf busFlags
+	bf.register(fs)
+	group := fs.String("group", "", "serve in this queue group")
+	command := fs.String("exec", "", "answer with this command's output (default: echo the body)")
+	conc := fs.Int("concurrency", 16, "requests handled at once")
+	count := fs.Int("count", 0, "stop after this many requests (0: never)")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		if err == nil {
+			fmt.Fprintln(stderr, "raet rep: need exactly one FILTER")
+		}
+		return exitUsage
+	}
+	r, code := bf.start("raet rep", nil, stdout, stderr)
+	if r == nil {
+		return code
+	}
+	defer r.stop()
+	var served sync.WaitGroup
+	served.Add(max(*count, 1))
+	var mu sync.Mutex
+	n := 0
+	h := func(ctx context.Context, q *bus.Request) (any, error) {
+		r.emit(map[string]any{"request": q.Subject, "from": q.From})
+		defer func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if n++; *count > 0 && n <= *count {
+				served.Done()
+			}
+		}()
+		if *command == "" {
+			return q.Body, nil
+		}
+		return runCommand(ctx, *command, map[string]any{"from": q.From, "subject": q.Subject, "body": q.Body})
+	}
+	if _, err := r.node.Serve(fs.Arg(0), h, &bus.ServeOptions{Group: *group, Concurrency: *conc}); err != nil {
+		fmt.Fprintln(stderr, "raet rep:", err)
+		return exitUsage
+	}
+	waitOr(r.ctx, *count > 0, &served)
+	return exitOK
+}
+
+// waitOr waits for wg when counting, else for ctx.
+func waitOr(ctx context.Context, counting bool, wg *sync.WaitGroup) {
+	if !counting {
+		<-ctx.Done()
+		return
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		time.Sleep(50 * time.Millisecond) // let the last answer go out
+	case <-ctx.Done():
+	}
+}
+
+const pushUsage = `usage: raet push [TRANSPORT FLAGS] --subject S [--input FILE] [--wait-pullers N] [--job-timeout DUR]
+Pushes each JSON line of the input (default stdin) as a job to the pullers
+that pull from this peer, and prints each result once:
+{"id":N,"puller":P,"attempts":A,"body":...} (or "error"). Exits when all are
+done (1 if a job failed).
+Example:
+  raet push --main --listen 127.0.0.1:7530 --wait-pullers 2 --subject resize < jobs.jsonl`
+
+func runPush(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("push", pushUsage, stderr)
+	var bf busFlags
+	bf.register(fs)
+	subject := fs.String("subject", "", "the jobs' subject")
+	input := fs.String("input", "-", "file of JSON lines ('-': stdin)")
+	waitPullers := fs.Int("wait-pullers", 1, "wait until this many peers are known before pushing")
+	jobTimeout := fs.Duration("job-timeout", 30*time.Second, "hand a job not done this long to another puller")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *subject == "" {
+		if err == nil {
+			fmt.Fprintln(stderr, "raet push: need --subject")
+		}
+		return exitUsage
+	}
+	r, code := bf.start("raet push", &bus.Config{JobTimeout: *jobTimeout}, stdout, stderr)
+	if r == nil {
+		return code
+	}
+	defer r.stop()
+	for r.ctx.Err() == nil && len(r.node.Peers()) < *waitPullers {
+		time.Sleep(20 * time.Millisecond)
+	}
+	var pushed int
+	results := make(chan int, 1)
+	failed := false
+	var mu sync.Mutex
+	total := -1
+	go func() {
+		got := 0
+		for {
+			mu.Lock()
+			done := total >= 0 && got >= total
+			mu.Unlock()
+			if done {
+				results <- got
+				return
+			}
+			select {
+			case res := <-r.node.Results():
+				got++
+				line := map[string]any{"id": res.ID, "puller": res.Puller, "attempts": res.Attempts}
+				if res.Err != "" {
+					line["error"] = res.Err
+					mu.Lock()
+					failed = true
+					mu.Unlock()
+				} else {
+					line["body"] = res.Body
+				}
+				r.emit(line)
+			case <-time.After(20 * time.Millisecond):
+			case <-r.ctx.Done():
+				results <- got
+				return
+			}
+		}
+	}()
+	err := jsonLines(*input, func(v any) error {
+		_, err := r.node.Push(r.ctx, *subject, v)
+		pushed++
+		return err
+	})
+	mu.Lock()
+	total = pushed
+	mu.Unlock()
+	got := <-results
+	if err != nil {
+		fmt.Fprintln(stderr, "raet push:", err)
+		return exitFailure
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got < pushed || failed {
+		fmt.Fprintf(stderr, "raet push: %d of %d jobs done, failed: %v\n", got, pushed, failed)
+		return exitFailure
+	}
+	return exitOK
+}
+
+const pullUsage = `usage: raet pull [TRANSPORT FLAGS] [--from PEER] [--credit N] [--exec CMD] [--count N]
+Takes jobs from the pusher PEER (default: the estate joined), --credit at once,
+and answers each with its body (an echo) or with the JSON output of CMD (sh -c),
+which reads {"id":N,"subject":S,"body":...} on stdin; a failing CMD fails the
+job. Prints {"job":N,"from":P,"subject":S} per job; stops after --count or at --for.
+Example:
+  raet pull --listen 127.0.0.1:7533 --join 127.0.0.1:7530 --credit 4 --exec 'jq .body'`
+
+func runPull(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("pull", pullUsage, stderr)
+	var bf busFlags
+	bf.register(fs)
+	from := fs.String("from", "", "the pusher (default: the estate joined)")
+	credit := fs.Int("credit", 1, "jobs taken at once")
+	command := fs.String("exec", "", "answer with this command's output (default: echo the body)")
+	count := fs.Int("count", 0, "stop after this many jobs (0: never)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return exitUsage
+	}
+	r, code := bf.start("raet pull", nil, stdout, stderr)
+	if r == nil {
+		return code
+	}
+	defer r.stop()
+	peer := r.peerOr(*from)
+	if peer == "" {
+		fmt.Fprintln(stderr, "raet pull: need --from (or --join)")
+		return exitUsage
+	}
+	var done sync.WaitGroup
+	done.Add(max(*count, 1))
+	var mu sync.Mutex
+	n := 0
+	h := func(ctx context.Context, j *bus.Job) (any, error) {
+		r.emit(map[string]any{"job": j.ID, "from": j.From, "subject": j.Subject})
+		defer func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if n++; *count > 0 && n <= *count {
+				done.Done()
+			}
+		}()
+		if *command == "" {
+			return j.Body, nil
+		}
+		return runCommand(ctx, *command, map[string]any{"id": j.ID, "subject": j.Subject, "body": j.Body})
+	}
+	if _, err := r.node.Pull([]string{peer}, *credit, h); err != nil {
+		fmt.Fprintln(stderr, "raet pull:", err)
+		return exitFailure
+	}
+	waitOr(r.ctx, *count > 0, &done)
+	return exitOK
+}
