@@ -64,6 +64,8 @@ type Packet struct {
 	Body     packet.OrderedMap
 	HasBody  bool
 	BodyNote string
+	// Bus is the bus envelope the body is, if it is one (package bus).
+	Bus *BusInfo
 
 	Note    Note // the transaction tracker's; Note.Txn is nil for lane pages, errors, bundles and answers
 	HasNote bool
@@ -104,6 +106,7 @@ type Dissector struct {
 	layer   RAET
 	lane    Lane
 	books   laneBooks
+	bus     busRequests
 	seed    maphash.Seed
 	noKeys  *KeyRing // learns keys from the capture when Keys is nil
 	bodies  *packet.Registry
@@ -358,6 +361,7 @@ func (d *Dissector) decodeBody(p *Packet, bk codec.BodyKind, plain []byte) {
 	}
 	p.Body, p.HasBody = m, true
 	d.stats.Opened++
+	d.decodeBus(p)
 }
 
 // learnJoin keeps the long-term public key of a join request or response

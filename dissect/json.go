@@ -137,6 +137,10 @@ func appendValue(b []byte, v any) []byte {
 //	                             null otherwise (verify_note says why)
 //	signer                       the estate whose key verified it
 //	body                         the decoded body, when it could be read
+//	bus                          when the body is a bus envelope: its
+//	                             fields by key (kind by name, no bd), and
+//	                             for a rep or done reply_to, the record
+//	                             number of its req or job, and elapsed_us
 //	body_note                    why there is no body
 //	txn                          the transaction: id, kind, role (initiator
 //	                             or correspondent), event, retransmit, stale,
@@ -213,6 +217,10 @@ func (p *Packet) AppendJSON(b []byte) []byte {
 			b = appendKey(b, &first, "body")
 			b = append(b, js...)
 		}
+	}
+	if p.Bus != nil {
+		b = appendKey(b, &first, "bus")
+		b = p.Bus.appendJSON(b)
 	}
 	if p.BodyNote != "" {
 		b = appendKey(b, &first, "body_note")

@@ -75,6 +75,9 @@ func (pr *printer) packet(p *dissect.Packet) {
 	if p.HasNote && p.Note.Txn != nil {
 		fmt.Fprintf(w, " #%d %s", p.Note.Txn.ID, p.Note.Event)
 	}
+	if p.Bus != nil {
+		fmt.Fprintf(w, " %s", p.Bus.Summary())
+	}
 	if p.Err != nil {
 		fmt.Fprintf(w, " ERROR: %v", p.Err)
 	}

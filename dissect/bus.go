@@ -1,0 +1,164 @@
+package dissect
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/codec/envelope"
+	"github.com/raet-go/raet/packet"
+)
+
+// BusInfo is a bus envelope (package bus: pub/sub, request/reply,
+// push/pull) found in a packet's body, and for a reply (rep, done) the
+// request (req, job) it answers, when the capture has it.
+type BusInfo struct {
+	Envelope envelope.Envelope
+	// ReplyTo is the record number (Packet.N) of the request or job this
+	// reply or done answers, 0 when not seen; Elapsed is the time since.
+	ReplyTo int
+	Elapsed time.Duration
+}
+
+// busKey names a request by its sender, receiver and id.
+type busKey struct {
+	from, to string
+	id       uint64
+	job      bool
+}
+
+type busSeen struct {
+	n    int
+	time time.Time
+}
+
+// busRequests remembers the last maxBusRequests requests and jobs, to follow
+// each to its reply.
+type busRequests struct {
+	seen  map[busKey]busSeen
+	order []busKey
+}
+
+const maxBusRequests = 4096
+
+func (r *busRequests) add(k busKey, s busSeen) {
+	if r.seen == nil {
+		r.seen = map[busKey]busSeen{}
+	}
+	if _, ok := r.seen[k]; !ok {
+		if len(r.order) >= maxBusRequests {
+			delete(r.seen, r.order[0])
+			r.order = r.order[1:]
+		}
+		r.order = append(r.order, k)
+	}
+	r.seen[k] = s
+}
+
+// decodeBus decodes the envelope of p's body, if it is one.
+func (d *Dissector) decodeBus(p *Packet) {
+	if !p.HasBody || len(p.Body) == 0 || p.Body[0].Key != envelope.Keys[0] {
+		return
+	}
+	m := make(map[string]any, len(p.Body))
+	for _, kv := range p.Body {
+		m[kv.Key] = kv.Value
+	}
+	var e envelope.Envelope
+	if err := envelope.Decode(m, &e); err != nil {
+		p.BodyNote = "bus envelope: " + err.Error()
+		d.stats.addError("bad bus envelope")
+		return
+	}
+	p.Bus = &BusInfo{Envelope: e}
+	from, to := p.Src.String(), p.Dst.String()
+	if p.Lane {
+		from, to = p.SrcPath, p.DstPath
+	}
+	switch e.Kind {
+	case codec.BusKindReq, codec.BusKindJob:
+		d.bus.add(busKey{from, to, e.ID, e.Kind == codec.BusKindJob}, busSeen{p.N, p.Time})
+	case codec.BusKindRep, codec.BusKindDone:
+		if s, ok := d.bus.seen[busKey{to, from, e.ID, e.Kind == codec.BusKindDone}]; ok {
+			p.Bus.ReplyTo, p.Bus.Elapsed = s.n, p.Time.Sub(s.time)
+		}
+	}
+}
+
+// appendJSON writes the envelope as a JSON object: kind by name, the other
+// fields by key as on the wire except the body (shown in body), then
+// reply_to and elapsed_us.
+func (b *BusInfo) appendJSON(out []byte) []byte {
+	first := true
+	out = append(out, '{')
+	out = appendKey(out, &first, "kind")
+	out = appendString(out, b.Envelope.Kind.String())
+	for _, kv := range b.Envelope.Map()[2:] {
+		if kv.Key == "bd" {
+			continue
+		}
+		out = appendKey(out, &first, kv.Key)
+		out = appendBusValue(out, kv.Value)
+	}
+	if b.ReplyTo > 0 {
+		out = appendKey(out, &first, "reply_to")
+		out = strconv.AppendInt(out, int64(b.ReplyTo), 10)
+		out = appendKey(out, &first, "elapsed_us")
+		out = strconv.AppendInt(out, b.Elapsed.Microseconds(), 10)
+	}
+	return append(out, '}')
+}
+
+func appendBusValue(out []byte, v any) []byte {
+	switch x := v.(type) {
+	case []string:
+		out = append(out, '[')
+		for i, s := range x {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendString(out, s)
+		}
+		return append(out, ']')
+	case packet.OrderedMap:
+		first := true
+		out = append(out, '{')
+		for _, kv := range x {
+			out = appendKey(out, &first, kv.Key)
+			out = appendBusValue(out, kv.Value)
+		}
+		return append(out, '}')
+	case uint8:
+		return strconv.AppendUint(out, uint64(x), 10)
+	case uint32:
+		return strconv.AppendUint(out, uint64(x), 10)
+	case int64:
+		return strconv.AppendInt(out, x, 10)
+	}
+	return appendValue(out, v)
+}
+
+// Summary is a one-line description of the envelope for text output:
+// "BUS pub orders.new id 7 sq 12 ix 3", with "reply to #N in D" for a reply.
+func (b *BusInfo) Summary() string {
+	e := &b.Envelope
+	s := "BUS " + e.Kind.String()
+	if e.Subject != "" {
+		s += " " + e.Subject
+	}
+	for _, kv := range []struct {
+		k string
+		v uint64
+	}{{"id", e.ID}, {"sq", e.Seq}, {"ix", e.Index}, {"cr", uint64(e.Credit)}, {"dn", e.Missed}} {
+		if kv.v != 0 {
+			s += " " + kv.k + " " + strconv.FormatUint(kv.v, 10)
+		}
+	}
+	if e.Error != "" {
+		s += " error " + strconv.Quote(e.Error)
+	}
+	if b.ReplyTo > 0 {
+		s += " reply to #" + strconv.Itoa(b.ReplyTo) + " in " + b.Elapsed.String()
+	}
+	return s
+}

@@ -1,0 +1,133 @@
+package dissect_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raet-go/raet/bus"
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/dissect"
+	"github.com/raet-go/raet/lane"
+)
+
+// busCapture runs a subscription, a request and a job between two lane
+// yards and returns the client yard's traffic as a pcapng capture.
+func busCapture(t *testing.T) []byte {
+	dir, err := os.MkdirTemp("", "dbus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	var buf bytes.Buffer
+	pw, err := dissect.NewPcapngWriter(&buf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yard := func(name string, tap func(lane.TapPacket)) (*bus.Node, func()) {
+		s, err := lane.New(&lane.Config{Dir: dir, Name: name, Tap: tap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tr := bus.NewLane(s)
+		n, err := bus.New(tr, &bus.Config{Heartbeat: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, func() { n.Close(); tr.Close(); s.Close() }
+	}
+	server, stopS := yard("server", nil)
+	defer stopS()
+	client, stopC := yard("client", func(p lane.TapPacket) { pw.TapLane(dissect.LanePacket(p)) })
+	defer stopC()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := server.Serve("svc.*", func(ctx context.Context, r *bus.Request) (any, error) { return r.Body, nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := client.Subscribe("server", []string{"a.>"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-s.Ready()
+	if _, err := server.Publish(ctx, bus.Pub{Subject: "a.b", Body: map[string]any{"x": 1}}); err != nil {
+		t.Fatal(err)
+	}
+	<-s.Messages()
+	if _, err := client.Request(ctx, "server", "svc.echo", map[string]any{"q": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Pull([]string{"server"}, 1, func(ctx context.Context, j *bus.Job) (any, error) { return "ok", nil }); err != nil {
+		t.Fatal(err)
+	}
+	for { // the ready reaches the pusher: then push
+		if st := server.Stats().Pusher; st.Pushed == 0 {
+			if _, err := server.Push(ctx, "work", map[string]any{"j": 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := <-server.Results()
+		if r.Body == "ok" {
+			break
+		}
+	}
+	stopC() // its goroutines, and the taps of its sends, end
+	if err := pw.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// The dissector shows bus envelopes and follows a request (and a job) to
+// its reply.
+func TestDissectBus(t *testing.T) {
+	capture := busCapture(t)
+	d := dissect.NewDissector(nil)
+	byKind := map[codec.BusKind]*dissect.Packet{}
+	var reqN, jobN int
+	var lines []string
+	for _, rec := range readAll(t, bytes.NewReader(capture)) {
+		p := d.Decode(rec)
+		if p == nil || p.Err != nil {
+			t.Fatalf("packet %+v", p)
+		}
+		if p.Bus == nil {
+			t.Fatalf("packet %d: no envelope in %v", p.N, p.Body)
+		}
+		cp := *p
+		byKind[p.Bus.Envelope.Kind] = &cp
+		switch p.Bus.Envelope.Kind {
+		case codec.BusKindReq:
+			reqN = p.N
+		case codec.BusKindJob:
+			jobN = p.N
+		}
+		lines = append(lines, string(p.AppendJSON(nil)))
+	}
+	pub := byKind[codec.BusKindPub]
+	if pub == nil || pub.Bus.Envelope.Subject != "a.b" || pub.Bus.Envelope.Seq != 1 || !strings.Contains(pub.Bus.Summary(), "BUS pub a.b") {
+		t.Fatalf("pub: %+v", pub)
+	}
+	rep, done := byKind[codec.BusKindRep], byKind[codec.BusKindDone]
+	if rep == nil || rep.Bus.ReplyTo != reqN || reqN == 0 || !strings.Contains(rep.Bus.Summary(), "reply to #") {
+		t.Fatalf("rep %+v, request #%d\n%s", rep, reqN, strings.Join(lines, "\n"))
+	}
+	if done == nil || done.Bus.ReplyTo != jobN || jobN == 0 {
+		t.Fatalf("done %+v, job #%d", done, jobN)
+	}
+	js := string(rep.AppendJSON(nil))
+	if !strings.Contains(js, `"bus":{"kind":"rep","id":`) || !strings.Contains(js, `"reply_to":`) {
+		t.Fatalf("JSON %s", js)
+	}
+	for _, k := range []codec.BusKind{codec.BusKindHello, codec.BusKindSub, codec.BusKindSubOK, codec.BusKindReq, codec.BusKindReady} {
+		if byKind[k] == nil {
+			t.Errorf("no %v envelope in the capture", k)
+		}
+	}
+}
