@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +131,36 @@ func TestDissectBus(t *testing.T) {
 		if byKind[k] == nil {
 			t.Errorf("no %v envelope in the capture", k)
 		}
+	}
+}
+
+// The Lua dissector shows the same envelopes as the Go one.
+func TestTsharkBus(t *testing.T) {
+	tshark := needTshark(t)
+	path := t.TempDir() + "/bus.pcapng"
+	capture := busCapture(t)
+	if err := os.WriteFile(path, capture, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rows := tsharkFields(t, tshark, path, []string{"raet_bus.ek", "raet_bus.id", "raet_bus.sj", "raet_bus.sq", "raet_bus.error"})
+	d := dissect.NewDissector(nil)
+	n := 0
+	for _, rec := range readAll(t, bytes.NewReader(capture)) {
+		p := d.Decode(rec)
+		e := p.Bus.Envelope
+		want := []string{strconv.Itoa(int(e.Kind)), "", e.Subject, "", ""}
+		if e.ID != 0 {
+			want[1] = strconv.FormatUint(e.ID, 10)
+		}
+		if e.Seq != 0 {
+			want[3] = strconv.FormatUint(e.Seq, 10)
+		}
+		if got := rows[p.N]; !slices.Equal(got, want) {
+			t.Errorf("frame %d (%v): tshark %q, want %q", p.N, e.Kind, got, want)
+		}
+		n++
+	}
+	if n < 8 {
+		t.Fatalf("only %d frames", n)
 	}
 }

@@ -93,6 +93,32 @@ local LANE_FIELDS = {
   { key = "pc", doc = "page count", format = "hexfixed", width = 4, kind = "uint", bits = 16, default = 1 },
 }
 
+-- Bus envelope fields (keys of a JSON body whose first key is "bv"), in order.
+local BUS_FIELDS = {
+  { key = "bv", doc = "envelope version, always 1; marks the body as an envelope", type = "u8" },
+  { key = "ek", doc = "what the envelope is", type = "enum:BusKind", enum = "BusKind" },
+  { key = "ep", doc = "hello: the sender's run (random per start); sub, subok, gap: the publisher's history epoch (random per history, kept by a durable one)", type = "u64" },
+  { key = "id", doc = "the subscription id (chosen by the subscriber), request id or job id", type = "u64" },
+  { key = "sj", doc = "subject: dot-separated tokens", type = "str" },
+  { key = "fi", doc = "subject filters: tokens, * (one token), > (the rest)", type = "strs" },
+  { key = "sq", doc = "pub: the publisher's sequence number (per publisher, from 1); sub, subok: the last one the subscriber has; gap: the last one missed", type = "u64" },
+  { key = "ix", doc = "the item's index in its subscription's stream (from 1): the receiver restores order and finds gaps by it", type = "u64" },
+  { key = "tm", doc = "Unix time in nanoseconds: when published, or sent (hello, req: echoed in the answer for the RTT)", type = "i64" },
+  { key = "or", doc = "the peer the content came from (an application's tag, kept in history)", type = "str" },
+  { key = "po", doc = "what the publisher does when the subscription's queue is at its high-water mark", type = "enum:BusPolicy", enum = "BusPolicy" },
+  { key = "hw", doc = "the high-water mark: messages queued at the publisher for this subscription", type = "u32" },
+  { key = "rm", doc = "which retained messages the subscription wants first", type = "enum:BusReplay", enum = "BusReplay" },
+  { key = "rn", doc = "replay last: N; since_seq: the sequence number S; since_time: Unix nanoseconds T", type = "u64" },
+  { key = "dm", doc = "messages the publisher dropped for this subscription since the last item, by subject", type = "counts" },
+  { key = "dn", doc = "how many messages the subscriber cannot get (no longer retained, or another history); 0 when not known", type = "u64" },
+  { key = "qg", doc = "the queue groups the sender serves requests in", type = "strs" },
+  { key = "cr", doc = "ready: jobs the puller takes at once from this pusher", type = "u32" },
+  { key = "dl", doc = "milliseconds the sender waits for the answer", type = "u32" },
+  { key = "er", doc = "why it failed (rep, done: the handler's error; subok: the subscription was refused)", type = "str" },
+  { key = "rq", doc = "hello: answer with a hello", type = "bool" },
+  { key = "bd", doc = "the application's content", type = "any" },
+}
+
 local BY_KEY, INDEX = {}, {}
 for i, f in ipairs(FIELDS) do
   BY_KEY[f.key], INDEX[f.key] = f, i
@@ -242,7 +268,89 @@ LPF.out = ProtoField.bool("raet_lane.out", "sent by the capturing yard")
 LPF.body = ProtoField.bytes("raet_lane.body", "body")
 LPF.error = ProtoField.string("raet_lane.error", "error")
 for _, k in ipairs({ "src", "dst", "out", "body", "error" }) do llist[#llist + 1] = LPF[k] end
+-- The bus envelope's fields, raet_bus.<key>: enumerations by name, the
+-- others as the JSON text of their value.
+local BPF = {}
+for _, f in ipairs(BUS_FIELDS) do
+  local abbr, name = "raet_bus." .. f.key, f.key .. " (" .. f.doc .. ")"
+  if f.enum then
+    BPF[f.key] = ProtoField.uint8(abbr, name, base.DEC, ENUMS[f.enum])
+  else
+    BPF[f.key] = ProtoField.string(abbr, name)
+  end
+  llist[#llist + 1] = BPF[f.key]
+end
+BPF.error = ProtoField.string("raet_bus.error", "bus envelope error")
+llist[#llist + 1] = BPF.error
 raet_lane.fields = llist
+
+-- json_end returns the index just after the JSON value that starts at i in
+-- s (compact JSON, as RAET writes it), or nil.
+local function json_end(s, i)
+  local c = s:sub(i, i)
+  if c == '"' then
+    local j = i + 1
+    while j <= #s do
+      local d = s:sub(j, j)
+      if d == "\\" then j = j + 2 elseif d == '"' then return j + 1 else j = j + 1 end
+    end
+    return nil
+  elseif c == "{" or c == "[" then
+    local depth, j = 0, i
+    while j <= #s do
+      local d = s:sub(j, j)
+      if d == '"' then
+        j = json_end(s, j)
+        if not j then return nil end
+      else
+        if d == "{" or d == "[" then depth = depth + 1
+        elseif d == "}" or d == "]" then
+          depth = depth - 1
+          if depth == 0 then return j + 1 end
+        end
+        j = j + 1
+      end
+    end
+    return nil
+  end
+  return s:find("[,}%]]", i)
+end
+
+-- bus_envelope adds the bus envelope in body (a compact JSON object whose
+-- first key is the version) to tree, at offset off of tvb; it returns the
+-- kind's name, or nil when body is not an envelope.
+local function bus_envelope(tree, tvb, off, body)
+  local first = '{"' .. BUS_FIELDS[1].key .. '":'
+  if body:sub(1, #first) ~= first then return nil end
+  local known = {}
+  for _, f in ipairs(BUS_FIELDS) do known[f.key] = f end
+  local sub = tree:add(raet_lane, tvb(off, #body), "RAET bus envelope")
+  local i, kind = 2, nil
+  while i <= #body do
+    local c = body:sub(i, i)
+    if c == "}" then return kind or "?" end
+    if c == "," then i = i + 1 end
+    local ke = json_end(body, i)
+    if not ke or body:sub(i, i) ~= '"' or body:sub(ke, ke) ~= ":" then break end
+    local key = body:sub(i + 1, ke - 2)
+    local ve = json_end(body, ke + 1)
+    if not ve then break end
+    local text = body:sub(ke + 1, ve - 1)
+    local f = known[key]
+    if f and f.enum then
+      local v = tonumber(text)
+      if not v or v < 0 or v > 255 or v ~= math.floor(v) then break end
+      sub:add(BPF[key], tvb(off + ke, ve - ke - 1), v)
+      if key == "ek" then kind = ENUMS[f.enum][v] or tostring(v) end
+    elseif f then
+      if f.type == "str" and text:sub(1, 1) == '"' then text = text:sub(2, -2) end
+      sub:add(BPF[key], tvb(off + ke, ve - ke - 1), text)
+    end
+    i = ve
+  end
+  sub:add(BPF.error, "malformed bus envelope")
+  return kind
+end
 
 local EXPERT = ProtoExpert.new("raet.malformed", "Malformed RAET packet", expert.group.MALFORMED, expert.severity.ERROR)
 local LEXPERT = ProtoExpert.new("raet_lane.malformed", "Malformed RAET lane page", expert.group.MALFORMED, expert.severity.ERROR)
@@ -624,6 +732,10 @@ function raet_lane.dissector(tvb, pinfo, tree)
   local by = {}
   for _, v in ipairs(vals) do by[v.f.key] = v.v end
   pinfo.cols.info = "lane " .. by.sn .. " > " .. by.dn .. " page " .. by.pn .. "/" .. by.pc .. " bi=" .. by.bi
+  if by.pk == 0 and by.pc == 1 and start + hl < n then
+    local kind = bus_envelope(item, tvb, start + hl, page:sub(hl + 1))
+    if kind then pinfo.cols.info = tostring(pinfo.cols.info) .. " bus " .. kind end
+  end
   return n
 end
 
