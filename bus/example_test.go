@@ -1,0 +1,127 @@
+package bus_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/raet-go/raet/bus"
+	"github.com/raet-go/raet/lane"
+)
+
+// Two peers on an in-memory network (a road estate or a lane yard plugs in
+// the same way, through NewRoad or NewLane): one publishes, the other
+// subscribes with a filter and asks for the last two messages first.
+func ExampleNode_Subscribe() {
+	net := bus.NewMemNet(0)
+	pt, _ := net.Transport("pub")
+	st, _ := net.Transport("sub")
+	defer pt.Close()
+	defer st.Close()
+	pub, _ := bus.New(pt, nil)
+	defer pub.Close()
+	sub, _ := bus.New(st, nil)
+	defer sub.Close()
+
+	ctx := context.Background()
+	for i := range 3 {
+		pub.Publish(ctx, bus.Pub{Subject: "orders.eu.new", Body: map[string]any{"n": i}})
+	}
+	pub.Publish(ctx, bus.Pub{Subject: "stock.eu", Body: map[string]any{"n": 9}})
+	s, _ := sub.Subscribe("pub", []string{"orders.>"}, &bus.SubOptions{Replay: bus.Replay{Mode: bus.ReplayLast, N: 2}})
+	<-s.Ready()
+	pub.Publish(ctx, bus.Pub{Subject: "orders.us.new", Origin: "web", Body: map[string]any{"n": 3}})
+	for range 3 {
+		d := <-s.Messages()
+		fmt.Printf("%d %s %v %q\n", d.Seq, d.Subject, d.Body.(map[string]any)["n"], d.Origin)
+	}
+	// Output:
+	// 2 orders.eu.new 1 ""
+	// 3 orders.eu.new 2 ""
+	// 5 orders.us.new 3 "web"
+}
+
+// A request to a service, and to a queue group.
+func ExampleNode_Request() {
+	net := bus.NewMemNet(0)
+	ct, _ := net.Transport("client")
+	rt, _ := net.Transport("server")
+	defer ct.Close()
+	defer rt.Close()
+	client, _ := bus.New(ct, nil)
+	defer client.Close()
+	server, _ := bus.New(rt, nil)
+	defer server.Close()
+
+	server.Serve("math.*", func(ctx context.Context, r *bus.Request) (any, error) {
+		b := r.Body.(map[string]any)
+		return map[string]any{"sum": b["a"].(int64) + b["b"].(int64)}, nil
+	}, &bus.ServeOptions{Group: "calculators", Concurrency: 4})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rep, err := client.Request(ctx, "server", "math.add", map[string]any{"a": 2, "b": 3})
+	fmt.Println(rep.From, rep.Body, err)
+	for len(client.GroupMembers("calculators")) == 0 { // learnt from the server's hello
+		time.Sleep(time.Millisecond)
+	}
+	rep, err = client.RequestGroup(ctx, "calculators", "math.add", map[string]any{"a": 4, "b": 5})
+	fmt.Println(rep.From, rep.Body, err)
+	// Output:
+	// server map[sum:5] <nil>
+	// server map[sum:9] <nil>
+}
+
+// A pusher hands jobs to a puller with a credit of 2; each result comes
+// back once.
+func ExampleNode_Push() {
+	net := bus.NewMemNet(0)
+	bt, _ := net.Transport("boss")
+	wt, _ := net.Transport("worker")
+	defer bt.Close()
+	defer wt.Close()
+	boss, _ := bus.New(bt, nil)
+	defer boss.Close()
+	worker, _ := bus.New(wt, nil)
+	defer worker.Close()
+
+	worker.Pull([]string{"boss"}, 2, func(ctx context.Context, j *bus.Job) (any, error) {
+		return fmt.Sprintf("resized %v", j.Body), nil
+	})
+	ctx := context.Background()
+	for _, img := range []string{"a.png", "b.png", "c.png"} {
+		boss.Push(ctx, "resize", img)
+	}
+	done := map[uint64]string{}
+	for range 3 {
+		r := <-boss.Results()
+		done[r.ID] = r.Body.(string)
+	}
+	fmt.Println(done[1], done[2], done[3])
+	// Output:
+	// resized a.png resized b.png resized c.png
+}
+
+// A lane yard as a transport: the same node code over Unix datagram
+// sockets.
+func ExampleNewLane() {
+	dir, _ := os.MkdirTemp("", "bus")
+	defer os.RemoveAll(dir)
+	start := func(name string) (*bus.Node, func()) {
+		s, _ := lane.New(&lane.Config{Dir: dir, Name: name})
+		s.Start()
+		t := bus.NewLane(s)
+		n, _ := bus.New(t, nil)
+		return n, func() { n.Close(); t.Close(); s.Close() }
+	}
+	server, stop := start("server")
+	defer stop()
+	client, stop2 := start("client")
+	defer stop2()
+	server.Serve("echo", func(ctx context.Context, r *bus.Request) (any, error) { return r.Body, nil }, nil)
+	rep, err := client.Request(context.Background(), "server", "echo", map[string]any{"hello": "lane"})
+	fmt.Println(rep.Body, err)
+	// Output:
+	// map[hello:lane] <nil>
+}
