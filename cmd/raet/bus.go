@@ -21,6 +21,7 @@ import (
 	"github.com/raet-go/raet/bus"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/lane"
+	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/road"
 )
 
@@ -194,8 +195,18 @@ func (r *busRun) peerOr(p string) string {
 	return p
 }
 
-// jsonLines calls fn with each JSON value of the lines of in ("-": stdin).
-func jsonLines(in string, fn func(v any) error) error {
+// parseObject parses a JSON object as the stacks' JSON body does: integers
+// stay integers (int64), as a reference estate would send them.
+func parseObject(b []byte) (map[string]any, error) {
+	var m map[string]any
+	if err := (packet.JSONBody{}).Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// jsonLines calls fn with the JSON object of each line of in ("-": stdin).
+func jsonLines(in string, fn func(v map[string]any) error) error {
 	var rd io.Reader = os.Stdin
 	if in != "-" {
 		f, err := os.Open(in)
@@ -212,8 +223,8 @@ func jsonLines(in string, fn func(v any) error) error {
 		if len(b) == 0 {
 			continue
 		}
-		var v any
-		if err := json.Unmarshal(b, &v); err != nil {
+		v, err := parseObject(b)
+		if err != nil {
 			return fmt.Errorf("line %d: %w", line, err)
 		}
 		if err := fn(v); err != nil {
@@ -248,7 +259,7 @@ func runCommand(ctx context.Context, cmd string, in any) (any, error) {
 }
 
 const pubUsage = `usage: raet pub [TRANSPORT FLAGS] [--subject S] [--input FILE] [--wait-subs N] [--history N] [--durable FILE]
-Publishes each JSON line of the input (default stdin): a body on --subject, or,
+Publishes each line of the input (default stdin), a JSON object: a body on --subject, or,
 without --subject, an object {"subject":S,"body":...,"origin":O}. Prints
 {"published":SEQ,"subject":S} per message and a summary at the end, once the
 subscribers have everything (or --for ends).
@@ -288,16 +299,15 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 		time.Sleep(20 * time.Millisecond)
 	}
 	count := 0
-	err := jsonLines(*input, func(v any) error {
+	err := jsonLines(*input, func(v map[string]any) error {
 		m := bus.Pub{Subject: *subject, Body: v}
 		if *subject == "" {
-			o, ok := v.(map[string]any)
-			if !ok {
+			var ok bool
+			if m.Subject, ok = v["subject"].(string); !ok {
 				return errors.New(`without --subject a line must be {"subject":...,"body":...}`)
 			}
-			m.Subject, _ = o["subject"].(string)
-			m.Origin, _ = o["origin"].(string)
-			m.Body = o["body"]
+			m.Origin, _ = v["origin"].(string)
+			m.Body = v["body"]
 		}
 		seq, err := r.node.Publish(r.ctx, m)
 		if err != nil {
@@ -451,8 +461,8 @@ func runReq(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	var body any
-	if err := json.Unmarshal([]byte(*bodyJSON), &body); err != nil {
+	body, err := parseObject([]byte(*bodyJSON))
+	if err != nil {
 		fmt.Fprintln(stderr, "raet req: --body-json:", err)
 		return exitUsage
 	}
@@ -559,7 +569,7 @@ func waitOr(ctx context.Context, counting bool, wg *sync.WaitGroup) {
 }
 
 const pushUsage = `usage: raet push [TRANSPORT FLAGS] --subject S [--input FILE] [--wait-pullers N] [--job-timeout DUR]
-Pushes each JSON line of the input (default stdin) as a job to the pullers
+Pushes each line of the input (default stdin), a JSON object, as a job to the pullers
 that pull from this peer, and prints each result once:
 {"id":N,"puller":P,"attempts":A,"body":...} (or "error"). Exits when all are
 done (1 if a job failed).
@@ -623,7 +633,7 @@ func runPush(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	err := jsonLines(*input, func(v any) error {
+	err := jsonLines(*input, func(v map[string]any) error {
 		_, err := r.node.Push(r.ctx, *subject, v)
 		pushed++
 		return err
