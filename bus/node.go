@@ -94,14 +94,16 @@ func (c *Config) populate() {
 // the application uses it. One goroutine reads the transport and routes
 // envelopes; Close stops everything the node started.
 type Node struct {
-	t      Transport
-	cfg    Config
-	log    *slog.Logger
-	epoch  uint64
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	t        Transport
+	cfg      Config
+	log      *slog.Logger
+	epoch    uint64
+	ctx      context.Context // cancelled by Close
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	once     sync.Once
+	goMu     sync.Mutex // guards stopping and the wg.Add of go
+	stopping bool
 
 	peerEvents chan PeerEvent
 
@@ -172,6 +174,9 @@ func (n *Node) Name() string { return n.t.Name() }
 func (n *Node) Close() error {
 	var err error
 	n.once.Do(func() {
+		n.goMu.Lock()
+		n.stopping = true
+		n.goMu.Unlock()
 		n.cancel()
 		n.wg.Wait()
 		err = n.pub.close()
@@ -195,6 +200,22 @@ func (n *Node) Stats() Stats {
 }
 
 func (n *Node) closed() bool { return n.ctx.Err() != nil }
+
+// goWait runs f in a goroutine that Close waits for; after Close has begun
+// it runs nothing and returns false.
+func (n *Node) goWait(f func()) bool {
+	n.goMu.Lock()
+	defer n.goMu.Unlock()
+	if n.stopping {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+	return true
+}
 
 // run is the node's goroutine: it reads the transport and ticks heartbeats.
 func (n *Node) run() {

@@ -76,7 +76,10 @@ func (n *Node) Peers() map[string]bool {
 func (n *Node) peerLocked(name string) *peer {
 	p := n.peers[name]
 	if p == nil {
-		if len(n.peers) >= n.cfg.MaxPeers || name == n.Name() {
+		if name == n.Name() {
+			return nil
+		}
+		if len(n.peers) >= n.cfg.MaxPeers {
 			n.stats.peerLimit.Add(1)
 			return nil
 		}
@@ -298,15 +301,12 @@ func (n *Node) control(p *peer, e envelope.Envelope) {
 		return
 	}
 	if !p.sending {
-		p.sending = true
-		n.wg.Add(1)
-		go n.drainControl(p)
+		p.sending = n.goWait(func() { n.drainControl(p) })
 	}
 }
 
 // drainControl sends p's control queue until it is empty.
 func (n *Node) drainControl(p *peer) {
-	defer n.wg.Done()
 	for {
 		p.ctlMu.Lock()
 		var e envelope.Envelope

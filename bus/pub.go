@@ -406,8 +406,10 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 	}
 	s.stats.MaxQueued = s.held()
 	p.subs[key] = s
-	p.n.wg.Add(1)
-	go p.pump(s)
+	if !p.n.goWait(func() { p.pump(s) }) {
+		delete(p.subs, key)
+		return ErrClosed
+	}
 	s.poke()
 	return nil
 }
@@ -433,7 +435,6 @@ func (p *publisher) peer(name string, st PeerState, restarted bool) {
 // pump sends s's queue, up to SendWindow items at once; the subscriber
 // restores their order by index.
 func (p *publisher) pump(s *outSub) {
-	defer p.n.wg.Done()
 	window := make(chan struct{}, p.n.cfg.SendWindow)
 	var sends sync.WaitGroup
 	defer sends.Wait()

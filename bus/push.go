@@ -169,14 +169,12 @@ func (p *pusher) dispatch() {
 	}
 	p.mu.Unlock()
 	for _, s := range out {
-		p.n.wg.Add(1)
-		go func() {
-			defer p.n.wg.Done()
+		p.n.goWait(func() {
 			if err := p.n.t.Send(p.n.ctx, s.to, s.e.Map()); err != nil && !p.n.closed() {
 				p.n.log.Debug("job not sent", "puller", s.to, "id", s.e.ID, "err", err)
 				p.requeue(s.to, s.e.ID, errors.Is(err, ErrUnknownPeer))
 			}
-		}()
+		})
 	}
 }
 
@@ -358,8 +356,9 @@ func (n *Node) Pull(pushers []string, credit int, h JobHandler) (*Puller, error)
 	n.pull.mu.Unlock()
 	for range credit {
 		pl.wg.Add(1)
-		n.wg.Add(1)
-		go pl.worker()
+		if !n.goWait(pl.worker) {
+			pl.wg.Done()
+		}
 	}
 	for _, ps := range pushers {
 		n.know(ps)
@@ -433,7 +432,6 @@ func (p *puller) peer(name string, st PeerState, restarted bool) {
 }
 
 func (pl *Puller) worker() {
-	defer pl.n.wg.Done()
 	defer pl.wg.Done()
 	for {
 		select {

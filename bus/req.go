@@ -185,7 +185,9 @@ func (r *requester) do(ctx context.Context, peer, subject string, body any) (Rep
 		e.Deadline = uint32(max(time.Until(dl).Milliseconds(), 1))
 	}
 	sendErr := make(chan error, 1)
-	go func() { sendErr <- r.n.t.Send(ctx, peer, e.Map()) }()
+	if !r.n.goWait(func() { sendErr <- r.n.t.Send(ctx, peer, e.Map()) }) {
+		return Reply{}, ErrClosed
+	}
 	for {
 		select {
 		case err := <-sendErr:
@@ -352,8 +354,9 @@ func (n *Node) Serve(filter string, h Handler, opt *ServeOptions) (*Service, err
 	n.rep.mu.Unlock()
 	for range o.Concurrency {
 		s.wg.Add(1)
-		n.wg.Add(1)
-		go s.worker()
+		if !n.goWait(s.worker) {
+			s.wg.Done()
+		}
 	}
 	if o.Group != "" {
 		n.sayHello()
@@ -419,17 +422,14 @@ func (r *responder) input(from string, e *envelope.Envelope) {
 func (r *responder) answer(to string, id uint64, body any, errText string) {
 	rep := newEnvelope(codec.BusKindRep)
 	rep.ID, rep.Body, rep.Error = id, body, errText
-	r.n.wg.Add(1)
-	go func() {
-		defer r.n.wg.Done()
+	r.n.goWait(func() {
 		if err := r.n.t.Send(r.n.ctx, to, rep.Map()); err != nil {
 			r.n.log.Debug("reply not sent", "peer", to, "id", id, "err", err)
 		}
-	}()
+	})
 }
 
 func (s *Service) worker() {
-	defer s.n.wg.Done()
 	defer s.wg.Done()
 	for {
 		select {
