@@ -102,7 +102,7 @@ type Node struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	once     sync.Once
-	goMu     sync.Mutex // guards stopping and the wg.Add of go
+	goMu     sync.RWMutex // guards stopping; goWait holds it shared around wg.Add
 	stopping bool
 
 	peerEvents chan PeerEvent
@@ -204,8 +204,8 @@ func (n *Node) closed() bool { return n.ctx.Err() != nil }
 // goWait runs f in a goroutine that Close waits for; after Close has begun
 // it runs nothing and returns false.
 func (n *Node) goWait(f func()) bool {
-	n.goMu.Lock()
-	defer n.goMu.Unlock()
+	n.goMu.RLock()
+	defer n.goMu.RUnlock()
 	if n.stopping {
 		return false
 	}
