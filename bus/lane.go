@@ -36,7 +36,7 @@ const maxHeard = lane.DefaultMaxYards
 
 // NewLane starts carrying s's messages.
 func NewLane(s *lane.Stack) *Lane {
-	l := &Lane{s: s, recv: make(chan Message), events: make(chan PeerEvent, eventQueue), done: make(chan struct{}),
+	l := &Lane{s: s, recv: make(chan Message, recvQueue), events: make(chan PeerEvent, eventQueue), done: make(chan struct{}),
 		heard: map[string]bool{}}
 	l.wg.Add(1)
 	go l.pump()

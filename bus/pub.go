@@ -206,7 +206,9 @@ func (p *publisher) offerLocked(s *outSub, e envelope.Envelope) {
 		case DropOldest:
 			if i := slices.IndexFunc(s.queue, func(q envelope.Envelope) bool { return q.Kind == codec.BusKindPub }); i >= 0 {
 				p.dropLocked(s, s.queue[i].Subject)
-				s.queue = slices.Delete(s.queue, i, i+1)
+				copy(s.queue[1:i+1], s.queue[:i]) // a gap notice before it stays first
+				s.queue[0] = envelope.Envelope{}
+				s.queue = s.queue[1:]
 			} else {
 				p.dropLocked(s, e.Subject)
 				return
@@ -480,7 +482,8 @@ func (p *publisher) take(s *outSub) (envelope.Envelope, bool) {
 		return e, false
 	case len(s.queue) > 0:
 		e = s.queue[0]
-		s.queue = slices.Delete(s.queue, 0, 1)
+		s.queue[0] = envelope.Envelope{} // let the body go
+		s.queue = s.queue[1:]            // append reallocates, and drops the head, in time
 	case len(s.pending) > 0:
 		e = newEnvelope(codec.BusKindDrop)
 		e.ID = s.key.id

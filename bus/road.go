@@ -29,7 +29,7 @@ type Road struct {
 
 // NewRoad starts carrying s's messages and events.
 func NewRoad(s *road.Stack) *Road {
-	r := &Road{s: s, recv: make(chan Message), events: make(chan PeerEvent, eventQueue), done: make(chan struct{})}
+	r := &Road{s: s, recv: make(chan Message, recvQueue), events: make(chan PeerEvent, eventQueue), done: make(chan struct{})}
 	r.wg.Add(1)
 	go r.pump()
 	return r

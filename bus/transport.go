@@ -83,3 +83,7 @@ var (
 
 // eventQueue is the capacity of the adapters' event channels.
 const eventQueue = 256
+
+// recvQueue is the capacity of the adapters' message channels: the
+// adapter's goroutine runs ahead of the node's by this many messages.
+const recvQueue = 64
