@@ -179,3 +179,38 @@ func TestDurableHistoryAcrossRestart(t *testing.T) {
 		t.Fatalf("first delivery %+v, want a gap", all[0])
 	}
 }
+
+// A subscription since a time T gets the retained messages published at or
+// after T, then the live ones; one whose T is older than the history
+// reaches is told of the gap.
+func TestReplaySinceTime(t *testing.T) {
+	trs := memKind().make(t, "pub", "sub")
+	pub := newNode(t, trs[0], &bus.Config{Heartbeat: -1, HistoryLast: 5})
+	sn := newNode(t, trs[1], &bus.Config{Heartbeat: -1})
+	publishN(t, pub, "t.a", 0, 10) // 1..10; t.a keeps 6..10
+	time.Sleep(2 * time.Millisecond)
+	since := time.Now()
+	time.Sleep(2 * time.Millisecond)
+	publishN(t, pub, "t.b", 10, 3) // 11..13
+	s, err := sn.Subscribe("pub", []string{"t.*"}, &bus.SubOptions{Replay: bus.Replay{Mode: bus.ReplaySinceTime, Time: since}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready(t, s)
+	publishN(t, pub, "t.c", 13, 2) // 14, 15
+	msgs, all := collect(t, s, 5, 5*time.Second)
+	if len(all) != 5 {
+		t.Fatalf("deliveries %+v", all)
+	}
+	seqs(t, msgs, 11)
+	// From before the first message: t.a has dropped 1..5, so a gap first.
+	s2, err := sn.Subscribe("pub", []string{"t.a"}, &bus.SubOptions{Replay: bus.Replay{Mode: bus.ReplaySinceTime, Time: since.Add(-time.Hour)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, all = collect(t, s2, 5, 5*time.Second)
+	if all[0].Kind != bus.DeliveryGap {
+		t.Fatalf("first delivery %+v, want a gap", all[0])
+	}
+	seqs(t, msgs, 6)
+}
