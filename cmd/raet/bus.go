@@ -25,17 +25,6 @@ import (
 	"github.com/raet-go/raet/road"
 )
 
-// The messaging-pattern commands (package bus): pub, sub, req, rep, push,
-// pull, over a road estate or a lane yard.
-func init() {
-	commands["pub"] = runPub
-	commands["sub"] = runSub
-	commands["req"] = runReq
-	commands["rep"] = runRep
-	commands["push"] = runPush
-	commands["pull"] = runPull
-}
-
 const busTransportUsage = `Transport flags (all six commands):
   --over road|lane   road (UDP, the default) or lane (Unix datagram sockets)
   --name NAME        this estate's or yard's name
@@ -275,7 +264,9 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 	waitSubs := fs.Int("wait-subs", 0, "wait for this many subscriptions before publishing")
 	history := fs.Int("history", 1000, "messages retained per subject for replay")
 	durable := fs.String("durable", "", "keep the history in this bbolt file (survives restarts)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	} else if err != nil || fs.NArg() > 0 {
 		return exitUsage
 	}
 	cfg := &bus.Config{HistoryLast: *history}
@@ -360,7 +351,9 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 	policy := fs.String("policy", "block", "at the publisher's high-water mark: block, drop_newest, drop_oldest or cut")
 	hwm := fs.Int("hwm", 0, "high-water mark (0: the publisher's default)")
 	count := fs.Int("count", 0, "stop after this many messages (0: never)")
-	if err := fs.Parse(args); err != nil || fs.NArg() == 0 || (*last > 0 && *sinceSeq > 0) {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	} else if err != nil || fs.NArg() == 0 || (*last > 0 && *sinceSeq > 0) {
 		if err == nil {
 			fmt.Fprintln(stderr, "raet sub: need at least one FILTER, and at most one of --last and --since-seq")
 		}
@@ -455,7 +448,9 @@ func runReq(args []string, stdout, stderr io.Writer) int {
 	bodyJSON := fs.String("body-json", "{}", "the request's body, JSON")
 	count := fs.Int("count", 1, "how many requests")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long each request waits for its reply")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *subject == "" || *count < 1 {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	} else if err != nil || fs.NArg() > 0 || *subject == "" || *count < 1 {
 		if err == nil {
 			fmt.Fprintln(stderr, "raet req: need --subject and --count >= 1")
 		}
@@ -516,7 +511,9 @@ func runRep(args []string, stdout, stderr io.Writer) int {
 	command := fs.String("exec", "", "answer with this command's output (default: echo the body)")
 	conc := fs.Int("concurrency", 16, "requests handled at once")
 	count := fs.Int("count", 0, "stop after this many requests (0: never)")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	} else if err != nil || fs.NArg() != 1 {
 		if err == nil {
 			fmt.Fprintln(stderr, "raet rep: need exactly one FILTER")
 		}
@@ -584,7 +581,9 @@ func runPush(args []string, stdout, stderr io.Writer) int {
 	input := fs.String("input", "-", "file of JSON lines ('-': stdin)")
 	waitPullers := fs.Int("wait-pullers", 1, "wait until this many peers are known before pushing")
 	jobTimeout := fs.Duration("job-timeout", 30*time.Second, "hand a job not done this long to another puller")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *subject == "" {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	} else if err != nil || fs.NArg() > 0 || *subject == "" {
 		if err == nil {
 			fmt.Fprintln(stderr, "raet push: need --subject")
 		}
@@ -671,7 +670,9 @@ func runPull(args []string, stdout, stderr io.Writer) int {
 	credit := fs.Int("credit", 1, "jobs taken at once")
 	command := fs.String("exec", "", "answer with this command's output (default: echo the body)")
 	count := fs.Int("count", 0, "stop after this many jobs (0: never)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	} else if err != nil || fs.NArg() > 0 {
 		return exitUsage
 	}
 	r, code := bf.start("raet pull", nil, stdout, stderr)

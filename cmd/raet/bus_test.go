@@ -173,7 +173,9 @@ func TestCLIBusUsage(t *testing.T) {
 		}
 	}
 	var out, errb lines
-	run([]string{"sub", "-h"}, &out, &errb)
+	if code := run([]string{"sub", "-h"}, &out, &errb); code != exitOK {
+		t.Fatalf("sub -h: exit %d", code)
+	}
 	if !strings.Contains(errb.buf.String(), "Example:") || !strings.Contains(errb.buf.String(), "Exit status") {
 		t.Fatalf("sub -h: %s", errb.buf.String())
 	}

@@ -8,6 +8,7 @@
 //	raet lane    serve or send on a lane (yards of one host)
 //	raet plugins list the plugins of a directory
 //	raet bench   measure the road's throughput and latency
+//	raet pub, sub, req, rep, push, pull   the messaging patterns of package bus
 //
 // Run "raet help" for the list, "raet COMMAND --help" for a command's
 // usage, flags, an example and its exit codes. Output is JSON lines on
@@ -42,6 +43,12 @@ var subcommands = []subcommand{
 	{"lane", "serve or send on a lane: yards of one host, over Unix datagram sockets", runLane},
 	{"plugins", "list (and check) the plugins of a directory", runPlugins},
 	{"bench", "measure the road's throughput and latency", runBench},
+	{"pub", "publish JSON lines on subjects to subscribers (package bus)", runPub},
+	{"sub", "subscribe to a publisher with subject filters; print what comes", runSub},
+	{"req", "send requests and print the replies", runReq},
+	{"rep", "answer requests: an echo or a command", runRep},
+	{"push", "hand JSON lines as jobs to pullers; print each result once", runPush},
+	{"pull", "take jobs from a pusher: an echo or a command", runPull},
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
