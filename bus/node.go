@@ -32,6 +32,11 @@ type Config struct {
 	// credit, ...) waiting to be sent to one peer; 0 means 256. One that
 	// finds it full is dropped and counted (Stats.ControlDrops).
 	ControlQueue int
+	// ControlTimeout bounds the sending of one control envelope, so that a
+	// peer that does not answer holds up its queue no longer; 0 means 5s.
+	// What it drops is asked again (hellos come again, subscriptions not
+	// confirmed are asked again when the peer comes up).
+	ControlTimeout time.Duration
 	// PeerEvents is the capacity of the PeerEvents channel; 0 means 256.
 	// Events that find it full are dropped and counted.
 	PeerEvents int
@@ -70,6 +75,9 @@ func (c *Config) populate() {
 	def(&c.Silent, 3)
 	def(&c.MaxPeers, 4096)
 	def(&c.ControlQueue, 256)
+	if c.ControlTimeout == 0 {
+		c.ControlTimeout = 5 * time.Second
+	}
 	def(&c.PeerEvents, 256)
 	def(&c.HistoryLast, 1000)
 	def(&c.MaxSubscribers, 4096)
@@ -129,7 +137,7 @@ type Stats struct {
 	NotEnvelope    uint64 // received messages that were not envelopes (ignored)
 	BadEnvelope    uint64 // envelopes that did not decode, or made no sense (ignored)
 	UnknownKind    uint64 // envelopes of a kind this node does not know (ignored)
-	ControlDrops   uint64 // control envelopes dropped because a peer's control queue was full
+	ControlDrops   uint64 // control envelopes not sent: a peer's control queue was full, or the send failed
 	PeerEventDrops uint64 // peer events dropped because PeerEvents was not read
 	PeerLimit      uint64 // peers not tracked because MaxPeers was reached
 

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"time"
@@ -324,7 +325,11 @@ func (n *Node) drainControl(p *peer) {
 		if n.closed() {
 			continue // empty the queue without sending
 		}
-		if err := n.t.Send(n.ctx, p.name, e.Map()); err != nil && !n.closed() {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ControlTimeout)
+		err := n.t.Send(ctx, p.name, e.Map())
+		cancel()
+		if err != nil && !n.closed() {
+			n.stats.controlDrops.Add(1)
 			n.log.Debug("control envelope not sent", "peer", p.name, "kind", e.Kind, "err", err)
 		}
 	}
