@@ -337,6 +337,10 @@ func (sub *Subscription) orderLocked(e *envelope.Envelope) []Delivery {
 		sub.next = lowest
 		return append(out, sub.drainLocked()...)
 	}
+	if len(sub.held) == 0 { // in order, nothing waiting: no need to hold it
+		sub.next++
+		return sub.deliverLocked(e, nil)
+	}
 	sub.held[e.Index] = *e
 	return sub.drainLocked()
 }
@@ -350,44 +354,49 @@ func (sub *Subscription) drainLocked() []Delivery {
 		}
 		delete(sub.held, sub.next)
 		sub.next++
-		sub.addDrops(e.Drops)
-		d := Delivery{Publisher: sub.publisher, Drops: e.Drops}
-		switch e.Kind {
-		case codec.BusKindPub:
-			if sub.seq != 0 && e.Seq <= sub.seq {
-				// Already delivered before a resubscription.
-				sub.stats.Duplicates++
-				if len(e.Drops) == 0 {
-					continue
-				}
-				d.Kind = DeliveryDrops
-				out = append(out, d)
-				continue
-			}
-			sub.seq = e.Seq
-			sub.stats.Messages++
-			d.Kind, d.Subject, d.Seq, d.Time, d.Origin, d.Body = DeliveryMessage, e.Subject, e.Seq, time.Unix(0, e.Time), e.Origin, e.Body
-		case codec.BusKindDrop:
-			d.Kind = DeliveryDrops
-		case codec.BusKindCut:
-			sub.err = ErrCut
-			d.Kind = DeliveryCut
-			out = append(out, d)
+		if out = sub.deliverLocked(&e, out); sub.err == ErrCut {
 			return out
-		case codec.BusKindGap:
-			sub.stats.Gaps++
-			if e.Epoch != 0 {
-				if e.Epoch != sub.epoch {
-					sub.seq = 0 // another history: its numbers start again
-				}
-				sub.epoch = e.Epoch
-			}
-			d.Kind, d.Missed, d.Seq = DeliveryGap, e.Missed, e.Seq
-		default:
-			continue
 		}
-		out = append(out, d)
 	}
+}
+
+// deliverLocked appends what item e (the next of the stream) delivers to
+// out.
+func (sub *Subscription) deliverLocked(e *envelope.Envelope, out []Delivery) []Delivery {
+	sub.addDrops(e.Drops)
+	d := Delivery{Publisher: sub.publisher, Drops: e.Drops}
+	switch e.Kind {
+	case codec.BusKindPub:
+		if sub.seq != 0 && e.Seq <= sub.seq {
+			// Already delivered before a resubscription.
+			sub.stats.Duplicates++
+			if len(e.Drops) == 0 {
+				return out
+			}
+			d.Kind = DeliveryDrops
+			return append(out, d)
+		}
+		sub.seq = e.Seq
+		sub.stats.Messages++
+		d.Kind, d.Subject, d.Seq, d.Time, d.Origin, d.Body = DeliveryMessage, e.Subject, e.Seq, time.Unix(0, e.Time), e.Origin, e.Body
+	case codec.BusKindDrop:
+		d.Kind = DeliveryDrops
+	case codec.BusKindCut:
+		sub.err = ErrCut
+		d.Kind = DeliveryCut
+	case codec.BusKindGap:
+		sub.stats.Gaps++
+		if e.Epoch != 0 {
+			if e.Epoch != sub.epoch {
+				sub.seq = 0 // another history: its numbers start again
+			}
+			sub.epoch = e.Epoch
+		}
+		d.Kind, d.Missed, d.Seq = DeliveryGap, e.Missed, e.Seq
+	default:
+		return out
+	}
+	return append(out, d)
 }
 
 // Messages is the channel of the subscription's deliveries, in order.

@@ -131,35 +131,44 @@ func (g *generator) emitEnvelope() error {
 	f.P()
 	f.P("// Decode decodes the envelope of the body mapping m into e. A mapping")
 	f.P("// without the version key is ErrNotEnvelope; unknown keys are ignored.")
-	f.P("// Nothing in e aliases m except Body.")
+	f.P("// Nothing in e aliases m except Body. It walks m once.")
 	f.P("func Decode(m map[string]any, e *Envelope) error {")
 	f.P("*e = Envelope{}")
 	f.Pf("if _, ok := m[%q]; !ok { return ErrNotEnvelope }", e.Fields[0].Key)
-	for i, fd := range e.Fields {
+	f.P("var seen uint8 // the required keys found")
+	f.P("for k, v := range m {")
+	f.P("switch k {")
+	req := 0
+	var reqKeys []*spec.EnvelopeField
+	for _, fd := range e.Fields {
 		fn, arg := envelopeDecoder(fd)
-		f.Pf("if v, ok := m[%q]; ok {", fd.Key)
-		switch {
-		case fn == "":
+		f.Pf("case %q:", fd.Key)
+		if fd.Required {
+			f.Pf("seen |= %d", 1<<req)
+			req++
+			reqKeys = append(reqKeys, fd)
+		}
+		if fn == "" {
 			f.Pf("e.%s = v", fd.Go)
-		default:
-			call := fn + "(v"
-			if arg != "" {
-				call += ", " + arg
-			}
-			call += ")"
-			f.Pf("x, err := %s", call)
-			f.Pf("if err != nil { return &Error{Key: %q, Err: err} }", fd.Key)
-			if conv := envelopeGoType(fd, cq); conv != "uint64" && conv != "int64" && conv != "bool" && conv != "string" && conv != "[]string" && conv != "map[string]uint64" {
-				f.Pf("e.%s = %s(x)", fd.Go, conv)
-			} else {
-				f.Pf("e.%s = x", fd.Go)
-			}
+			continue
 		}
-		if fd.Required && i > 0 { // the first, the version, was checked above
-			f.Pf("} else { return &Error{Key: %q, Err: ErrMissing} }", fd.Key)
+		call := fn + "(v"
+		if arg != "" {
+			call += ", " + arg
+		}
+		call += ")"
+		f.Pf("x, err := %s", call)
+		f.Pf("if err != nil { return &Error{Key: %q, Err: err} }", fd.Key)
+		if conv := envelopeGoType(fd, cq); conv != "uint64" && conv != "int64" && conv != "bool" && conv != "string" && conv != "[]string" && conv != "map[string]uint64" {
+			f.Pf("e.%s = %s(x)", fd.Go, conv)
 		} else {
-			f.P("}")
+			f.Pf("e.%s = x", fd.Go)
 		}
+	}
+	f.P("}")
+	f.P("}")
+	for i, fd := range reqKeys {
+		f.Pf("if seen&%d == 0 { return &Error{Key: %q, Err: ErrMissing} }", 1<<i, fd.Key)
 	}
 	f.Pf("if e.%s != Version { return &Error{Key: %q, Err: ErrVersion} }", e.Fields[0].Go, e.Fields[0].Key)
 	f.P("return nil")

@@ -515,6 +515,15 @@ func (p *parser) validateEnvelope(s *Spec) {
 			}
 		}
 	}
+	required := 0
+	for _, f := range e.Fields {
+		if f.Required {
+			required++
+		}
+	}
+	if required > 8 { // the decoder marks them in one byte
+		p.errorf(0, "envelope", "at most 8 required fields (%d)", required)
+	}
 	if e.Fields[0].Key != "bv" || e.Fields[0].TypeName != "u8" || !e.Fields[0].Required {
 		p.errorf(e.Fields[0].Line, "envelope", "the first envelope field must be bv, a required u8 (the version)")
 	}

@@ -111,163 +111,152 @@ func (e *Envelope) Map() packet.OrderedMap {
 
 // Decode decodes the envelope of the body mapping m into e. A mapping
 // without the version key is ErrNotEnvelope; unknown keys are ignored.
-// Nothing in e aliases m except Body.
+// Nothing in e aliases m except Body. It walks m once.
 func Decode(m map[string]any, e *Envelope) error {
 	*e = Envelope{}
 	if _, ok := m["bv"]; !ok {
 		return ErrNotEnvelope
 	}
-	if v, ok := m["bv"]; ok {
-		x, err := asUint(v, 8)
-		if err != nil {
-			return &Error{Key: "bv", Err: err}
+	var seen uint8 // the required keys found
+	for k, v := range m {
+		switch k {
+		case "bv":
+			seen |= 1
+			x, err := asUint(v, 8)
+			if err != nil {
+				return &Error{Key: "bv", Err: err}
+			}
+			e.Version = uint8(x)
+		case "ek":
+			seen |= 2
+			x, err := asUint(v, 8)
+			if err != nil {
+				return &Error{Key: "ek", Err: err}
+			}
+			e.Kind = codec.BusKind(x)
+		case "ep":
+			x, err := asUint(v, 64)
+			if err != nil {
+				return &Error{Key: "ep", Err: err}
+			}
+			e.Epoch = x
+		case "id":
+			x, err := asUint(v, 64)
+			if err != nil {
+				return &Error{Key: "id", Err: err}
+			}
+			e.ID = x
+		case "sj":
+			x, err := asString(v)
+			if err != nil {
+				return &Error{Key: "sj", Err: err}
+			}
+			e.Subject = x
+		case "fi":
+			x, err := asStrings(v)
+			if err != nil {
+				return &Error{Key: "fi", Err: err}
+			}
+			e.Filters = x
+		case "sq":
+			x, err := asUint(v, 64)
+			if err != nil {
+				return &Error{Key: "sq", Err: err}
+			}
+			e.Seq = x
+		case "ix":
+			x, err := asUint(v, 64)
+			if err != nil {
+				return &Error{Key: "ix", Err: err}
+			}
+			e.Index = x
+		case "tm":
+			x, err := asInt(v)
+			if err != nil {
+				return &Error{Key: "tm", Err: err}
+			}
+			e.Time = x
+		case "or":
+			x, err := asString(v)
+			if err != nil {
+				return &Error{Key: "or", Err: err}
+			}
+			e.Origin = x
+		case "po":
+			x, err := asUint(v, 8)
+			if err != nil {
+				return &Error{Key: "po", Err: err}
+			}
+			e.Policy = codec.BusPolicy(x)
+		case "hw":
+			x, err := asUint(v, 32)
+			if err != nil {
+				return &Error{Key: "hw", Err: err}
+			}
+			e.HWM = uint32(x)
+		case "rm":
+			x, err := asUint(v, 8)
+			if err != nil {
+				return &Error{Key: "rm", Err: err}
+			}
+			e.Replay = codec.BusReplay(x)
+		case "rn":
+			x, err := asUint(v, 64)
+			if err != nil {
+				return &Error{Key: "rn", Err: err}
+			}
+			e.ReplayArg = x
+		case "dm":
+			x, err := asCounts(v)
+			if err != nil {
+				return &Error{Key: "dm", Err: err}
+			}
+			e.Drops = x
+		case "dn":
+			x, err := asUint(v, 64)
+			if err != nil {
+				return &Error{Key: "dn", Err: err}
+			}
+			e.Missed = x
+		case "qg":
+			x, err := asStrings(v)
+			if err != nil {
+				return &Error{Key: "qg", Err: err}
+			}
+			e.Groups = x
+		case "cr":
+			x, err := asUint(v, 32)
+			if err != nil {
+				return &Error{Key: "cr", Err: err}
+			}
+			e.Credit = uint32(x)
+		case "dl":
+			x, err := asUint(v, 32)
+			if err != nil {
+				return &Error{Key: "dl", Err: err}
+			}
+			e.Deadline = uint32(x)
+		case "er":
+			x, err := asString(v)
+			if err != nil {
+				return &Error{Key: "er", Err: err}
+			}
+			e.Error = x
+		case "rq":
+			x, err := asBool(v)
+			if err != nil {
+				return &Error{Key: "rq", Err: err}
+			}
+			e.Reply = x
+		case "bd":
+			e.Body = v
 		}
-		e.Version = uint8(x)
 	}
-	if v, ok := m["ek"]; ok {
-		x, err := asUint(v, 8)
-		if err != nil {
-			return &Error{Key: "ek", Err: err}
-		}
-		e.Kind = codec.BusKind(x)
-	} else {
+	if seen&1 == 0 {
+		return &Error{Key: "bv", Err: ErrMissing}
+	}
+	if seen&2 == 0 {
 		return &Error{Key: "ek", Err: ErrMissing}
-	}
-	if v, ok := m["ep"]; ok {
-		x, err := asUint(v, 64)
-		if err != nil {
-			return &Error{Key: "ep", Err: err}
-		}
-		e.Epoch = x
-	}
-	if v, ok := m["id"]; ok {
-		x, err := asUint(v, 64)
-		if err != nil {
-			return &Error{Key: "id", Err: err}
-		}
-		e.ID = x
-	}
-	if v, ok := m["sj"]; ok {
-		x, err := asString(v)
-		if err != nil {
-			return &Error{Key: "sj", Err: err}
-		}
-		e.Subject = x
-	}
-	if v, ok := m["fi"]; ok {
-		x, err := asStrings(v)
-		if err != nil {
-			return &Error{Key: "fi", Err: err}
-		}
-		e.Filters = x
-	}
-	if v, ok := m["sq"]; ok {
-		x, err := asUint(v, 64)
-		if err != nil {
-			return &Error{Key: "sq", Err: err}
-		}
-		e.Seq = x
-	}
-	if v, ok := m["ix"]; ok {
-		x, err := asUint(v, 64)
-		if err != nil {
-			return &Error{Key: "ix", Err: err}
-		}
-		e.Index = x
-	}
-	if v, ok := m["tm"]; ok {
-		x, err := asInt(v)
-		if err != nil {
-			return &Error{Key: "tm", Err: err}
-		}
-		e.Time = x
-	}
-	if v, ok := m["or"]; ok {
-		x, err := asString(v)
-		if err != nil {
-			return &Error{Key: "or", Err: err}
-		}
-		e.Origin = x
-	}
-	if v, ok := m["po"]; ok {
-		x, err := asUint(v, 8)
-		if err != nil {
-			return &Error{Key: "po", Err: err}
-		}
-		e.Policy = codec.BusPolicy(x)
-	}
-	if v, ok := m["hw"]; ok {
-		x, err := asUint(v, 32)
-		if err != nil {
-			return &Error{Key: "hw", Err: err}
-		}
-		e.HWM = uint32(x)
-	}
-	if v, ok := m["rm"]; ok {
-		x, err := asUint(v, 8)
-		if err != nil {
-			return &Error{Key: "rm", Err: err}
-		}
-		e.Replay = codec.BusReplay(x)
-	}
-	if v, ok := m["rn"]; ok {
-		x, err := asUint(v, 64)
-		if err != nil {
-			return &Error{Key: "rn", Err: err}
-		}
-		e.ReplayArg = x
-	}
-	if v, ok := m["dm"]; ok {
-		x, err := asCounts(v)
-		if err != nil {
-			return &Error{Key: "dm", Err: err}
-		}
-		e.Drops = x
-	}
-	if v, ok := m["dn"]; ok {
-		x, err := asUint(v, 64)
-		if err != nil {
-			return &Error{Key: "dn", Err: err}
-		}
-		e.Missed = x
-	}
-	if v, ok := m["qg"]; ok {
-		x, err := asStrings(v)
-		if err != nil {
-			return &Error{Key: "qg", Err: err}
-		}
-		e.Groups = x
-	}
-	if v, ok := m["cr"]; ok {
-		x, err := asUint(v, 32)
-		if err != nil {
-			return &Error{Key: "cr", Err: err}
-		}
-		e.Credit = uint32(x)
-	}
-	if v, ok := m["dl"]; ok {
-		x, err := asUint(v, 32)
-		if err != nil {
-			return &Error{Key: "dl", Err: err}
-		}
-		e.Deadline = uint32(x)
-	}
-	if v, ok := m["er"]; ok {
-		x, err := asString(v)
-		if err != nil {
-			return &Error{Key: "er", Err: err}
-		}
-		e.Error = x
-	}
-	if v, ok := m["rq"]; ok {
-		x, err := asBool(v)
-		if err != nil {
-			return &Error{Key: "rq", Err: err}
-		}
-		e.Reply = x
-	}
-	if v, ok := m["bd"]; ok {
-		e.Body = v
 	}
 	if e.Version != Version {
 		return &Error{Key: "bv", Err: ErrVersion}
