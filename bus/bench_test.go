@@ -3,7 +3,9 @@ package bus_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,7 +47,24 @@ func roadOf(b *testing.B, s *road.Stack) *bus.Road {
 	return r
 }
 
-var benchBody = map[string]any{"data": string(make([]byte, 64))}
+// cpuTime is the CPU time the process has used (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuMeter reports the CPU time per operation ("cpu-us/op"), which a
+// loaded machine changes less than the wall time.
+func cpuMeter(b *testing.B) func() {
+	b.ResetTimer()
+	start := cpuTime()
+	return func() {
+		b.ReportMetric(float64((cpuTime()-start).Microseconds())/float64(b.N), "cpu-us/op")
+	}
+}
+
+var benchBody = map[string]any{"data": strings.Repeat("x", 64)}
 
 // Fan-out to 10 estates: the stack's own Send (16 in flight to each, as
 // a publisher's SendWindow) beside Publish to 10 subscribers. Compare the
@@ -64,7 +83,7 @@ func BenchmarkFanout(b *testing.B) {
 				}
 			}()
 		}
-		b.ResetTimer()
+		defer cpuMeter(b)()
 		ctx := context.Background()
 		var sends sync.WaitGroup
 		for _, s := range st[1:] {
@@ -119,7 +138,7 @@ func BenchmarkFanout(b *testing.B) {
 				}
 			}()
 		}
-		b.ResetTimer()
+		defer cpuMeter(b)()
 		ctx := context.Background()
 		for range b.N {
 			if _, err := pub.Publish(ctx, bus.Pub{Subject: "bench.x", Body: benchBody}); err != nil {
@@ -148,7 +167,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 				}
 			}
 		}()
-		b.ResetTimer()
+		defer cpuMeter(b)()
 		for range b.N {
 			if err := st[0].Send(ctx, "e1", benchBody); err != nil {
 				b.Fatal(err)
@@ -170,7 +189,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		b.Cleanup(func() { srv.Close() })
 		srv.Serve("echo", func(ctx context.Context, r *bus.Request) (any, error) { return r.Body, nil }, nil)
 		ctx := context.Background()
-		b.ResetTimer()
+		defer cpuMeter(b)()
 		for range b.N {
 			if _, err := c.Request(ctx, "e1", "echo", benchBody); err != nil {
 				b.Fatal(err)

@@ -15,7 +15,8 @@ import (
 // ("first message") when a yard it has not heard from sends, PeerGone ("yard
 // gone") when a Send finds the yard's socket gone (lane.ErrYardGone). The
 // Node's heartbeats (Config.Heartbeat) notice a yard that is silent or that
-// restarted. It owns one goroutine that Close stops; the stack stays open.
+// restarted. It owns one goroutine that carries messages, as Road's does,
+// and that Close stops; the stack stays open.
 type Lane struct {
 	s      *lane.Stack
 	recv   chan Message
@@ -24,6 +25,7 @@ type Lane struct {
 	once   sync.Once
 	wg     sync.WaitGroup
 
+	sink
 	mu    sync.Mutex
 	heard map[string]bool // yards heard from, at most maxHeard
 	order []string        // heard, oldest first, to forget the oldest
@@ -55,10 +57,14 @@ func (l *Lane) pump() {
 				return
 			}
 			if l.hear(m.From) {
-				l.event(m.From, PeerUp, "first message")
+				l.peerEvent(m.From, PeerUp, "first message")
+			}
+			msg := Message{From: m.From, Body: m.Body}
+			if l.message(msg) {
+				continue
 			}
 			select {
-			case l.recv <- Message{From: m.From, Body: m.Body}:
+			case l.recv <- msg:
 			case <-l.done:
 				return
 			}
@@ -101,9 +107,13 @@ func (l *Lane) forget(yard string) bool {
 	return true
 }
 
-func (l *Lane) event(peer string, st PeerState, reason string) {
+func (l *Lane) peerEvent(peer string, st PeerState, reason string) {
+	pe := PeerEvent{Peer: peer, State: st, Reason: reason, Time: time.Now()}
+	if l.event(pe) {
+		return
+	}
 	select {
-	case l.events <- PeerEvent{Peer: peer, State: st, Reason: reason, Time: time.Now()}:
+	case l.events <- pe:
 	default:
 		l.eventDrops.Add(1)
 	}
@@ -119,7 +129,7 @@ func (l *Lane) Send(ctx context.Context, to string, body any) error {
 	err := l.s.Send(ctx, to, body)
 	if err != nil && errors.Is(err, lane.ErrYardGone) {
 		if l.forget(to) {
-			l.event(to, PeerGone, "yard gone")
+			l.peerEvent(to, PeerGone, "yard gone")
 		}
 		return errors.Join(err, ErrUnknownPeer)
 	}

@@ -114,6 +114,7 @@ type Node struct {
 	stopping bool
 
 	peerEvents chan PeerEvent
+	attached   attacher // the transport hands messages to receive directly
 
 	mu    sync.Mutex
 	peers map[string]*peer
@@ -169,6 +170,10 @@ func New(t Transport, cfg *Config) (*Node, error) {
 	n.rep.init(n)
 	n.push.init(n)
 	n.pull.init(n)
+	if a, ok := t.(attacher); ok {
+		a.attach(n.receive, n.transportEvent)
+		n.attached = a
+	}
 	n.wg.Add(1)
 	go n.run()
 	return n, nil
@@ -186,6 +191,9 @@ func (n *Node) Close() error {
 		n.stopping = true
 		n.goMu.Unlock()
 		n.cancel()
+		if n.attached != nil {
+			n.attached.attach(nil, nil)
+		}
 		n.wg.Wait()
 		err = n.pub.close()
 	})
@@ -234,18 +242,22 @@ func (n *Node) run() {
 		defer t.Stop()
 		tick = t.C
 	}
+	recv, events := n.t.Receive(), n.t.Events()
+	if n.attached != nil {
+		recv, events = nil, nil
+	}
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-n.t.Done():
 			return
-		case m, ok := <-n.t.Receive():
+		case m, ok := <-recv:
 			if !ok {
 				return
 			}
 			n.receive(m)
-		case ev, ok := <-n.t.Events():
+		case ev, ok := <-events:
 			if !ok {
 				return
 			}

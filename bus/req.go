@@ -61,11 +61,12 @@ type requester struct {
 }
 
 type pendingReq struct {
-	peer string
-	sent time.Time
-	c    chan envelope.Envelope // cap 1: the reply
-	down chan struct{}          // closed when peer goes down
-	once sync.Once
+	peer   string
+	sent   time.Time
+	c      chan envelope.Envelope // cap 1: the reply
+	down   chan struct{}          // closed when peer goes down
+	cancel context.CancelFunc     // ends the Send (set under requester.mu)
+	once   sync.Once
 }
 
 func (r *requester) init(n *Node) {
@@ -184,49 +185,51 @@ func (r *requester) do(ctx context.Context, peer, subject string, body any) (Rep
 	if dl, ok := ctx.Deadline(); ok {
 		e.Deadline = uint32(max(time.Until(dl).Milliseconds(), 1))
 	}
-	sendErr := make(chan error, 1)
-	if !r.n.goWait(func() { sendErr <- r.n.t.Send(ctx, peer, e.Map()) }) {
-		return Reply{}, ErrClosed
-	}
-	for {
+	// Send in this goroutine (its stack is grown already, a new one's is
+	// not); a responder that goes down meanwhile ends the Send.
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	r.mu.Lock()
+	p.cancel = scancel
+	r.mu.Unlock()
+	if err := r.n.t.Send(sctx, peer, e.Map()); err != nil {
 		select {
-		case err := <-sendErr:
-			if err == nil {
-				sendErr = nil
-				continue
-			}
-			if errors.Is(err, ErrUnknownPeer) {
-				return Reply{}, errors.Join(ErrPeerDown, err)
-			}
-			if ctx.Err() != nil {
-				return Reply{}, r.timeout(ctx)
-			}
-			return Reply{}, fmt.Errorf("raet bus: request to %s: %w", peer, err)
-		case rep := <-p.c:
-			rtt := time.Since(p.sent)
-			r.n.mu.Lock()
-			if pe := r.n.peers[peer]; pe != nil {
-				pe.rtt.add(rtt)
-			}
-			r.n.mu.Unlock()
-			r.mu.Lock()
-			r.st.Replies++
-			r.mu.Unlock()
-			if rep.Error != "" {
-				return Reply{}, &RemoteError{Peer: peer, Msg: rep.Error}
-			}
-			return Reply{From: peer, Body: rep.Body, RTT: rtt}, nil
 		case <-p.down:
 			return Reply{}, ErrPeerDown
-		case <-ctx.Done():
-			if sendErr != nil {
-				<-sendErr // the Send ends with ctx: no goroutine outlives the request
-			}
-			if r.n.closed() {
-				return Reply{}, ErrClosed
-			}
+		default:
+		}
+		switch {
+		case errors.Is(err, ErrUnknownPeer):
+			return Reply{}, errors.Join(ErrPeerDown, err)
+		case r.n.closed():
+			return Reply{}, ErrClosed
+		case ctx.Err() != nil:
 			return Reply{}, r.timeout(ctx)
 		}
+		return Reply{}, fmt.Errorf("raet bus: request to %s: %w", peer, err)
+	}
+	select {
+	case rep := <-p.c:
+		rtt := time.Since(p.sent)
+		r.n.mu.Lock()
+		if pe := r.n.peers[peer]; pe != nil {
+			pe.rtt.add(rtt)
+		}
+		r.n.mu.Unlock()
+		r.mu.Lock()
+		r.st.Replies++
+		r.mu.Unlock()
+		if rep.Error != "" {
+			return Reply{}, &RemoteError{Peer: peer, Msg: rep.Error}
+		}
+		return Reply{From: peer, Body: rep.Body, RTT: rtt}, nil
+	case <-p.down:
+		return Reply{}, ErrPeerDown
+	case <-ctx.Done():
+		if r.n.closed() {
+			return Reply{}, ErrClosed
+		}
+		return Reply{}, r.timeout(ctx)
 	}
 }
 
@@ -256,7 +259,12 @@ func (r *requester) peer(name string, st PeerState, restarted bool) {
 	defer r.mu.Unlock()
 	for _, p := range r.pending {
 		if p.peer == name {
-			p.once.Do(func() { close(p.down) })
+			p.once.Do(func() {
+				close(p.down)
+				if p.cancel != nil {
+					p.cancel()
+				}
+			})
 		}
 	}
 }

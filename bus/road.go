@@ -9,8 +9,9 @@ import (
 )
 
 // Road adapts a started road.Stack to Transport. It owns one goroutine that
-// carries the stack's messages and events to its own channels; Close stops it
-// (the stack stays open: it is the caller's). Only one Road (or other reader)
+// carries the stack's messages and events to the Node using it (straight
+// into the node, from this goroutine), or else to its channels; Close stops
+// it (the stack stays open: it is the caller's). Only one Road (or other reader)
 // may read a stack's Receive and Events channels.
 //
 // Peer events: EventAllowed, EventAlive and EventUnreaped are PeerUp;
@@ -23,6 +24,7 @@ type Road struct {
 	done   chan struct{}
 	once   sync.Once
 	wg     sync.WaitGroup
+	sink
 	// EventDrops counts peer events lost because Events was not read.
 	eventDrops atomic.Uint64
 }
@@ -42,8 +44,12 @@ func (r *Road) pump() {
 		case <-r.done:
 			return
 		case m := <-r.s.Receive():
+			msg := Message{From: m.From, Body: m.Body}
+			if r.message(msg) {
+				continue
+			}
 			select {
-			case r.recv <- Message{From: m.From, Body: m.Body}:
+			case r.recv <- msg:
 			case <-r.done:
 				return
 			}
@@ -52,8 +58,12 @@ func (r *Road) pump() {
 			if !ok {
 				continue
 			}
+			pe := PeerEvent{Peer: ev.Remote, State: st, Reason: ev.Kind.String(), Time: ev.Time}
+			if r.event(pe) {
+				continue
+			}
 			select {
-			case r.events <- PeerEvent{Peer: ev.Remote, State: st, Reason: ev.Kind.String(), Time: ev.Time}:
+			case r.events <- pe:
 			default:
 				r.eventDrops.Add(1)
 			}

@@ -123,7 +123,7 @@ type subscriber struct {
 func (s *subscriber) init(n *Node) {
 	s.n = n
 	s.byID = map[subKey]*Subscription{}
-	s.nextID = rand.Uint64() >> 1
+	s.nextID = uint64(rand.Uint32()) << 8 // short on the wire; a new run starts elsewhere
 }
 
 // Subscribe subscribes to the messages of publisher whose subjects match

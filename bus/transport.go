@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -87,3 +88,48 @@ const eventQueue = 256
 // recvQueue is the capacity of the adapters' message channels: the
 // adapter's goroutine runs ahead of the node's by this many messages.
 const recvQueue = 64
+
+// sink hands an adapter's messages and events to a node from the adapter's
+// own goroutine instead of through its channels: one handoff less per
+// message. A node attaches itself in New and detaches in Close; while none
+// is attached the channels carry them.
+type sink struct {
+	mu  sync.RWMutex
+	msg func(Message)
+	ev  func(PeerEvent)
+}
+
+// attacher is a transport with a sink (Road, Lane).
+type attacher interface {
+	attach(msg func(Message), ev func(PeerEvent))
+}
+
+// attach sets the node's functions (nil, nil detaches), once no call to
+// the previous ones is running.
+func (s *sink) attach(msg func(Message), ev func(PeerEvent)) {
+	s.mu.Lock()
+	s.msg, s.ev = msg, ev
+	s.mu.Unlock()
+}
+
+// message hands m to the attached node and reports whether there was one.
+func (s *sink) message(m Message) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.msg == nil {
+		return false
+	}
+	s.msg(m)
+	return true
+}
+
+// event hands e to the attached node and reports whether there was one.
+func (s *sink) event(e PeerEvent) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.ev == nil {
+		return false
+	}
+	s.ev(e)
+	return true
+}
