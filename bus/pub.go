@@ -66,10 +66,10 @@ type outSub struct {
 	hwm      int
 	queue    []envelope.Envelope // waiting to be sent (pub, gap), oldest first
 	inflight int                 // being sent
+	senders  int                 // goroutines sending its items (at most SendWindow)
 	nextIx   uint64
 	pending  map[string]uint64 // drops not yet reported to the subscriber
 	stats    SubscriberStats
-	wake     chan struct{} // cap 1: the pump has work
 	done     chan struct{} // closed when the subscription ends
 	retired  bool          // out of subs: nothing more is queued
 	why      string        // why it was retired
@@ -221,21 +221,14 @@ func (p *publisher) offerLocked(s *outSub, e envelope.Envelope) {
 	}
 	s.queue = append(s.queue, e)
 	s.stats.MaxQueued = max(s.stats.MaxQueued, s.held())
-	s.poke()
+	p.wakeLocked(s)
 }
 
 func (p *publisher) dropLocked(s *outSub, subject string) {
 	s.pending[subject]++
 	s.stats.Drops[subject]++
 	p.total.Drops++
-	s.poke()
-}
-
-func (s *outSub) poke() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	p.wakeLocked(s)
 }
 
 // cutLocked cuts s off (policy Cut): everything queued is dropped and
@@ -258,11 +251,11 @@ func (p *publisher) cutLocked(s *outSub) {
 	p.total.Cuts++
 	p.retireLocked(s, "cut")
 	p.n.log.Info("subscription cut off", "peer", s.key.peer, "id", s.key.id, "hwm", s.hwm)
-	s.poke()
+	p.wakeLocked(s)
 }
 
 // retireLocked takes s out of the subscriptions: no message goes to it any
-// more. Its pump goes on until endLocked.
+// more. Its senders go on until endLocked.
 func (p *publisher) retireLocked(s *outSub, why string) {
 	if s.retired {
 		return
@@ -277,7 +270,7 @@ func (p *publisher) retireLocked(s *outSub, why string) {
 	p.room.Broadcast()
 }
 
-// endLocked ends s: it is retired and its pump stops.
+// endLocked ends s: it is retired and its senders stop.
 func (p *publisher) endLocked(s *outSub, why string) {
 	p.retireLocked(s, why)
 	if !s.ended {
@@ -383,7 +376,7 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 		return fmt.Errorf("raet bus: the publisher serves %d subscriptions already", len(p.subs))
 	}
 	s := &outSub{key: key, filters: e.Filters, policy: e.Policy, hwm: hwm, pending: map[string]uint64{},
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+		done: make(chan struct{})}
 	s.stats = SubscriberStats{Peer: from, ID: e.ID, Policy: e.Policy, HWM: hwm, Drops: map[string]uint64{}}
 	q := Query{Filters: e.Filters, Replay: e.Replay, Arg: e.ReplayArg}
 	foreign := q.Replay == codec.BusReplaySinceSeq && e.Epoch != 0 && e.Epoch != p.hist.Epoch()
@@ -408,11 +401,7 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 	}
 	s.stats.MaxQueued = s.held()
 	p.subs[key] = s
-	if !p.n.goWait(func() { p.pump(s) }) {
-		delete(p.subs, key)
-		return ErrClosed
-	}
-	s.poke()
+	p.wakeLocked(s)
 	return nil
 }
 
@@ -434,40 +423,31 @@ func (p *publisher) peer(name string, st PeerState, restarted bool) {
 	}
 }
 
-// pump sends s's queue, up to SendWindow items at once; the subscriber
-// restores their order by index.
-func (p *publisher) pump(s *outSub) {
-	window := make(chan struct{}, p.n.cfg.SendWindow)
-	var sends sync.WaitGroup
-	defer sends.Wait()
+// wakeLocked starts senders for s's queue, up to SendWindow at once; each
+// sends items until none is left. The subscriber restores their order by
+// index. A sender that is not needed is not started: an idle subscription
+// has no goroutine.
+func (p *publisher) wakeLocked(s *outSub) {
+	want := s.inflight + len(s.queue) // a sender has one item in flight at most
+	if len(s.queue) == 0 && len(s.pending) > 0 {
+		want++ // a drop notice
+	}
+	for s.senders < min(want, p.n.cfg.SendWindow) && !s.ended {
+		if !p.n.goWait(func() { p.sender(s) }) {
+			return
+		}
+		s.senders++
+	}
+}
+
+// sender sends s's items until there are none.
+func (p *publisher) sender(s *outSub) {
 	for {
-		select {
-		case <-s.wake:
-		case <-s.done:
-			return
-		case <-p.n.ctx.Done():
+		e, ok := p.take(s)
+		if !ok {
 			return
 		}
-		for {
-			select {
-			case window <- struct{}{}:
-			case <-s.done:
-				return
-			case <-p.n.ctx.Done():
-				return
-			}
-			e, ok := p.take(s)
-			if !ok {
-				<-window
-				break
-			}
-			sends.Add(1)
-			go func() {
-				defer sends.Done()
-				p.send(s, e)
-				<-window
-			}()
-		}
+		p.send(s, e)
 	}
 }
 
@@ -479,6 +459,7 @@ func (p *publisher) take(s *outSub) (envelope.Envelope, bool) {
 	var e envelope.Envelope
 	switch {
 	case s.ended:
+		s.senders--
 		return e, false
 	case len(s.queue) > 0:
 		e = s.queue[0]
@@ -488,6 +469,7 @@ func (p *publisher) take(s *outSub) (envelope.Envelope, bool) {
 		e = newEnvelope(codec.BusKindDrop)
 		e.ID = s.key.id
 	default:
+		s.senders--
 		return e, false
 	}
 	if len(s.pending) > 0 {
