@@ -77,8 +77,10 @@
 //
 // # Goroutines
 //
-// New starts one goroutine that reads the transport; publishing runs one
-// per subscription served (and up to SendWindow sends), Serve and Pull run
+// New starts one goroutine for heartbeats and for reading a transport's
+// channels (Road and Lane hand messages to the node from their own
+// goroutine instead). A subscription served has up to SendWindow sending
+// goroutines while it has items to send, none when idle; Serve and Pull run
 // their handlers' goroutines; control envelopes are sent by a goroutine per
 // peer while it has any. Close stops and joins them all.
 package bus
