@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/raet-go/raet/bus"
+	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/lane"
+	"github.com/raet-go/raet/road"
 )
 
 // Two peers on an in-memory network (a road estate or a lane yard plugs in
@@ -124,4 +127,60 @@ func ExampleNewLane() {
 	fmt.Println(rep.Body, err)
 	// Output:
 	// map[hello:lane] <nil>
+}
+
+// Subject filters: * is one token, > the rest.
+func ExampleMatch() {
+	for _, f := range []string{"orders.*", "orders.>", "*.eu.>", "orders.eu"} {
+		fmt.Println(f, bus.Match(f, "orders.eu"), bus.Match(f, "orders.eu.new"))
+	}
+	// Output:
+	// orders.* true false
+	// orders.> true true
+	// *.eu.> false true
+	// orders.eu true false
+}
+
+// Two road estates on loopback: the node code is the same as over a lane.
+func ExampleNewRoad() {
+	start := func(name string, main bool) (*road.Stack, *bus.Node, func()) {
+		s, _ := road.New(&road.Config{Name: name, Main: main, Listen: "127.0.0.1:0", Auto: keep.AutoAlways})
+		s.Start()
+		t := bus.NewRoad(s)
+		n, _ := bus.New(t, nil)
+		return s, n, func() { n.Close(); t.Close(); s.Close() }
+	}
+	ms, server, stop := start("server", true)
+	defer stop()
+	cs, client, stop2 := start("client", false)
+	defer stop2()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cs.Join(ctx, ms.Addr().String()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	server.Serve("time.now", func(ctx context.Context, r *bus.Request) (any, error) {
+		return map[string]any{"ok": true}, nil
+	}, nil)
+	rep, err := client.Request(ctx, "server", "time.now", nil)
+	fmt.Println(rep.From, rep.Body, err)
+	// Output:
+	// server map[ok:true] <nil>
+}
+
+// A durable history: what a publisher retained is there after a restart.
+func ExampleNewBoltHistory() {
+	dir, _ := os.MkdirTemp("", "bus")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "history.db")
+	h, _ := bus.NewBoltHistory(path, 100, 0)
+	h.Append(bus.Retained{Seq: 1, Subject: "a", Body: map[string]any{"n": 1}})
+	h.Close()
+	h, _ = bus.NewBoltHistory(path, 100, 0)
+	defer h.Close()
+	msgs, _, _ := h.Select(bus.Query{Filters: []string{">"}, Replay: bus.ReplayLast, Arg: 10})
+	fmt.Println(h.LastSeq(), len(msgs), msgs[0].Subject, msgs[0].Body)
+	// Output:
+	// 1 1 a map[n:1]
 }
