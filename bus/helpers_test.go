@@ -30,6 +30,12 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 // (main first), closed at cleanup.
 func roadNet(t *testing.T, imp netsim.Impairment, names ...string) []*bus.Road {
 	t.Helper()
+	return roadNetWith(t, imp, nil, names...)
+}
+
+// roadNetWith is roadNet with tweak applied to each stack's config.
+func roadNetWith(t *testing.T, imp netsim.Impairment, tweak func(*road.Config), names ...string) []*bus.Road {
+	t.Helper()
 	net := netsim.NewNetwork(11)
 	t.Cleanup(func() { net.Close() })
 	var stacks []*road.Stack
@@ -39,8 +45,12 @@ func roadNet(t *testing.T, imp netsim.Impairment, names ...string) []*bus.Road {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := road.New(&road.Config{Name: name, Main: i == 0, Auto: keep.AutoAlways, PacketConn: conn,
-			AlivePeriod: -1, MessageTimeout: 20 * time.Second, JoinTimeout: time.Second, AllowTimeout: time.Second})
+		cfg := &road.Config{Name: name, Main: i == 0, Auto: keep.AutoAlways, PacketConn: conn,
+			AlivePeriod: -1, MessageTimeout: 20 * time.Second, JoinTimeout: time.Second, AllowTimeout: time.Second}
+		if tweak != nil {
+			tweak(cfg)
+		}
+		s, err := road.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

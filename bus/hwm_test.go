@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus"
+	"github.com/raet-go/raet/internal/netsim"
+	"github.com/raet-go/raet/road"
 )
 
 // hwmRig is a publisher whose sends wait behind a gate, and a subscriber
@@ -235,4 +237,80 @@ func TestSlowSubscriberBoundedMemory(t *testing.T) {
 		t.Fatalf("heap grew by %d bytes during the flood", grew)
 	}
 	t.Logf("held at most %d, dropped %d of %d, heap %d -> %d", st.MaxQueued, dropped, n, before, after)
+}
+
+// Over a road with 10% loss, duplication and reordering, a subscriber that
+// reads nothing while 300 messages are published (its stack holds 4): for
+// each policy, what it gets and what both sides count as dropped add up to
+// what was published, the two sides' counts agree by subject, and what it
+// gets is in order.
+func TestHWMOverRoad(t *testing.T) {
+	for _, pol := range []bus.Policy{bus.DropNewest, bus.DropOldest, bus.Cut} {
+		t.Run(pol.String(), func(t *testing.T) {
+			imp := netsim.Impairment{Loss: 0.10, Duplicate: 0.05, Reorder: 0.10, Delay: 100 * time.Microsecond, Limit: 100_000, Seed: 9}
+			rs := roadNetWith(t, imp, func(c *road.Config) { c.ReceiveQueue = 4 }, "pub", "slow")
+			pub := newNode(t, rs[0], &bus.Config{Heartbeat: -1})
+			sn := newNode(t, rs[1], &bus.Config{Heartbeat: -1})
+			s, err := sn.Subscribe("pub", []string{"x.*"}, &bus.SubOptions{Policy: pol, HWM: 10, Buffer: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ready(t, s)
+			const n = 300
+			for i := range n {
+				publish(t, pub, i)
+			}
+			// Read everything there is, until it stays quiet.
+			var got []bus.Delivery
+			cut := false
+			for done := false; !done; {
+				select {
+				case d := <-s.Messages():
+					if d.Kind == bus.DeliveryMessage {
+						got = append(got, d)
+					}
+					cut = cut || d.Kind == bus.DeliveryCut
+				case <-time.After(time.Second):
+					done = true
+				}
+			}
+			subs := pub.Subscribers()
+			if len(subs) != 1 {
+				t.Fatalf("the publisher had %d subscriptions: %+v", len(subs), subs)
+			}
+			pubSide := subs[0].Drops
+			subSide := s.Stats().Drops
+			if !maps.Equal(pubSide, subSide) {
+				t.Fatalf("drops: publisher %v, subscriber %v", pubSide, subSide)
+			}
+			var dropped uint64
+			for _, d := range subSide {
+				dropped += d
+			}
+			for i := 1; i < len(got); i++ {
+				if got[i].Seq <= got[i-1].Seq {
+					t.Fatalf("out of order: %d after %d", got[i].Seq, got[i-1].Seq)
+				}
+			}
+			if pol == bus.Cut {
+				if !cut || dropped == 0 {
+					t.Fatalf("cut %v, %d dropped", cut, dropped)
+				}
+				// Once cut, it gets nothing more: what it got and what was
+				// dropped are the messages up to the cut.
+				last := uint64(0)
+				if len(got) > 0 {
+					last = got[len(got)-1].Seq
+				}
+				if uint64(len(got))+dropped < last {
+					t.Fatalf("%d got + %d dropped < %d: a message went missing", len(got), dropped, last)
+				}
+				return
+			}
+			if uint64(len(got))+dropped != n || dropped == 0 {
+				t.Fatalf("%d got + %d dropped != %d published", len(got), dropped, n)
+			}
+			t.Logf("%s: got %d, dropped %d (%v)", pol, len(got), dropped, subSide)
+		})
+	}
 }

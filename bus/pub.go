@@ -370,6 +370,12 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 			return nil // a repeated request: the subscription stands
 		}
 		p.endLocked(old, "replaced")
+	} else {
+		for _, s := range p.ended { // a late repeat of a request that ended: ids are not reused
+			if s.key == key {
+				return fmt.Errorf("raet bus: subscription %d ended (%s)", e.ID, s.why)
+			}
+		}
 	}
 	if len(p.subs) >= p.n.cfg.MaxSubscribers {
 		p.total.Refused++

@@ -118,6 +118,22 @@ type subscriber struct {
 	mu     sync.Mutex
 	byID   map[subKey]*Subscription
 	nextID uint64
+	// unsubbed are the last stray subscriptions told to stop, so that
+	// each is told once.
+	unsubbed []subKey
+}
+
+// forgetLocked reports whether the stray subscription k has not been told
+// to stop yet, and notes that it now is.
+func (s *subscriber) forgetLocked(k subKey) bool {
+	if slices.Contains(s.unsubbed, k) {
+		return false
+	}
+	if len(s.unsubbed) >= endedKeep {
+		s.unsubbed = s.unsubbed[1:]
+	}
+	s.unsubbed = append(s.unsubbed, k)
+	return true
 }
 
 func (s *subscriber) init(n *Node) {
@@ -253,8 +269,19 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 	s.mu.Lock()
 	sub := s.byID[subKey{from, e.ID}]
 	if sub == nil {
+		stray := e.Kind != codec.BusKindSubOK && s.forgetLocked(subKey{from, e.ID})
 		s.mu.Unlock()
 		s.n.bad(from, e, "no such subscription")
+		if stray { // the publisher sends for a subscription we ended: stop it
+			s.n.mu.Lock()
+			p := s.n.peerLocked(from)
+			s.n.mu.Unlock()
+			if p != nil {
+				u := newEnvelope(codec.BusKindUnsub)
+				u.ID = e.ID
+				s.n.control(p, u)
+			}
+		}
 		return
 	}
 	var out []Delivery
