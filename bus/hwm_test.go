@@ -260,18 +260,27 @@ func TestHWMOverRoad(t *testing.T) {
 			for i := range n {
 				publish(t, pub, i)
 			}
-			// Read everything there is, until it stays quiet.
+			// Read until every message is either got or reported dropped
+			// (or, with Cut, until the cut notice).
 			var got []bus.Delivery
 			cut := false
-			for done := false; !done; {
+			reported := func() uint64 {
+				var n uint64
+				for _, d := range s.Stats().Drops {
+					n += d
+				}
+				return n
+			}
+			deadline := time.After(30 * time.Second)
+			for !cut && uint64(len(got))+reported() < n {
 				select {
 				case d := <-s.Messages():
 					if d.Kind == bus.DeliveryMessage {
 						got = append(got, d)
 					}
 					cut = cut || d.Kind == bus.DeliveryCut
-				case <-time.After(time.Second):
-					done = true
+				case <-deadline:
+					t.Fatalf("got %d, told of %d drops, of %d", len(got), reported(), n)
 				}
 			}
 			subs := pub.Subscribers()
@@ -309,6 +318,18 @@ func TestHWMOverRoad(t *testing.T) {
 			}
 			if uint64(len(got))+dropped != n || dropped == 0 {
 				t.Fatalf("%d got + %d dropped != %d published", len(got), dropped, n)
+			}
+			// Nothing more comes but the notices of drops already counted.
+			for quiet := time.After(50 * time.Millisecond); ; {
+				select {
+				case d := <-s.Messages():
+					if d.Kind != bus.DeliveryDrops {
+						t.Fatalf("unexpected delivery %+v", d)
+					}
+					continue
+				case <-quiet:
+				}
+				break
 			}
 			t.Logf("%s: got %d, dropped %d (%v)", pol, len(got), dropped, subSide)
 		})
