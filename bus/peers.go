@@ -19,6 +19,7 @@ type peer struct {
 	heard    time.Time // when it last sent anything
 	asked    int       // heartbeats sent since it last answered
 	greeted  bool      // our first hello of this run is queued
+	wanted   bool      // we talk to it (subscribe, request, pull): heartbeats even before it answers
 	groups   []string  // the queue groups it serves
 	rtt      RTT
 	ctl      chan envelope.Envelope
@@ -95,6 +96,9 @@ func (n *Node) peerLocked(name string) *peer {
 func (n *Node) know(name string) {
 	n.mu.Lock()
 	p := n.peerLocked(name)
+	if p != nil {
+		p.wanted = true
+	}
 	n.mu.Unlock()
 	if p != nil {
 		n.greet(p)
@@ -229,14 +233,19 @@ func (n *Node) transportEvent(ev PeerEvent) {
 	}
 }
 
-// heartbeat asks every peer for a hello and marks down those silent too
-// long.
+// heartbeat asks for a hello from every peer that speaks the bus (it
+// answered one) or that we talk to, and marks down those silent too long. A
+// peer that never answered and that we do not talk to (a reference estate
+// on the same road, say) got one hello when it came up, and is left alone.
 func (n *Node) heartbeat(now time.Time) {
 	type down struct{ name string }
 	var ask []*peer
 	var silent []string
 	n.mu.Lock()
 	for _, p := range n.peers {
+		if p.epoch == 0 && !p.wanted {
+			continue
+		}
 		if p.up && p.asked >= n.cfg.Silent {
 			p.up = false
 			silent = append(silent, p.name)

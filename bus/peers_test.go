@@ -163,3 +163,29 @@ func TestServeBounded(t *testing.T) {
 		t.Fatalf("%d handlers at once, want 2", most.Load())
 	}
 }
+
+// A peer that does not speak the bus (it never answers a hello) gets one
+// hello when it comes up, and no heartbeats after it.
+func TestNoHeartbeatsForForeignPeers(t *testing.T) {
+	net := bus.NewMemNet(0)
+	foreign, _ := net.Transport("foreign")
+	t.Cleanup(func() { foreign.Close() })
+	at, _ := net.Transport("a")
+	t.Cleanup(func() { at.Close() })
+	newNode(t, at, &bus.Config{Heartbeat: 10 * time.Millisecond})
+	hellos := 0
+	for deadline := time.After(300 * time.Millisecond); ; {
+		select {
+		case m := <-foreign.Receive():
+			if m.Body["ek"] == int64(1) {
+				hellos++
+			}
+			continue
+		case <-deadline:
+		}
+		break
+	}
+	if hellos != 1 {
+		t.Fatalf("%d hellos in 30 heartbeats, want the 1 when it came up", hellos)
+	}
+}

@@ -218,6 +218,7 @@ func (g *generator) envelopeDocs(p func(string, ...any)) {
 	p("  with `{\"bv\":1,\"ek\":13,\"id\":ID,\"bd\":{...}}` when done.")
 	p("* Presence: a raet-go node sends `hello` (`ek` 1) with `rq` true now and then; answer")
 	p("  `{\"bv\":1,\"ek\":1,\"ep\":E,\"tm\":T}`, E a number fixed for the run (a new one says you")
-	p("  restarted), T the `tm` of the hello (it measures the round trip). A peer that does not answer")
-	p("  is reported down after three hellos but is still served.")
+	p("  restarted), T the `tm` of the hello (it measures the round trip). A peer that never answers")
+	p("  is still served: it gets one hello when its session comes up, and more only from a node that")
+	p("  talks to it (which reports it down after three unanswered ones, and goes on serving it).")
 }
