@@ -408,8 +408,9 @@ func (p *puller) input(from string, e *envelope.Envelope) {
 	}
 	select {
 	case pl.work <- incomingJob{from: from, e: *e, at: time.Now()}:
-	default:
-		p.n.bad(from, e, "more jobs than credit")
+	default: // the pusher hands it to another puller at its job timeout
+		p.n.stats.badEnvelope.Add(1)
+		p.n.log.Warn("job dropped: more jobs than credit", "pusher", from, "id", e.ID)
 	}
 }
 
