@@ -101,7 +101,7 @@ bench-plugins:
 ## bench-peers: raw UDP, kcp-go, quic-go, ZeroMQ, NATS and the road stack side by side,
 ## windowed and one-way (nested module bench/peers; ZeroMQ needs libzmq, which deps installs).
 bench-peers: deps
-	cd bench/peers && $(GO) run . -runs 3 -raet-fast-mps 8192
+	cd bench/peers && $(GO) run . -runs 3 -raet-fast-mps 8192 -modes windowed,one-way,fanout
 
 ## bench-peers-check: vet and smoke-test the nested bench/peers module (it downloads its
 ## peers; part of make test).

@@ -78,6 +78,7 @@ func peers(raetFastMPS int) []peer {
 		{"nats core", dialNATSReqRep, dialNATSPubSub},
 		raet(road.ProfileReference, 0),
 		raet(road.ProfileAuto, 0),
+		{"raet bus req/rep", dialBusReqRep, nil},
 	}
 	if raetFastMPS > 0 {
 		ps = append(ps, raet(road.ProfileAuto, raetFastMPS))
@@ -105,6 +106,7 @@ type result struct {
 	Peer   string `json:"peer"`
 	Mode   string `json:"mode"`
 	Size   int    `json:"size"`
+	Subs   int    `json:"subs,omitempty"` // fan-out: subscribers
 	Count  int    `json:"count"`
 	Errors int    `json:"errors"`
 	// Lost counts the messages a lossy peer (raw UDP, one-way) lost.
@@ -693,19 +695,22 @@ type raetTransport struct {
 	plen   int
 }
 
+// newRaetStack starts a road estate on loopback for the benchmarks.
+func newRaetStack(name string, main bool, prof road.Profile, fastMPS int) (*road.Stack, error) {
+	s, err := road.New(&road.Config{
+		Name: name, Main: main, Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1,
+		Profile: prof, FastMaxPacketSize: fastMPS, HeadKind: codec.HeadKindRaet, BodyKind: codec.BodyKindJSON,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, s.Start()
+}
+
 // dialRaet joins two stacks; with forward, what the receiving one receives
 // goes to msgs (the one-way mode reads it), else it is discarded.
 func dialRaet(prof road.Profile, fastMPS int, forward bool) (*raetTransport, error) {
-	mk := func(name string, main bool) (*road.Stack, error) {
-		s, err := road.New(&road.Config{
-			Name: name, Main: main, Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1,
-			Profile: prof, FastMaxPacketSize: fastMPS, HeadKind: codec.HeadKindRaet, BodyKind: codec.BodyKindJSON,
-		})
-		if err != nil {
-			return nil, err
-		}
-		return s, s.Start()
-	}
+	mk := func(name string, main bool) (*road.Stack, error) { return newRaetStack(name, main, prof, fastMPS) }
 	m, err := mk("main", true)
 	if err != nil {
 		return nil, err

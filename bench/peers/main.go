@@ -7,7 +7,8 @@
 // It is a module of its own so that the main module gains no dependencies
 // (ZeroMQ needs cgo and libzmq: `make bench-peers` installs libzmq3-dev):
 //
-//	cd bench/peers && go run . [-sizes 64,1024,16384,262144] [-modes windowed,one-way]
+//	cd bench/peers && go run . [-sizes 64,1024,16384,262144] [-modes windowed,one-way,fanout]
+//	                           [-fanout-sizes 64,1024] [-subs 1,10,100]
 //	                           [-window 16] [-oneway-window 1024] [-dur 1s] [-runs 3]
 //	                           [-peers udp,raet fast] [-raet-fast-mps 8192] [-json]
 //
@@ -27,7 +28,12 @@
 // may lose datagrams; its losses are counted apart, for every other peer a
 // lost message is an error.
 //
-// Both modes report CPU µs per message: the process's CPU time (user and
+// Fan-out mode (patterns.go): one publisher, -subs subscribers, NATS core,
+// ZeroMQ PUB/SUB, the road stack's own Send to each subscriber and the bus
+// pub/sub of package bus; msgs/s counts deliveries. The windowed mode has
+// the bus's request/reply as a peer too ("raet bus req/rep").
+//
+// Every mode reports CPU µs per message: the process's CPU time (user and
 // system, every thread: both ends, and the NATS server) over the messages
 // counted. With -runs N each figure is the median over N runs.
 package main
@@ -47,7 +53,9 @@ import (
 
 func main() {
 	sizes := flag.String("sizes", "64,1024,16384,262144", "message sizes in bytes")
-	modes := flag.String("modes", modeWindowed+","+modeOneWay, "modes to run: "+modeWindowed+", "+modeOneWay)
+	modes := flag.String("modes", modeWindowed+","+modeOneWay, "modes to run: "+modeWindowed+", "+modeOneWay+", "+modeFanout)
+	fanSizes := flag.String("fanout-sizes", "64,1024", "message sizes of the fan-out mode")
+	subs := flag.String("subs", "1,10,100", "subscriber counts of the fan-out mode")
 	window := flag.Int("window", 16, "messages in flight, windowed mode")
 	owWindow := flag.Int("oneway-window", 1024, "messages in flight, one-way mode")
 	dur := flag.Duration("dur", time.Second, "sending time per peer and size")
@@ -56,26 +64,18 @@ func main() {
 	fastMPS := flag.Int("raet-fast-mps", 0, "also measure the fast profile with this packet size (loopback takes e.g. 8192)")
 	asJSON := flag.Bool("json", false, "print every measurement as a JSON line too")
 	flag.Parse()
-	var sz []int
-	for f := range strings.SplitSeq(*sizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 0 {
-			fmt.Fprintf(os.Stderr, "peers: bad size %q\n", f)
-			os.Exit(2)
-		}
-		sz = append(sz, n)
-	}
+	sz, fsz, nsubs := ints(*sizes, 0), ints(*fanSizes, 0), ints(*subs, 1)
 	ps := selectPeers(*only, *fastMPS)
 	var ms []string
 	for f := range strings.SplitSeq(*modes, ",") {
 		f = strings.TrimSpace(f)
-		if f != modeWindowed && f != modeOneWay {
+		if f != modeWindowed && f != modeOneWay && f != modeFanout {
 			fmt.Fprintf(os.Stderr, "peers: bad mode %q\n", f)
 			os.Exit(2)
 		}
 		ms = append(ms, f)
 	}
-	if len(ps) == 0 || *window < 1 || *owWindow < 1 || *runs < 1 {
+	if (len(ps) == 0 && len(selectFanPeers(*only)) == 0) || *window < 1 || *owWindow < 1 || *runs < 1 {
 		fmt.Fprintln(os.Stderr, "peers: nothing to run")
 		os.Exit(2)
 	}
@@ -92,8 +92,14 @@ func main() {
 		if m == modeOneWay {
 			w = *owWindow
 		}
-		res := run(ps, m, sz, w, *runs, *dur, log)
-		printTable(os.Stdout, res, m, w, *runs, *dur)
+		var res []result
+		if m == modeFanout {
+			res = runFanout(selectFanPeers(*only), fsz, nsubs, w, *runs, *dur, log)
+			printFanout(os.Stdout, res, w, *runs, *dur)
+		} else {
+			res = run(ps, m, sz, w, *runs, *dur, log)
+			printTable(os.Stdout, res, m, w, *runs, *dur)
+		}
 		for _, r := range res {
 			failed = failed || r.Errors > 0
 		}
@@ -101,6 +107,37 @@ func main() {
 	if failed {
 		os.Exit(1)
 	}
+}
+
+// ints parses a comma-separated list of integers of at least least.
+func ints(list string, least int) []int {
+	var out []int
+	for f := range strings.SplitSeq(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < least {
+			fmt.Fprintf(os.Stderr, "peers: bad number %q\n", f)
+			os.Exit(2)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// selectFanPeers is selectPeers for the fan-out peers.
+func selectFanPeers(only string) []fanPeer {
+	all := fanPeers()
+	if only == "" {
+		return all
+	}
+	var out []fanPeer
+	for f := range strings.SplitSeq(only, ",") {
+		for _, p := range all {
+			if strings.EqualFold(strings.TrimSpace(f), p.name) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 func selectPeers(only string, fastMPS int) []peer {

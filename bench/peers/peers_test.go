@@ -133,3 +133,26 @@ func TestTally(t *testing.T) {
 		t.Errorf("a changed payload: %+v", tl)
 	}
 }
+
+// TestFanoutSmoke runs every fan-out peer briefly to 1 and 3 subscribers:
+// every message reaches every subscriber, once and intact.
+func TestFanoutSmoke(t *testing.T) {
+	ps := fanPeers()
+	res := runFanout(ps, []int{64}, []int{1, 3}, 4, 1, 50*time.Millisecond, nil)
+	if len(res) != 2*len(ps) {
+		t.Fatalf("%d results, want %d", len(res), 2*len(ps))
+	}
+	for _, r := range res {
+		if r.Count == 0 || r.Count%r.Subs != 0 || r.Errors != 0 || r.MsgsPerS <= 0 || r.CPUusPerMsg <= 0 || r.RTTP50us <= 0 {
+			t.Errorf("%s to %d: %+v", r.Peer, r.Subs, r)
+		}
+	}
+	var b bytes.Buffer
+	printFanout(&b, res, 4, 1, 50*time.Millisecond)
+	for _, p := range ps {
+		if !strings.Contains(b.String(), p.name) {
+			t.Errorf("table lacks %q:\n%s", p.name, b.String())
+		}
+	}
+	t.Log("\n" + b.String())
+}
