@@ -99,7 +99,7 @@ bench-plugins:
 	$(GO) test -run='^$$' -bench=. -benchtime=2s ./plugins/host/
 
 ## bench-peers: raw UDP, kcp-go, quic-go, ZeroMQ, NATS and the road stack side by side,
-## windowed and one-way (nested module bench/peers; ZeroMQ needs libzmq, which deps installs).
+## windowed, one-way and fan-out (nested module bench/peers; ZeroMQ needs libzmq, which deps installs).
 bench-peers: deps
 	cd bench/peers && $(GO) run . -runs 3 -raet-fast-mps 8192 -modes windowed,one-way,fanout
 
