@@ -19,24 +19,26 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus"
+	"github.com/raet-go/raet/codec/envelope"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/lane"
 	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/road"
 )
 
-const busTransportUsage = `Transport flags (all six commands):
-  --over road|lane   road (UDP, the default) or lane (Unix datagram sockets)
-  --name NAME        this estate's or yard's name
-  road: --listen HOST:PORT [--keep DIR] [--main] [--auto always|once|never] [--join HOST:PORT]
-        (--join joins that estate first; it is then the default peer of sub, req and pull)
-  lane: --dir DIR [--lane NAME]
-  -v                 log more (to stderr)
-Output is JSON lines on stdout; the first line is {"ready":...} with the name
-(and the road address). Exit status: 0 success, 1 failure (a request failed, a
-subscription was cut off, a job failed), 2 usage, 3 the keep or socket could
-not be opened, or the join failed.
-`
+// busAbout ends the about text of every bus command: the transport flags.
+const busAbout = `
+The transport: --over road (UDP, the default: --listen, --keep, --main,
+--auto, and --join HOST:PORT to join an estate first, which is then the
+default peer of sub, req and pull) or --over lane (Unix datagram sockets:
+--dir, --lane); --name names this estate or yard. The first line out is
+{"ready":true,"name":...} with the road address or the lane socket.`
+
+// busHelp is a bus command's help: its usage, about with the transport
+// appended, and example.
+func busHelp(usage, about, example string) help {
+	return help{usage: usage, about: strings.TrimSpace(about) + "\n" + busAbout, example: example}
+}
 
 // busFlags are the transport flags of the bus commands.
 type busFlags struct {
@@ -73,16 +75,6 @@ func (r *busRun) emit(v any) {
 	r.outMu.Lock()
 	defer r.outMu.Unlock()
 	r.out.Encode(v)
-}
-
-func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("raet "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage, "\n", busTransportUsage, "\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	return fs
 }
 
 // start opens the transport, starts a node and prints the ready line.
@@ -247,16 +239,14 @@ func runCommand(ctx context.Context, cmd string, in any) (any, error) {
 	return v, nil
 }
 
-const pubUsage = `usage: raet pub [TRANSPORT FLAGS] [--subject S] [--input FILE] [--wait-subs N] [--history N] [--durable FILE]
+var pubHelp = busHelp(`raet pub [--over road|lane] [TRANSPORT FLAGS] [--subject S] [--input FILE] [--wait-subs N] [--history N] [--durable FILE]`, `
 Publishes each line of the input (default stdin), a JSON object: a body on --subject, or,
 without --subject, an object {"subject":S,"body":...,"origin":O}. Prints
 {"published":SEQ,"subject":S} per message and a summary at the end, once the
-subscribers have everything (or --for ends).
-Example:
-  raet pub --main --listen 127.0.0.1:7530 --wait-subs 1 --subject orders.new < orders.jsonl`
+subscribers have everything (or --for ends).`, `raet pub --main --listen 127.0.0.1:7530 --wait-subs 1 --subject orders.new < orders.jsonl`)
 
 func runPub(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("pub", pubUsage, stderr)
+	fs := newFlags("raet pub", stderr)
 	var bf busFlags
 	bf.register(fs)
 	subject := fs.String("subject", "", "subject of every line (else each line names its own)")
@@ -264,10 +254,8 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 	waitSubs := fs.Int("wait-subs", 0, "wait for this many subscriptions before publishing")
 	history := fs.Int("history", 1000, "messages retained per subject for replay")
 	durable := fs.String("durable", "", "keep the history in this bbolt file (survives restarts)")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	} else if err != nil || fs.NArg() > 0 {
-		return exitUsage
+	if code, ok := parseFlags(fs, pubHelp, args, 0, stdout, stderr); !ok {
+		return code
 	}
 	cfg := &bus.Config{HistoryLast: *history}
 	if *durable != "" {
@@ -330,18 +318,16 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-const subUsage = `usage: raet sub [TRANSPORT FLAGS] [--from PEER] [--last N | --since-seq S [--epoch E]]
-                [--policy block|drop_newest|drop_oldest|cut] [--hwm N] [--count N] FILTER...
+var subHelp = busHelp(`raet sub [--over road|lane] [TRANSPORT FLAGS] [--from PEER] [--last N | --since-seq S [--epoch E]]
+         [--policy block|drop_newest|drop_oldest|cut] [--hwm N] [--count N] FILTER...`, `
 Subscribes to the publisher PEER (default: the estate joined) with subject
 filters (tokens, * for one, > for the rest) and prints each delivery:
 {"kind":"message","publisher":P,"subject":S,"seq":N,"time":T,"origin":O,"body":...}
 and {"kind":"drops"|"gap"|"cut",...} for what it missed. Stops after --count
-messages, at --for, or when cut off (exit 1).
-Example:
-  raet sub --listen 127.0.0.1:7531 --join 127.0.0.1:7530 --last 10 'orders.>'`
+messages, at --for, or when cut off (exit 1).`, `raet sub --listen 127.0.0.1:7531 --join 127.0.0.1:7530 --last 10 'orders.>'`)
 
 func runSub(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sub", subUsage, stderr)
+	fs := newFlags("raet sub", stderr)
 	var bf busFlags
 	bf.register(fs)
 	from := fs.String("from", "", "the publisher (default: the estate joined)")
@@ -351,18 +337,15 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 	policy := fs.String("policy", "block", "at the publisher's high-water mark: block, drop_newest, drop_oldest or cut")
 	hwm := fs.Int("hwm", 0, "high-water mark (0: the publisher's default)")
 	count := fs.Int("count", 0, "stop after this many messages (0: never)")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	} else if err != nil || fs.NArg() == 0 || (*last > 0 && *sinceSeq > 0) {
-		if err == nil {
-			fmt.Fprintln(stderr, "raet sub: need at least one FILTER, and at most one of --last and --since-seq")
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, subHelp, args, envelope.MaxList, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() == 0 || (*last > 0 && *sinceSeq > 0) {
+		return usageError(stderr, "raet sub", "need at least one FILTER, and at most one of --last and --since-seq")
 	}
 	pol, ok := parsePolicy(*policy)
 	if !ok {
-		fmt.Fprintf(stderr, "raet sub: unknown policy %q\n", *policy)
-		return exitUsage
+		return usageError(stderr, "raet sub", "unknown policy %q", *policy)
 	}
 	r, code := bf.start("raet sub", nil, stdout, stderr)
 	if r == nil {
@@ -378,13 +361,11 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 	}
 	peer := r.peerOr(*from)
 	if peer == "" {
-		fmt.Fprintln(stderr, "raet sub: need --from (or --join)")
-		return exitUsage
+		return usageError(stderr, "raet sub", "need --from (or --join)")
 	}
 	s, err := r.node.Subscribe(peer, fs.Args(), opt)
 	if err != nil {
-		fmt.Fprintln(stderr, "raet sub:", err)
-		return exitUsage
+		return usageError(stderr, "raet sub", "%v", err)
 	}
 	got := 0
 	for {
@@ -433,13 +414,11 @@ func deliveryKind(k bus.DeliveryKind) string {
 		bus.DeliveryGap: "gap", bus.DeliveryCut: "cut"}[k]
 }
 
-const reqUsage = `usage: raet req [TRANSPORT FLAGS] [--to PEER | --group G] --subject S [--body-json '{...}'] [--count N] [--timeout DUR]
-Sends --count requests and prints each reply {"from":P,"rtt_us":N,"body":...}.
-Example:
-  raet req --listen 127.0.0.1:7532 --join 127.0.0.1:7530 --subject svc.echo --body-json '{"x":1}'`
+var reqHelp = busHelp(`raet req [--over road|lane] [TRANSPORT FLAGS] [--to PEER | --group G] --subject S [--body-json '{...}'] [--count N] [--timeout DUR]`, `
+Sends --count requests and prints each reply {"from":P,"rtt_us":N,"body":...}.`, `raet req --listen 127.0.0.1:7532 --join 127.0.0.1:7530 --subject svc.echo --body-json '{"x":1}'`)
 
 func runReq(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("req", reqUsage, stderr)
+	fs := newFlags("raet req", stderr)
 	var bf busFlags
 	bf.register(fs)
 	to := fs.String("to", "", "the responder (default: the estate joined)")
@@ -448,18 +427,15 @@ func runReq(args []string, stdout, stderr io.Writer) int {
 	bodyJSON := fs.String("body-json", "{}", "the request's body, JSON")
 	count := fs.Int("count", 1, "how many requests")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long each request waits for its reply")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	} else if err != nil || fs.NArg() > 0 || *subject == "" || *count < 1 {
-		if err == nil {
-			fmt.Fprintln(stderr, "raet req: need --subject and --count >= 1")
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, reqHelp, args, 0, stdout, stderr); !ok {
+		return code
+	}
+	if *subject == "" || *count < 1 {
+		return usageError(stderr, "raet req", "need --subject and --count >= 1")
 	}
 	body, err := parseObject([]byte(*bodyJSON))
 	if err != nil {
-		fmt.Fprintln(stderr, "raet req: --body-json:", err)
-		return exitUsage
+		return usageError(stderr, "raet req", "--body-json: %v", err)
 	}
 	r, code := bf.start("raet req", nil, stdout, stderr)
 	if r == nil {
@@ -468,8 +444,7 @@ func runReq(args []string, stdout, stderr io.Writer) int {
 	defer r.stop()
 	peer := r.peerOr(*to)
 	if peer == "" && *group == "" {
-		fmt.Fprintln(stderr, "raet req: need --to, --group or --join")
-		return exitUsage
+		return usageError(stderr, "raet req", "need --to, --group or --join")
 	}
 	if *group != "" { // learn the group's members first
 		for r.ctx.Err() == nil && len(r.node.GroupMembers(*group)) == 0 {
@@ -495,29 +470,25 @@ func runReq(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-const repUsage = `usage: raet rep [TRANSPORT FLAGS] [--group G] [--exec CMD] [--concurrency N] [--count N] FILTER
+var repHelp = busHelp(`raet rep [--over road|lane] [TRANSPORT FLAGS] [--group G] [--exec CMD] [--concurrency N] [--count N] FILTER`, `
 Answers requests whose subject matches FILTER: with the request's body (an
 echo), or with the JSON output of CMD (sh -c), which reads
 {"from":P,"subject":S,"body":...} on stdin; a failing CMD is an error reply.
-Prints {"request":S,"from":P} per request; stops after --count or at --for.
-Example:
-  raet rep --main --listen 127.0.0.1:7530 --group echoers 'svc.>'`
+Prints {"request":S,"from":P} per request; stops after --count or at --for.`, `raet rep --main --listen 127.0.0.1:7530 --group echoers 'svc.>'`)
 
 func runRep(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("rep", repUsage, stderr)
+	fs := newFlags("raet rep", stderr)
 	var bf busFlags
 	bf.register(fs)
 	group := fs.String("group", "", "serve in this queue group")
 	command := fs.String("exec", "", "answer with this command's output (default: echo the body)")
 	conc := fs.Int("concurrency", 16, "requests handled at once")
 	count := fs.Int("count", 0, "stop after this many requests (0: never)")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	} else if err != nil || fs.NArg() != 1 {
-		if err == nil {
-			fmt.Fprintln(stderr, "raet rep: need exactly one FILTER")
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, repHelp, args, 1, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return usageError(stderr, "raet rep", "need one FILTER")
 	}
 	r, code := bf.start("raet rep", nil, stdout, stderr)
 	if r == nil {
@@ -543,8 +514,7 @@ func runRep(args []string, stdout, stderr io.Writer) int {
 		return runCommand(ctx, *command, map[string]any{"from": q.From, "subject": q.Subject, "body": q.Body})
 	}
 	if _, err := r.node.Serve(fs.Arg(0), h, &bus.ServeOptions{Group: *group, Concurrency: *conc}); err != nil {
-		fmt.Fprintln(stderr, "raet rep:", err)
-		return exitUsage
+		return usageError(stderr, "raet rep", "%v", err)
 	}
 	waitOr(r.ctx, *count > 0, &served)
 	return exitOK
@@ -565,29 +535,25 @@ func waitOr(ctx context.Context, counting bool, wg *sync.WaitGroup) {
 	}
 }
 
-const pushUsage = `usage: raet push [TRANSPORT FLAGS] --subject S [--input FILE] [--wait-pullers N] [--job-timeout DUR]
+var pushHelp = busHelp(`raet push [--over road|lane] [TRANSPORT FLAGS] --subject S [--input FILE] [--wait-pullers N] [--job-timeout DUR]`, `
 Pushes each line of the input (default stdin), a JSON object, as a job to the pullers
 that pull from this peer, and prints each result once:
 {"id":N,"puller":P,"attempts":A,"body":...} (or "error"). Exits when all are
-done (1 if a job failed).
-Example:
-  raet push --main --listen 127.0.0.1:7530 --wait-pullers 2 --subject resize < jobs.jsonl`
+done (1 if a job failed).`, `raet push --main --listen 127.0.0.1:7530 --wait-pullers 2 --subject resize < jobs.jsonl`)
 
 func runPush(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("push", pushUsage, stderr)
+	fs := newFlags("raet push", stderr)
 	var bf busFlags
 	bf.register(fs)
 	subject := fs.String("subject", "", "the jobs' subject")
 	input := fs.String("input", "-", "file of JSON lines ('-': stdin)")
 	waitPullers := fs.Int("wait-pullers", 1, "wait until this many peers are known before pushing")
 	jobTimeout := fs.Duration("job-timeout", 30*time.Second, "hand a job not done this long to another puller")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	} else if err != nil || fs.NArg() > 0 || *subject == "" {
-		if err == nil {
-			fmt.Fprintln(stderr, "raet push: need --subject")
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, pushHelp, args, 0, stdout, stderr); !ok {
+		return code
+	}
+	if *subject == "" {
+		return usageError(stderr, "raet push", "need --subject")
 	}
 	r, code := bf.start("raet push", &bus.Config{JobTimeout: *jobTimeout}, stdout, stderr)
 	if r == nil {
@@ -654,26 +620,22 @@ func runPush(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-const pullUsage = `usage: raet pull [TRANSPORT FLAGS] [--from PEER] [--credit N] [--exec CMD] [--count N]
+var pullHelp = busHelp(`raet pull [--over road|lane] [TRANSPORT FLAGS] [--from PEER] [--credit N] [--exec CMD] [--count N]`, `
 Takes jobs from the pusher PEER (default: the estate joined), --credit at once,
 and answers each with its body (an echo) or with the JSON output of CMD (sh -c),
 which reads {"id":N,"subject":S,"body":...} on stdin; a failing CMD fails the
-job. Prints {"job":N,"from":P,"subject":S} per job; stops after --count or at --for.
-Example:
-  raet pull --listen 127.0.0.1:7533 --join 127.0.0.1:7530 --credit 4 --exec 'jq .body'`
+job. Prints {"job":N,"from":P,"subject":S} per job; stops after --count or at --for.`, `raet pull --listen 127.0.0.1:7533 --join 127.0.0.1:7530 --credit 4 --exec 'jq .body'`)
 
 func runPull(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("pull", pullUsage, stderr)
+	fs := newFlags("raet pull", stderr)
 	var bf busFlags
 	bf.register(fs)
 	from := fs.String("from", "", "the pusher (default: the estate joined)")
 	credit := fs.Int("credit", 1, "jobs taken at once")
 	command := fs.String("exec", "", "answer with this command's output (default: echo the body)")
 	count := fs.Int("count", 0, "stop after this many jobs (0: never)")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	} else if err != nil || fs.NArg() > 0 {
-		return exitUsage
+	if code, ok := parseFlags(fs, pullHelp, args, 0, stdout, stderr); !ok {
+		return code
 	}
 	r, code := bf.start("raet pull", nil, stdout, stderr)
 	if r == nil {
@@ -682,8 +644,7 @@ func runPull(args []string, stdout, stderr io.Writer) int {
 	defer r.stop()
 	peer := r.peerOr(*from)
 	if peer == "" {
-		fmt.Fprintln(stderr, "raet pull: need --from (or --join)")
-		return exitUsage
+		return usageError(stderr, "raet pull", "need --from (or --join)")
 	}
 	var done sync.WaitGroup
 	done.Add(max(*count, 1))

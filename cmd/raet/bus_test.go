@@ -172,11 +172,14 @@ func TestCLIBusUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, errb.buf.String())
 		}
 	}
-	var out, errb lines
-	if code := run([]string{"sub", "-h"}, &out, &errb); code != exitOK {
-		t.Fatalf("sub -h: exit %d", code)
-	}
-	if !strings.Contains(errb.buf.String(), "Example:") || !strings.Contains(errb.buf.String(), "Exit status") {
-		t.Fatalf("sub -h: %s", errb.buf.String())
+	for _, c := range []string{"pub", "sub", "req", "rep", "push", "pull"} {
+		var out, errb lines
+		if code := run([]string{c, "--help"}, &out, &errb); code != exitOK {
+			t.Fatalf("%s --help: exit %d", c, code)
+		}
+		if h := out.buf.String(); !strings.Contains(h, "example:\n  raet "+c) || !strings.Contains(h, "exit status:") ||
+			!strings.Contains(h, "--over lane") {
+			t.Fatalf("%s --help: %s", c, h)
+		}
 	}
 }
