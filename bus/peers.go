@@ -238,7 +238,6 @@ func (n *Node) transportEvent(ev PeerEvent) {
 // peer that never answered and that we do not talk to (a reference estate
 // on the same road, say) got one hello when it came up, and is left alone.
 func (n *Node) heartbeat(now time.Time) {
-	type down struct{ name string }
 	var ask []*peer
 	var silent []string
 	n.mu.Lock()
