@@ -67,7 +67,7 @@ func TestValidationErrors(t *testing.T) {
 		{"default too big for the type", "    type: u8\n    default: 0\n    doc: protocol version", "    type: u8\n    default: 300\n    doc: protocol version", "default: 300", "vn", "does not fit"},
 		{"width that cannot hold the default", "    type: u32\n    default: 0\n    doc: packet length", "    type: u32\n    default: 70000\n    doc: packet length", "  - key: pl", "pl", "width 4 cannot hold the default"},
 		{"unknown enum", "type: enum:BodyKind", "type: enum:BodyKindz", "  - key: bk", "bk", `unknown enum "BodyKindz"`},
-		{"enum default not a value", "    type: enum:CoatKind\n    default: 0", "    type: enum:CoatKind\n    default: 7", "default: 7", "ck", "not a value of CoatKind"},
+		{"enum default not a value", "    type: enum:CoatKind\n    default: 0", "    type: enum:CoatKind\n    default: 200", "default: 200", "ck", "not a value of CoatKind"},
 		{"binary layout overlap", "binary: {offset: 5, width: 1}", "binary: {offset: 4, width: 1}", "  - key: fg", "fg", "overlap hl"},
 		{"unknown key", "    doc: packet kind\n", "    doc: packet kind\n    colour: red\n", "colour: red", "fields", `unknown key "colour"`},
 		{"bad key", "  - key: fl\n", "  - key: FL\n", "  - key: FL", "FL", "two lowercase letters"},
