@@ -71,7 +71,7 @@
 // # Wire
 //
 // A pattern message is an ordinary RAET message whose body is an envelope
-// (package codec/envelope, defined in spec/raet.yaml and described, with
+// (package bus/envelope, defined in spec/raet.yaml and described, with
 // what a reference estate must send to take part, in docs/wire.md). raetdump
 // and the Wireshark dissector show envelopes.
 //

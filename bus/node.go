@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/codec"
-	"github.com/raet-go/raet/codec/envelope"
+	"github.com/raet-go/raet/bus/envelope"
 )
 
 // Config configures a Node. The zero value works; a nil *Config is the zero

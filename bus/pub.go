@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/codec"
-	"github.com/raet-go/raet/codec/envelope"
+	"github.com/raet-go/raet/bus/envelope"
 )
 
 // Policy is what a publisher does with a subscription whose queue is at its

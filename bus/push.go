@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/codec"
-	"github.com/raet-go/raet/codec/envelope"
+	"github.com/raet-go/raet/bus/envelope"
 )
 
 // JobResult is a job done, as the pusher sees it: once per job.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/codec"
-	"github.com/raet-go/raet/codec/envelope"
+	"github.com/raet-go/raet/bus/envelope"
 )
 
 // Errors of requests; test with errors.Is.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/codec"
-	"github.com/raet-go/raet/codec/envelope"
+	"github.com/raet-go/raet/bus/envelope"
 )
 
 // Replay says which retained messages a subscription wants before the live

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/codec"
-	"github.com/raet-go/raet/codec/envelope"
+	"github.com/raet-go/raet/bus/envelope"
 	"github.com/raet-go/raet/packet"
 )
 

@@ -7,7 +7,7 @@ import (
 )
 
 // EnvelopePath is where emitEnvelope writes the bus envelope codec.
-const EnvelopePath = "codec/envelope/envelope_gen.go"
+const EnvelopePath = "bus/envelope/envelope_gen.go"
 
 const packetImport = Module + "/packet"
 
@@ -54,7 +54,7 @@ func envelopeSet(f *spec.EnvelopeField) string {
 	return v + " != 0"
 }
 
-// envelopeDecoder is the hand-written glue function (codec/envelope) that
+// envelopeDecoder is the hand-written glue function (bus/envelope) that
 // converts a decoded body value to the field's type, and its extra argument.
 func envelopeDecoder(f *spec.EnvelopeField) (fn, arg string) {
 	if f.Enum != nil {
@@ -81,7 +81,7 @@ func envelopeDecoder(f *spec.EnvelopeField) (fn, arg string) {
 	return "", ""
 }
 
-// emitEnvelope writes codec/envelope/envelope_gen.go: the Envelope type, its
+// emitEnvelope writes bus/envelope/envelope_gen.go: the Envelope type, its
 // encoding as an ordered body mapping and its decoding from a body mapping.
 func (g *generator) emitEnvelope() error {
 	e := g.s.Envelope
@@ -189,7 +189,7 @@ func (g *generator) envelopeDocs(p func(string, ...any)) {
 	p("RAET messages, road or lane, whose body mapping is an envelope: `%s` is 1, `%s` says what", e.Fields[0].Key, e.Fields[1].Key)
 	p("it is (BusKind), and the other keys are present only when not zero, in this order. Any body")
 	p("kind carries it (JSON, msgpack, CBOR); unknown keys are ignored. Lists and counts hold at")
-	p("most %d items. Package `codec/envelope` is its codec.", e.MaxList)
+	p("most %d items. Package `bus/envelope` is its codec.", e.MaxList)
 	p("")
 	p("| key | Go field | type | carried by | meaning |")
 	p("|---|---|---|---|---|")

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus"
-	"github.com/raet-go/raet/codec/envelope"
+	"github.com/raet-go/raet/bus/envelope"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/lane"
 	"github.com/raet-go/raet/packet"

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/raet-go/raet/codec"
-	"github.com/raet-go/raet/codec/envelope"
+	"github.com/raet-go/raet/bus/envelope"
 	"github.com/raet-go/raet/packet"
 )
 

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/raet-go/raet/codec/envelope"
+	"github.com/raet-go/raet/bus/envelope"
 	"github.com/raet-go/raet/packet"
 )
 
