@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/bus/envelope"
+	"github.com/raet-go/raet/codec"
 )
 
 // peer is what the node knows of one peer. Its fields are guarded by

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/bus/envelope"
+	"github.com/raet-go/raet/codec"
 )
 
 // Policy is what a publisher does with a subscription whose queue is at its

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/bus/envelope"
+	"github.com/raet-go/raet/codec"
 )
 
 // JobResult is a job done, as the pusher sees it: once per job.

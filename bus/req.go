@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/bus/envelope"
+	"github.com/raet-go/raet/codec"
 )
 
 // Errors of requests; test with errors.Is.

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/bus/envelope"
+	"github.com/raet-go/raet/codec"
 )
 
 // Replay says which retained messages a subscription wants before the live

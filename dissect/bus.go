@@ -4,8 +4,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/bus/envelope"
+	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/packet"
 )
 

@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/bus/envelope"
+	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/packet"
 )
 
