@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/road/internal/core"
 )
 
 // A packet.BatchSerializer (a serializer plugin) costs a call to another
@@ -24,9 +25,8 @@ const (
 
 // decodeJob is a received body for the decoder goroutine.
 type decodeJob struct {
-	m   *messengent
+	d   *core.Decode
 	ser packet.BatchSerializer
-	raw []byte
 }
 
 // encodeJob is a body to send for the encoder goroutine.
@@ -41,30 +41,29 @@ type encoded struct {
 }
 
 // handDecodes passes the bodies the core left undecoded to the decoder
-// goroutine, as many as its queue takes; the rest wait for the next flush.
-func (s *Stack) handDecodes() {
+// goroutine, as many as its queue takes, and reports whether all went; the
+// rest wait for the next flush.
+func (s *Stack) handDecodes() bool {
 	c := s.core
 	n := 0
-	for _, m := range c.decodes {
-		ser, err := s.cfg.Serializers.Lookup(m.pending.Kind)
+	for _, d := range c.Decodes() {
+		ser, err := s.cfg.Serializers.Lookup(d.Kind)
 		bs, ok := ser.(packet.BatchSerializer)
 		if err != nil || !ok { // unregistered meanwhile
-			m.decoded(c, nil, errors.Join(err, errors.New("raet: the body's serializer is gone")))
+			c.Decoded(d, nil, errors.Join(err, errors.New("raet: the body's serializer is gone")), time.Now())
 			n++
 			continue
 		}
 		select {
-		case s.decodeCh <- decodeJob{m: m, ser: bs, raw: m.pending.Raw}:
+		case s.decodeCh <- decodeJob{d: d, ser: bs}:
 			n++
 			continue
 		default:
 		}
 		break
 	}
-	c.decodes = append(c.decodes[:0], c.decodes[n:]...)
-	if len(c.decodes) > 0 {
-		c.wakeAt(time.Now().Add(time.Millisecond))
-	}
+	c.Handed(n)
+	return len(c.Decodes()) == 0
 }
 
 // decodeLoop is the decoder goroutine: it decodes batches of received
@@ -89,7 +88,7 @@ func (s *Stack) decodeLoop() {
 			raws := make([][]byte, hi-lo)
 			vs := make([]any, hi-lo)
 			for i := range raws {
-				raws[i], vs[i] = jobs[lo+i].raw, &bodies[lo+i]
+				raws[i], vs[i] = jobs[lo+i].d.Raw, &bodies[lo+i]
 			}
 			s.batchCall(errs[lo:hi], func(ctx context.Context) error {
 				return jobs[lo].ser.UnmarshalBatch(ctx, raws, vs)
@@ -99,9 +98,10 @@ func (s *Stack) decodeLoop() {
 			})
 			lo = hi
 		}
-		if s.do(context.Background(), func(c *core) {
+		if s.do(context.Background(), func(c *core.Core) {
+			now := time.Now()
 			for i, j := range jobs {
-				j.m.decoded(c, bodies[i], errs[i])
+				c.Decoded(j.d, bodies[i], errs[i], now)
 			}
 		}) != nil {
 			return

@@ -12,6 +12,7 @@ import (
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/queue"
+	"github.com/raet-go/raet/road/internal/core"
 )
 
 // DefaultPort is RAET's road port (RAET_PORT of the reference).
@@ -180,10 +181,7 @@ type Config struct {
 
 // CoatMaker makes the coat of one session from its short-term keys: how a
 // coat plugin joins the stack.
-type CoatMaker interface {
-	Kind() codec.CoatKind
-	Session(ourShortPriv, theirShortPub *[32]byte) (packet.Coat, error)
-}
+type CoatMaker = core.CoatMaker
 
 // Queue holds messages until their remote has them (see package queue).
 type Queue = queue.Queue
@@ -200,72 +198,41 @@ type TapPacket struct {
 	Data   []byte
 }
 
-// populate returns a copy of cfg with every default filled in.
-func populate(cfg *Config) (*Config, error) {
+// populate returns a copy of cfg with every default filled in, and the
+// core's configuration from it (core.Config.Populate has the protocol's
+// defaults).
+func populate(cfg *Config) (*Config, *core.Config, error) {
 	c := Config{}
 	if cfg != nil {
 		c = *cfg
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
+	if c.Linger == 0 {
+		c.Linger = time.Second
 	}
-	def(&c.JoinTimeout, 5*time.Second)
-	def(&c.JoinentTimeout, 5*time.Second)
-	def(&c.PendTimeout, 10*time.Minute)
-	def(&c.AllowTimeout, 4*time.Second)
-	def(&c.AliveTimeout, 2*time.Second)
-	def(&c.AlivePeriod, time.Second)
-	def(&c.AliveOffset, 500*time.Millisecond)
-	def(&c.Interim, time.Hour)
-	def(&c.MessageTimeout, time.Minute)
-	def(&c.Linger, time.Second)
 	c.Linger = max(c.Linger, 0)
 	if c.Listen == "" {
 		c.Listen = fmt.Sprintf(":%d", DefaultPort)
 	}
-	if c.MaxPacketSize == 0 {
-		c.MaxPacketSize = codec.MaxPacketSize
-	}
-	if c.FastMaxPacketSize == 0 {
-		c.FastMaxPacketSize = 1400
-	}
-	if c.BodyKind == codec.BodyKindNada {
-		c.BodyKind = codec.BodyKindJSON
-	}
-	if c.BurstSize == 0 {
-		c.BurstSize = 64
-	}
 	if c.SendQueue <= 0 {
 		c.SendQueue = 1024
 	}
-	if c.ReceiveQueue <= 0 {
-		c.ReceiveQueue = 1024
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	return &c, validate(&c)
-}
-
-func validate(c *Config) error {
-	if _, err := codec.Lookup(c.HeadKind); err != nil {
-		return fmt.Errorf("raet: config: head kind %v: %w", c.HeadKind, err)
-	}
-	switch c.BodyKind {
-	case codec.BodyKindJSON, codec.BodyKindMsgpack, codec.BodyKindCBOR:
-	default:
-		return fmt.Errorf("raet: config: body kind %v cannot carry mappings", c.BodyKind)
-	}
-	if c.MaxPacketSize < 256 || c.MaxPacketSize > 65507 {
-		return fmt.Errorf("raet: config: MaxPacketSize %d is not within 256..65507", c.MaxPacketSize)
-	}
-	if c.FastMaxPacketSize < 256 || c.FastMaxPacketSize > 65507 {
-		return fmt.Errorf("raet: config: FastMaxPacketSize %d is not within 256..65507", c.FastMaxPacketSize)
-	}
 	if !c.Auto.Valid() {
-		return fmt.Errorf("raet: config: unknown auto mode %v", c.Auto)
+		return nil, nil, fmt.Errorf("raet: config: unknown auto mode %v", c.Auto)
 	}
-	return nil
+	cc := &core.Config{
+		Name: c.Name, Role: c.Role, Kind: c.Kind, Main: c.Main, Mutable: c.Mutable, Auto: c.Auto, KeepDir: c.KeepDir,
+		HeadKind: c.HeadKind, BodyKind: c.BodyKind, MaxPacketSize: c.MaxPacketSize, Profile: c.Profile,
+		FastMaxPacketSize: c.FastMaxPacketSize, BurstSize: c.BurstSize,
+		JoinTimeout: c.JoinTimeout, JoinentTimeout: c.JoinentTimeout, PendTimeout: c.PendTimeout,
+		AllowTimeout: c.AllowTimeout, AliveTimeout: c.AliveTimeout, AlivePeriod: c.AlivePeriod,
+		AliveOffset: c.AliveOffset, Interim: c.Interim, MessageTimeout: c.MessageTimeout,
+		ReceiveQueue: c.ReceiveQueue, Reassembly: c.Reassembly, KeyLog: c.KeyLog, Logger: c.Logger, Coat: c.Coat,
+		Serializers: c.Serializers,
+		DecodeLater: true,
+	}
+	if err := cc.Populate(); err != nil {
+		return nil, nil, err
+	}
+	c.ReceiveQueue, c.Logger = cc.ReceiveQueue, cc.Logger // the shell's too
+	return &c, cc, nil
 }

@@ -2,33 +2,25 @@ package road
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/raet-go/raet/road/internal/core"
 )
 
 // Errors returned by the stack's calls; test with errors.Is.
 var (
-	ErrClosed         = errors.New("raet: stack closed")
+	ErrClosed         = core.ErrClosed
 	ErrNotStarted     = errors.New("raet: stack not started")
-	ErrUnknownRemote  = errors.New("raet: unknown remote")
-	ErrNotAllowed     = errors.New("raet: remote not allowed")
+	ErrUnknownRemote  = core.ErrUnknownRemote
+	ErrNotAllowed     = core.ErrNotAllowed
 	ErrQueueFull      = errors.New("raet: send queue full")
-	ErrTimeout        = errors.New("raet: transaction timed out")
-	ErrRejected       = errors.New("raet: rejected by the remote")
-	ErrRefused        = errors.New("raet: refused by the remote")
-	ErrRenewImmutable = errors.New("raet: the remote asks for a renewed join, which an immutable road does not allow")
+	ErrTimeout        = core.ErrTimeout
+	ErrRejected       = core.ErrRejected
+	ErrRefused        = core.ErrRefused
+	ErrRenewImmutable = core.ErrRenewImmutable
 	ErrNotMapping     = errors.New("raet: message body is not a mapping")
-	ErrSessionChanged = errors.New("raet: session changed before the message was done")
+	ErrSessionChanged = core.ErrSessionChanged
 	ErrSocket         = errors.New("raet: the socket failed; the stack stopped")
 )
 
 // TxnError is a transaction that failed: its kind and remote, and why.
-type TxnError struct {
-	Txn    string // "join", "allow", "alive", "message"
-	Remote string // the remote's name (or address before a join)
-	Err    error
-}
-
-func (e *TxnError) Error() string { return fmt.Sprintf("raet: %s with %s: %v", e.Txn, e.Remote, e.Err) }
-
-// Unwrap returns the reason.
-func (e *TxnError) Unwrap() error { return e.Err }
+type TxnError = core.TxnError

@@ -5,7 +5,12 @@ import (
 	"net"
 	"net/netip"
 	"syscall"
+
+	"github.com/raet-go/raet/road/internal/core"
 )
+
+// datagram is one datagram to send, from the core.
+type datagram = core.Datagram
 
 // ioBatch is how many datagrams the reader takes from the socket in one call
 // (recvmmsg on Linux), and the writer hands it in one call (sendmmsg).
@@ -54,7 +59,7 @@ func (u udpIO) read(bufs [][]byte, ns []int, froms []netip.AddrPort) (int, error
 func (u udpIO) write(ds []datagram) (int, error) {
 	failed := 0
 	for _, d := range ds {
-		if _, err := u.c.WriteToUDPAddrPort(d.b, d.to); err != nil {
+		if _, err := u.c.WriteToUDPAddrPort(d.B, d.To); err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return failed, err
 			}
@@ -83,7 +88,7 @@ func (u connIO) read(bufs [][]byte, ns []int, froms []netip.AddrPort) (int, erro
 func (u connIO) write(ds []datagram) (int, error) {
 	failed := 0
 	for _, d := range ds {
-		if _, err := u.c.WriteTo(d.b, net.UDPAddrFromAddrPort(d.to)); err != nil {
+		if _, err := u.c.WriteTo(d.B, net.UDPAddrFromAddrPort(d.To)); err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return failed, err
 			}

@@ -335,22 +335,22 @@ func (m *mmsgIO) build(ds []datagram, plain int) (used, failed int) {
 			used++
 			continue
 		}
-		namelen := m.putSockaddr(&s.names[i], d.to)
+		namelen := m.putSockaddr(&s.names[i], d.To)
 		n := 1
-		s.iovs[k].Base = &d.b[0]
-		s.iovs[k].SetLen(len(d.b))
+		s.iovs[k].Base = &d.B[0]
+		s.iovs[k].SetLen(len(d.B))
 		if m.gso && used >= plain {
-			size, total := len(d.b), len(d.b)
+			size, total := len(d.B), len(d.B)
 			for used+n < len(ds) && k+n < ioBatch && n < maxGSOSegments {
 				e := ds[used+n]
-				if e.to != d.to || len(e.b) == 0 || len(e.b) > size || total+len(e.b) > maxGSOBytes {
+				if e.To != d.To || len(e.B) == 0 || len(e.B) > size || total+len(e.B) > maxGSOBytes {
 					break
 				}
-				s.iovs[k+n].Base = &e.b[0]
-				s.iovs[k+n].SetLen(len(e.b))
-				total += len(e.b)
+				s.iovs[k+n].Base = &e.B[0]
+				s.iovs[k+n].SetLen(len(e.B))
+				total += len(e.B)
 				n++
-				if len(e.b) < size {
+				if len(e.B) < size {
 					break // a shorter datagram ends the run
 				}
 			}
@@ -365,7 +365,7 @@ func (m *mmsgIO) build(ds []datagram, plain int) (used, failed int) {
 			c := (*unix.Cmsghdr)(unsafe.Pointer(&ctrl[0]))
 			c.Level, c.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
 			c.SetLen(unix.CmsgLen(2))
-			binary.NativeEndian.PutUint16(ctrl[unix.CmsgLen(0):], uint16(len(d.b)))
+			binary.NativeEndian.PutUint16(ctrl[unix.CmsgLen(0):], uint16(len(d.B)))
 			h.Control = &ctrl[0]
 			h.SetControllen(unix.CmsgSpace(2))
 		}
@@ -380,7 +380,7 @@ func (m *mmsgIO) build(ds []datagram, plain int) (used, failed int) {
 // sendable reports whether the socket can send d: not empty, and to an
 // address of its family (an IPv4 socket cannot reach an IPv6 peer).
 func (m *mmsgIO) sendable(d datagram) bool {
-	return len(d.b) > 0 && (m.v6 || d.to.Addr().Unmap().Is4())
+	return len(d.B) > 0 && (m.v6 || d.To.Addr().Unmap().Is4())
 }
 
 // putSockaddr writes ap, sendable, as the socket's family wants it.

@@ -67,7 +67,7 @@ func TestPacketIOBatches(t *testing.T) {
 			const n = 3*ioBatch + 5 // more than one batch, and a part batch
 			var ds []datagram
 			for i := range n {
-				ds = append(ds, datagram{b: fmt.Appendf(nil, "datagram %03d %s", i, bytes.Repeat([]byte{'x'}, i*7)), to: to})
+				ds = append(ds, datagram{B: fmt.Appendf(nil, "datagram %03d %s", i, bytes.Repeat([]byte{'x'}, i*7)), To: to})
 			}
 			failed, err := tio.write(ds)
 			if err != nil || failed != 0 {
@@ -75,8 +75,8 @@ func TestPacketIOBatches(t *testing.T) {
 			}
 			got, from, calls := readAll(t, rio, n)
 			for i, d := range ds {
-				if !bytes.Equal(got[i], d.b) {
-					t.Fatalf("datagram %d: got %q, want %q", i, got[i], d.b)
+				if !bytes.Equal(got[i], d.B) {
+					t.Fatalf("datagram %d: got %q, want %q", i, got[i], d.B)
 				}
 				if from[i] != localAP(tc2) {
 					t.Fatalf("datagram %d from %v, want %v", i, from[i], localAP(tc2))
@@ -94,10 +94,10 @@ func TestPacketIOWriteRefusals(t *testing.T) {
 	_, tio := listenIO(t, "127.0.0.1:0")
 	good := localAP(rc)
 	ds := []datagram{
-		{b: []byte("one"), to: good},
-		{b: []byte("to an IPv6 peer from an IPv4 socket"), to: netip.MustParseAddrPort("[::1]:9")},
-		{b: make([]byte, 70000), to: good}, // larger than any datagram
-		{b: []byte("two"), to: good},
+		{B: []byte("one"), To: good},
+		{B: []byte("to an IPv6 peer from an IPv4 socket"), To: netip.MustParseAddrPort("[::1]:9")},
+		{B: make([]byte, 70000), To: good}, // larger than any datagram
+		{B: []byte("two"), To: good},
 	}
 	failed, err := tio.write(ds)
 	if err != nil {
@@ -133,7 +133,7 @@ func TestPacketIOClosed(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("read did not return after Close")
 	}
-	if _, err := io.write([]datagram{{b: []byte("x"), to: netip.MustParseAddrPort("127.0.0.1:9")}}); err == nil {
+	if _, err := io.write([]datagram{{B: []byte("x"), To: netip.MustParseAddrPort("127.0.0.1:9")}}); err == nil {
 		t.Fatal("write on a closed socket: no error")
 	}
 }
@@ -151,9 +151,9 @@ type ioRig struct {
 func newIORig(rio, tio packetIO, to netip.AddrPort, n, size int) *ioRig {
 	r := &ioRig{rio: rio, tio: tio, ds: make([]datagram, n)}
 	for i := range r.ds {
-		r.ds[i] = datagram{b: make([]byte, size), to: to}
+		r.ds[i] = datagram{B: make([]byte, size), To: to}
 	}
-	r.ds[n-1].b = r.ds[n-1].b[:size/2]
+	r.ds[n-1].B = r.ds[n-1].B[:size/2]
 	for i := range r.bufs {
 		r.bufs[i] = make([]byte, 2*size)
 	}
@@ -243,7 +243,7 @@ func segmentedRun(to netip.AddrPort, n, size int) []datagram {
 			b = b[:size/3]
 		}
 		copy(b, fmt.Sprintf("%04d", i))
-		ds[i] = datagram{b: b, to: to}
+		ds[i] = datagram{B: b, To: to}
 	}
 	return ds
 }
@@ -283,7 +283,7 @@ func TestPacketIOOffload(t *testing.T) {
 			}
 			to := netip.AddrPortFrom(netip.MustParseAddr(tc.dst), localAP(rc).Port())
 			ds := segmentedRun(to, 20, 1200)
-			ds = append(ds, datagram{b: []byte("after the run"), to: to}, datagram{b: []byte("and another"), to: to})
+			ds = append(ds, datagram{B: []byte("after the run"), To: to}, datagram{B: []byte("and another"), To: to})
 			sends := tm.w.calls.Load()
 			if failed, err := tio.write(ds); err != nil || failed != 0 {
 				t.Fatalf("write: %d failed, %v", failed, err)
@@ -294,9 +294,9 @@ func TestPacketIOOffload(t *testing.T) {
 			recvs = rm.r.calls.Load() - recvs
 			for i, d := range ds {
 				// On loopback the sender's address is the one it sent to.
-				if !bytes.Equal(got[i], d.b) || from[i] != netip.AddrPortFrom(to.Addr(), localAP(tc2).Port()) {
+				if !bytes.Equal(got[i], d.B) || from[i] != netip.AddrPortFrom(to.Addr(), localAP(tc2).Port()) {
 					t.Fatalf("datagram %d: got %d bytes %q… from %v, want %d bytes %q…", i, len(got[i]), got[i][:min(8, len(got[i]))],
-						from[i], len(d.b), d.b[:min(8, len(d.b))])
+						from[i], len(d.B), d.B[:min(8, len(d.B))])
 				}
 			}
 			if sends != 1 {

@@ -16,6 +16,7 @@ import (
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/queue"
+	"github.com/raet-go/raet/road/internal/core"
 )
 
 // Stack is a road estate: one UDP socket, the transactions with its
@@ -33,7 +34,8 @@ import (
 // channels.
 type Stack struct {
 	cfg  *Config
-	core *core
+	core *core.Core // touched by the owner goroutine only
+	name string
 	ser  packet.Serializer
 
 	conn    net.PacketConn
@@ -41,9 +43,9 @@ type Stack struct {
 	addr    netip.AddrPort
 	keylogF *os.File
 
-	cmds     chan func(*core)
+	cmds     chan func(*core.Core)
 	inbound  chan rxDatagram
-	outbound chan *[]datagram
+	outbound chan *[]core.Datagram
 	recv     chan Message
 	events   chan Event
 	sendSem  chan struct{}
@@ -51,13 +53,14 @@ type Stack struct {
 	startOnce sync.Once
 	started   chan struct{}
 
-	// keys is the verify key table the reader verifies with; the owner
-	// publishes it (core.publishKeys).
-	keys      atomic.Pointer[verifyKeys]
-	sendErrs  atomic.Uint64 // Counters.SendErrors, counted by the writer
-	verifies  atomic.Uint64 // Counters.Verifications, counted by the readers
-	closeOnce sync.Once
-	closing   chan struct{}
+	// keys is the verify key table the readers verify with; the owner
+	// publishes it (core.VerifyKeys).
+	keys       atomic.Pointer[core.VerifyKeys]
+	sendErrs   atomic.Uint64 // Counters.SendErrors, counted by the writer
+	verifies   atomic.Uint64 // Counters.Verifications, counted by the readers
+	eventDrops uint64        // Counters.EventDrops, counted by the owner
+	closeOnce  sync.Once
+	closing    chan struct{}
 	// life ends when the stack stops (Close, Shutdown, or a socket that
 	// failed for good), with the reason as its cause; it bounds the
 	// serializer calls.
@@ -73,7 +76,7 @@ type Stack struct {
 	encodeCh chan encodeJob // to the encoder goroutine, with a BatchSerializer
 	wg       sync.WaitGroup
 	bufs     sync.Pool // read buffers
-	batches  sync.Pool // *[]datagram: the owner's flushes, back from the writer
+	batches  sync.Pool // *[]core.Datagram: the owner's flushes, back from the writer
 
 	mids *midSource // the ids of the messages we send
 	// resent is closed when the messages a Queue held at Start have been
@@ -82,13 +85,11 @@ type Stack struct {
 	resentDone, resentFailed atomic.Int64
 }
 
-// rxDatagram is a datagram the reader parsed and, for an Ed25519 foot,
-// checked.
+// rxDatagram is a datagram a reader parsed and, for an Ed25519 foot,
+// checked, in its read buffer.
 type rxDatagram struct {
-	buf      *[]byte
-	pkt      rxPacket
-	parseErr error
-	foot     footCheck
+	buf *[]byte
+	in  core.Inbound
 }
 
 // maxDatagram is the read buffer size: the largest UDP payload.
@@ -101,11 +102,11 @@ const socketBuffer = 4 << 20
 // or makes the local estate and its keys, and restores kept remotes. It
 // starts nothing; call Start.
 func New(cfg *Config) (*Stack, error) {
-	c, err := populate(cfg)
+	c, cc, err := populate(cfg)
 	if err != nil {
 		return nil, err
 	}
-	var st store
+	var st core.Store
 	var lock *keep.Lock
 	if c.KeepDir != "" {
 		k, err := keep.Open(c.KeepDir, &keep.Config{Auto: c.Auto})
@@ -115,20 +116,15 @@ func New(cfg *Config) (*Stack, error) {
 		if lock, err = k.Lock(); err != nil {
 			return nil, fmt.Errorf("raet: %w", err)
 		}
-		st = diskStore{k}
+		st = core.DiskStore(k)
 	} else {
-		st = newMemStore(c.Auto)
-	}
-	cr, err := newCore(c, st, time.Now())
-	if err != nil {
-		lock.Unlock()
-		return nil, err
+		st = core.MemStore(c.Auto)
 	}
 	s := &Stack{
-		cfg: c, core: cr, ser: cr.bodies,
-		cmds:     make(chan func(*core), 64),
+		cfg:      c,
+		cmds:     make(chan func(*core.Core), 64),
 		inbound:  make(chan rxDatagram, 256),
-		outbound: make(chan *[]datagram, 64),
+		outbound: make(chan *[]core.Datagram, 64),
 		recv:     make(chan Message, c.ReceiveQueue),
 		events:   make(chan Event, 256),
 		sendSem:  make(chan struct{}, c.SendQueue),
@@ -147,22 +143,28 @@ func New(cfg *Config) (*Stack, error) {
 	s.mids = newMidSource(stream)
 	s.resent = make(chan struct{})
 	s.bufs.New = func() any { b := make([]byte, maxDatagram); return &b }
-	s.keys.Store(&verifyKeys{})
-	cr.sharedKeys = &s.keys
-	cr.keysChanged = true
-	if c.Serializer != nil {
-		s.ser = c.Serializer
+	s.keys.Store(&core.VerifyKeys{})
+	if s.ser = c.Serializer; s.ser == nil {
+		if s.ser, err = packet.Builtin(cc.BodyKind); err != nil {
+			return nil, err
+		}
 	}
-	if err := s.openKeyLog(); err != nil {
+	if err := s.openKeyLog(cc); err != nil {
 		lock.Unlock()
 		return nil, err
 	}
+	if s.core, err = core.New(cc, st, time.Now()); err != nil {
+		if s.keylogF != nil {
+			s.keylogF.Close()
+		}
+		return nil, err
+	}
+	s.name = s.core.Name()
 	return s, nil
 }
 
-func (s *Stack) openKeyLog() error {
+func (s *Stack) openKeyLog(cc *core.Config) error {
 	if s.cfg.KeyLog != nil {
-		s.core.keylog = s.cfg.KeyLog
 		return nil
 	}
 	path := s.cfg.KeyLogFile
@@ -177,12 +179,12 @@ func (s *Stack) openKeyLog() error {
 		return fmt.Errorf("raet: keylog: %w", err)
 	}
 	s.keylogF = f
-	s.core.keylog = f
+	cc.KeyLog = f
 	return nil
 }
 
 // Name is the local estate's name.
-func (s *Stack) Name() string { return s.core.name }
+func (s *Stack) Name() string { return s.name }
 
 // Addr is the address the stack listens and sends on (valid after Start).
 func (s *Stack) Addr() netip.AddrPort { return s.addr }
@@ -227,10 +229,8 @@ func (s *Stack) start() error {
 	}
 	s.addr = ap
 	s.writerDone = make(chan struct{})
-	s.core.now = time.Now()
-	s.core.start(ap)
-	s.core.publishKeys()
-	s.core.decodeAsync = true
+	s.core.Start(ap, time.Now())
+	s.publishKeys()
 	readers := min(runtime.GOMAXPROCS(0), maxReaders)
 	turns := make([]readerTurns, readers)
 	for i := range turns {
@@ -311,7 +311,7 @@ func (s *Stack) resendPending(pending []QueuedMessage) {
 	}()
 	for _, m := range pending {
 		for {
-			r, err := s.remoteInfo(ctx, func(c *core) *remote { return c.byName[m.Remote] })
+			r, err := s.remoteInfo(ctx, func(c *core.Core) (Remote, bool) { return c.RemoteNamed(m.Remote) })
 			if err == nil && r.Allowed {
 				break
 			}
@@ -336,11 +336,11 @@ func (s *Stack) resendPending(pending []QueuedMessage) {
 // beginID gives seq of a message to remote (a queue id, with the ticket of
 // its Put; 0 for the next of our own) its message id, warning when an
 // unfinished older message leaves it none, and returns it with the seq.
-func (s *Stack) beginID(remote string, seq, ticket uint64) (msgID, uint64) {
+func (s *Stack) beginID(remote string, seq, ticket uint64) (core.MsgID, uint64) {
 	id, seq := s.mids.begin(remote, seq, ticket)
-	if id.seq == 0 && s.mids.warn(time.Now()) {
+	if id.Seq == 0 && s.mids.warn(time.Now()) {
 		s.cfg.Logger.Warn("raet: message sent without an id: an older one is still unfinished (a receiver may deliver it twice after a crash)",
-			"remote", remote, "seq", seq, "oldest", id.floor, "window", midWindow, "logged", "once a minute")
+			"remote", remote, "seq", seq, "oldest", id.Floor, "window", core.MidWindow, "logged", "once a minute")
 	}
 	return id, seq
 }
@@ -458,7 +458,7 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 		ns    [ioBatch]int
 		froms [ioBatch]netip.AddrPort
 		ds    [ioBatch]rxDatagram
-		feet  = newFootChecker(&s.verifies)
+		feet  = core.NewFootChecker(&s.verifies)
 		fails int // transient read errors in a row
 	)
 	defer func() {
@@ -514,14 +514,9 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 			// Parse and verify here, off the owner goroutine, so that the
 			// signature checks of received packets run beside the owner's
 			// work; the owner never verifies them again.
-			d := &ds[k]
-			*d = rxDatagram{buf: ptrs[i]}
+			ds[k].buf = ptrs[i]
 			ptrs[i] = nil
-			d.pkt.from = froms[i]
-			d.parseErr = packet.Parse(b, &d.pkt.Packet)
-			if d.parseErr == nil && d.pkt.Head.FootKind == codec.FootKindNaCl {
-				d.foot = feet.check(&d.pkt.Packet, table)
-			}
+			feet.Parse(&ds[k].in, b, froms[i], table)
 			k++
 		}
 		if !s.take(mine.push) {
@@ -574,7 +569,7 @@ func (s *Stack) writeLoop() {
 			batch := *bp
 			if s.cfg.Tap != nil {
 				for _, d := range batch {
-					s.cfg.Tap(TapPacket{Out: true, Local: s.addr, Remote: d.to, Time: time.Now(), Data: d.b})
+					s.cfg.Tap(TapPacket{Out: true, Local: s.addr, Remote: d.To, Time: time.Now(), Data: d.B})
 				}
 			}
 			failed, err := s.io.write(batch)
@@ -583,11 +578,8 @@ func (s *Stack) writeLoop() {
 				s.fail(err)
 				return
 			}
-			for i, d := range batch {
-				if d.buf != nil {
-					s.core.bufs.put(d.buf)
-				}
-				batch[i] = datagram{}
+			for i := range batch {
+				batch[i].Release()
 			}
 			*bp = batch[:0]
 			s.batches.Put(bp)
@@ -604,26 +596,27 @@ func (s *Stack) run() {
 	c := s.core
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	defer s.shutdown()
-	var d rxDatagram // reused: the core keeps no pointer into it
+	defer c.Shutdown()
+	var d rxDatagram    // reused: the core keeps no pointer into it
+	var retry time.Time // deliveries or decodes wait for room
 	for {
 		var timerC <-chan time.Time
-		if !c.wake.IsZero() {
-			timer.Reset(max(time.Until(c.wake), 0))
+		if wake := earliest(c.Deadline(), retry); !wake.IsZero() {
+			timer.Reset(max(time.Until(wake), 0))
 			timerC = timer.C
 		}
 		select {
 		case <-s.closing:
 			return
 		case d = <-s.inbound:
-			c.now = time.Now()
-			c.handle(&d.pkt, d.parseErr, &d.foot)
+			now := time.Now()
+			c.Receive(&d.in, now)
 			s.bufs.Put(d.buf)
 			// Take what else has arrived before flushing.
 			for range 64 {
 				select {
 				case d = <-s.inbound:
-					c.handle(&d.pkt, d.parseErr, &d.foot)
+					c.Receive(&d.in, now)
 					s.bufs.Put(d.buf)
 					continue
 				default:
@@ -631,14 +624,13 @@ func (s *Stack) run() {
 				break
 			}
 		case f := <-s.cmds:
-			c.now = time.Now()
 			f(c)
-		case <-timerC:
-			c.tick(time.Now())
+		case now := <-timerC:
+			c.Tick(now)
 		}
-		c.flushWake()
-		c.publishKeys()
-		if !s.flush() {
+		s.publishKeys()
+		var ok bool
+		if retry, ok = s.flush(); !ok {
 			return
 		}
 		if !timer.Stop() {
@@ -650,25 +642,45 @@ func (s *Stack) run() {
 	}
 }
 
+// publishKeys gives the readers the core's new key table, if any (the
+// table is copied into a new variable so that only a change allocates).
+func (s *Stack) publishKeys() {
+	if t, ok := s.core.VerifyKeys(); ok {
+		p := new(core.VerifyKeys)
+		*p = t
+		s.keys.Store(p)
+	}
+}
+
+// earliest returns the earlier of two times, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
 // flush hands the core's output to the writer, the receivers and the event
-// readers. It reports false when Close's linger ran out.
-func (s *Stack) flush() bool {
+// readers, and the bodies to decode to the decoder goroutine. It returns
+// when to try again with what found no room (zero: all went), and false
+// when Close's linger ran out.
+func (s *Stack) flush() (time.Time, bool) {
 	c := s.core
-	if len(c.out) > 0 {
-		bp, ok := s.batches.Get().(*[]datagram)
+	if c.OutLen() > 0 {
+		bp, ok := s.batches.Get().(*[]core.Datagram)
 		if !ok {
-			bp = new([]datagram)
+			bp = new([]core.Datagram)
 		}
-		batch := c.out
-		c.out, *bp = (*bp)[:0], batch
+		*bp = c.TakeOut(*bp)
 		select { // while closing too: Close lingers for these
 		case s.outbound <- bp:
 		case <-s.abort:
-			return false
+			return time.Time{}, false
 		}
 	}
+	var retry time.Time
 	n := 0
-	for _, m := range c.delivery {
+	for _, m := range c.Deliveries() {
 		select {
 		case s.recv <- m:
 			n++
@@ -677,45 +689,26 @@ func (s *Stack) flush() bool {
 		}
 		break
 	}
-	c.delivery = append(c.delivery[:0], c.delivery[n:]...)
-	if len(c.delivery) > 0 {
-		c.wakeAt(time.Now().Add(5 * time.Millisecond))
+	c.Delivered(n)
+	if len(c.Deliveries()) > 0 {
+		retry = time.Now().Add(5 * time.Millisecond)
 	}
-	for _, e := range c.events {
+	for _, e := range c.Events() {
 		select {
 		case s.events <- e:
 		default:
-			c.stats.c.EventDrops++
+			s.eventDrops++
 		}
 	}
-	c.events = c.events[:0]
-	if len(c.decodes) > 0 {
-		s.handDecodes()
+	c.ClearEvents()
+	if len(c.Decodes()) > 0 && !s.handDecodes() {
+		retry = earliest(retry, time.Now().Add(time.Millisecond))
 	}
-	return true
-}
-
-// shutdown fails everything still waiting when the owner stops.
-func (s *Stack) shutdown() {
-	c := s.core
-	for _, r := range c.remotes {
-		for _, t := range r.txns {
-			if m, ok := t.(*messenger); ok {
-				m.finish(c, ErrClosed)
-			}
-		}
-		for _, m := range r.saved {
-			m.finish(c, ErrClosed)
-		}
-		c.notifyWaiters(r, ErrClosed)
-	}
-	for _, r := range c.joinees {
-		c.notifyWaiters(r, ErrClosed)
-	}
+	return retry, true
 }
 
 // do runs f on the owner goroutine.
-func (s *Stack) do(ctx context.Context, f func(*core)) error {
+func (s *Stack) do(ctx context.Context, f func(*core.Core)) error {
 	select {
 	case <-s.started:
 	default:
@@ -782,23 +775,7 @@ const joinAttempts = 3
 func (s *Stack) join(ctx context.Context, ap netip.AddrPort) (Remote, error) {
 	res := make(chan error, 1)
 	var info Remote
-	err := s.do(ctx, func(c *core) {
-		r := c.remoteAt(ap)
-		if r == nil {
-			r = c.newRemote(ap, 0, 0)
-			c.addRemote(r)
-			c.schedulePresence(r, true)
-		}
-		if r.allowed {
-			info = c.info(r)
-			res <- nil
-			return
-		}
-		r.waiters = append(r.waiters, res)
-		if len(r.inProcess(codec.TransactionKindAllow)) == 0 {
-			c.startJoiner(r, true, false) // then allow (cascade)
-		}
-	})
+	err := s.do(ctx, func(c *core.Core) { info, _ = c.Join(ap, res, time.Now()) })
 	if err != nil {
 		return Remote{}, err
 	}
@@ -811,7 +788,7 @@ func (s *Stack) join(ctx context.Context, ap netip.AddrPort) (Remote, error) {
 	if info.Name != "" {
 		return info, nil
 	}
-	return s.remoteInfo(ctx, func(c *core) *remote { return c.remoteAt(ap) })
+	return s.remoteInfo(ctx, func(c *core.Core) (Remote, bool) { return c.RemoteAt(ap) })
 }
 
 // joinWaitError says what a Join whose ctx ended (err) was waiting for.
@@ -819,7 +796,7 @@ func (s *Stack) joinWaitError(ap netip.AddrPort, err error) error {
 	res := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if s.do(ctx, func(c *core) { res <- c.joinWaitError(ap, err) }) != nil {
+	if s.do(ctx, func(c *core.Core) { res <- c.JoinWaitError(ap, err) }) != nil {
 		return err
 	}
 	select {
@@ -832,24 +809,11 @@ func (s *Stack) joinWaitError(ap netip.AddrPort, err error) error {
 	}
 }
 
-// remoteAt finds the remote at address a.
-func (c *core) remoteAt(a netip.AddrPort) *remote {
-	for _, r := range c.remotes {
-		if r.ha == a {
-			return r
-		}
-	}
-	return nil
-}
-
-func (s *Stack) remoteInfo(ctx context.Context, find func(*core) *remote) (Remote, error) {
+func (s *Stack) remoteInfo(ctx context.Context, find func(*core.Core) (Remote, bool)) (Remote, error) {
 	res := make(chan Remote, 1)
-	if err := s.do(ctx, func(c *core) {
-		if r := find(c); r != nil {
-			res <- c.info(r)
-		} else {
-			res <- Remote{}
-		}
+	if err := s.do(ctx, func(c *core.Core) {
+		r, _ := find(c)
+		res <- r
 	}); err != nil {
 		return Remote{}, err
 	}
@@ -900,7 +864,7 @@ func (s *Stack) Send(ctx context.Context, to string, body any) error {
 }
 
 // sendPlain sends a serialized body with its id and waits for done.
-func (s *Stack) sendPlain(ctx context.Context, to string, bk codec.BodyKind, plain []byte, mid msgID) error {
+func (s *Stack) sendPlain(ctx context.Context, to string, bk codec.BodyKind, plain []byte, mid core.MsgID) error {
 	if s.cfg.FailFast {
 		select {
 		case s.sendSem <- struct{}{}:
@@ -919,14 +883,7 @@ func (s *Stack) sendPlain(ctx context.Context, to string, bk codec.BodyKind, pla
 	defer func() { <-s.sendSem }()
 	res := make(chan error, 1)
 	started := time.Now()
-	if err := s.do(ctx, func(c *core) {
-		r := c.byName[to]
-		if r == nil {
-			res <- ErrUnknownRemote
-			return
-		}
-		c.startMessenger(r, plain, bk, mid, res, started)
-	}); err != nil {
+	if err := s.do(ctx, func(c *core.Core) { c.Send(to, plain, bk, mid, res, started, time.Now()) }); err != nil {
 		return err
 	}
 	return s.wait(ctx, res)
@@ -943,13 +900,7 @@ func (s *Stack) Events() <-chan Event { return s.events }
 // Remotes lists the remote estates.
 func (s *Stack) Remotes(ctx context.Context) ([]Remote, error) {
 	res := make(chan []Remote, 1)
-	if err := s.do(ctx, func(c *core) {
-		var out []Remote
-		for _, r := range c.remotes {
-			out = append(out, c.info(r))
-		}
-		res <- out
-	}); err != nil {
+	if err := s.do(ctx, func(c *core.Core) { res <- c.Remotes() }); err != nil {
 		return nil, err
 	}
 	select {
@@ -963,10 +914,10 @@ func (s *Stack) Remotes(ctx context.Context) ([]Remote, error) {
 // Counters returns a snapshot of the stack's statistics.
 func (s *Stack) Counters(ctx context.Context) (Counters, error) {
 	res := make(chan Counters, 1)
-	if err := s.do(ctx, func(c *core) {
-		out := c.stats.snapshot()
-		out.Reassembling, out.ReassemblyMemory = c.reasm.Pending(), c.reasm.Memory()
-		res <- out
+	if err := s.do(ctx, func(c *core.Core) {
+		r := c.Counters()
+		r.EventDrops = s.eventDrops
+		res <- r
 	}); err != nil {
 		return Counters{}, err
 	}

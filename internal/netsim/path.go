@@ -152,3 +152,29 @@ func (p *path) decide() fate {
 	}
 	return f
 }
+
+// Fates draws the fate of each datagram sent one way along a link, for a
+// simulator that keeps its own clock (the road core's tests run two cores
+// on a fake clock): the delays of its copies, none when it is lost, as a
+// Relay or a Network would impair it. Impairment.Limit does not apply.
+type Fates struct{ p *path }
+
+// NewFates returns the fates of a direction with settings imp.
+func NewFates(imp Impairment) (*Fates, error) {
+	if err := imp.Validate(); err != nil {
+		return nil, err
+	}
+	return &Fates{newPath(imp, 0, 0)}, nil
+}
+
+// Next appends to dst the delays of the copies of the next datagram.
+func (f *Fates) Next(dst []time.Duration) []time.Duration {
+	fa := f.p.decide()
+	for _, c := range fa.copies[:fa.n] {
+		dst = append(dst, c.delay)
+	}
+	return dst
+}
+
+// Stats returns what the fates drawn so far did.
+func (f *Fates) Stats() LinkStats { return f.p.stats.snapshot() }

@@ -204,3 +204,31 @@ func TestPathSet(t *testing.T) {
 		t.Error("set with a new seed did not restart from it")
 	}
 }
+
+// Fates draws what a path decides: nothing for a lost datagram, two delays
+// for a duplicated one, Delay (plus ReorderDelay when reordered) for each.
+func TestFates(t *testing.T) {
+	if _, err := NewFates(Impairment{Loss: 2}); err == nil {
+		t.Fatal("a loss of 2 was taken")
+	}
+	lost, err := NewFates(Impairment{Loss: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		if d := lost.Next(nil); len(d) != 0 {
+			t.Fatalf("a partition delivered %v", d)
+		}
+	}
+	if st := lost.Stats(); st.Received != 100 || st.Dropped != 100 {
+		t.Fatalf("partition stats %+v", st)
+	}
+	dup, err := NewFates(Impairment{Duplicate: 1, Reorder: 1, Delay: time.Millisecond, ReorderDelay: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dup.Next(nil)
+	if len(d) != 2 || d[0] != 6*time.Millisecond || d[1] != 6*time.Millisecond {
+		t.Fatalf("duplicated and reordered: %v", d)
+	}
+}

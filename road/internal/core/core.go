@@ -1,12 +1,10 @@
-package road
+package core
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
-	"sync/atomic"
 	"time"
 
 	"github.com/raet-go/raet/codec"
@@ -15,16 +13,14 @@ import (
 	"github.com/raet-go/raet/packet"
 )
 
-// core is the stack's state and protocol logic, with no sockets and no
-// goroutines: the owner goroutine feeds it datagrams (receive), commands and
-// the time (tick), and takes from it the datagrams to send (out), the
-// messages to deliver and the events. Everything here runs on the owner
-// goroutine only.
-type core struct {
+// Core is an estate's state and protocol logic, with no sockets, no
+// goroutines and no clock (see the package doc and api.go). It is not safe
+// for concurrent use: one goroutine, the owner, makes every call.
+type Core struct {
 	cfg   *Config
 	log   *slog.Logger
 	now   time.Time
-	store store
+	store Store
 
 	// The local estate.
 	name, role string
@@ -54,32 +50,37 @@ type core struct {
 	pended []pendable
 	pendAt time.Time
 
-	out      []datagram
+	out      []Datagram
 	bufs     bufPool    // buffers of the datagrams in out that nobody keeps
 	txHead   codec.Head // the head being sent, kept here so it is not allocated per packet
-	delivery []Message  // completed messages not yet handed to the runtime
-	// decodes are messages whose bodies wait for the decoder goroutine;
-	// decodeAsync says there is one (a running stack).
-	decodes     []*messengent
-	decodeAsync bool
-	events      []Event
-	stats       stats
-	wake        time.Time // the earliest timer; zero when none
-	dirty       []txn     // transactions whose timers may have moved since the last flushWake
+	delivery []Message  // completed messages not yet taken (Deliveries)
+	// decodes are messages whose bodies wait for a decoder
+	// (Config.DecodeLater; Decodes).
+	decodes []*Decode
+	events  []Event
+	stats   stats
+	wake    time.Time // the earliest timer; zero when none
+	dirty   []txn     // transactions whose timers may have moved since the last flushWake
 
-	keylog io.Writer
-
-	// sharedKeys is published for the reader goroutine; keysChanged says
-	// it is out of date.
-	sharedKeys  *atomic.Pointer[verifyKeys]
+	// keysChanged says the verify key table (VerifyKeys) is out of date.
 	keysChanged bool
 }
 
-// datagram is one packet to send.
-type datagram struct {
-	b   []byte
-	to  netip.AddrPort
-	buf *[]byte // b's buffer from core.bufs, given back once sent; nil when b is kept
+// Datagram is one packet to send (Out).
+type Datagram struct {
+	B    []byte
+	To   netip.AddrPort
+	buf  *[]byte  // B's buffer from pool, given back by Release; nil when B is kept
+	pool *bufPool // buf's pool
+}
+
+// Release gives the datagram's buffer back once B is sent (or dropped). It
+// may be called from any goroutine, once; B must not be used after it.
+func (d *Datagram) Release() {
+	if d.buf != nil {
+		d.pool.put(d.buf)
+	}
+	*d = Datagram{}
 }
 
 // rxPacket is a received packet, parsed and verified.
@@ -93,7 +94,12 @@ type msgKey struct {
 	nuid, si, ti uint32
 }
 
-func newCore(cfg *Config, st store, now time.Time) (*core, error) {
+// New makes a core from cfg (see Config.Populate) and st: it restores or
+// makes the local estate and restores the kept remotes. now is the time.
+func New(cfg *Config, st Store, now time.Time) (*Core, error) {
+	if err := cfg.Populate(); err != nil {
+		return nil, err
+	}
 	hc, err := codec.Lookup(cfg.HeadKind)
 	if err != nil {
 		return nil, err
@@ -102,12 +108,12 @@ func newCore(cfg *Config, st store, now time.Time) (*core, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &core{
+	c := &Core{
 		cfg: cfg, log: cfg.Logger, now: now, store: st,
 		codec: hc, bodies: ser,
 		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
 		reasm: packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
-		stats: newStats(),
+		stats: newStats(), keysChanged: true,
 	}
 	if err := c.loadLocal(); err != nil {
 		return nil, err
@@ -120,7 +126,7 @@ func newCore(cfg *Config, st store, now time.Time) (*core, error) {
 }
 
 // verifyKey resolves the verify key of the remote whose uid is de (§7.3).
-func (c *core) verifyKey(de uint32) (*[32]byte, bool) {
+func (c *Core) verifyKey(de uint32) (*[32]byte, bool) {
 	r := c.remotes[de]
 	if r == nil || r.verify.IsZero() {
 		return nil, false
@@ -129,7 +135,7 @@ func (c *core) verifyKey(de uint32) (*[32]byte, bool) {
 }
 
 // loadLocal restores the local estate from the store or makes a new one.
-func (c *core) loadLocal() error {
+func (c *Core) loadLocal() error {
 	est, role, ok, err := c.store.loadLocal()
 	if err != nil {
 		return fmt.Errorf("raet: load local estate: %w", err)
@@ -163,7 +169,7 @@ func (c *core) loadLocal() error {
 	return nil
 }
 
-func (c *core) saveLocal() {
+func (c *Core) saveLocal() {
 	est := keep.LocalEstate{Name: c.name, UID: c.uid, HA: c.aha, FQDN: c.fqdn, SID: c.sid, PUID: c.puid, AHA: c.aha, Role: c.role}
 	if err := c.store.saveLocal(est, keep.LocalRole{Role: c.role, Seed: c.signing.Seed, Private: c.box.Private}); err != nil {
 		c.log.Error("raet: save local estate", "err", err)
@@ -172,7 +178,7 @@ func (c *core) saveLocal() {
 
 // loadRemotes restores the kept remotes: joined as they were, not allowed,
 // with a new session (§9.3).
-func (c *core) loadRemotes() error {
+func (c *Core) loadRemotes() error {
 	kept, err := c.store.loadRemotes()
 	if err != nil {
 		c.log.Warn("raet: some kept remotes were not loaded", "err", err)
@@ -202,9 +208,11 @@ func (c *core) loadRemotes() error {
 	return nil
 }
 
-// start records the listening address and persists the local estate and
-// remotes, as the reference does at stack start.
-func (c *core) start(addr netip.AddrPort) {
+// Start records the listening address and persists the local estate and
+// remotes, as the reference does at stack start, and starts the presence
+// timers.
+func (c *Core) Start(addr netip.AddrPort, now time.Time) {
+	c.now = now
 	c.aha = keep.HostPort{Host: addr.Addr().String(), Port: addr.Port()}
 	c.saveLocal()
 	for _, r := range c.remotes {
@@ -213,7 +221,7 @@ func (c *core) start(addr netip.AddrPort) {
 	}
 }
 
-func (c *core) nextUid() uint32 {
+func (c *Core) nextUid() uint32 {
 	for {
 		c.puid++
 		if c.puid == 0 {
@@ -226,12 +234,12 @@ func (c *core) nextUid() uint32 {
 }
 
 // newRemote makes a remote for address ha, not yet added.
-func (c *core) newRemote(ha netip.AddrPort, fuid, sid uint32) *remote {
+func (c *Core) newRemote(ha netip.AddrPort, fuid, sid uint32) *remote {
 	return &remote{nuid: c.nextUid(), fuid: fuid, sid: sid, ha: ha, name: "estate_" + randomHex(16),
 		txns: map[txnKey]txn{}}
 }
 
-func (c *core) addRemote(r *remote) {
+func (c *Core) addRemote(r *remote) {
 	c.keysChanged = true
 	r.added = true
 	c.remotes[r.nuid] = r
@@ -241,7 +249,7 @@ func (c *core) addRemote(r *remote) {
 	}
 }
 
-func (c *core) renameRemote(r *remote, name string) error {
+func (c *Core) renameRemote(r *remote, name string) error {
 	if o := c.byName[name]; o != nil && o != r {
 		return fmt.Errorf("raet: name %q is taken", name)
 	}
@@ -258,7 +266,7 @@ func (c *core) renameRemote(r *remote, name string) error {
 }
 
 // removeRemote forgets r (and its kept file), ending its transactions.
-func (c *core) removeRemote(r *remote, reason error) {
+func (c *Core) removeRemote(r *remote, reason error) {
 	for _, t := range r.txns {
 		t.abort(c, codec.PacketKindNack)
 	}
@@ -286,7 +294,7 @@ func (c *core) removeRemote(r *remote, reason error) {
 	}
 }
 
-func (c *core) saveRemote(r *remote) {
+func (c *Core) saveRemote(r *remote) {
 	if !r.added {
 		return
 	}
@@ -296,14 +304,14 @@ func (c *core) saveRemote(r *remote) {
 }
 
 // addTxn registers t with r.
-func (c *core) addTxn(r *remote, t txn) {
+func (c *Core) addTxn(r *remote, t txn) {
 	r.txns[t.key()] = t
 	c.dirty = append(c.dirty, t)
 }
 
 // flushWake takes the timers of the transactions touched since the last
 // call into the next wake-up; the owner calls it after every event.
-func (c *core) flushWake() {
+func (c *Core) flushWake() {
 	for _, t := range c.dirty {
 		c.wakeAt(t.deadline())
 	}
@@ -312,25 +320,25 @@ func (c *core) flushWake() {
 }
 
 // removeTxn unregisters t from r (if it is still the one at its key).
-func (c *core) removeTxn(r *remote, t txn) {
+func (c *Core) removeTxn(r *remote, t txn) {
 	if r.txns[t.key()] == t {
 		delete(r.txns, t.key())
 	}
 }
 
 // wakeAt asks for a tick no later than at.
-func (c *core) wakeAt(at time.Time) {
+func (c *Core) wakeAt(at time.Time) {
 	if !at.IsZero() && (c.wake.IsZero() || at.Before(c.wake)) {
 		c.wake = at
 	}
 }
 
-func (c *core) event(k EventKind, r *remote) { c.report(k, c.nameOf(r), r.nuid, ReasonNone, r.ha, "") }
+func (c *Core) event(k EventKind, r *remote) { c.report(k, c.nameOf(r), r.nuid, ReasonNone, r.ha, "") }
 
 // --- sending -------------------------------------------------------------
 
 // outHead returns a head for a packet of transaction kind tk to r.
-func (c *core) outHead(tk codec.TransactionKind, pk codec.PacketKind, se, de, si, ti uint32, cf bool) codec.Head {
+func (c *Core) outHead(tk codec.TransactionKind, pk codec.PacketKind, se, de, si, ti uint32, cf bool) codec.Head {
 	var h codec.Head
 	h.Reset()
 	h.TransactionKind, h.PacketKind = tk, pk
@@ -342,7 +350,7 @@ func (c *core) outHead(tk codec.TransactionKind, pk codec.PacketKind, se, de, si
 // packerFor returns the packer for a packet with head h to r: the session's
 // negotiated profile for everything but joins and allows, else the
 // reference profile (the stack's head kind, Ed25519, MaxPacketSize).
-func (c *core) packerFor(r *remote, h *codec.Head) packet.Packer {
+func (c *Core) packerFor(r *remote, h *codec.Head) packet.Packer {
 	pk := packet.Packer{Codec: c.codec, Foot: packet.NadaFoot{}, MaxPacketSize: c.cfg.MaxPacketSize}
 	if h.FootKind != codec.FootKindNada {
 		pk.Foot = c.signer
@@ -361,7 +369,7 @@ func (c *core) packerFor(r *remote, h *codec.Head) packet.Packer {
 // pack appends to dst (nil: a new buffer of the right size) one packet
 // with head h (bk, ck and fk set by the caller) and the serialized body,
 // sealing it with r's coat when h.CoatKind says so.
-func (c *core) pack(dst []byte, r *remote, h *codec.Head, body []byte) ([]byte, error) {
+func (c *Core) pack(dst []byte, r *remote, h *codec.Head, body []byte) ([]byte, error) {
 	coat := body
 	if h.CoatKind != codec.CoatKindNada && len(body) > 0 {
 		if r == nil || r.coat == nil || r.coat.Kind() != h.CoatKind {
@@ -380,33 +388,33 @@ func (c *core) pack(dst []byte, r *remote, h *codec.Head, body []byte) ([]byte, 
 }
 
 // marshal serializes a control or message body with the stack's body kind.
-func (c *core) marshal(body any) ([]byte, error) { return c.bodies.Marshal(nil, body) }
+func (c *Core) marshal(body any) ([]byte, error) { return c.bodies.Marshal(nil, body) }
 
 // transmit queues a packed datagram; buf is its pooled buffer, or nil.
-func (c *core) transmit(b []byte, buf *[]byte, to netip.AddrPort, h *codec.Head) {
-	c.out = append(c.out, datagram{b: b, to: to, buf: buf})
+func (c *Core) transmit(b []byte, buf *[]byte, to netip.AddrPort, h *codec.Head) {
+	c.out = append(c.out, Datagram{B: b, To: to, buf: buf, pool: &c.bufs})
 	c.stats.out(h)
 }
 
 // retransmit queues a datagram sent before and kept, unchanged.
-func (c *core) retransmit(b []byte, to netip.AddrPort) {
-	c.out = append(c.out, datagram{b: b, to: to})
+func (c *Core) retransmit(b []byte, to netip.AddrPort) {
+	c.out = append(c.out, Datagram{B: b, To: to})
 	c.stats.retransmit()
 }
 
 // resend queues a copy of b, a packet sent before whose memory its keeper
 // reuses, in a pooled buffer.
-func (c *core) resend(b []byte, to netip.AddrPort) {
+func (c *Core) resend(b []byte, to netip.AddrPort) {
 	buf := c.bufs.get(len(b))
 	*buf = append((*buf)[:0], b...)
-	c.out = append(c.out, datagram{b: *buf, to: to, buf: buf})
+	c.out = append(c.out, Datagram{B: *buf, To: to, buf: buf, pool: &c.bufs})
 	c.stats.retransmit()
 }
 
 // sendNew packs and queues a packet to `to`, and returns it for the caller
 // to keep (and send again); nil when it could not be packed, which is
 // logged and counted.
-func (c *core) sendNew(r *remote, h *codec.Head, body []byte, to netip.AddrPort) []byte {
+func (c *Core) sendNew(r *remote, h *codec.Head, body []byte, to netip.AddrPort) []byte {
 	b, err := c.pack(nil, r, h, body)
 	if err != nil {
 		c.packFailed(r, err)
@@ -418,7 +426,7 @@ func (c *core) sendNew(r *remote, h *codec.Head, body []byte, to netip.AddrPort)
 
 // send packs and queues a packet the caller does not keep, in a buffer from
 // c.bufs that the writer gives back. It reports whether the packet went.
-func (c *core) send(r *remote, h *codec.Head, body []byte, to netip.AddrPort) bool {
+func (c *Core) send(r *remote, h *codec.Head, body []byte, to netip.AddrPort) bool {
 	limit := c.cfg.MaxPacketSize
 	if r != nil && r.prof != nil {
 		limit = max(limit, r.prof.mps)
@@ -434,7 +442,7 @@ func (c *core) send(r *remote, h *codec.Head, body []byte, to netip.AddrPort) bo
 	return true
 }
 
-func (c *core) packFailed(r *remote, err error) {
+func (c *Core) packFailed(r *remote, err error) {
 	c.stats.drop("pack_error")
 	c.log.Warn("raet: pack", "remote", remoteName(r), "err", err)
 }
@@ -456,24 +464,6 @@ type footCheck struct {
 	ok  bool
 }
 
-// receive handles one datagram from addr (§8.6). Anything malformed or
-// unauthenticated is dropped and counted; nothing here panics on input.
-func (c *core) receive(b []byte, from netip.AddrPort) {
-	var p rxPacket
-	err := packet.Parse(b, &p.Packet)
-	p.from = from
-	var fc *footCheck
-	if err == nil && p.Head.FootKind == codec.FootKindNaCl {
-		key, _ := c.verifyKey(p.Head.DestinationID)
-		fc = &footCheck{key: key}
-		if key != nil {
-			c.stats.c.Verifications++
-			fc.ok = p.Verify(c.signer) == nil
-		}
-	}
-	c.handle(&p, err, fc)
-}
-
 // handle takes a datagram that was parsed (parseErr) and, when it has an
 // Ed25519 foot, checked (fc; the reader goroutine checks them, so that no
 // packet is verified twice nor on the owner goroutine).
@@ -484,7 +474,7 @@ func (c *core) receive(b []byte, from netip.AddrPort) {
 // session's MAC key); anything else is dropped here. Join packets are
 // unauthenticated by design (§8.2) and reach only join transactions, which
 // never touch an established session (join.go).
-func (c *core) handle(p *rxPacket, parseErr error, fc *footCheck) {
+func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck) {
 	if parseErr != nil {
 		c.stats.drop(dropReason(parseErr))
 		return
@@ -550,30 +540,31 @@ func (c *core) handle(p *rxPacket, parseErr error, fc *footCheck) {
 	c.correspond(p, r)
 }
 
-// verifyKeys is the uid → verify key table that the reader goroutine
-// verifies with, a copy the owner publishes when keys change.
-type verifyKeys = map[uint32]*[32]byte
+// VerifyKeys is a uid → verify key table, for checking the Ed25519 feet
+// of received datagrams off the owner goroutine (FootChecker).
+type VerifyKeys = map[uint32]*[32]byte
 
-// publishKeys replaces the shared key table when remotes or their keys
-// changed since the last call.
-func (c *core) publishKeys() {
-	if !c.keysChanged || c.sharedKeys == nil {
-		return
+// VerifyKeys returns a new table of the remotes' verify keys when remotes
+// or their keys changed since the last call, and false otherwise. The
+// table is the caller's: the core never changes it.
+func (c *Core) VerifyKeys() (VerifyKeys, bool) {
+	if !c.keysChanged {
+		return nil, false
 	}
 	c.keysChanged = false
-	t := make(verifyKeys, len(c.remotes))
+	t := make(VerifyKeys, len(c.remotes))
 	for uid, r := range c.remotes {
 		if !r.verify.IsZero() {
 			k := [32]byte(r.verify)
 			t[uid] = &k
 		}
 	}
-	c.sharedKeys.Store(&t)
+	return t, true
 }
 
 // route finds the remote a packet belongs to, or nil after dropping or
 // answering it.
-func (c *core) route(p *rxPacket) *remote {
+func (c *Core) route(p *rxPacket) *remote {
 	h := &p.Head
 	se, de, si, cf := h.SourceID, h.DestinationID, h.SessionID, h.Correspondent()
 	if h.TransactionKind == codec.TransactionKindJoin {
@@ -671,7 +662,7 @@ func (c *core) route(p *rxPacket) *remote {
 // unless its transaction id was used in this session already (a replay, or
 // a repeat whose answer was lost: answered again within the reply budget,
 // without any other effect).
-func (c *core) correspond(p *rxPacket, r *remote) {
+func (c *Core) correspond(p *rxPacket, r *remote) {
 	h := &p.Head
 	if h.TransactionKind != codec.TransactionKindJoin {
 		switch r.window.state(h.TransactionID) {
@@ -730,7 +721,7 @@ func ignoredStale(pk codec.PacketKind) bool {
 
 // stale answers a correspondent's packet for a transaction we do not have
 // (the reference's Staler): a nack from us as initiator.
-func (c *core) stale(p *rxPacket, r *remote) {
+func (c *Core) stale(p *rxPacket, r *remote) {
 	h := &p.Head
 	if ignoredStale(h.PacketKind) {
 		c.stats.drop("stale_reply")
@@ -761,7 +752,7 @@ func (c *core) stale(p *rxPacket, r *remote) {
 // reference's Stalent): a nack, a done for a finished message, an ack for a
 // repeated alive, or a renew for a join to a forgotten uid. These replies
 // are budgeted, per remote r or, with r nil, for the whole stack.
-func (c *core) replyStale(p *rxPacket, r *remote, pk codec.PacketKind) {
+func (c *Core) replyStale(p *rxPacket, r *remote, pk codec.PacketKind) {
 	h := &p.Head
 	if ignoredStale(h.PacketKind) {
 		return
@@ -781,7 +772,7 @@ func (c *core) replyStale(p *rxPacket, r *remote, pk codec.PacketKind) {
 
 // removeStaleCorrespondents ends r's correspondent transactions of older
 // sessions once it started a newer one, whose ids start a new window.
-func (c *core) removeStaleCorrespondents(r *remote) {
+func (c *Core) removeStaleCorrespondents(r *remote) {
 	for _, t := range r.txns {
 		if k := t.key(); k.rf && !validSid(k.si, r.rsid) {
 			t.abort(c, codec.PacketKindNack)
@@ -793,7 +784,7 @@ func (c *core) removeStaleCorrespondents(r *remote) {
 
 // replaceStaleInitiators ends our transactions of older sessions after our
 // session changed, saving their messages to send after the next allow.
-func (c *core) replaceStaleInitiators(r *remote) {
+func (c *Core) replaceStaleInitiators(r *remote) {
 	for _, t := range r.txns {
 		k := t.key()
 		if k.rf || validSid(k.si, r.sid) {
@@ -811,7 +802,7 @@ func (c *core) replaceStaleInitiators(r *remote) {
 }
 
 // sendSaved sends again the messages saved when the session changed.
-func (c *core) sendSaved(r *remote) {
+func (c *Core) sendSaved(r *remote) {
 	saved := r.saved
 	r.saved = nil
 	for _, m := range saved {
@@ -822,7 +813,7 @@ func (c *core) sendSaved(r *remote) {
 // --- timers --------------------------------------------------------------
 
 // tick runs every timer due at now and recomputes the next wake-up.
-func (c *core) tick(now time.Time) {
+func (c *Core) tick(now time.Time) {
 	c.now = now
 	c.wake = time.Time{}
 	if !c.pendAt.IsZero() && !now.Before(c.pendAt) {
@@ -839,7 +830,7 @@ func (c *core) tick(now time.Time) {
 	}
 }
 
-func (c *core) tickRemote(r *remote) {
+func (c *Core) tickRemote(r *remote) {
 	for _, t := range r.txns {
 		if d := t.deadline(); !d.IsZero() && !c.now.Before(d) {
 			t.tick(c)
@@ -868,7 +859,7 @@ func (c *core) tickRemote(r *remote) {
 
 // --- presence ------------------------------------------------------------
 
-func (c *core) schedulePresence(r *remote, first bool) {
+func (c *Core) schedulePresence(r *remote, first bool) {
 	if c.cfg.AlivePeriod < 0 {
 		return
 	}
@@ -885,7 +876,7 @@ func (c *core) schedulePresence(r *remote, first bool) {
 
 // managePresence starts an alive when r's presence timer is due, and lets a
 // main estate reap a remote silent for Interim (§8.4).
-func (c *core) managePresence(r *remote) {
+func (c *Core) managePresence(r *remote) {
 	if c.cfg.AlivePeriod < 0 || r.reaped || r.presence.IsZero() {
 		return
 	}
@@ -907,7 +898,7 @@ func (c *core) managePresence(r *remote) {
 
 // refresh records an alive outcome (the reference's refresh): a nil alived
 // only restarts the presence timer.
-func (c *core) refresh(r *remote, alived *bool) {
+func (c *Core) refresh(r *remote, alived *bool) {
 	c.schedulePresence(r, false)
 	if alived == nil {
 		return
@@ -929,7 +920,7 @@ func (c *core) refresh(r *remote, alived *bool) {
 	r.alived, r.aliveKnown = *alived, true
 }
 
-func (c *core) unreap(r *remote) {
+func (c *Core) unreap(r *remote) {
 	if c.mainFlag && r.reaped {
 		r.reaped = false
 		c.event(EventUnreaped, r)
@@ -943,7 +934,7 @@ var (
 
 // --- join waiters ----------------------------------------------------------
 
-func (c *core) notifyWaiters(r *remote, err error) {
+func (c *Core) notifyWaiters(r *remote, err error) {
 	for _, w := range r.waiters {
 		w <- err
 	}

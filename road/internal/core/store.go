@@ -1,4 +1,4 @@
-package road
+package core
 
 import (
 	"errors"
@@ -10,9 +10,9 @@ import (
 	"github.com/raet-go/raet/keys"
 )
 
-// store is where a stack persists its estates and decides key acceptance:
-// the on-disk keep, or memory when Config.KeepDir is empty.
-type store interface {
+// Store is where a core persists its estates and decides key acceptance:
+// the on-disk keep (DiskStore), or memory (MemStore).
+type Store interface {
 	loadLocal() (keep.LocalEstate, keep.LocalRole, bool, error)
 	saveLocal(keep.LocalEstate, keep.LocalRole) error
 	// loadRemotes returns every kept remote with its role's keys and
@@ -38,6 +38,13 @@ type keptRemote struct {
 
 // diskStore is the reference-compatible keep.
 type diskStore struct{ k *keep.Keep }
+
+// DiskStore is the reference-compatible keep k.
+func DiskStore(k *keep.Keep) Store { return diskStore{k} }
+
+// MemStore keeps everything in memory, deciding acceptance with policy
+// auto as a keep does.
+func MemStore(auto keep.AutoMode) Store { return newMemStore(auto) }
 
 func (d diskStore) loadLocal() (keep.LocalEstate, keep.LocalRole, bool, error) {
 	e, err := d.k.LoadLocal()

@@ -1,4 +1,4 @@
-package road
+package core
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ import (
 //	  ◀────── ack                      allowed, session+1
 //	  ack ──────────────────────────▶  (both allowed; saved messages go)
 
-func (c *core) allowHead(r *remote, pk codec.PacketKind, si, ti uint32, cf bool) codec.Head {
+func (c *Core) allowHead(r *remote, pk codec.PacketKind, si, ti uint32, cf bool) codec.Head {
 	h := c.outHead(codec.TransactionKindAllow, pk, r.nuid, r.fuid, si, ti, cf)
 	h.BodyKind, h.FootKind = codec.BodyKindRaw, codec.FootKindNaCl
 	return h
@@ -36,7 +36,7 @@ func (c *core) allowHead(r *remote, pk codec.PacketKind, si, ti uint32, cf bool)
 // the new session id (§9.2) and the events. A remote that joined afresh
 // since its last allow has its session id set back here (to rsid; 0: the
 // next authenticated packet sets it), the only place where it may go back.
-func (c *core) allowed(r *remote, short keys.Box, peerShort keys.PublicKey, rsid uint32) error {
+func (c *Core) allowed(r *remote, short keys.Box, peerShort keys.PublicKey, rsid uint32) error {
 	if r.sessionReset {
 		r.sessionReset = false
 		r.rsid = rsid
@@ -55,8 +55,8 @@ func (c *core) allowed(r *remote, short keys.Box, peerShort keys.PublicKey, rsid
 		r.coat = r.prof.coat
 	}
 	r.allowed = true
-	if c.keylog != nil {
-		if _, err := io.WriteString(c.keylog, handshake.FormatKeyLog(r.short.Public, r.short.Private, r.peerShort)); err != nil {
+	if c.cfg.KeyLog != nil {
+		if _, err := io.WriteString(c.cfg.KeyLog, handshake.FormatKeyLog(r.short.Public, r.short.Private, r.peerShort)); err != nil {
 			c.log.Warn("raet: keylog", "err", err)
 		}
 	}
@@ -70,7 +70,7 @@ func (c *core) allowed(r *remote, short keys.Box, peerShort keys.PublicKey, rsid
 	return nil
 }
 
-func (c *core) failAllow(r *remote, err error) {
+func (c *Core) failAllow(r *remote, err error) {
 	c.notifyWaiters(r, &TxnError{Txn: "allow", Remote: r.name, Err: err})
 }
 
@@ -94,7 +94,7 @@ func (a *allower) key() txnKey                 { return txnKey{si: a.si, ti: a.t
 func (a *allower) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
 
 // startAllower starts an allow with r (a join first if r is not joined).
-func (c *core) startAllower(r *remote, cascade bool) {
+func (c *Core) startAllower(r *remote, cascade bool) {
 	if len(r.inProcess(codec.TransactionKindJoin)) > 0 || len(r.inProcess(codec.TransactionKindAllow)) > 0 {
 		return
 	}
@@ -121,7 +121,7 @@ func (c *core) startAllower(r *remote, cascade bool) {
 	a.send(c, codec.PacketKindHello, hello)
 }
 
-func (a *allower) send(c *core, pk codec.PacketKind, body []byte) {
+func (a *allower) send(c *Core, pk codec.PacketKind, body []byte) {
 	h := c.allowHead(a.r, pk, a.si, a.ti, false)
 	if b := c.sendNew(a.r, &h, body, a.r.ha); b != nil {
 		a.last, a.lastKind = b, pk
@@ -129,17 +129,17 @@ func (a *allower) send(c *core, pk codec.PacketKind, body []byte) {
 	}
 }
 
-func (a *allower) nack(c *core, pk codec.PacketKind) {
+func (a *allower) nack(c *Core, pk codec.PacketKind) {
 	c.removeTxn(a.r, a)
 	a.send(c, pk, nil)
 }
 
-func (a *allower) abort(c *core, pk codec.PacketKind) {
+func (a *allower) abort(c *Core, pk codec.PacketKind) {
 	a.nack(c, pk)
 	c.failAllow(a.r, ErrSessionChanged)
 }
 
-func (a *allower) receive(c *core, p *rxPacket) {
+func (a *allower) receive(c *Core, p *rxPacket) {
 	r := a.r
 	switch p.Head.PacketKind {
 	case codec.PacketKindCookie:
@@ -191,7 +191,7 @@ func (a *allower) receive(c *core, p *rxPacket) {
 	}
 }
 
-func (a *allower) tick(c *core) {
+func (a *allower) tick(c *Core) {
 	if a.timeout.due(c.now) {
 		c.removeTxn(a.r, a)
 		c.failAllow(a.r, ErrTimeout)
@@ -223,13 +223,13 @@ func (a *allowent) kind() codec.TransactionKind { return codec.TransactionKindAl
 func (a *allowent) key() txnKey                 { return txnKey{rf: true, si: a.si, ti: a.ti} }
 func (a *allowent) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
 
-func (c *core) startAllowent(p *rxPacket, r *remote) {
+func (c *Core) startAllowent(p *rxPacket, r *remote) {
 	a := &allowent{r: r, si: p.Head.SessionID, ti: p.Head.TransactionID,
 		timeout: after(c.now, c.cfg.AllowTimeout), redo: newRedo(250*time.Millisecond, time.Second)}
 	a.hello(c, p)
 }
 
-func (a *allowent) send(c *core, pk codec.PacketKind, body []byte) {
+func (a *allowent) send(c *Core, pk codec.PacketKind, body []byte) {
 	h := c.allowHead(a.r, pk, a.si, a.ti, true)
 	if b := c.sendNew(a.r, &h, body, a.r.ha); b != nil {
 		a.last, a.lastKind = b, pk
@@ -237,20 +237,20 @@ func (a *allowent) send(c *core, pk codec.PacketKind, body []byte) {
 	}
 }
 
-func (a *allowent) nack(c *core, pk codec.PacketKind) {
+func (a *allowent) nack(c *Core, pk codec.PacketKind) {
 	a.remove(c)
 	a.send(c, pk, nil)
 }
 
 // remove ends the allowent; its id is used.
-func (a *allowent) remove(c *core) {
+func (a *allowent) remove(c *Core) {
 	c.removeTxn(a.r, a)
 	a.r.used(a.si, a.ti)
 }
 
-func (a *allowent) abort(c *core, pk codec.PacketKind) { a.nack(c, pk) }
+func (a *allowent) abort(c *Core, pk codec.PacketKind) { a.nack(c, pk) }
 
-func (a *allowent) hello(c *core, p *rxPacket) {
+func (a *allowent) hello(c *Core, p *rxPacket) {
 	r := a.r
 	for _, t := range r.inProcess(codec.TransactionKindJoin) {
 		// A joinent that answered and waits for the joiner's ack: a
@@ -310,7 +310,7 @@ func (a *allowent) hello(c *core, p *rxPacket) {
 	a.send(c, codec.PacketKindCookie, cookie)
 }
 
-func (a *allowent) receive(c *core, p *rxPacket) {
+func (a *allowent) receive(c *Core, p *rxPacket) {
 	r := a.r
 	switch p.Head.PacketKind {
 	case codec.PacketKindHello:
@@ -360,7 +360,7 @@ func (a *allowent) receive(c *core, p *rxPacket) {
 	}
 }
 
-func (a *allowent) tick(c *core) {
+func (a *allowent) tick(c *Core) {
 	if a.timeout.due(c.now) {
 		if a.r.allowed && a.lastKind == codec.PacketKindAck {
 			// Allowed, but the final ack was lost: the session is up all

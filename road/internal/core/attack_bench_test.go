@@ -1,4 +1,4 @@
-package road
+package core
 
 import (
 	"bytes"
@@ -14,15 +14,13 @@ import (
 )
 
 // sink drops what c queued to send.
-func sink(c *core) {
-	for _, d := range c.out {
-		if d.buf != nil {
-			c.bufs.put(d.buf)
-		}
+func sink(c *Core) {
+	out := c.TakeOut(nil)
+	for i := range out {
+		out[i].Release()
 	}
-	clear(c.out)
-	c.out = c.out[:0]
-	c.events = c.events[:0]
+	c.out = out[:0]
+	c.ClearEvents()
 }
 
 // BenchmarkForgedDatagram is the receive cost of one forged datagram of
@@ -69,8 +67,8 @@ func BenchmarkForgedDatagram(b *testing.B) {
 		for _, cs := range cases {
 			b.Run(pr.name+"/"+cs.name, func(b *testing.B) {
 				var n atomic.Uint64
-				feet := newFootChecker(&n)
-				table := verifyKeys{r.nuid: (*[32]byte)(&r.verify)}
+				feet := NewFootChecker(&n)
+				table := VerifyKeys{r.nuid: (*[32]byte)(&r.verify)}
 				from := netip.MustParseAddrPort("127.66.0.1:9999")
 				b.ReportAllocs()
 				dg := bytes.Clone(cs.b)
@@ -80,14 +78,9 @@ func BenchmarkForgedDatagram(b *testing.B) {
 						i++
 						binary.LittleEndian.PutUint64(dg[len(dg)-8:], i)
 					}
-					var d rxPacket
-					d.from = from
-					err := packet.Parse(dg, &d.Packet)
-					var fc footCheck
-					if err == nil && d.Head.FootKind == codec.FootKindNaCl {
-						fc = feet.check(&d.Packet, table)
-					}
-					m.handle(&d, err, &fc)
+					var in Inbound
+					feet.Parse(&in, dg, from, table)
+					m.Receive(&in, p.now)
 					sink(m)
 				}
 				b.ReportMetric(float64(n.Load())/float64(b.N), "verifies/op")
@@ -102,7 +95,7 @@ func BenchmarkForgedDatagram(b *testing.B) {
 // list, and ours before it, kept ~109 B a message for 10 minutes). For the
 // figure of issue 11: -bench=ReceivedMessages -benchtime=1800000x.
 func BenchmarkReceivedMessages(b *testing.B) {
-	p := newPair(b, keep.AutoAlways, func(m, o *Config) { m.ReceiveQueue = 1 << 20 })
+	p := newPair(b, keep.AutoAlways, func(m, o *estate) { m.ReceiveQueue = 1 << 20 })
 	p.join()
 	o := p.otherRemote()
 	body, err := p.other.marshal(map[string]any{"n": 1})
@@ -128,7 +121,7 @@ func BenchmarkReceivedMessages(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		p.other.now = p.now
-		p.other.startMessenger(o, body, p.other.cfg.BodyKind, msgID{}, nil, p.now)
+		p.other.startMessenger(o, body, p.other.cfg.BodyKind, MsgID{}, nil, p.now)
 		if i%256 == 255 {
 			flush()
 		}

@@ -1,4 +1,4 @@
-package road
+package core
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 func (p *pair) segmentsFrom(n int) [][]byte {
 	p.tb.Helper()
 	o, r := p.other, p.otherRemote()
-	coat, err := sealWithID(r.coat, msgID{}, bytes.Repeat([]byte("s"), n))
+	coat, err := sealWithID(r.coat, MsgID{}, bytes.Repeat([]byte("s"), n))
 	if err != nil {
 		p.tb.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func (p *pair) segmentsFrom(n int) [][]byte {
 // time, so it is dropped MessageTimeout after its last new segment; new
 // segments do buy time, but never past maxReassemblyAge from the first.
 func TestReassemblyDeadline(t *testing.T) {
-	p := newPair(t, keep.AutoAlways, func(m, o *Config) { m.MessageTimeout, o.MessageTimeout = time.Minute, time.Minute })
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.MessageTimeout, o.MessageTimeout = time.Minute, time.Minute })
 	p.join()
 	held := func() int { return p.main.reasm.Pending() }
 

@@ -1,4 +1,4 @@
-package road
+package core
 
 import (
 	"bytes"
@@ -17,11 +17,10 @@ import (
 // few messages both ways.
 func fuzzPair(tb testing.TB, prof Profile) *pair {
 	tb.Helper()
-	p := &pair{tb: tb, now: time.Unix(1_700_000_000, 0), mainAddr: pairMain, otherAddr: pairOther,
-		delivered: map[*core][]Message{}}
-	for i, c := range []*Config{
-		{Name: "main", Main: true, Auto: keep.AutoAlways, AlivePeriod: -1, Profile: prof},
-		{Name: "other", Auto: keep.AutoAlways, AlivePeriod: -1, Profile: prof},
+	p := newRig(tb)
+	for i, c := range []*estate{
+		{Config: Config{Name: "main", Main: true, AlivePeriod: -1, Profile: prof}, Auto: keep.AutoAlways},
+		{Config: Config{Name: "other", AlivePeriod: -1, Profile: prof}, Auto: keep.AutoAlways},
 	} {
 		st := newMemStore(c.Auto)
 		var seed keys.SigningSeed
@@ -36,8 +35,8 @@ func fuzzPair(tb testing.TB, prof Profile) *pair {
 			p.other = core
 		}
 	}
-	p.main.start(p.mainAddr)
-	p.other.start(p.otherAddr)
+	p.main.Start(p.mainAddr, p.now)
+	p.other.Start(p.otherAddr, p.now)
 	p.join()
 	for i := range 2 {
 		if err := p.send(p.other, map[string]any{"n": i}); err != nil {

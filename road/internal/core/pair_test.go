@@ -1,8 +1,10 @@
-package road
+package core
 
 import (
 	"bytes"
 	"net/netip"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,25 +14,42 @@ import (
 )
 
 // pair is two cores, a main estate and another, that talk through memory
-// with a fake clock: the rig of the attack tests, the fuzz target and the
-// benchmarks of the core. Nothing runs but what the test calls.
+// on a fake clock: the rig of the transaction, attack and fuzz tests and
+// the benchmarks of the core. Nothing runs but what the test calls. Each
+// received datagram goes the way a running stack takes it: parsed and its
+// foot checked with the key table the core published, then Receive.
 type pair struct {
 	tb          testing.TB
 	now         time.Time
-	main, other *core
+	main, other *Core
 	mainAddr    netip.AddrPort
 	otherAddr   netip.AddrPort
 	// wire records every datagram that went between them, in order.
 	wire []wired
-	// delivered are the messages each core delivered.
-	delivered map[*core][]Message
+	// delivered and events are what each core delivered and reported.
+	delivered map[*Core][]Message
+	events    map[*Core][]Event
 	// cut drops, when set, what it returns true for (a lossy or on-path
 	// network).
 	cut func(w wired) bool
+	// link, when set, impairs the network (loss, duplication, reordering,
+	// delay) on the fake clock.
+	link *link
+	air  []flight // datagrams under way, by due time
+	feet map[*Core]*FootChecker
+	keys map[*Core]VerifyKeys
 }
 
 type wired struct {
-	from *core
+	from *Core
+	b    []byte
+}
+
+// flight is a datagram under way to its core.
+type flight struct {
+	due  time.Time
+	to   *Core
+	from netip.AddrPort
 	b    []byte
 }
 
@@ -39,84 +58,117 @@ var (
 	pairOther = netip.MustParseAddrPort("127.0.0.2:7531")
 )
 
+// estate is the configuration of one core of a pair: the core's, and its
+// store's (a keep in KeepDir, else memory, with policy Auto; the core is
+// told both).
+type estate struct {
+	Config
+	Auto    keep.AutoMode
+	KeepDir string
+}
+
 // newPair makes the two cores: main is Main with policy mainAuto, other
 // accepts any keys; cfg adjusts both configurations.
-func newPair(tb testing.TB, mainAuto keep.AutoMode, cfg func(main, other *Config)) *pair {
+func newPair(tb testing.TB, mainAuto keep.AutoMode, cfg func(main, other *estate)) *pair {
 	tb.Helper()
-	mc := Config{Name: "main", Main: true, Auto: mainAuto, AlivePeriod: -1}
-	oc := Config{Name: "other", Auto: keep.AutoAlways, AlivePeriod: -1}
+	mc := estate{Config: Config{Name: "main", Main: true, AlivePeriod: -1}, Auto: mainAuto}
+	oc := estate{Config: Config{Name: "other", AlivePeriod: -1}, Auto: keep.AutoAlways}
 	if cfg != nil {
 		cfg(&mc, &oc)
 	}
-	p := &pair{tb: tb, now: time.Unix(1_700_000_000, 0), mainAddr: pairMain, otherAddr: pairOther,
-		delivered: map[*core][]Message{}}
+	p := newRig(tb)
 	p.main = p.newCore(&mc, nil)
 	p.other = p.newCore(&oc, nil)
-	p.main.start(p.mainAddr)
-	p.other.start(p.otherAddr)
+	p.main.Start(p.mainAddr, p.now)
+	p.other.Start(p.otherAddr, p.now)
 	return p
 }
 
-func (p *pair) newCore(cfg *Config, st store) *core {
+func newRig(tb testing.TB) *pair {
+	return &pair{tb: tb, now: time.Unix(1_700_000_000, 0), mainAddr: pairMain, otherAddr: pairOther,
+		delivered: map[*Core][]Message{}, events: map[*Core][]Event{},
+		feet: map[*Core]*FootChecker{}, keys: map[*Core]VerifyKeys{}}
+}
+
+// newCore makes a core of e, with store st (nil: e's).
+func (p *pair) newCore(e *estate, st Store) *Core {
 	p.tb.Helper()
-	full, err := populate(cfg)
-	if err != nil {
-		p.tb.Fatal(err)
-	}
 	if st == nil {
-		if full.KeepDir != "" {
-			k, err := keep.Open(full.KeepDir, &keep.Config{Auto: full.Auto})
+		if e.KeepDir != "" {
+			k, err := keep.Open(e.KeepDir, &keep.Config{Auto: e.Auto})
 			if err != nil {
 				p.tb.Fatal(err)
 			}
-			st = diskStore{k}
+			st = DiskStore(k)
 		} else {
-			st = newMemStore(full.Auto)
+			st = MemStore(e.Auto)
 		}
 	}
-	c, err := newCore(full, st, p.now)
+	cfg := e.Config
+	cfg.Auto, cfg.KeepDir = e.Auto, e.KeepDir
+	c, err := New(&cfg, st, p.now)
 	if err != nil {
 		p.tb.Fatal(err)
 	}
 	return c
 }
 
-func (p *pair) addrOf(c *core) netip.AddrPort {
+func (p *pair) addrOf(c *Core) netip.AddrPort {
 	if c == p.main {
 		return p.mainAddr
 	}
 	return p.otherAddr
 }
 
-// pump carries datagrams both ways until none is left (bounded).
+// feed has c receive datagram b from `from` now, as a running stack does.
+func (p *pair) feed(c *Core, b []byte, from netip.AddrPort) {
+	if t, ok := c.VerifyKeys(); ok {
+		p.keys[c] = t
+	}
+	f := p.feet[c]
+	if f == nil {
+		f = NewFootChecker(new(atomic.Uint64))
+		p.feet[c] = f
+	}
+	var in Inbound
+	f.Parse(&in, b, from, p.keys[c])
+	c.Receive(&in, p.now)
+}
+
+// pump carries the datagrams both ways, and delivers those due, until none
+// is left to carry now (bounded).
 func (p *pair) pump() {
-	for range 10_000 {
+	for range 100_000 {
 		moved := false
-		for _, c := range []*core{p.main, p.other} {
-			out := c.out
-			c.out = nil
-			for _, d := range out {
-				b := bytes.Clone(d.b)
-				if d.buf != nil {
-					c.bufs.put(d.buf)
-				}
-				w := wired{from: c, b: b}
+		for _, c := range []*Core{p.main, p.other} {
+			out := c.TakeOut(nil)
+			for i := range out {
+				d := &out[i]
+				w := wired{from: c, b: bytes.Clone(d.B)}
+				to := d.To
+				d.Release()
 				p.wire = append(p.wire, w)
 				if p.cut != nil && p.cut(w) {
 					continue
 				}
-				moved = true
-				to := p.other
-				if d.to == p.mainAddr {
-					to = p.main
-				} else if d.to != p.otherAddr {
+				var dst *Core
+				switch to {
+				case p.mainAddr:
+					dst = p.main
+				case p.otherAddr:
+					dst = p.other
+				default:
 					continue // to an attacker's address: gone
 				}
-				to.now = p.now
-				to.receive(b, p.addrOf(c))
-				to.flushWake()
+				p.launch(flight{due: p.now, to: dst, from: p.addrOf(c), b: w.b})
 			}
 			p.collect(c)
+		}
+		for len(p.air) > 0 && !p.air[0].due.After(p.now) {
+			f := p.air[0]
+			p.air = p.air[1:]
+			p.feed(f.to, f.b, f.from)
+			moved = true
 		}
 		if !moved {
 			return
@@ -125,32 +177,55 @@ func (p *pair) pump() {
 	p.tb.Fatal("pair: the datagrams never stopped")
 }
 
-func (p *pair) collect(c *core) {
-	p.delivered[c] = append(p.delivered[c], c.delivery...)
-	c.delivery = c.delivery[:0]
-	c.events = c.events[:0]
+// launch puts a datagram under way, through the link's impairments.
+func (p *pair) launch(f flight) {
+	if p.link != nil {
+		for _, g := range p.link.pass(f) {
+			p.enqueue(g)
+		}
+		return
+	}
+	p.enqueue(f)
 }
 
-// advance moves the clock on by d in steps, running the timers due.
+func (p *pair) enqueue(f flight) {
+	i := len(p.air)
+	for i > 0 && p.air[i-1].due.After(f.due) {
+		i--
+	}
+	p.air = slices.Insert(p.air, i, f)
+}
+
+func (p *pair) collect(c *Core) {
+	p.delivered[c] = append(p.delivered[c], c.Deliveries()...)
+	c.Delivered(len(c.Deliveries()))
+	p.events[c] = append(p.events[c], c.Events()...)
+	c.ClearEvents()
+}
+
+// advance moves the clock on by d in steps, running the timers due and
+// delivering the datagrams under way as they arrive.
 func (p *pair) advance(d time.Duration) {
 	end := p.now.Add(d)
-	for range 100_000 {
+	for range 1_000_000 {
 		next := end
-		for _, c := range []*core{p.main, p.other} {
-			if !c.wake.IsZero() && c.wake.Before(next) {
-				next = c.wake
+		for _, c := range []*Core{p.main, p.other} {
+			if w := c.Deadline(); !w.IsZero() && w.Before(next) {
+				next = w
 			}
+		}
+		if len(p.air) > 0 && p.air[0].due.Before(next) {
+			next = p.air[0].due
 		}
 		if next.Before(p.now) {
 			next = p.now
 		}
 		p.now = next
-		for _, c := range []*core{p.main, p.other} {
-			if !c.wake.IsZero() && !c.wake.After(p.now) {
-				c.tick(p.now)
-				c.flushWake()
-				if !c.wake.IsZero() && !c.wake.After(p.now) {
-					p.tb.Fatalf("%s: a timer stays due after its tick (%v): the stack would spin", c.name, c.wake)
+		for _, c := range []*Core{p.main, p.other} {
+			if w := c.Deadline(); !w.IsZero() && !w.After(p.now) {
+				c.Tick(p.now)
+				if w := c.Deadline(); !w.IsZero() && !w.After(p.now) {
+					p.tb.Fatalf("%s: a timer stays due after its tick (%v): the stack would spin", c.name, w)
 				}
 			}
 		}
@@ -166,14 +241,8 @@ func (p *pair) advance(d time.Duration) {
 // sides end allowed.
 func (p *pair) join() {
 	p.tb.Helper()
-	o := p.other
-	r := o.newRemote(p.mainAddr, 0, 0)
-	o.addRemote(r)
 	res := make(chan error, 4)
-	r.waiters = append(r.waiters, res)
-	o.now = p.now
-	o.startJoiner(r, true, false)
-	o.flushWake()
+	p.other.Join(p.mainAddr, res, p.now)
 	p.pump()
 	p.advance(10 * time.Millisecond)
 	select {
@@ -195,7 +264,7 @@ func (p *pair) otherRemote() *remote { return p.other.byName[p.main.name] }
 
 // send has from send body to its peer and returns the outcome, after
 // pumping.
-func (p *pair) send(from *core, body map[string]any) error {
+func (p *pair) send(from *Core, body map[string]any) error {
 	p.tb.Helper()
 	r := p.otherRemote()
 	if from == p.main {
@@ -206,9 +275,7 @@ func (p *pair) send(from *core, body map[string]any) error {
 		p.tb.Fatal(err)
 	}
 	res := make(chan error, 1)
-	from.now = p.now
-	from.startMessenger(r, b, from.cfg.BodyKind, msgID{}, res, p.now)
-	from.flushWake()
+	from.Send(r.name, b, from.cfg.BodyKind, MsgID{}, res, p.now, p.now)
 	p.pump()
 	p.advance(time.Millisecond)
 	select {
@@ -226,10 +293,8 @@ type errorString string
 func (e errorString) Error() string { return string(e) }
 
 // inject feeds one hand-made datagram to c as if from `from`.
-func (p *pair) inject(c *core, b []byte, from netip.AddrPort) {
-	c.now = p.now
-	c.receive(bytes.Clone(b), from)
-	c.flushWake()
+func (p *pair) inject(c *Core, b []byte, from netip.AddrPort) {
+	p.feed(c, bytes.Clone(b), from)
 	p.pump()
 }
 

@@ -1,4 +1,4 @@
-package road
+package core
 
 import (
 	"errors"
@@ -41,11 +41,11 @@ type pendable interface {
 	txn
 	pendRole() string
 	// decided takes the operator's decision (accepted or rejected).
-	decided(c *core, status keep.Acceptance)
+	decided(c *Core, status keep.Acceptance)
 }
 
 // pend adds t to the joins the pend timer re-reads the keep for.
-func (c *core) pend(t pendable) {
+func (c *Core) pend(t pendable) {
 	c.pended = append(c.pended, t)
 	if c.pendAt.IsZero() {
 		c.pendAt = c.now.Add(pendRedo)
@@ -53,7 +53,7 @@ func (c *core) pend(t pendable) {
 	c.wakeAt(c.pendAt)
 }
 
-func (c *core) unpend(t pendable) {
+func (c *Core) unpend(t pendable) {
 	if i := slices.Index(c.pended, t); i >= 0 {
 		c.pended = slices.Delete(c.pended, i, i+1)
 	}
@@ -64,7 +64,7 @@ func (c *core) unpend(t pendable) {
 
 // checkPended re-reads, once per role, the acceptance of the keys the
 // pended joins wait on, and hands each join a decision made.
-func (c *core) checkPended() {
+func (c *Core) checkPended() {
 	status := make(map[string]keep.Acceptance)
 	for _, t := range slices.Clone(c.pended) {
 		if !slices.Contains(c.pended, t) {
@@ -92,7 +92,7 @@ func (c *core) checkPended() {
 // pendStranger pends joinent j of a remote we did not know, dropping the
 // oldest pended stranger (and its pending role file) beyond
 // maxPendingStrangers.
-func (c *core) pendStranger(j *joinent) {
+func (c *Core) pendStranger(j *joinent) {
 	n := 0
 	var oldest *joinent
 	for _, t := range c.pended {
@@ -114,7 +114,7 @@ func (c *core) pendStranger(j *joinent) {
 
 // forgetPendingRole deletes the kept role of a stranger dropped while its
 // keys were pending, unless a remote we know has that role.
-func (c *core) forgetPendingRole(role string) {
+func (c *Core) forgetPendingRole(role string) {
 	for _, r := range c.remotes {
 		if r.role == role {
 			return
@@ -139,7 +139,7 @@ type joinBody struct {
 
 // joinBody is a join request body, or with uid a response body, in the
 // reference's key order, with our advertisement last.
-func (c *core) joinBody(response bool, uid uint32) packet.OrderedMap {
+func (c *Core) joinBody(response bool, uid uint32) packet.OrderedMap {
 	b := packet.OrderedMap{
 		{Key: "name", Value: c.name},
 		{Key: "mode", Value: c.mode()},
@@ -159,7 +159,7 @@ func (c *core) joinBody(response bool, uid uint32) packet.OrderedMap {
 }
 
 // mode is the operation mode byte: bit 0x01 says we are main.
-func (c *core) mode() int {
+func (c *Core) mode() int {
 	if c.mainFlag {
 		return 1
 	}
@@ -243,7 +243,7 @@ func sameAll(r *remote, b *joinBody, from netip.AddrPort, fuid uint32) bool {
 }
 
 // apply takes the body's identity into r (a mutable road's change).
-func (c *core) apply(r *remote, b *joinBody, from netip.AddrPort, fuid uint32) error {
+func (c *Core) apply(r *remote, b *joinBody, from netip.AddrPort, fuid uint32) error {
 	if b.name != r.name {
 		if err := c.renameRemote(r, b.name); err != nil {
 			return err
@@ -277,7 +277,7 @@ func (j *joiner) key() txnKey                 { return txnKey{si: 0, ti: j.ti} }
 func (j *joiner) deadline() time.Time         { return earliest(time.Time(j.timeout), j.redo.at) }
 
 // startJoiner starts a join with r unless one is in process.
-func (c *core) startJoiner(r *remote, cascade, renewal bool) {
+func (c *Core) startJoiner(r *remote, cascade, renewal bool) {
 	if len(r.inProcess(codec.TransactionKindJoin)) > 0 {
 		return
 	}
@@ -300,13 +300,13 @@ func (c *core) startJoiner(r *remote, cascade, renewal bool) {
 	}
 }
 
-func (j *joiner) head(c *core, pk codec.PacketKind) codec.Head {
+func (j *joiner) head(c *Core, pk codec.PacketKind) codec.Head {
 	h := c.outHead(codec.TransactionKindJoin, pk, j.se, j.de, 0, j.ti, false)
 	h.BodyKind = c.cfg.BodyKind
 	return h
 }
 
-func (j *joiner) send(c *core, pk codec.PacketKind, body []byte) {
+func (j *joiner) send(c *Core, pk codec.PacketKind, body []byte) {
 	h := j.head(c, pk)
 	if b := c.sendNew(j.r, &h, body, j.r.ha); b != nil {
 		j.last, j.lastKind = b, pk
@@ -317,7 +317,7 @@ func (j *joiner) send(c *core, pk codec.PacketKind, body []byte) {
 	}
 }
 
-func (j *joiner) remove(c *core) {
+func (j *joiner) remove(c *Core) {
 	c.removeTxn(j.r, j)
 	c.unpend(j)
 	if j.vacuous && c.joinees[j.r.ha] == j.r && len(j.r.txns) == 0 {
@@ -325,7 +325,7 @@ func (j *joiner) remove(c *core) {
 	}
 }
 
-func (j *joiner) receive(c *core, p *rxPacket) {
+func (j *joiner) receive(c *Core, p *rxPacket) {
 	if p.from != j.r.ha {
 		c.stats.drop("join_wrong_source") // the joinent answers from where we sent
 		return
@@ -350,7 +350,7 @@ func (j *joiner) receive(c *core, p *rxPacket) {
 	}
 }
 
-func (j *joiner) renew(c *core) {
+func (j *joiner) renew(c *Core) {
 	j.remove(c)
 	if !c.cfg.Mutable {
 		c.report(EventRejected, j.r.name, j.r.nuid, ReasonUnknownToRemote, j.r.ha, c.hint(ReasonUnknownToRemote, j.r.name))
@@ -362,7 +362,7 @@ func (j *joiner) renew(c *core) {
 	c.startJoiner(j.r, j.cascade, true)
 }
 
-func (j *joiner) accept(c *core, p *rxPacket) {
+func (j *joiner) accept(c *Core, p *rxPacket) {
 	b, err := parseJoinBody(p, true)
 	if err != nil {
 		c.stats.drop("join_body")
@@ -440,7 +440,7 @@ func (j *joiner) accept(c *core, p *rxPacket) {
 
 func (j *joiner) pendRole() string { return j.r.role }
 
-func (j *joiner) decided(c *core, status keep.Acceptance) {
+func (j *joiner) decided(c *Core, status keep.Acceptance) {
 	if status == keep.Accepted {
 		j.completify(c)
 		return
@@ -456,7 +456,7 @@ func (j *joiner) decided(c *core, status keep.Acceptance) {
 // that lost its keep and counts its sessions from 1 again: the reference
 // resets rsid here; we only note it, for the next allow, which is
 // authenticated, to act on (see route and allowed).
-func (c *core) joined(r *remote, vacuous bool) {
+func (c *Core) joined(r *remote, vacuous bool) {
 	if r.sid == 0 {
 		r.nextSid()
 		c.replaceStaleInitiators(r)
@@ -470,7 +470,7 @@ func (c *core) joined(r *remote, vacuous bool) {
 	c.saveLocal()
 }
 
-func (j *joiner) completify(c *core) {
+func (j *joiner) completify(c *Core) {
 	r := j.r
 	c.joined(r, j.vacuous)
 	j.send(c, codec.PacketKindAck, nil)
@@ -484,17 +484,17 @@ func (j *joiner) completify(c *core) {
 	}
 }
 
-func (j *joiner) nack(c *core, pk codec.PacketKind) {
+func (j *joiner) nack(c *Core, pk codec.PacketKind) {
 	j.send(c, pk, nil)
 	j.remove(c)
 }
 
-func (j *joiner) abort(c *core, pk codec.PacketKind) {
+func (j *joiner) abort(c *Core, pk codec.PacketKind) {
 	j.nack(c, pk)
 	c.failJoin(j.r, ErrSessionChanged)
 }
 
-func (j *joiner) tick(c *core) {
+func (j *joiner) tick(c *Core) {
 	if j.timeout.due(c.now) {
 		j.remove(c)
 		c.failJoin(j.r, j.failure(c, ErrTimeout))
@@ -515,7 +515,7 @@ func (j *joiner) tick(c *core) {
 
 // failJoin ends the Join calls waiting on r; a remote that never answered
 // is named by its address.
-func (c *core) failJoin(r *remote, err error) {
+func (c *Core) failJoin(r *remote, err error) {
 	if je, ok := err.(*JoinError); ok {
 		je.Addr = r.ha
 		if r.fuid != 0 {
@@ -551,14 +551,14 @@ func (j *joinent) kind() codec.TransactionKind { return codec.TransactionKindJoi
 func (j *joinent) key() txnKey                 { return txnKey{rf: true, si: 0, ti: j.ti} }
 func (j *joinent) deadline() time.Time         { return earliest(time.Time(j.timeout), j.redo.at) }
 
-func (c *core) startJoinent(p *rxPacket, r *remote) {
+func (c *Core) startJoinent(p *rxPacket, r *remote) {
 	j := &joinent{r: r, ti: p.Head.TransactionID, from: p.from, se: p.Head.DestinationID, de: p.Head.SourceID,
 		timeout: after(c.now, c.cfg.JoinentTimeout), redo: newRedo(100*time.Millisecond, 2*time.Second)}
 	j.redo.cur = 0
 	j.join(c, p)
 }
 
-func (j *joinent) send(c *core, pk codec.PacketKind, body []byte) {
+func (j *joinent) send(c *Core, pk codec.PacketKind, body []byte) {
 	h := c.outHead(codec.TransactionKindJoin, pk, j.se, j.de, 0, j.ti, true)
 	h.BodyKind = c.cfg.BodyKind
 	if b := c.sendNew(j.r, &h, body, j.from); b != nil {
@@ -567,7 +567,7 @@ func (j *joinent) send(c *core, pk codec.PacketKind, body []byte) {
 	}
 }
 
-func (j *joinent) remove(c *core) {
+func (j *joinent) remove(c *Core) {
 	c.removeTxn(j.r, j)
 	c.unpend(j)
 	if j.vacuous && c.joinees[j.from] == j.r && len(j.r.txns) == 0 {
@@ -580,16 +580,16 @@ func (j *joinent) remove(c *core) {
 }
 
 // nack answers the joiner with pk (to the address it wrote from) and ends.
-func (j *joinent) nack(c *core, pk codec.PacketKind) {
+func (j *joinent) nack(c *Core, pk codec.PacketKind) {
 	h := c.outHead(codec.TransactionKindJoin, pk, j.se, j.de, 0, j.ti, true)
 	h.BodyKind = c.cfg.BodyKind
 	c.sendNew(j.r, &h, nil, j.from)
 	j.remove(c)
 }
 
-func (j *joinent) abort(c *core, pk codec.PacketKind) { j.nack(c, pk) }
+func (j *joinent) abort(c *Core, pk codec.PacketKind) { j.nack(c, pk) }
 
-func (j *joinent) receive(c *core, p *rxPacket) {
+func (j *joinent) receive(c *Core, p *rxPacket) {
 	if p.from != j.from {
 		c.stats.drop("join_wrong_source")
 		return
@@ -608,7 +608,7 @@ func (j *joinent) receive(c *core, p *rxPacket) {
 	}
 }
 
-func (j *joinent) join(c *core, p *rxPacket) {
+func (j *joinent) join(c *Core, p *rxPacket) {
 	b, err := parseJoinBody(p, false)
 	if err != nil {
 		c.stats.drop("join_body")
@@ -732,7 +732,7 @@ func (j *joinent) join(c *core, p *rxPacket) {
 // joinBudget says whether a join request from `from` for remote r may be
 // served: a remote we know, at its address, has its own budget; anyone else
 // is a stranger.
-func (c *core) joinBudget(r *remote, from netip.AddrPort) bool {
+func (c *Core) joinBudget(r *remote, from netip.AddrPort) bool {
 	if r.added && r.ha == from {
 		return r.joins.take(c.now, joinRate, joinBurst)
 	}
@@ -742,7 +742,7 @@ func (c *core) joinBudget(r *remote, from netip.AddrPort) bool {
 // ackAccept answers a request whose keys are accepted: a stranger becomes a
 // remote now (its next packets, signed, name its new uid), to be forgotten
 // if its join does not complete.
-func (j *joinent) ackAccept(c *core) {
+func (j *joinent) ackAccept(c *Core) {
 	r := j.r
 	if !r.added {
 		if o := c.byName[r.name]; o != nil {
@@ -764,7 +764,7 @@ func (j *joinent) ackAccept(c *core) {
 // complete ends the join when the joiner acknowledges our response. An ack
 // of anything else (a pend: the keys wait for an operator) completes
 // nothing: only accepted keys join.
-func (j *joinent) complete(c *core) {
+func (j *joinent) complete(c *Core) {
 	if j.lastKind != codec.PacketKindResponse {
 		c.stats.drop("join_ack_unaccepted")
 		return
@@ -782,7 +782,7 @@ func (j *joinent) complete(c *core) {
 	c.event(EventJoined, r)
 }
 
-func (j *joinent) tick(c *core) {
+func (j *joinent) tick(c *Core) {
 	if j.timeout.due(c.now) {
 		j.nack(c, codec.PacketKindNack)
 		return
@@ -798,7 +798,7 @@ func (j *joinent) tick(c *core) {
 
 func (j *joinent) pendRole() string { return j.b.role }
 
-func (j *joinent) decided(c *core, status keep.Acceptance) {
+func (j *joinent) decided(c *Core, status keep.Acceptance) {
 	if status == keep.Accepted {
 		j.pended = false
 		j.timeout = after(c.now, c.cfg.JoinentTimeout)

@@ -1,4 +1,4 @@
-package road
+package core
 
 import (
 	"errors"
@@ -41,7 +41,7 @@ type messenger struct {
 	si, ti  uint32
 	body    []byte // the serialized body, kept to send again in a new session
 	bk      codec.BodyKind
-	id      msgID // its stable id, sent to peers that negotiated message ids
+	id      MsgID // its stable id, sent to peers that negotiated message ids
 	coat    []byte
 	segSize int
 	count   int
@@ -64,7 +64,7 @@ func (m *messenger) deadline() time.Time         { return earliest(time.Time(m.t
 
 // startMessenger sends a serialized body with its id to r. result receives
 // the outcome.
-func (c *core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id msgID, result chan<- error, started time.Time) {
+func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgID, result chan<- error, started time.Time) {
 	m := &messenger{r: r, body: body, bk: bk, id: id, result: result, started: started, lastSeg: -1}
 	if !r.allowed || r.coat == nil {
 		m.finish(c, ErrNotAllowed)
@@ -96,7 +96,7 @@ func (c *core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id msgI
 	m.burst(c)
 }
 
-func (m *messenger) head(c *core, pk codec.PacketKind, flags uint8) codec.Head {
+func (m *messenger) head(c *Core, pk codec.PacketKind, flags uint8) codec.Head {
 	h := c.outHead(codec.TransactionKindMessage, pk, m.r.nuid, m.r.fuid, m.si, m.ti, false)
 	h.BodyKind, h.CoatKind = m.bk, m.r.coatKind()
 	h.SetWait(flags&segWait != 0)
@@ -107,7 +107,7 @@ func (m *messenger) head(c *core, pk codec.PacketKind, flags uint8) codec.Head {
 // sendSeg packs and sends segment i with its current flags, in a pooled
 // buffer, and keeps a copy of its bytes in last (whose memory the
 // messenger reuses: one allocation per message, not per packet).
-func (m *messenger) sendSeg(c *core, i int, again bool) {
+func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	h := &c.txHead
 	*h = m.head(c, codec.PacketKindMessage, m.flags[i])
 	h.FootKind = codec.FootKindNaCl
@@ -133,7 +133,7 @@ func (m *messenger) sendSeg(c *core, i int, again bool) {
 
 // sample gives the remote's RTT estimate the time since the last packet,
 // unless it was sent again.
-func (m *messenger) sample(c *core) {
+func (m *messenger) sample(c *Core) {
 	if !m.sentAt.IsZero() {
 		m.r.observeRTT(c.now.Sub(m.sentAt))
 		m.sentAt = time.Time{}
@@ -141,7 +141,7 @@ func (m *messenger) sample(c *core) {
 }
 
 // burst sends the next BurstSize segments (all when 0), wf on the last.
-func (m *messenger) burst(c *core) {
+func (m *messenger) burst(c *Core) {
 	if !m.r.allowed {
 		c.removeTxn(m.r, m)
 		m.finish(c, ErrNotAllowed)
@@ -161,7 +161,7 @@ func (m *messenger) burst(c *core) {
 	}
 }
 
-func (m *messenger) receive(c *core, p *rxPacket) {
+func (m *messenger) receive(c *Core, p *rxPacket) {
 	r := m.r
 	switch p.Head.PacketKind {
 	case codec.PacketKindAck:
@@ -213,7 +213,7 @@ func (m *messenger) receive(c *core, p *rxPacket) {
 
 // sendMisseds sends the segments asked for again: af on all, wf only on the
 // last of the burst.
-func (m *messenger) sendMisseds(c *core) {
+func (m *messenger) sendMisseds(c *Core) {
 	n := len(m.misseds)
 	if b := c.cfg.BurstSize; b > 0 {
 		n = min(n, b)
@@ -231,7 +231,7 @@ func (m *messenger) sendMisseds(c *core) {
 	m.misseds = append(m.misseds[:0], m.misseds[n:]...)
 }
 
-func (m *messenger) tick(c *core) {
+func (m *messenger) tick(c *Core) {
 	if m.timeout.due(c.now) {
 		c.removeTxn(m.r, m)
 		m.finish(c, ErrTimeout)
@@ -252,14 +252,14 @@ func (m *messenger) tick(c *core) {
 
 // abort ends the messenger when its session went stale; the core saves it
 // to send again after the next allow.
-func (m *messenger) abort(c *core, pk codec.PacketKind) {
+func (m *messenger) abort(c *Core, pk codec.PacketKind) {
 	h := &c.txHead
 	*h = m.head(c, pk, 0)
 	c.send(m.r, h, nil, m.r.ha)
 }
 
 // finish reports the outcome to Send.
-func (m *messenger) finish(c *core, err error) {
+func (m *messenger) finish(c *Core, err error) {
 	if err == nil {
 		c.stats.c.MessagesOut++
 	} else {
@@ -318,11 +318,12 @@ type messengent struct {
 	lowest  int
 	highest int
 	pending *Message // whole, waiting for room to deliver
-	id      msgID    // pending's id, from a peer that negotiated message ids
+	id      MsgID    // pending's id, from a peer that negotiated message ids
 	// decoding: pending's body is being decoded off the owner goroutine
 	// (a BatchSerializer's kind); complete waits for decoded.
 	decoding bool
 	first    time.Time // its first packet
+	dec      Decode    // pending's body, for the decoder
 	timeout  expiry
 	redo     redo
 }
@@ -332,13 +333,13 @@ func (m *messengent) key() txnKey                 { return txnKey{rf: true, si: 
 func (m *messengent) deadline() time.Time         { return earliest(time.Time(m.timeout), m.redo.at) }
 func (m *messengent) msgKey() msgKey              { return msgKey{m.r.nuid, m.si, m.ti} }
 
-func (c *core) startMessengent(p *rxPacket, r *remote) {
+func (c *Core) startMessengent(p *rxPacket, r *remote) {
 	m := &messengent{r: r, si: p.Head.SessionID, ti: p.Head.TransactionID, wait: p.Head.Wait(),
 		ck: p.Head.CoatKind, fk: p.Head.FootKind, redo: r.messageRedo()}
 	m.message(c, p)
 }
 
-func (m *messengent) send(c *core, pk codec.PacketKind, body []byte, sn int) {
+func (m *messengent) send(c *Core, pk codec.PacketKind, body []byte, sn int) {
 	h := &c.txHead
 	*h = c.outHead(codec.TransactionKindMessage, pk, m.r.nuid, m.r.fuid, m.si, m.ti, true)
 	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, m.ck, m.fk
@@ -349,20 +350,20 @@ func (m *messengent) send(c *core, pk codec.PacketKind, body []byte, sn int) {
 	}
 }
 
-func (m *messengent) remove(c *core) {
+func (m *messengent) remove(c *Core) {
 	c.removeTxn(m.r, m)
 	c.reasm.Drop(m.msgKey())
 	m.r.used(m.si, m.ti)
 }
 
-func (m *messengent) nack(c *core) {
+func (m *messengent) nack(c *Core) {
 	m.send(c, codec.PacketKindNack, nil, 0)
 	m.remove(c)
 }
 
-func (m *messengent) abort(c *core, pk codec.PacketKind) { m.nack(c) }
+func (m *messengent) abort(c *Core, pk codec.PacketKind) { m.nack(c) }
 
-func (m *messengent) receive(c *core, p *rxPacket) {
+func (m *messengent) receive(c *Core, p *rxPacket) {
 	switch p.Head.PacketKind {
 	case codec.PacketKindMessage:
 		m.message(c, p)
@@ -372,7 +373,7 @@ func (m *messengent) receive(c *core, p *rxPacket) {
 	}
 }
 
-func (m *messengent) message(c *core, p *rxPacket) {
+func (m *messengent) message(c *Core, p *rxPacket) {
 	r := m.r
 	if !r.allowed || r.coat == nil {
 		m.nack(c)
@@ -428,7 +429,8 @@ func (m *messengent) message(c *core, p *rxPacket) {
 		m.pending, m.id = msg, id
 		if later {
 			m.decoding = true
-			c.decodes = append(c.decodes, m)
+			m.dec = Decode{Kind: msg.Kind, Raw: msg.Raw, m: m}
+			c.decodes = append(c.decodes, &m.dec)
 			return
 		}
 		m.complete(c)
@@ -441,7 +443,7 @@ func (m *messengent) message(c *core, p *rxPacket) {
 
 // reassemblyFull counts a segment dropped for want of reassembly room and
 // logs it, at most once a minute per remote.
-func (c *core) reassemblyFull(r *remote, err error) {
+func (c *Core) reassemblyFull(r *remote, err error) {
 	reason := "reassembly_full"
 	if errors.Is(err, packet.ErrRemoteQuota) {
 		reason = "reassembly_remote_full"
@@ -456,7 +458,7 @@ func (c *core) reassemblyFull(r *remote, err error) {
 }
 
 // askMore asks for the missing segments, or acknowledges the highest seen.
-func (m *messengent) askMore(c *core) {
+func (m *messengent) askMore(c *Core) {
 	missing, high := c.reasm.Missing(nil, m.msgKey())
 	if high < 0 {
 		m.lowest = 0 // evicted, or nothing stored yet: ask for everything again
@@ -486,8 +488,8 @@ func (m *messengent) askMore(c *core) {
 // complete delivers the message and sends done, unless the receive queue is
 // full: then it waits (and says nothing, so the sender retries) until there
 // is room.
-func (m *messengent) complete(c *core) {
-	if m.id.seq != 0 && m.r.mids.repeated(m.id, c.now) {
+func (m *messengent) complete(c *Core) {
+	if m.id.Seq != 0 && m.r.mids.repeated(m.id, c.now) {
 		// Delivered before, in this session or an earlier one (a sender
 		// restarted on its durable queue): done, and not again.
 		c.stats.drop("message_id_repeated")
@@ -501,7 +503,7 @@ func (m *messengent) complete(c *core) {
 		c.wakeAt(m.redo.at)
 		return
 	}
-	if m.id.seq != 0 {
+	if m.id.Seq != 0 {
 		m.r.mids.delivered(m.id, c.now)
 	}
 	c.delivery = append(c.delivery, *m.pending)
@@ -510,7 +512,7 @@ func (m *messengent) complete(c *core) {
 	m.remove(c)
 }
 
-func (m *messengent) tick(c *core) {
+func (m *messengent) tick(c *Core) {
 	if m.timeout.due(c.now) {
 		m.nack(c)
 		return
@@ -531,7 +533,7 @@ func (m *messengent) tick(c *core) {
 
 // decoded takes the outcome of decoding the pending body off the owner
 // goroutine: deliver it, or nack a body that does not decode.
-func (m *messengent) decoded(c *core, body map[string]any, err error) {
+func (m *messengent) decoded(c *Core, body map[string]any, err error) {
 	if !m.decoding || m.r.txns[m.key()] != txn(m) {
 		return // ended meanwhile (timeout, nack)
 	}
@@ -548,7 +550,7 @@ func (m *messengent) decoded(c *core, body map[string]any, err error) {
 // openMessage opens a whole coat, takes its id (from a peer that
 // negotiated message ids) and decodes its body, or, for a body of a
 // BatchSerializer's kind, leaves that to the decoder goroutine (later).
-func (c *core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat []byte) (msg *Message, id msgID, later bool, err error) {
+func (c *Core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat []byte) (msg *Message, id MsgID, later bool, err error) {
 	if r.coat == nil || ck != r.coat.Kind() {
 		return nil, id, false, errCoatKind // a downgrade (ck=0) or any other coat
 	}
@@ -569,7 +571,7 @@ func (c *core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat
 	if err != nil {
 		return nil, id, false, err
 	}
-	if _, ok := ser.(packet.BatchSerializer); ok && c.decodeAsync && len(plain) > 0 {
+	if _, ok := ser.(packet.BatchSerializer); ok && c.cfg.DecodeLater && len(plain) > 0 {
 		return msg, id, true, nil
 	}
 	if err := ser.Unmarshal(plain, &msg.Body); err != nil {

@@ -1,4 +1,4 @@
-package road
+package core
 
 import (
 	"hash/maphash"
@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/packet"
 )
 
@@ -144,14 +145,14 @@ func (l *limits) stranger(now time.Time, from netip.Addr) bool {
 	return b.take(now, sourceRate, sourceBurst) && l.strangers.take(now, strangerRate, strangerBurst)
 }
 
-// footChecker checks the Ed25519 feet of received datagrams for one reader
-// goroutine, with the key table the owner published. It remembers the feet
+// FootChecker parses received datagrams and checks their Ed25519 feet for
+// one reader goroutine, with a key table the owner took from VerifyKeys. It remembers the feet
 // it checked: a datagram seen before (a retransmission, a replay, a flood
 // of one captured packet) gets the same answer without a second
 // verification, and a signature seen valid on other bytes fails at once,
 // since an Ed25519 signature is deterministic: one key signs one message
 // one way. Its memory is bounded (maxSeenFeet).
-type footChecker struct {
+type FootChecker struct {
 	seed maphash.Seed
 	seen map[[packet.NaClFootSize]byte]seenFoot
 	foot *packet.NaClFoot
@@ -167,15 +168,28 @@ type seenFoot struct {
 
 const maxSeenFeet = 2048
 
-func newFootChecker(n *atomic.Uint64) *footChecker {
-	f := &footChecker{seed: maphash.MakeSeed(), seen: make(map[[packet.NaClFootSize]byte]seenFoot), n: n}
+// NewFootChecker makes a checker that counts its verifications in n.
+func NewFootChecker(n *atomic.Uint64) *FootChecker {
+	f := &FootChecker{seed: maphash.MakeSeed(), seen: make(map[[packet.NaClFootSize]byte]seenFoot), n: n}
 	f.foot = packet.NewNaClFoot(nil, func(uint32) (*[32]byte, bool) { return f.key, f.key != nil })
 	return f
 }
 
+// Parse parses datagram b from `from` into in and, when it has an Ed25519
+// foot, checks it with the key table gives for its de. in keeps pointers
+// into b until Receive has taken it.
+func (f *FootChecker) Parse(in *Inbound, b []byte, from netip.AddrPort, table VerifyKeys) {
+	*in = Inbound{}
+	in.pkt.from = from
+	in.parseErr = packet.Parse(b, &in.pkt.Packet)
+	if in.parseErr == nil && in.pkt.Head.FootKind == codec.FootKindNaCl {
+		in.foot = f.check(&in.pkt.Packet, table)
+	}
+}
+
 // check checks p's Ed25519 foot (p.Foot is NaClFootSize bytes: Parse saw
 // to it) with the key table gives for its de.
-func (f *footChecker) check(p *packet.Packet, table verifyKeys) footCheck {
+func (f *FootChecker) check(p *packet.Packet, table VerifyKeys) footCheck {
 	key := table[p.Head.DestinationID]
 	if key == nil {
 		return footCheck{}

@@ -1,4 +1,4 @@
-package road
+package core
 
 import (
 	"time"
@@ -23,7 +23,7 @@ func (a *aliver) kind() codec.TransactionKind { return codec.TransactionKindAliv
 func (a *aliver) key() txnKey                 { return txnKey{si: a.si, ti: a.ti} }
 func (a *aliver) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
 
-func (c *core) aliveHead(r *remote, pk codec.PacketKind, si, ti uint32, cf bool) codec.Head {
+func (c *Core) aliveHead(r *remote, pk codec.PacketKind, si, ti uint32, cf bool) codec.Head {
 	h := c.outHead(codec.TransactionKindAlive, pk, r.nuid, r.fuid, si, ti, cf)
 	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, r.coatKind(), codec.FootKindNaCl
 	return h
@@ -31,7 +31,7 @@ func (c *core) aliveHead(r *remote, pk codec.PacketKind, si, ti uint32, cf bool)
 
 // startAliver checks that r is present, joining or allowing first when it
 // is not joined or allowed.
-func (c *core) startAliver(r *remote, cascade bool) {
+func (c *Core) startAliver(r *remote, cascade bool) {
 	if !r.joined {
 		c.startJoiner(r, cascade, false)
 		return
@@ -54,7 +54,7 @@ func (c *core) startAliver(r *remote, cascade bool) {
 	c.addTxn(r, a)
 }
 
-func (a *aliver) receive(c *core, p *rxPacket) {
+func (a *aliver) receive(c *Core, p *rxPacket) {
 	r := a.r
 	switch p.Head.PacketKind {
 	case codec.PacketKindAck:
@@ -79,7 +79,7 @@ func (a *aliver) receive(c *core, p *rxPacket) {
 	}
 }
 
-func (a *aliver) tick(c *core) {
+func (a *aliver) tick(c *Core) {
 	if a.timeout.due(c.now) {
 		c.removeTxn(a.r, a)
 		c.refresh(a.r, no)
@@ -91,13 +91,13 @@ func (a *aliver) tick(c *core) {
 	}
 }
 
-func (a *aliver) abort(c *core, pk codec.PacketKind) {
+func (a *aliver) abort(c *Core, pk codec.PacketKind) {
 	h := c.aliveHead(a.r, pk, a.si, a.ti, false)
 	c.sendNew(a.r, &h, nil, a.r.ha)
 }
 
 // startAlivent answers an alive request at once; it keeps no state.
-func (c *core) startAlivent(p *rxPacket, r *remote) {
+func (c *Core) startAlivent(p *rxPacket, r *remote) {
 	pk := codec.PacketKindAck
 	switch {
 	case !r.joined:

@@ -1,4 +1,4 @@
-package road
+package core
 
 import (
 	"math/bits"

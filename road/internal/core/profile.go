@@ -1,4 +1,4 @@
-package road
+package core
 
 import (
 	"crypto/sha256"
@@ -54,7 +54,7 @@ type caps struct {
 const capsPrefix = "raet-caps:"
 
 // ourCaps is what this stack advertises, from its configuration.
-func (c *core) ourCaps() *caps {
+func (c *Core) ourCaps() *caps {
 	if c.cfg.Profile == ProfileReference {
 		return nil
 	}
@@ -204,7 +204,7 @@ type profile struct {
 }
 
 // negotiate picks the best common profile, or nil for the reference one.
-func (c *core) negotiate(r *remote) (*profile, error) {
+func (c *Core) negotiate(r *remote) (*profile, error) {
 	ours := c.ourCaps()
 	if ours == nil || r.peerCaps == nil {
 		return nil, nil

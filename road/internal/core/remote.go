@@ -1,4 +1,4 @@
-package road
+package core
 
 import (
 	"net/netip"
@@ -88,14 +88,14 @@ type txnKey struct {
 type txn interface {
 	kind() codec.TransactionKind
 	key() txnKey
-	receive(c *core, p *rxPacket)
+	receive(c *Core, p *rxPacket)
 	// tick runs the timers that are due at c.now.
-	tick(c *core)
+	tick(c *Core)
 	// deadline is when tick must run next (zero: no timer).
 	deadline() time.Time
 	// abort ends the transaction because its session went stale, sending
 	// the peer a nack of kind pk when it is not zero.
-	abort(c *core, pk codec.PacketKind)
+	abort(c *Core, pk codec.PacketKind)
 }
 
 // coatKind is the coat kind of the session: NaCl unless another was
@@ -148,7 +148,7 @@ func (r *remote) inProcess(k codec.TransactionKind) []txn {
 	return out
 }
 
-func (c *core) info(r *remote) Remote {
+func (c *Core) info(r *remote) Remote {
 	out := Remote{Name: r.name, UID: r.nuid, FUID: r.fuid, Addr: r.ha, Role: r.role, Kind: r.kind, Main: r.main,
 		Joined: r.joined, Allowed: r.allowed, Alive: r.alived, Reaped: r.reaped, SID: r.sid, RSID: r.rsid,
 		HeadKind: c.cfg.HeadKind, FootKind: codec.FootKindNaCl, MaxPacketSize: c.cfg.MaxPacketSize}

@@ -1,0 +1,198 @@
+// Package core is the road's protocol: an estate's state and its
+// transactions (join, allow, alive, message), with no sockets, no
+// goroutines and no clock, in the sans-IO style of quic-go's ackhandler.
+// Package road runs it: one owner goroutine makes every call, readers
+// parse and check datagrams with a FootChecker, a writer sends Out.
+//
+// The owner feeds the core datagrams (Receive) and commands (Join, Send),
+// each with the time, advances the time (Tick, when Deadline says), and
+// takes from it the datagrams to send (TakeOut), the delivered messages
+// (Deliveries), the events (Events), the bodies left for a decoder
+// (Decodes) and the key table readers verify with (VerifyKeys).
+package core
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+)
+
+// Inbound is a received datagram, parsed and, for an Ed25519 foot,
+// checked (FootChecker.Parse): what Receive takes.
+type Inbound struct {
+	pkt      rxPacket
+	parseErr error
+	foot     footCheck
+}
+
+// Receive handles one received datagram at now (§8.6). Anything malformed
+// or unauthenticated is dropped and counted. The core keeps no pointer into
+// in or its bytes.
+func (c *Core) Receive(in *Inbound, now time.Time) {
+	c.now = now
+	c.handle(&in.pkt, in.parseErr, &in.foot)
+}
+
+// Tick runs the timers due at now.
+func (c *Core) Tick(now time.Time) { c.tick(now) }
+
+// Deadline is when Tick must run next; zero when no timer is set.
+func (c *Core) Deadline() time.Time {
+	c.flushWake()
+	return c.wake
+}
+
+// OutLen is how many datagrams wait to be sent.
+func (c *Core) OutLen() int { return len(c.out) }
+
+// TakeOut returns the datagrams to send, in order, and keeps spare's
+// memory (emptied) for the next ones. Each datagram's Release gives its
+// buffer back once it is sent.
+func (c *Core) TakeOut(spare []Datagram) []Datagram {
+	out := c.out
+	c.out = spare[:0]
+	return out
+}
+
+// Deliveries are the received messages not yet taken, oldest first.
+func (c *Core) Deliveries() []Message { return c.delivery }
+
+// Delivered forgets the first n Deliveries, taken by the caller.
+func (c *Core) Delivered(n int) {
+	clear(c.delivery[:n])
+	c.delivery = append(c.delivery[:0], c.delivery[n:]...)
+}
+
+// Events are the events since the last ClearEvents, oldest first.
+func (c *Core) Events() []Event { return c.events }
+
+// ClearEvents forgets the Events.
+func (c *Core) ClearEvents() { c.events = c.events[:0] }
+
+// Decode is a whole received message whose body (of a
+// packet.BatchSerializer's kind, with Config.DecodeLater) waits for a
+// decoder; Decoded takes the outcome.
+type Decode struct {
+	Kind codec.BodyKind
+	Raw  []byte
+	m    *messengent
+}
+
+// Decodes are the bodies waiting for a decoder, oldest first.
+func (c *Core) Decodes() []*Decode { return c.decodes }
+
+// Handed forgets the first n Decodes, handed to a decoder.
+func (c *Core) Handed(n int) {
+	clear(c.decodes[:n])
+	c.decodes = append(c.decodes[:0], c.decodes[n:]...)
+}
+
+// Decoded takes the outcome of decoding d at now: the message is delivered,
+// or nacked when its body does not decode. A message that ended meanwhile
+// (a timeout, a nack) is not touched.
+func (c *Core) Decoded(d *Decode, body map[string]any, err error, now time.Time) {
+	c.now = now
+	d.m.decoded(c, body, err)
+}
+
+// Name is the local estate's name.
+func (c *Core) Name() string { return c.name }
+
+// Join starts joining and allowing the estate at ap, unless its session is
+// up already; res receives the outcome once (nil: allowed). When the
+// session is up it returns the remote and true, and res receives nil at
+// once.
+func (c *Core) Join(ap netip.AddrPort, res chan error, now time.Time) (Remote, bool) {
+	c.now = now
+	r := c.remoteAt(ap)
+	if r == nil {
+		r = c.newRemote(ap, 0, 0)
+		c.addRemote(r)
+		c.schedulePresence(r, true)
+	}
+	if r.allowed {
+		res <- nil
+		return c.info(r), true
+	}
+	r.waiters = append(r.waiters, res)
+	if len(r.inProcess(codec.TransactionKindAllow)) == 0 {
+		c.startJoiner(r, true, false) // then allow (cascade)
+	}
+	return Remote{}, false
+}
+
+// remoteAt finds the remote at address a.
+func (c *Core) remoteAt(a netip.AddrPort) *remote {
+	for _, r := range c.remotes {
+		if r.ha == a {
+			return r
+		}
+	}
+	return nil
+}
+
+// RemoteAt describes the remote at address a.
+func (c *Core) RemoteAt(a netip.AddrPort) (Remote, bool) {
+	if r := c.remoteAt(a); r != nil {
+		return c.info(r), true
+	}
+	return Remote{}, false
+}
+
+// RemoteNamed describes the remote named name.
+func (c *Core) RemoteNamed(name string) (Remote, bool) {
+	if r := c.byName[name]; r != nil {
+		return c.info(r), true
+	}
+	return Remote{}, false
+}
+
+// Remotes describes every remote.
+func (c *Core) Remotes() []Remote {
+	var out []Remote
+	for _, r := range c.remotes {
+		out = append(out, c.info(r))
+	}
+	return out
+}
+
+// Send starts sending a serialized body of kind bk with its id (to peers
+// that negotiated message ids) to the remote named to; res receives the
+// outcome once (nil: the remote said done). started is when the caller's
+// Send began (the RTT counters measure from it).
+func (c *Core) Send(to string, body []byte, bk codec.BodyKind, id MsgID, res chan<- error, started, now time.Time) {
+	c.now = now
+	r := c.byName[to]
+	if r == nil {
+		res <- ErrUnknownRemote
+		return
+	}
+	c.startMessenger(r, body, bk, id, res, started)
+}
+
+// Counters returns a snapshot of the core's statistics.
+func (c *Core) Counters() Counters {
+	out := c.stats.snapshot()
+	out.Reassembling, out.ReassemblyMemory = c.reasm.Pending(), c.reasm.Memory()
+	return out
+}
+
+// Shutdown fails every message and Join still waiting with ErrClosed: the
+// owner calls it when it stops.
+func (c *Core) Shutdown() {
+	for _, r := range c.remotes {
+		for _, t := range r.txns {
+			if m, ok := t.(*messenger); ok {
+				m.finish(c, ErrClosed)
+			}
+		}
+		for _, m := range r.saved {
+			m.finish(c, ErrClosed)
+		}
+		c.notifyWaiters(r, ErrClosed)
+	}
+	for _, r := range c.joinees {
+		c.notifyWaiters(r, ErrClosed)
+	}
+}

@@ -1,0 +1,115 @@
+package core
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/packet"
+)
+
+// Config is what the core needs of a road.Config: each field is the field
+// of road.Config of the same name, documented there, with the same zero
+// value. Populate fills in the defaults.
+type Config struct {
+	Name, Role string
+	Kind       uint8
+	Main       bool
+	Mutable    bool
+	// Auto is the keep's acceptance policy, KeepDir the keep's directory
+	// (named in the hints for an operator; empty: in memory).
+	Auto    keep.AutoMode
+	KeepDir string
+
+	HeadKind          codec.HeadKind
+	BodyKind          codec.BodyKind
+	MaxPacketSize     int
+	Profile           Profile
+	FastMaxPacketSize int
+	BurstSize         int
+
+	JoinTimeout    time.Duration
+	JoinentTimeout time.Duration
+	PendTimeout    time.Duration
+	AllowTimeout   time.Duration
+	AliveTimeout   time.Duration
+	AlivePeriod    time.Duration
+	AliveOffset    time.Duration
+	Interim        time.Duration
+	MessageTimeout time.Duration
+
+	ReceiveQueue int
+	Reassembly   packet.ReassemblyConfig
+
+	KeyLog      io.Writer
+	Logger      *slog.Logger
+	Coat        CoatMaker
+	Serializers *packet.Registry
+
+	// DecodeLater leaves the bodies of a packet.BatchSerializer's kind to a
+	// decoder off the owner goroutine (Decodes) instead of decoding them in
+	// Receive.
+	DecodeLater bool
+}
+
+// Populate fills in every default and checks the values; it is the one
+// home of the road's protocol defaults.
+func (c *Config) Populate() error {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.JoinTimeout, 5*time.Second)
+	def(&c.JoinentTimeout, 5*time.Second)
+	def(&c.PendTimeout, 10*time.Minute)
+	def(&c.AllowTimeout, 4*time.Second)
+	def(&c.AliveTimeout, 2*time.Second)
+	def(&c.AlivePeriod, time.Second)
+	def(&c.AliveOffset, 500*time.Millisecond)
+	def(&c.Interim, time.Hour)
+	def(&c.MessageTimeout, time.Minute)
+	if c.MaxPacketSize == 0 {
+		c.MaxPacketSize = codec.MaxPacketSize
+	}
+	if c.FastMaxPacketSize == 0 {
+		c.FastMaxPacketSize = 1400
+	}
+	if c.BodyKind == codec.BodyKindNada {
+		c.BodyKind = codec.BodyKindJSON
+	}
+	if c.BurstSize == 0 {
+		c.BurstSize = 64
+	}
+	if c.ReceiveQueue <= 0 {
+		c.ReceiveQueue = 1024
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if _, err := codec.Lookup(c.HeadKind); err != nil {
+		return fmt.Errorf("raet: config: head kind %v: %w", c.HeadKind, err)
+	}
+	switch c.BodyKind {
+	case codec.BodyKindJSON, codec.BodyKindMsgpack, codec.BodyKindCBOR:
+	default:
+		return fmt.Errorf("raet: config: body kind %v cannot carry mappings", c.BodyKind)
+	}
+	if c.MaxPacketSize < 256 || c.MaxPacketSize > 65507 {
+		return fmt.Errorf("raet: config: MaxPacketSize %d is not within 256..65507", c.MaxPacketSize)
+	}
+	if c.FastMaxPacketSize < 256 || c.FastMaxPacketSize > 65507 {
+		return fmt.Errorf("raet: config: FastMaxPacketSize %d is not within 256..65507", c.FastMaxPacketSize)
+	}
+	return nil
+}
+
+// CoatMaker makes the coat of one session from its short-term keys: how a
+// coat plugin joins the stack.
+type CoatMaker interface {
+	Kind() codec.CoatKind
+	Session(ourShortPriv, theirShortPub *[32]byte) (packet.Coat, error)
+}

@@ -1,0 +1,86 @@
+package core
+
+import (
+	"bytes"
+	"testing"
+	"time"
+)
+
+func TestEnvelopeRoundTrip(t *testing.T) {
+	for _, id := range []MsgID{{}, {Stream: 1, Seq: 1, Floor: 1}, {Stream: ^uint64(0), Seq: 1 << 40, Floor: 7}} {
+		b := appendEnvelope(nil, id, []byte(`{"a":1}`))
+		got, body, err := openEnvelope(b)
+		if err != nil || got != id || string(body) != `{"a":1}` {
+			t.Fatalf("%+v: got %+v %q %v", id, got, body, err)
+		}
+	}
+	for _, bad := range [][]byte{nil, {2}, {1, 0x80}, {1, 1, 0, 0}, {1, 1, 2, 3}} {
+		if _, _, err := openEnvelope(bad); err == nil {
+			t.Fatalf("%x accepted", bad)
+		}
+	}
+}
+
+// FuzzOpenEnvelope: any plain coat either fails or splits into an id that
+// builds the same bytes again.
+func FuzzOpenEnvelope(f *testing.F) {
+	f.Add(appendEnvelope(nil, MsgID{}, []byte("x")))
+	f.Add(appendEnvelope(nil, MsgID{Stream: 9, Seq: 300, Floor: 299}, []byte(`{"k":"v"}`)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		id, body, err := openEnvelope(b)
+		if err != nil {
+			return
+		}
+		if again := appendEnvelope(nil, id, body); id.Seq != 0 && !bytes.Equal(again[len(again)-len(body):], body) {
+			t.Fatalf("%x: body %x", b, body)
+		}
+		if id.Seq != 0 {
+			var f midFilter
+			now := time.Unix(0, 0)
+			if f.repeated(id, now) {
+				t.Fatal("a first id is a repeat")
+			}
+			f.delivered(id, now)
+			if !f.repeated(id, now) {
+				t.Fatal("a delivered id is not a repeat")
+			}
+		}
+	})
+}
+
+// The filter: repeats within the window and below the floor are caught,
+// a new floor forgets what is below it, streams are kept apart and the
+// least recently used is forgotten first.
+func TestMidFilter(t *testing.T) {
+	var f midFilter
+	now := time.Unix(100, 0)
+	id := func(stream, seq, floor uint64) MsgID { return MsgID{Stream: stream, Seq: seq, Floor: floor} }
+	for seq := uint64(1); seq <= 100; seq += 2 {
+		if f.repeated(id(1, seq, 1), now) {
+			t.Fatalf("seq %d new, taken for a repeat", seq)
+		}
+		f.delivered(id(1, seq, 1), now)
+	}
+	if !f.repeated(id(1, 51, 1), now) || f.repeated(id(1, 52, 1), now) || f.repeated(id(2, 51, 1), now) {
+		t.Fatal("repeat, gap or other stream wrong")
+	}
+	// Floor 60: the sender has done with everything below.
+	if !f.repeated(id(1, 52, 60), now) || f.repeated(id(1, 60, 60), now) {
+		t.Fatal("floor")
+	}
+	// A seq far beyond the window moves it (only a sender that breaks its
+	// own window does that).
+	f.delivered(id(1, 60+3*MidWindow, 60), now)
+	if !f.repeated(id(1, 61, 60), now) || !f.repeated(id(1, 60+3*MidWindow, 60), now) {
+		t.Fatal("window moved up")
+	}
+	for s := range uint64(midStreams + 1) {
+		f.delivered(id(10+s, 5, 1), now.Add(time.Duration(s+1)*time.Second))
+	}
+	if len(f.streams) != midStreams || f.repeated(id(1, 61, 60), now) {
+		t.Fatal("the least recently used stream was not the one forgotten")
+	}
+	if !f.repeated(id(10+midStreams, 5, 1), now) {
+		t.Fatal("the newest stream was forgotten")
+	}
+}

@@ -1,0 +1,185 @@
+package road
+
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/raet-go/raet/road/internal/core"
+)
+
+// The ids of the messages a Stack sends (the wire form, and the receiver's
+// side, are the core's: road/internal/core/mid.go).
+
+// midSource gives the messages of a Stack their ids. Floors are per
+// remote: a message that waits for one remote holds back no other. It is
+// safe for concurrent use (Send runs on the caller's goroutines).
+type midSource struct {
+	mu      sync.Mutex
+	stream  uint64
+	high    uint64 // the highest seq seen (given or held)
+	remotes map[string]*openSeqs
+	// puts are the queue Puts under way: each gets an id above the high
+	// it saw when it began (the ids of a queue grow), so its remote's
+	// floor stays at or below that until its id is known.
+	puts   map[uint64]pendingPut
+	ticket uint64
+	warned time.Time // the last warning of a message sent without an id
+}
+
+// openSeqs are a remote's seqs not yet done.
+type openSeqs struct {
+	open map[uint64]struct{}
+	low  []uint64 // a min-heap of them, some done (lazily removed)
+}
+
+type pendingPut struct {
+	remote string
+	above  uint64
+}
+
+func newMidSource(stream uint64) *midSource {
+	for stream == 0 {
+		stream = rand.Uint64()
+	}
+	return &midSource{stream: stream, remotes: map[string]*openSeqs{}, puts: map[uint64]pendingPut{}}
+}
+
+// reserve is called before a queue's Put for remote; begin (with the
+// ticket and the id the Put returned) or cancel ends it.
+func (s *midSource) reserve(remote string) (ticket uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ticket++
+	s.puts[s.ticket] = pendingPut{remote: remote, above: s.high + 1}
+	return s.ticket
+}
+
+// cancel ends a reservation whose Put failed.
+func (s *midSource) cancel(ticket uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.puts, ticket)
+}
+
+// begin registers seq (0: the next of the Stack's own, with no queue) of
+// a message to remote as not done, ends its reservation (ticket 0: none),
+// and returns the seq with its id, which has seq 0 (no id) when seq is too
+// far above the remote's floor.
+func (s *midSource) begin(remote string, seq, ticket uint64) (core.MsgID, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.puts, ticket)
+	if seq == 0 {
+		seq = s.high + 1
+	}
+	s.holdLocked(remote, seq)
+	floor := s.floor(remote)
+	if seq-floor >= core.MidWindow {
+		return core.MsgID{Stream: s.stream, Floor: floor}, seq // seq stays open: done later
+	}
+	return core.MsgID{Stream: s.stream, Seq: seq, Floor: floor}, seq
+}
+
+// hold registers seq of a message to remote as not done (a queued message
+// of an earlier run).
+func (s *midSource) hold(remote string, seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holdLocked(remote, seq)
+}
+
+func (s *midSource) holdLocked(remote string, seq uint64) {
+	s.high = max(s.high, seq)
+	o := s.remotes[remote]
+	if o == nil {
+		o = &openSeqs{open: map[uint64]struct{}{}}
+		s.remotes[remote] = o
+	}
+	if _, ok := o.open[seq]; !ok {
+		o.open[seq] = struct{}{}
+		o.push(seq)
+	}
+}
+
+// done forgets seq of a message to remote: the remote has it (or, without
+// a queue, it will not be sent again).
+func (s *midSource) done(remote string, seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.remotes[remote]
+	if o == nil {
+		return
+	}
+	delete(o.open, seq)
+	for len(o.low) > 0 {
+		if _, ok := o.open[o.low[0]]; ok {
+			break
+		}
+		o.pop()
+	}
+	if len(o.open) == 0 {
+		delete(s.remotes, remote)
+	}
+}
+
+// floor is the smallest seq to remote not done or being put, or the next
+// one when there is none.
+func (s *midSource) floor(remote string) uint64 {
+	f := s.high + 1
+	if o := s.remotes[remote]; o != nil && len(o.low) > 0 {
+		f = o.low[0]
+	}
+	for _, p := range s.puts {
+		if p.remote == remote {
+			f = min(f, p.above)
+		}
+	}
+	return f
+}
+
+// warn says whether to log a message sent without an id: once a minute.
+func (s *midSource) warn(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.Sub(s.warned) < time.Minute {
+		return false
+	}
+	s.warned = now
+	return true
+}
+
+func (o *openSeqs) push(seq uint64) {
+	h := append(o.low, seq)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if h[p] <= h[i] {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+	o.low = h
+}
+
+func (o *openSeqs) pop() {
+	h := o.low
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		small, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && h[l] < h[small] {
+			small = l
+		}
+		if r < len(h) && h[r] < h[small] {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		h[i], h[small] = h[small], h[i]
+		i = small
+	}
+	o.low = h
+}
