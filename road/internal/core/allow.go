@@ -145,7 +145,7 @@ func (a *allower) receive(c *Core, p *rxPacket) {
 	case codec.PacketKindCookie:
 		ck, err := handshake.OpenCookie(p.Coat, a.short.Private, r.pub, r.fuid, r.nuid)
 		if err != nil {
-			c.stats.drop("allow_cookie")
+			c.stats.drop(dropAllowCookie)
 			a.nack(c, codec.PacketKindReject)
 			c.failAllow(r, fmt.Errorf("%w: bad cookie: %v", ErrRejected, err))
 			return
@@ -296,7 +296,7 @@ func (a *allowent) hello(c *Core, p *rxPacket) {
 	c.addTxn(r, a)
 	ishort, err := handshake.OpenHello(p.Coat, c.box.Private)
 	if err != nil {
-		c.stats.drop("allow_hello")
+		c.stats.drop(dropAllowHello)
 		a.nack(c, codec.PacketKindReject)
 		return
 	}
@@ -322,14 +322,14 @@ func (a *allowent) receive(c *Core, p *rxPacket) {
 		init, err := handshake.OpenInitiate(p.Coat, a.short.Private, c.box.Private,
 			handshake.InitiateWant{IShortPub: a.peerShort, Oreo: a.oreo, ILongPub: r.pub, FQDN: c.fqdn})
 		if err != nil {
-			c.stats.drop("allow_initiate")
+			c.stats.drop(dropAllowInitiate)
 			a.nack(c, codec.PacketKindReject)
 			return
 		}
 		if ours := c.ourCaps(); ours != nil {
 			digest := strings.HasPrefix(init.FQDN, capsPrefix)
 			if (digest && init.FQDN != capsDigest(r.peerCaps, ours)) || (!digest && r.peerCaps != nil) {
-				c.stats.drop("caps_mismatch")
+				c.stats.drop(dropCapsMismatch)
 				if r.capsFresh {
 					// Both sides joined in this run and still saw different
 					// advertisements: they were changed in transit.

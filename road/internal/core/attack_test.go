@@ -69,7 +69,7 @@ func TestAttackForcedJoinAck(t *testing.T) {
 	// The forced ack: the request's head, pk ack, no body.
 	ack := head(codec.TransactionKindJoin, codec.PacketKindAck, req.SourceID, 0, 0, req.TransactionID, false)
 	p.inject(p.main, forge(t, codec.HeadKindRaet, nil, ack, nil), p.otherAddr)
-	if n := p.main.stats.c.Drops["join_ack_unaccepted"]; n != 1 {
+	if n := p.main.stats.drops[dropJoinAckUnaccepted]; n != 1 {
 		t.Errorf("forced ack: join_ack_unaccepted = %d, want 1", n)
 	}
 	if rm := p.main.byName["other"]; rm != nil {
@@ -149,7 +149,7 @@ func TestAttackUnsignedPackets(t *testing.T) {
 					}
 				}
 			}
-			if got := p.main.stats.c.Drops["unsigned"]; got != uint64(n) {
+			if got := p.main.stats.drops[dropUnsigned]; got != uint64(n) {
 				t.Errorf("%d unsigned packets, %d dropped as unsigned", n, got)
 			}
 			if after := snapshot(r); after != before {
@@ -239,7 +239,7 @@ func TestAttackReplayAfterStaleTime(t *testing.T) {
 			if got := len(p.delivered[p.main]) - delivered; got != 0 {
 				t.Fatalf("%d replayed messages delivered again", got)
 			}
-			if p.main.stats.c.Drops["replayed"] < 15 {
+			if p.main.stats.drops[dropReplayed] < 15 {
 				t.Errorf("replays counted: %v", p.main.stats.c.Drops)
 			}
 			if after := snapshot(p.mainRemote()); after != before {
@@ -331,7 +331,7 @@ func TestAttackPlaintextCoat(t *testing.T) {
 	if got := len(p.delivered[p.main]) - delivered; got != 0 {
 		t.Fatalf("plaintext message delivered")
 	}
-	if p.main.stats.c.Drops["coat_downgrade"] != 1 {
+	if p.main.stats.drops[dropCoatDowngrade] != 1 {
 		t.Fatalf("downgrade not counted: %v", p.main.stats.c.Drops)
 	}
 	p.stillWorks(t, delivered)

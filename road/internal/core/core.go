@@ -443,7 +443,7 @@ func (c *Core) send(r *remote, h *codec.Head, body []byte, to netip.AddrPort) bo
 }
 
 func (c *Core) packFailed(r *remote, err error) {
-	c.stats.drop("pack_error")
+	c.stats.drop(dropPackError)
 	c.log.Warn("raet: pack", "remote", remoteName(r), "err", err)
 }
 
@@ -476,7 +476,7 @@ type footCheck struct {
 // never touch an established session (join.go).
 func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck) {
 	if parseErr != nil {
-		c.stats.drop(dropReason(parseErr))
+		c.stats.drop(errDrop(parseErr))
 		return
 	}
 	h := &p.Head
@@ -486,38 +486,38 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck) {
 		r := c.remotes[h.DestinationID]
 		switch {
 		case fc == nil || fc.key == nil || r == nil:
-			c.stats.drop("verify_unknown_key")
+			c.stats.drop(dropVerifyUnknownKey)
 			return
 		case !fc.ok:
-			c.stats.drop("verify_failed")
+			c.stats.drop(dropVerifyFailed)
 			return
 		case [32]byte(r.verify) != *fc.key:
-			c.stats.drop("verify_stale_key") // checked with keys replaced since
+			c.stats.drop(dropVerifyStaleKey) // checked with keys replaced since
 			return
 		}
 	case codec.FootKindMAC:
 		r := c.remotes[h.DestinationID]
 		if r == nil || r.prof == nil || r.prof.mac == nil {
-			c.stats.drop("verify_unknown_key")
+			c.stats.drop(dropVerifyUnknownKey)
 			return
 		}
 		if err := p.Verify(r.prof.mac); err != nil {
-			c.stats.drop(dropReason(err))
+			c.stats.drop(errDrop(err))
 			return
 		}
 	case codec.FootKindNada:
 		if h.TransactionKind != codec.TransactionKindJoin {
 			// The reference refuses unsigned messages (veritive) but takes
 			// other unsigned kinds (§13); we take none: it sends none.
-			c.stats.drop("unsigned")
+			c.stats.drop(dropUnsigned)
 			return
 		}
 	default:
-		c.stats.drop("foot_kind")
+		c.stats.drop(dropFootKind)
 		return
 	}
 	if h.Broadcast() {
-		c.stats.drop("broadcast")
+		c.stats.drop(dropBroadcast)
 		return
 	}
 	r := c.route(p)
@@ -534,7 +534,7 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck) {
 		return
 	}
 	if !r.added && h.TransactionKind != codec.TransactionKindJoin {
-		c.stats.drop("unknown_destination")
+		c.stats.drop(dropUnknownDestination)
 		return
 	}
 	c.correspond(p, r)
@@ -569,18 +569,18 @@ func (c *Core) route(p *rxPacket) *remote {
 	se, de, si, cf := h.SourceID, h.DestinationID, h.SessionID, h.Correspondent()
 	if h.TransactionKind == codec.TransactionKindJoin {
 		if si != 0 {
-			c.stats.drop("join_nonzero_sid")
+			c.stats.drop(dropJoinNonzeroSID)
 			return nil
 		}
 		if cf { // from a joinent to us, the joiner
 			if de == 0 {
-				c.stats.drop("join_zero_nuid")
+				c.stats.drop(dropJoinZeroNUID)
 				return nil
 			}
 			if se == 0 {
 				r := c.joinees[p.from]
 				if r == nil || r.nuid != de {
-					c.stats.drop("join_unknown_joinee")
+					c.stats.drop(dropJoinUnknownJoinee)
 					return nil
 				}
 				return r
@@ -588,12 +588,12 @@ func (c *Core) route(p *rxPacket) *remote {
 			if r := c.remotes[de]; r != nil {
 				return r
 			}
-			c.stats.drop("unknown_destination")
+			c.stats.drop(dropUnknownDestination)
 			return nil
 		}
 		// From a joiner to us, the joinent.
 		if se == 0 {
-			c.stats.drop("join_zero_fuid")
+			c.stats.drop(dropJoinZeroFUID)
 			return nil
 		}
 		if de == 0 {
@@ -604,7 +604,7 @@ func (c *Core) route(p *rxPacket) *remote {
 			}
 			if r == nil {
 				if h.PacketKind != codec.PacketKindRequest {
-					c.stats.drop("join_stale")
+					c.stats.drop(dropJoinStale)
 					return nil
 				}
 				r = c.newRemote(p.from, 0, si)
@@ -614,23 +614,23 @@ func (c *Core) route(p *rxPacket) *remote {
 		r := c.remotes[de]
 		if r == nil {
 			// We lost it (a new keep?): tell the joiner to join afresh.
-			c.stats.drop("join_stale_nuid")
+			c.stats.drop(dropJoinStaleNUID)
 			c.replyStale(p, nil, codec.PacketKindRenew)
 			return nil
 		}
 		return r
 	}
 	if si == 0 {
-		c.stats.drop("zero_sid")
+		c.stats.drop(dropZeroSID)
 		return nil
 	}
 	if se == 0 || de == 0 {
-		c.stats.drop("zero_uid")
+		c.stats.drop(dropZeroUID)
 		return nil
 	}
 	r := c.remotes[de]
 	if r == nil {
-		c.stats.drop("unknown_destination")
+		c.stats.drop(dropUnknownDestination)
 		return nil
 	}
 	// The packet is authenticated (handle): it may move the remote's
@@ -647,7 +647,7 @@ func (c *Core) route(p *rxPacket) *remote {
 			// keep and counts its sessions from 1 again). Only an allow may
 			// set its session back, once it completes (allowent.initiate).
 		default:
-			c.stats.drop("stale_sid")
+			c.stats.drop(dropStaleSID)
 			c.replyStale(p, r, codec.PacketKindNack)
 			return nil
 		}
@@ -667,7 +667,7 @@ func (c *Core) correspond(p *rxPacket, r *remote) {
 	if h.TransactionKind != codec.TransactionKindJoin {
 		switch r.window.state(h.TransactionID) {
 		case replayUsed:
-			c.stats.drop("replayed")
+			c.stats.drop(dropReplayed)
 			switch {
 			case h.TransactionKind == codec.TransactionKindMessage && h.PacketKind == codec.PacketKindMessage:
 				// Finished in this session: its done was lost. The reference
@@ -678,7 +678,7 @@ func (c *Core) correspond(p *rxPacket, r *remote) {
 			}
 			return
 		case replayTooOld:
-			c.stats.drop("replay_too_old")
+			c.stats.drop(dropReplayTooOld)
 			c.replyStale(p, r, codec.PacketKindNack)
 			return
 		}
@@ -692,20 +692,20 @@ func (c *Core) correspond(p *rxPacket, r *remote) {
 		c.startAlivent(p, r)
 	case h.TransactionKind == codec.TransactionKindMessage && h.PacketKind == codec.PacketKindMessage:
 		if h.Again() {
-			c.stats.drop("stale_message")
+			c.stats.drop(dropStaleMessage)
 			c.replyStale(p, r, codec.PacketKindNack)
 			return
 		}
 		if h.CoatKind != r.coatKind() {
 			// A plaintext (or other) coat in a session that agreed on one:
 			// a downgrade, refused.
-			c.stats.drop("coat_downgrade")
+			c.stats.drop(dropCoatDowngrade)
 			c.replyStale(p, r, codec.PacketKindNack)
 			return
 		}
 		c.startMessengent(p, r)
 	default:
-		c.stats.drop("stale_packet")
+		c.stats.drop(dropStalePacket)
 	}
 }
 
@@ -724,15 +724,15 @@ func ignoredStale(pk codec.PacketKind) bool {
 func (c *Core) stale(p *rxPacket, r *remote) {
 	h := &p.Head
 	if ignoredStale(h.PacketKind) {
-		c.stats.drop("stale_reply")
+		c.stats.drop(dropStaleReply)
 		return
 	}
 	if !r.added {
-		c.stats.drop("stale_unknown")
+		c.stats.drop(dropStaleUnknown)
 		return
 	}
 	if !r.replies.take(c.now, replyRate, replyBurst) {
-		c.stats.drop("reply_budget")
+		c.stats.drop(dropReplyBudget)
 		return
 	}
 	if h.TransactionKind == codec.TransactionKindJoin && h.PacketKind == codec.PacketKindResponse &&
@@ -742,7 +742,7 @@ func (c *Core) stale(p *rxPacket, r *remote) {
 		c.retransmit(r.joinAck, p.from)
 		return
 	}
-	c.stats.drop("stale_correspondent")
+	c.stats.drop(dropStaleCorrespondent)
 	out := c.outHead(h.TransactionKind, codec.PacketKindNack, r.nuid, h.SourceID, h.SessionID, h.TransactionID, false)
 	out.BodyKind, out.CoatKind, out.FootKind = c.cfg.BodyKind, h.CoatKind, h.FootKind
 	c.sendNew(r, &out, nil, p.from)
@@ -762,7 +762,7 @@ func (c *Core) replyStale(p *rxPacket, r *remote, pk codec.PacketKind) {
 		b = &r.replies
 	}
 	if !b.take(c.now, replyRate, replyBurst) {
-		c.stats.drop("reply_budget")
+		c.stats.drop(dropReplyBudget)
 		return
 	}
 	out := c.outHead(h.TransactionKind, pk, h.DestinationID, h.SourceID, h.SessionID, h.TransactionID, true)
@@ -941,41 +941,41 @@ func (c *Core) notifyWaiters(r *remote, err error) {
 	r.waiters = nil
 }
 
-// dropReason names the counter for a refused datagram.
-func dropReason(err error) string {
+// errDrop is the drop reason of a datagram refused with err.
+func errDrop(err error) dropReason {
 	var ce *codec.Error
 	if errors.As(err, &ce) {
 		switch {
 		case errors.Is(err, codec.ErrPrefix):
-			return "not_raet"
+			return dropNotRAET
 		case errors.Is(err, codec.ErrUnknownKey):
-			return "head_unknown_key"
+			return dropHeadUnknownKey
 		case errors.Is(err, codec.ErrSyntax):
-			return "head_syntax"
+			return dropHeadSyntax
 		case errors.Is(err, codec.ErrUnsupported):
-			return "head_unsupported"
+			return dropHeadUnsupported
 		case errors.Is(err, codec.ErrPacketLength), errors.Is(err, codec.ErrHeadLength):
-			return "head_length"
+			return dropHeadLength
 		case errors.Is(err, codec.ErrShort), errors.Is(err, codec.ErrTooLong):
-			return "head_truncated"
+			return dropHeadTruncated
 		}
-		return "head_invalid"
+		return dropHeadInvalid
 	}
 	switch {
 	case errors.Is(err, errCoatKind):
-		return "coat_downgrade"
+		return dropCoatDowngrade
 	case errors.Is(err, packet.ErrFootKind), errors.Is(err, packet.ErrUnknownFoot), errors.Is(err, packet.ErrPacketTooShort):
-		return "foot_length"
+		return dropFootLength
 	case errors.Is(err, packet.ErrUnknownVerifyKey):
-		return "verify_unknown_key"
+		return dropVerifyUnknownKey
 	case errors.Is(err, packet.ErrFootVerify), errors.Is(err, packet.ErrFootLength):
-		return "verify_failed"
+		return dropVerifyFailed
 	case errors.Is(err, packet.ErrCoatOpen), errors.Is(err, packet.ErrCoatShort):
-		return "coat_open"
+		return dropCoatOpen
 	}
 	var be *packet.BodyError
 	if errors.As(err, &be) {
-		return "body"
+		return dropBody
 	}
-	return "parse_error"
+	return dropParseError
 }

@@ -104,7 +104,7 @@ func (c *Core) pendStranger(j *joinent) {
 		}
 	}
 	if n >= maxPendingStrangers && oldest != nil {
-		c.stats.drop("pending_strangers_full")
+		c.stats.drop(dropPendingStrangersFull)
 		oldest.nack(c, codec.PacketKindRefuse)
 		c.forgetPendingRole(oldest.b.role)
 		c.event(EventRemoved, oldest.r)
@@ -327,7 +327,7 @@ func (j *joiner) remove(c *Core) {
 
 func (j *joiner) receive(c *Core, p *rxPacket) {
 	if p.from != j.r.ha {
-		c.stats.drop("join_wrong_source") // the joinent answers from where we sent
+		c.stats.drop(dropJoinWrongSource) // the joinent answers from where we sent
 		return
 	}
 	j.answered = true
@@ -365,7 +365,7 @@ func (j *joiner) renew(c *Core) {
 func (j *joiner) accept(c *Core, p *rxPacket) {
 	b, err := parseJoinBody(p, true)
 	if err != nil {
-		c.stats.drop("join_body")
+		c.stats.drop(dropJoinBody)
 		j.remove(c)
 		c.failJoin(j.r, err)
 		return
@@ -591,7 +591,7 @@ func (j *joinent) abort(c *Core, pk codec.PacketKind) { j.nack(c, pk) }
 
 func (j *joinent) receive(c *Core, p *rxPacket) {
 	if p.from != j.from {
-		c.stats.drop("join_wrong_source")
+		c.stats.drop(dropJoinWrongSource)
 		return
 	}
 	switch p.Head.PacketKind {
@@ -611,7 +611,7 @@ func (j *joinent) receive(c *Core, p *rxPacket) {
 func (j *joinent) join(c *Core, p *rxPacket) {
 	b, err := parseJoinBody(p, false)
 	if err != nil {
-		c.stats.drop("join_body")
+		c.stats.drop(dropJoinBody)
 		if _, serr := packet.SerializerFor(p.Head.BodyKind); serr != nil {
 			j.reject(c, ReasonBodyKind, nil) // the joiner learns why
 			return
@@ -630,7 +630,7 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 		target = known
 	}
 	if !c.joinBudget(target, p.from) {
-		c.stats.drop("join_budget")
+		c.stats.drop(dropJoinBudget)
 		return
 	}
 	for _, t := range r.inProcess(codec.TransactionKindJoin) {
@@ -766,7 +766,7 @@ func (j *joinent) ackAccept(c *Core) {
 // nothing: only accepted keys join.
 func (j *joinent) complete(c *Core) {
 	if j.lastKind != codec.PacketKindResponse {
-		c.stats.drop("join_ack_unaccepted")
+		c.stats.drop(dropJoinAckUnaccepted)
 		return
 	}
 	r := j.r

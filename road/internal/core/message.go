@@ -116,7 +116,7 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	b, err := pk.PackSegment(*buf, h, m.coat, i, m.segSize, m.count)
 	if err != nil {
 		c.bufs.put(buf)
-		c.stats.drop("pack_error")
+		c.stats.drop(dropPackError)
 		return
 	}
 	if again {
@@ -185,12 +185,12 @@ func (m *messenger) receive(c *Core, p *rxPacket) {
 		c.refresh(r, yes)
 		misseds, err := parseMisseds(p, r)
 		if err != nil {
-			c.stats.drop("resend_body")
+			c.stats.drop(dropResendBody)
 			return
 		}
 		for _, s := range misseds {
 			if s < 0 || s >= m.count {
-				c.stats.drop("resend_range")
+				c.stats.drop(dropResendRange)
 				return
 			}
 			if !slices.Contains(m.misseds, s) {
@@ -392,7 +392,7 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 		evicted := c.reasm.Evicted()
 		got, prog, err := c.reasm.Add(r.nuid, m.msgKey(), h, p.Coat)
 		if n := c.reasm.Evicted() - evicted; n > 0 {
-			c.stats.c.Drops["reassembly_evicted"] += n
+			c.stats.drops[dropReassemblyEvicted] += n
 		}
 		switch {
 		case errors.Is(err, packet.ErrRemoteQuota), errors.Is(err, packet.ErrTooManyMessages), errors.Is(err, packet.ErrReassemblyMemory):
@@ -402,7 +402,7 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 				return
 			}
 		case err != nil:
-			c.stats.drop("segment")
+			c.stats.drop(dropSegment)
 			m.nack(c)
 			return
 		}
@@ -422,7 +422,7 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 	if complete {
 		msg, id, later, err := c.openMessage(r, h.BodyKind, h.CoatKind, whole)
 		if err != nil {
-			c.stats.drop(dropReason(err))
+			c.stats.drop(errDrop(err))
 			m.nack(c)
 			return
 		}
@@ -444,9 +444,9 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 // reassemblyFull counts a segment dropped for want of reassembly room and
 // logs it, at most once a minute per remote.
 func (c *Core) reassemblyFull(r *remote, err error) {
-	reason := "reassembly_full"
+	reason := dropReassemblyFull
 	if errors.Is(err, packet.ErrRemoteQuota) {
-		reason = "reassembly_remote_full"
+		reason = dropReassemblyRemoteFull
 	}
 	c.stats.drop(reason)
 	if c.now.Before(r.reasmWarned) {
@@ -492,13 +492,13 @@ func (m *messengent) complete(c *Core) {
 	if m.id.Seq != 0 && m.r.mids.repeated(m.id, c.now) {
 		// Delivered before, in this session or an earlier one (a sender
 		// restarted on its durable queue): done, and not again.
-		c.stats.drop("message_id_repeated")
+		c.stats.drop(dropMessageIDRepeated)
 		m.send(c, codec.PacketKindDone, nil, 0)
 		m.remove(c)
 		return
 	}
 	if len(c.delivery) >= c.cfg.ReceiveQueue {
-		c.stats.drop("receive_queue_full")
+		c.stats.drop(dropReceiveQueueFull)
 		m.redo.restart(c.now)
 		c.wakeAt(m.redo.at)
 		return
@@ -539,7 +539,7 @@ func (m *messengent) decoded(c *Core, body map[string]any, err error) {
 	}
 	m.decoding = false
 	if err != nil {
-		c.stats.drop(dropReason(err))
+		c.stats.drop(errDrop(err))
 		m.nack(c)
 		return
 	}

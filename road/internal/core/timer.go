@@ -59,8 +59,9 @@ func earliest(ts ...time.Time) time.Time {
 // in arrays by kind (no map or string per packet) and turned into the
 // Counters maps by snapshot.
 type stats struct {
-	c             Counters
+	c             Counters // but Drops
 	pktIn, pktOut kindCounts
+	drops         [numDropReasons]uint64
 }
 
 // kindCounts counts packets by transaction and packet kind; kinds beyond
@@ -92,13 +93,13 @@ func (k *kindCounts) fill(m map[string]uint64) {
 }
 
 func newStats() stats {
-	return stats{c: Counters{Drops: map[string]uint64{}}}
+	return stats{}
 }
 
-func (s *stats) in(h *codec.Head)   { s.pktIn.add(h) }
-func (s *stats) out(h *codec.Head)  { s.pktOut.add(h) }
-func (s *stats) drop(reason string) { s.c.Drops[reason]++ }
-func (s *stats) retransmit()        { s.c.Retransmits++ }
+func (s *stats) in(h *codec.Head)  { s.pktIn.add(h) }
+func (s *stats) out(h *codec.Head) { s.pktOut.add(h) }
+func (s *stats) drop(r dropReason) { s.drops[r]++ }
+func (s *stats) retransmit()       { s.c.Retransmits++ }
 func (s *stats) rtt(d time.Duration) {
 	r := &s.c.RTT
 	if r.Count == 0 || d < r.Min {
@@ -115,14 +116,11 @@ func (s *stats) snapshot() Counters {
 	out.PacketsIn, out.PacketsOut = map[string]uint64{}, map[string]uint64{}
 	s.pktIn.fill(out.PacketsIn)
 	s.pktOut.fill(out.PacketsOut)
-	out.Drops = cloneMap(s.c.Drops)
-	return out
-}
-
-func cloneMap(m map[string]uint64) map[string]uint64 {
-	out := make(map[string]uint64, len(m))
-	for k, v := range m {
-		out[k] = v
+	out.Drops = map[string]uint64{}
+	for r, n := range s.drops {
+		if n > 0 {
+			out.Drops[dropReason(r).String()] = n
+		}
 	}
 	return out
 }

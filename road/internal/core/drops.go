@@ -1,0 +1,76 @@
+package core
+
+import "strconv"
+
+// dropReason says why the core dropped a datagram it received (or, for
+// dropPackError, one it could not make). Counters.Drops counts them by
+// name; the names are stable (they are what operators and tests read).
+type dropReason uint8
+
+// The drop reasons, by name.
+const (
+	dropAllowCookie          dropReason = iota // allow_cookie
+	dropAllowHello                             // allow_hello
+	dropAllowInitiate                          // allow_initiate
+	dropBody                                   // body
+	dropBroadcast                              // broadcast
+	dropCapsMismatch                           // caps_mismatch
+	dropCoatDowngrade                          // coat_downgrade
+	dropCoatOpen                               // coat_open
+	dropFootKind                               // foot_kind
+	dropFootLength                             // foot_length
+	dropHeadInvalid                            // head_invalid
+	dropHeadLength                             // head_length
+	dropHeadSyntax                             // head_syntax
+	dropHeadTruncated                          // head_truncated
+	dropHeadUnknownKey                         // head_unknown_key
+	dropHeadUnsupported                        // head_unsupported
+	dropJoinAckUnaccepted                      // join_ack_unaccepted
+	dropJoinBody                               // join_body
+	dropJoinBudget                             // join_budget
+	dropJoinNonzeroSID                         // join_nonzero_sid
+	dropJoinStale                              // join_stale
+	dropJoinStaleNUID                          // join_stale_nuid
+	dropJoinUnknownJoinee                      // join_unknown_joinee
+	dropJoinWrongSource                        // join_wrong_source
+	dropJoinZeroFUID                           // join_zero_fuid
+	dropJoinZeroNUID                           // join_zero_nuid
+	dropMessageIDRepeated                      // message_id_repeated
+	dropNotRAET                                // not_raet
+	dropPackError                              // pack_error
+	dropParseError                             // parse_error
+	dropPendingStrangersFull                   // pending_strangers_full
+	dropReassemblyEvicted                      // reassembly_evicted
+	dropReassemblyFull                         // reassembly_full
+	dropReassemblyRemoteFull                   // reassembly_remote_full
+	dropReceiveQueueFull                       // receive_queue_full
+	dropReplayTooOld                           // replay_too_old
+	dropReplayed                               // replayed
+	dropReplyBudget                            // reply_budget
+	dropResendBody                             // resend_body
+	dropResendRange                            // resend_range
+	dropSegment                                // segment
+	dropStaleCorrespondent                     // stale_correspondent
+	dropStaleMessage                           // stale_message
+	dropStalePacket                            // stale_packet
+	dropStaleReply                             // stale_reply
+	dropStaleSID                               // stale_sid
+	dropStaleUnknown                           // stale_unknown
+	dropUnknownDestination                     // unknown_destination
+	dropUnsigned                               // unsigned
+	dropVerifyFailed                           // verify_failed
+	dropVerifyStaleKey                         // verify_stale_key
+	dropVerifyUnknownKey                       // verify_unknown_key
+	dropZeroSID                                // zero_sid
+	dropZeroUID                                // zero_uid
+	numDropReasons
+)
+
+var dropNames = [numDropReasons]string{"allow_cookie", "allow_hello", "allow_initiate", "body", "broadcast", "caps_mismatch", "coat_downgrade", "coat_open", "foot_kind", "foot_length", "head_invalid", "head_length", "head_syntax", "head_truncated", "head_unknown_key", "head_unsupported", "join_ack_unaccepted", "join_body", "join_budget", "join_nonzero_sid", "join_stale", "join_stale_nuid", "join_unknown_joinee", "join_wrong_source", "join_zero_fuid", "join_zero_nuid", "message_id_repeated", "not_raet", "pack_error", "parse_error", "pending_strangers_full", "reassembly_evicted", "reassembly_full", "reassembly_remote_full", "receive_queue_full", "replay_too_old", "replayed", "reply_budget", "resend_body", "resend_range", "segment", "stale_correspondent", "stale_message", "stale_packet", "stale_reply", "stale_sid", "stale_unknown", "unknown_destination", "unsigned", "verify_failed", "verify_stale_key", "verify_unknown_key", "zero_sid", "zero_uid"}
+
+func (r dropReason) String() string {
+	if r < numDropReasons {
+		return dropNames[r]
+	}
+	return "drop(" + strconv.Itoa(int(r)) + ")"
+}
