@@ -891,8 +891,8 @@ func (c *Core) managePresence(r *remote) {
 		c.event(EventReaped, r)
 	}
 	c.wakeAt(r.presence)
-	if c.cfg.Interim > 0 {
-		c.wakeAt(r.reapAt)
+	if c.cfg.Interim > 0 && !r.reaped {
+		c.wakeAt(r.reapAt) // once reaped, only the remote's word unreaps it
 	}
 }
 

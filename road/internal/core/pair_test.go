@@ -2,8 +2,10 @@ package core
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -225,7 +227,7 @@ func (p *pair) advance(d time.Duration) {
 			if w := c.Deadline(); !w.IsZero() && !w.After(p.now) {
 				c.Tick(p.now)
 				if w := c.Deadline(); !w.IsZero() && !w.After(p.now) {
-					p.tb.Fatalf("%s: a timer stays due after its tick (%v): the stack would spin", c.name, w)
+					p.tb.Fatalf("%s: a timer stays due after its tick (%v): the stack would spin; due: %s", c.name, w, dueTimers(c))
 				}
 			}
 		}
@@ -359,4 +361,26 @@ func head(tk codec.TransactionKind, pk codec.PacketKind, se, de, si, ti uint32, 
 	h.SetCorrespondent(cf)
 	h.BodyKind = codec.BodyKindJSON
 	return h
+}
+
+// dueTimers lists c's timers due at c.now, to show what would spin.
+func dueTimers(c *Core) string {
+	var b strings.Builder
+	if !c.pendAt.IsZero() && !c.pendAt.After(c.now) {
+		b.WriteString("pend; ")
+	}
+	for _, r := range c.remotes {
+		if !r.presence.IsZero() && !r.presence.After(c.now) {
+			fmt.Fprintf(&b, "%s presence (reaped %v); ", r.name, r.reaped)
+		}
+		if !r.reapAt.IsZero() && !r.reapAt.After(c.now) {
+			fmt.Fprintf(&b, "%s reap (reaped %v); ", r.name, r.reaped)
+		}
+		for k, t := range r.txns {
+			if d := t.deadline(); !d.IsZero() && !d.After(c.now) {
+				fmt.Fprintf(&b, "%s %T %+v; ", r.name, t, k)
+			}
+		}
+	}
+	return b.String()
 }

@@ -1,0 +1,388 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/internal/netsim"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/packet"
+)
+
+// payload is the deterministic body of message i: sizes from 10 B to 64 KiB.
+func payload(i int) string {
+	r := rand.New(rand.NewPCG(uint64(i), 99))
+	sizes := []int{10, 200, 900, 1500, 4000, 20000, 65536}
+	n := sizes[r.IntN(len(sizes))]
+	return strings.Repeat(string(rune('a'+i%26)), n)
+}
+
+// sendMany has from send n messages (payload(i) under "data", i under
+// "id") to its peer, at most window at a time, advancing the clock until
+// all are done or limit passes, and returns the outcomes.
+func (p *pair) sendMany(from *Core, n, window int, limit time.Duration) map[int]error {
+	p.tb.Helper()
+	to := p.otherRemote().name
+	if from == p.main {
+		to = p.mainRemote().name
+	}
+	results := make([]chan error, n)
+	done := map[int]error{}
+	next := 0
+	end := p.now.Add(limit)
+	for len(done) < n && p.now.Before(end) {
+		for next < n && next-len(done) < window {
+			b, err := from.marshal(map[string]any{"id": next, "data": payload(next)})
+			if err != nil {
+				p.tb.Fatal(err)
+			}
+			results[next] = make(chan error, 1)
+			from.Send(to, b, from.cfg.BodyKind, MsgID{}, results[next], p.now, p.now)
+			next++
+		}
+		p.pump()
+		p.advance(time.Millisecond)
+		for i := range next {
+			if _, ok := done[i]; ok {
+				continue
+			}
+			if err, ok := outcome(results[i]); ok {
+				done[i] = err
+			}
+		}
+	}
+	return done
+}
+
+// Over a link that loses, duplicates, reorders and delays datagrams, 300
+// messages of mixed sizes (1000 without -short) are each delivered exactly
+// once and intact, with the fast profile and with the reference one.
+func TestLossyNetworkExactlyOnce(t *testing.T) {
+	n := 1000
+	if testing.Short() {
+		n = 300
+	}
+	for _, tc := range []struct {
+		loss float64
+		prof Profile
+	}{{0, ProfileAuto}, {0.10, ProfileAuto}, {0.30, ProfileAuto}, {0.10, ProfileReference}} {
+		name := map[Profile]string{ProfileAuto: "fast", ProfileReference: "reference"}[tc.prof]
+		t.Run(fmt.Sprintf("%s/loss%.0f%%", name, tc.loss*100), func(t *testing.T) {
+			p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.Profile, o.Profile = tc.prof, tc.prof })
+			l := p.impair(t, netsim.Impairment{Loss: tc.loss, Duplicate: 0.05, Reorder: 0.10, Delay: 200 * time.Microsecond,
+				Jitter: 100 * time.Microsecond, Seed: uint64(tc.loss * 1000)})
+			var joinErr error
+			for range 10 {
+				res := make(chan error, 1)
+				if _, up := p.other.Join(p.mainAddr, res, p.now); up {
+					break
+				}
+				p.pump()
+				p.advance(30 * time.Second)
+				var ok bool
+				if joinErr, ok = outcome(res); ok && joinErr == nil {
+					break
+				}
+			}
+			if joinErr != nil {
+				t.Fatal(joinErr)
+			}
+			if r, _ := p.other.RemoteNamed("main"); (r.FootKind == codec.FootKindMAC) != (tc.prof == ProfileAuto) {
+				t.Fatalf("session profile %+v", r)
+			}
+			results := p.sendMany(p.other, n, 32, 10*time.Minute)
+			for i := range n {
+				if err, ok := results[i]; !ok || err != nil {
+					t.Errorf("send %d: %v (done %v)", i, err, ok)
+				}
+			}
+			p.advance(2 * time.Second) // late duplicates and retransmissions
+			received := map[int]int{}
+			for _, m := range p.delivered[p.main] {
+				var id int
+				fmt.Sscan(fmt.Sprint(m.Body["id"]), &id)
+				received[id]++
+				if m.Body["data"] != payload(id) {
+					t.Errorf("message %d arrived damaged", id)
+				}
+			}
+			for i := range n {
+				if received[i] != 1 {
+					t.Errorf("message %d delivered %d times", i, received[i])
+				}
+			}
+			st := l.stats()
+			if tc.loss > 0 && (st.Dropped == 0 || st.Duplicated == 0 || st.Reordered == 0) {
+				t.Errorf("the link did not impair: %+v", st)
+			}
+			c := p.other.Counters()
+			t.Logf("%s profile, loss %.0f%%: %d messages; sender retransmits %d; link %+v", name, tc.loss*100, n, c.Retransmits, st)
+		})
+	}
+}
+
+// A large message in small bursts: each burst waits for its ack, segments
+// lost on the way are asked for again (resend), and it arrives whole.
+func TestMessageBurstsAndResends(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { o.BurstSize = 8 })
+	p.join()
+	n := 0
+	p.cut = func(w wired) bool {
+		var pk packet.Packet
+		if w.from != p.other || packet.Parse(w.b, &pk) != nil || pk.Head.PacketKind != codec.PacketKindMessage {
+			return false
+		}
+		n++
+		return n%5 == 0 && !pk.Head.Again() // a first copy in five is lost
+	}
+	body := map[string]any{"data": strings.Repeat("y", 200_000)}
+	if err := p.send(p.other, body); err != nil {
+		if !errors.Is(err, errNoOutcome) {
+			t.Fatal(err)
+		}
+		p.advance(5 * time.Second)
+	}
+	got := p.delivered[p.main]
+	if len(got) != 1 || got[0].Body["data"] != body["data"] {
+		t.Fatalf("delivered %d messages", len(got))
+	}
+	if p.count(p.main, codec.TransactionKindMessage, codec.PacketKindAck) == 0 ||
+		p.count(p.main, codec.TransactionKindMessage, codec.PacketKindResend) == 0 {
+		t.Fatal("no acks or no resends")
+	}
+	if c := p.other.Counters(); c.MessagesOut != 1 || c.Retransmits == 0 || c.RTT.Count != 1 {
+		t.Fatalf("sender counters %+v", c)
+	}
+}
+
+// A message with no answer is sent again (its last packet, unchanged),
+// then fails with ErrTimeout at MessageTimeout; the receiver of a message
+// that stops half way nacks it at its own timeout.
+func TestMessageTimeouts(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.MessageTimeout, o.MessageTimeout = 3*time.Second, 3*time.Second })
+	p.join()
+	p.cut = func(w wired) bool { return w.from == p.main }
+	res := make(chan error, 1)
+	b, _ := p.other.marshal(map[string]any{"n": 1})
+	p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, res, p.now, p.now)
+	p.pump()
+	p.advance(2900 * time.Millisecond)
+	if _, ok := outcome(res); ok {
+		t.Fatal("ended before its timeout")
+	}
+	p.advance(200 * time.Millisecond)
+	if err, ok := outcome(res); !ok || !errors.Is(err, ErrTimeout) {
+		t.Fatalf("send: %v (%v)", err, ok)
+	}
+	if c := p.other.Counters(); c.Retransmits < 3 || c.MessageFails != 1 {
+		t.Fatalf("counters %+v", c)
+	}
+
+	// Half a message: main waits for the rest, asks for it, then nacks.
+	nacks := p.count(p.main, codec.TransactionKindMessage, codec.PacketKindNack)
+	seen := 0
+	p.cut = func(w wired) bool {
+		if w.from != p.other {
+			return false
+		}
+		seen++
+		return seen > 2
+	}
+	big, _ := p.other.marshal(map[string]any{"data": strings.Repeat("z", 20_000)})
+	p.other.Send("main", big, codec.BodyKindJSON, MsgID{}, make(chan error, 1), p.now, p.now)
+	p.pump()
+	p.advance(4 * time.Second)
+	if got := p.count(p.main, codec.TransactionKindMessage, codec.PacketKindNack); got != nacks+1 {
+		t.Fatalf("main nacked %d times, want once", got-nacks)
+	}
+	if n := len(p.mainRemote().inProcess(codec.TransactionKindMessage)); n != 0 {
+		t.Fatalf("main holds %d messages", n)
+	}
+}
+
+// A message to a remote that is not allowed fails at once; one nacked by
+// the receiver fails with ErrRejected.
+func TestMessageRefused(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	r := p.otherRemote()
+	r.allowed = false
+	err := p.send(p.other, map[string]any{"n": 1})
+	if !errors.Is(err, ErrNotAllowed) {
+		t.Fatalf("to a remote not allowed: %v", err)
+	}
+	r.allowed = true
+	p.mainRemote().allowed = false // main nacks what it gets
+	if err := p.send(p.other, map[string]any{"n": 2}); !errors.Is(err, ErrRejected) {
+		t.Fatalf("nacked: %v", err)
+	}
+}
+
+// While the receive queue is full, a whole message is held, not
+// acknowledged; once there is room it is delivered and done.
+func TestReceiveQueueFull(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.ReceiveQueue = 1 })
+	p.join()
+	hold := p.main
+	res := []chan error{make(chan error, 1), make(chan error, 1)}
+	for i, ch := range res {
+		b, _ := p.other.marshal(map[string]any{"n": i})
+		p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, ch, p.now, p.now)
+	}
+	// Deliver by hand: main's deliveries stay queued.
+	for range 20 {
+		for _, c := range []*Core{p.main, p.other} {
+			out := c.TakeOut(nil)
+			for i := range out {
+				to := p.main
+				if out[i].To == p.otherAddr {
+					to = p.other
+				}
+				p.wire = append(p.wire, wired{from: c, b: append([]byte(nil), out[i].B...)})
+				p.feed(to, out[i].B, p.addrOf(c))
+				out[i].Release()
+			}
+		}
+		p.now = p.now.Add(50 * time.Millisecond)
+		for _, c := range []*Core{p.main, p.other} {
+			if d := c.Deadline(); !d.IsZero() && !d.After(p.now) {
+				c.Tick(p.now)
+			}
+		}
+	}
+	if n := len(hold.Deliveries()); n != 1 {
+		t.Fatalf("%d deliveries queued, want the queue's 1", n)
+	}
+	if _, ok := outcome(res[1]); ok {
+		t.Fatal("the held message was done")
+	}
+	if hold.stats.drops[dropReceiveQueueFull] == 0 {
+		t.Fatal("the full queue was not counted")
+	}
+	p.collect(hold)
+	p.advance(2 * time.Second)
+	if len(p.delivered[p.main]) != 2 {
+		t.Fatalf("delivered %d", len(p.delivered[p.main]))
+	}
+	for i, ch := range res {
+		if err, ok := outcome(ch); !ok || err != nil {
+			t.Fatalf("send %d: %v (%v)", i, err, ok)
+		}
+	}
+}
+
+// A message under way when the session changes (a new allow) is saved and
+// sent again in the new session, delivered once.
+func TestMessageSavedAcrossAllow(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	p.cut = func(w wired) bool { return true }
+	res := make(chan error, 1)
+	b, _ := p.other.marshal(map[string]any{"saved": true})
+	p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, res, p.now, p.now)
+	p.pump()
+	p.cut = nil
+	r := p.otherRemote()
+	r.allowed = false
+	p.other.startAllower(r, false)
+	p.pump()
+	p.advance(time.Second)
+	if err, ok := outcome(res); !ok || err != nil {
+		t.Fatalf("the saved message: %v (%v)", err, ok)
+	}
+	if got := p.delivered[p.main]; len(got) != 1 || got[0].Body["saved"] != true {
+		t.Fatalf("delivered %+v", got)
+	}
+}
+
+// Shutdown fails the Sends and Joins still waiting with ErrClosed.
+func TestShutdown(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	p.cut = func(w wired) bool { return true }
+	send := make(chan error, 1)
+	b, _ := p.other.marshal(map[string]any{"n": 1})
+	p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, send, p.now, p.now)
+	join := make(chan error, 1)
+	p.other.Join(netip.MustParseAddrPort("127.0.0.3:7530"), join, p.now)
+	p.other.Shutdown()
+	for name, ch := range map[string]chan error{"send": send, "join": join} {
+		if err, ok := outcome(ch); !ok || !errors.Is(err, ErrClosed) {
+			t.Fatalf("%s: %v (%v)", name, err, ok)
+		}
+	}
+}
+
+// batchJSON is JSON under a kind of its own that is a BatchSerializer, so
+// that a core with DecodeLater leaves its bodies to a decoder.
+type batchJSON struct{ packet.Serializer }
+
+func (batchJSON) Kind() codec.BodyKind { return codec.BodyKindZstdJSON }
+func (b batchJSON) MarshalBatch(ctx context.Context, vs []any) ([][]byte, error) {
+	return nil, errors.ErrUnsupported
+}
+func (b batchJSON) UnmarshalBatch(ctx context.Context, bodies [][]byte, vs []any) error {
+	return errors.ErrUnsupported
+}
+
+// With DecodeLater, a body of a BatchSerializer's kind waits for the
+// decoder (Decodes, Handed); Decoded delivers it, or nacks one that did not
+// decode, and a message that ended meanwhile is left alone.
+func TestDecodeLater(t *testing.T) {
+	json, err := packet.SerializerFor(codec.BodyKindJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := packet.RegisterSerializer(batchJSON{json}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { packet.UnregisterSerializer(codec.BodyKindZstdJSON) })
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.DecodeLater = true; m.MessageTimeout = 2 * time.Second })
+	p.join()
+	send := func(n int) chan error {
+		res := make(chan error, 1)
+		b, _ := json.Marshal(nil, map[string]any{"n": n})
+		p.other.Send("main", b, codec.BodyKindZstdJSON, MsgID{}, res, p.now, p.now)
+		p.pump()
+		return res
+	}
+	ok1, bad, late := send(1), send(2), send(3)
+	ds := p.main.Decodes()
+	if len(ds) != 3 || ds[0].Kind != codec.BodyKindZstdJSON || len(p.delivered[p.main]) != 0 {
+		t.Fatalf("%d decodes, %d delivered", len(ds), len(p.delivered[p.main]))
+	}
+	d1, d2, d3 := ds[0], ds[1], ds[2]
+	p.main.Handed(2)
+	if len(p.main.Decodes()) != 1 || p.main.Decodes()[0] != d3 {
+		t.Fatal("Handed did not take the first two")
+	}
+	var body map[string]any
+	if err := json.Unmarshal(d1.Raw, &body); err != nil {
+		t.Fatal(err)
+	}
+	p.main.Decoded(d1, body, nil, p.now)
+	p.main.Decoded(d2, nil, errors.New("bad body"), p.now)
+	p.pump()
+	p.advance(3 * time.Second) // the third times out at main
+	p.main.Decoded(d3, map[string]any{"n": 3}, nil, p.now)
+	p.pump()
+	if got := p.delivered[p.main]; len(got) != 1 || got[0].Body["n"] != body["n"] {
+		t.Fatalf("delivered %+v", got)
+	}
+	if err, ok := outcome(ok1); !ok || err != nil {
+		t.Fatalf("decoded: %v (%v)", err, ok)
+	}
+	if err, ok := outcome(bad); !ok || !errors.Is(err, ErrRejected) {
+		t.Fatalf("undecodable: %v (%v)", err, ok)
+	}
+	if err, ok := outcome(late); ok && err == nil {
+		t.Fatal("the timed-out message was done")
+	}
+}
