@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os/exec"
 	"slices"
 	"strings"
@@ -19,17 +20,21 @@ const module = "github.com/raet-go/raet"
 
 // rule forbids every package under from to depend, directly or not, on a
 // package under one of not. Paths are relative to the module; a path
-// covers itself and its subpackages.
+// covers itself and its subpackages, but with exact only itself.
 type rule struct {
 	from   string
 	except []string // packages under from that the rule does not cover
 	not    []string
+	direct bool // only imports count: depending through an allowed package is fine
+	exact  bool // not names packages, not trees
 	why    string
 }
 
 var rules = []rule{
-	{from: "", except: []string{"road"}, not: []string{"road/internal"},
+	{from: "", except: []string{"road"}, not: []string{"road/internal"}, direct: true,
 		why: "the road's internals are the road's"},
+	{from: "road/internal", not: []string{"road"}, exact: true,
+		why: "the road's core is below its shell (the shell reaches it through its API)"},
 	{from: "codec", not: []string{"packet", "road", "lane", "keep", "dissect", "plugins"},
 		why: "heads are below bodies and stacks"},
 	{from: "internal/pyjson", not: []string{""},
@@ -53,8 +58,9 @@ func under(pkg, rel string) bool {
 }
 
 // violations lists, for each package of deps (a package's import path to
-// its transitive dependencies), the dependencies a rule forbids.
-func violations(deps map[string][]string) []string {
+// its transitive dependencies; imports: to its direct ones), the
+// dependencies a rule forbids.
+func violations(deps, imports map[string][]string) []string {
 	var out []string
 	pkgs := make([]string, 0, len(deps))
 	for p := range deps {
@@ -66,9 +72,13 @@ func violations(deps map[string][]string) []string {
 			if !under(p, r.from) || slices.ContainsFunc(r.except, func(e string) bool { return under(p, e) }) {
 				continue
 			}
-			for _, d := range deps[p] {
+			ds := deps[p]
+			if r.direct {
+				ds = imports[p]
+			}
+			for _, d := range ds {
 				for _, n := range r.not {
-					if under(d, n) {
+					if under(d, n) && (!r.exact || d == module+"/"+n) {
 						out = append(out, fmt.Sprintf("%s imports %s: %s", p, d, r.why))
 					}
 				}
@@ -80,19 +90,20 @@ func violations(deps map[string][]string) []string {
 
 // TestLayering: no package depends on what is above it.
 func TestLayering(t *testing.T) {
-	cmd := exec.Command("go", "list", "-e", "-tags", "pcap", "-json=ImportPath,Deps,Error", module+"/...")
+	cmd := exec.Command("go", "list", "-e", "-tags", "pcap", "-json=ImportPath,Deps,Imports,Error", module+"/...")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
 	}
-	deps := map[string][]string{}
+	deps, imports := map[string][]string{}, map[string][]string{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p struct {
 			ImportPath string
 			Deps       []string
+			Imports    []string
 			Error      *struct{ Err string }
 		}
 		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
@@ -103,14 +114,14 @@ func TestLayering(t *testing.T) {
 		if p.Error != nil {
 			t.Fatalf("%s: %s", p.ImportPath, p.Error.Err)
 		}
-		deps[p.ImportPath] = p.Deps
+		deps[p.ImportPath], imports[p.ImportPath] = p.Deps, p.Imports
 	}
 	for _, must := range []string{"codec", "packet", "dissect", "plugins/sdk", "road", "internal/pyjson"} {
 		if _, ok := deps[module+"/"+must]; !ok {
 			t.Fatalf("go list did not list %s", must)
 		}
 	}
-	for _, v := range violations(deps) {
+	for _, v := range violations(deps, imports) {
 		t.Error(v)
 	}
 }
@@ -123,15 +134,21 @@ func TestRulesCatch(t *testing.T) {
 		m("dissect"):            {m("packet"), m("road")},
 		m("plugins/sdk"):        {m("packet"), m("lane")},
 		m("cmd/raet"):           {m("road"), m("road/internal/core")},
+		m("cmd/raetdump"):       {m("road"), m("road/internal/core")},
 		m("road"):               {m("road/internal/core")},
+		m("road/internal/core"): {m("road")},
+		m("road/internal/x"):    {m("road/internal/core")},
 		m("internal/pyjson"):    {"strconv", m("codec")},
 		m("keep"):               {m("keys")},
 		m("packet"):             {m("codec"), m("internal/pyjson")},
 		"example.com/unrelated": {m("road/internal/core")},
 	}
-	got := violations(deps)
+	imports := maps.Clone(deps)
+	imports[m("cmd/raetdump")] = []string{m("road")} // road/internal/core only through road
+	got := violations(deps, imports)
 	want := []string{
 		m("cmd/raet") + " imports " + m("road/internal/core"),
+		m("road/internal/core") + " imports " + m("road"),
 		m("codec/json") + " imports " + m("packet"),
 		m("internal/pyjson") + " imports " + m("codec"),
 		m("plugins/sdk") + " imports " + m("lane"),
