@@ -36,7 +36,7 @@ type Core struct {
 
 	codec  codec.Codec
 	bodies packet.Serializer
-	signer *packet.NaClFoot // signs with our key, verifies with remotes[de]'s
+	signer *packet.NaClFoot // signs with our key (FootChecker verifies)
 
 	remotes map[uint32]*remote
 	byName  map[string]*remote
@@ -118,20 +118,11 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 	if err := c.loadLocal(); err != nil {
 		return nil, err
 	}
-	c.signer = packet.NewNaClFoot((*[32]byte)(&c.signing.Seed), c.verifyKey)
+	c.signer = packet.NewNaClFoot((*[32]byte)(&c.signing.Seed), nil)
 	if err := c.loadRemotes(); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-// verifyKey resolves the verify key of the remote whose uid is de (§7.3).
-func (c *Core) verifyKey(de uint32) (*[32]byte, bool) {
-	r := c.remotes[de]
-	if r == nil || r.verify.IsZero() {
-		return nil, false
-	}
-	return (*[32]byte)(&r.verify), true
 }
 
 // loadLocal restores the local estate from the store or makes a new one.
