@@ -598,7 +598,10 @@ func (j *joinent) receive(c *Core, p *rxPacket) {
 	case codec.PacketKindRequest:
 		j.join(c, p)
 	case codec.PacketKindPend:
+		// The joiner's keep pends our keys: it asks again until its
+		// operator decides, and our timer waits for it.
 		j.pended = true
+		j.redo.at = time.Time{}
 	case codec.PacketKindAck:
 		j.complete(c)
 	case codec.PacketKindNack, codec.PacketKindRefuse, codec.PacketKindReject:
