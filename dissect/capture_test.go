@@ -22,6 +22,7 @@ import (
 	"github.com/raet-go/raet/codec"
 	codeclane "github.com/raet-go/raet/codec/lane"
 	"github.com/raet-go/raet/dissect"
+	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/road"
@@ -94,13 +95,7 @@ func (k *stackKit) stack(cfg road.Config, tap bool) *road.Stack {
 	if cfg.AlivePeriod == 0 {
 		cfg.AlivePeriod = -1
 	}
-	s, err := road.New(&cfg)
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		k.t.Fatal(err)
-	}
+	s := roadtest.Start(k.t, cfg)
 	k.stacks = append(k.stacks, s)
 	return s
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/nacl/box"
 
 	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/road"
 )
 
@@ -156,17 +157,9 @@ func cryptoCeiling(b *testing.B, n int) {
 func joinedB(b *testing.B, prof road.Profile) (*road.Stack, *road.Stack) {
 	b.Helper()
 	mk := func(cfg road.Config) *road.Stack {
-		cfg.Listen, cfg.Auto, cfg.AlivePeriod = "127.0.0.1:0", 2, -1
+		cfg.Auto, cfg.AlivePeriod = 2, -1
 		cfg.HeadKind, cfg.BodyKind, cfg.Profile = codec.HeadKindRaet, codec.BodyKindJSON, prof
-		s, err := road.New(&cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Start(); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { s.Close() })
-		return s
+		return roadtest.Start(b, cfg)
 	}
 	m := mk(road.Config{Name: "main", Main: true})
 	o := mk(road.Config{Name: "other"})

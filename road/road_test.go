@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/road"
 )
@@ -16,18 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // newStack starts a stack on loopback; it is closed when the test ends.
 func newStack(t testing.TB, cfg road.Config) *road.Stack {
 	t.Helper()
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:0"
-	}
-	s, err := road.New(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return roadtest.Start(t, cfg)
 }
 
 func ctxT(t testing.TB, d time.Duration) context.Context {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/road"
 )
@@ -43,15 +44,7 @@ func liveLoopback(t *testing.T, iface string) {
 				}
 			}
 		}
-		s, err := road.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
+		return roadtest.Start(t, *cfg)
 	}
 	main := mk("main", true, true)
 	other := mk("other", false, true)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/dissect"
+	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/internal/testutil"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/lane"
@@ -50,16 +51,7 @@ func ctxT(t *testing.T) context.Context {
 // newEstate starts a road estate on loopback, closed when the test ends.
 func newEstate(t *testing.T, name string, main bool) *road.Stack {
 	t.Helper()
-	s, err := road.New(&road.Config{Name: name, Main: main, Auto: keep.AutoAlways,
-		Listen: "127.0.0.1:0", AlivePeriod: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return roadtest.Start(t, road.Config{Name: name, Main: main, Auto: keep.AutoAlways, AlivePeriod: -1})
 }
 
 // newYard starts a lane yard, closed when the test ends.
