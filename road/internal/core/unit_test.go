@@ -1,0 +1,184 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/packet"
+)
+
+// Ids and sessions roll over from 0xffffffff to 1, never 0.
+func TestIDsRollOver(t *testing.T) {
+	r := remote{tid: ^uint32(0), sid: ^uint32(0)}
+	if r.nextTid() != 1 {
+		t.Fatal("tid")
+	}
+	if r.nextSid(); r.sid != 1 {
+		t.Fatal("sid")
+	}
+	var w replayWindow
+	w.mark(10)
+	w.mark(10 + 3*replayIDs) // far ahead: the window starts afresh
+	if w.state(10) != replayTooOld || w.state(10+3*replayIDs) != replayUsed {
+		t.Fatal("a far jump")
+	}
+	w.mark(11) // behind the window: refused unseen, not marked
+	if w.state(11) != replayTooOld {
+		t.Fatal("marked behind the window")
+	}
+}
+
+// Packets of kinds beyond the counters' arrays are counted as unknown.
+func TestUnknownKindsCounted(t *testing.T) {
+	var k kindCounts
+	var h codec.Head
+	h.TransactionKind, h.PacketKind = 200, 100
+	k.add(&h)
+	m := map[string]uint64{}
+	k.fill(m)
+	want := codec.TransactionKindUnknown.String() + "/" + codec.PacketKindUnknown.String()
+	if len(m) != 1 || m[want] != 1 {
+		t.Fatalf("counted %v, want %s", m, want)
+	}
+}
+
+// Kept remotes are restored as the reference keeps them: an empty or
+// wildcard host is loopback; one with a bad address, or clashing with
+// another (of two with one uid, whichever comes second), is skipped.
+func TestLoadRemotes(t *testing.T) {
+	st := MemStore(keep.AutoAlways)
+	joined := true
+	pub, ver := [32]byte{1}, [32]byte{2}
+	for i, host := range []string{"", "0.0.0.0", "::", "not an address", "127.0.0.5"} {
+		name, uid := fmt.Sprint("r", i), uint32(10+i)
+		if i == 4 {
+			uid = 10 // r0's
+		}
+		if err := st.saveRemote(keep.RemoteEstate{Name: name, UID: uid, FUID: 3, HA: keep.HostPort{Host: host, Port: 7000},
+			Joined: &joined, Role: name}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.statusRole(name, ver, pub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := New(&Config{Name: "me"}, st, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range c.Remotes() {
+		got[r.Name] = r.Addr.Addr().String()
+	}
+	_, r0 := got["r0"]
+	_, r4 := got["r4"]
+	if len(got) != 3 || r0 == r4 || got["r1"] != "127.0.0.1" || got["r2"] != "::1" {
+		t.Fatalf("restored %v", got)
+	}
+	if r, ok := c.RemoteNamed("r1"); !ok || !r.Joined || r.Allowed {
+		t.Fatalf("restored %+v: want joined, not allowed", r)
+	}
+}
+
+// xorCoat is a coat plugin's stand-in (not a cipher): both ends must agree
+// to use it, and then every message goes in it.
+type xorCoat struct{ key byte }
+
+func (x xorCoat) Kind() codec.CoatKind { return codec.CoatKindXChaCha }
+func (x xorCoat) Overhead() int        { return 1 }
+func (x xorCoat) Seal(dst, plain []byte) ([]byte, error) {
+	dst = append(dst, 0x5a)
+	for _, b := range plain {
+		dst = append(dst, b^x.key)
+	}
+	return dst, nil
+}
+func (x xorCoat) Open(dst, coat []byte) ([]byte, error) {
+	if len(coat) == 0 || coat[0] != 0x5a {
+		return nil, errors.New("not a xor coat")
+	}
+	for _, b := range coat[1:] {
+		dst = append(dst, b^x.key)
+	}
+	return dst, nil
+}
+
+type xorMaker struct{}
+
+func (xorMaker) Kind() codec.CoatKind { return codec.CoatKindXChaCha }
+func (xorMaker) Session(priv, pub *[32]byte) (packet.Coat, error) {
+	return xorCoat{key: 0x33}, nil
+}
+
+// A coat both ends offer is negotiated for the session; one end without it
+// keeps the NaCl coat.
+func TestCoatNegotiated(t *testing.T) {
+	for _, both := range []bool{true, false} {
+		p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+			m.Coat = xorMaker{}
+			if both {
+				o.Coat = xorMaker{}
+			}
+		})
+		p.join()
+		if got, want := p.mainRemote().coatKind(), map[bool]codec.CoatKind{true: codec.CoatKindXChaCha, false: codec.CoatKindNaCl}[both]; got != want {
+			t.Fatalf("both %v: coat %v, want %v", both, got, want)
+		}
+		if err := p.send(p.other, map[string]any{"coated": both}); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.delivered[p.main]; len(got) != 1 || got[0].Body["coated"] != both {
+			t.Fatalf("delivered %+v", got)
+		}
+	}
+}
+
+// Advertisements that are not understood give the reference profile.
+func TestBadCapsIgnored(t *testing.T) {
+	for _, v := range []any{
+		"caps", map[string]any{"v": int64(2)}, map[string]any{"v": int64(1), "hk": "x"},
+		map[string]any{"v": int64(1), "hk": []any{int64(300)}, "fk": []any{}, "bk": []any{}, "ck": []any{}, "mps": int64(1400)},
+		map[string]any{"v": int64(1), "hk": []any{}, "fk": []any{}, "bk": []any{}, "ck": []any{}, "mps": int64(100)},
+		map[string]any{"v": int64(1), "hk": make([]any, 17), "fk": []any{}, "bk": []any{}, "ck": []any{}, "mps": int64(1400)},
+	} {
+		if k := parseCaps(v); k != nil {
+			t.Errorf("%v: taken as %+v", v, k)
+		}
+	}
+	var k *caps
+	if k.canonical() != "" {
+		t.Fatal("no caps, not empty")
+	}
+}
+
+// An alive to a remote not joined joins it first; Shutdown fails the
+// messages saved for the next allow too.
+func TestAliveJoinsFirstAndShutdownSaved(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	r := p.otherRemote()
+	r.joined = false
+	p.other.startAliver(r, true)
+	p.pump()
+	p.advance(100 * time.Millisecond)
+	if !r.joined || !r.allowed {
+		t.Fatal("not joined and allowed")
+	}
+	p.cut = func(wired) bool { return true }
+	res := make(chan error, 1)
+	b, _ := p.other.marshal(map[string]any{"n": 1})
+	p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, res, p.now, p.now)
+	if p.other.OutLen() == 0 {
+		t.Fatal("nothing to send")
+	}
+	r.sid++
+	p.other.replaceStaleInitiators(r)
+	p.other.Shutdown()
+	if err, ok := outcome(res); !ok || !errors.Is(err, ErrClosed) {
+		t.Fatalf("saved message at shutdown: %v (%v)", err, ok)
+	}
+}
