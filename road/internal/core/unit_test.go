@@ -3,6 +3,8 @@ package core
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,5 +182,100 @@ func TestAliveJoinsFirstAndShutdownSaved(t *testing.T) {
 	p.other.Shutdown()
 	if err, ok := outcome(res); !ok || !errors.Is(err, ErrClosed) {
 		t.Fatalf("saved message at shutdown: %v (%v)", err, ok)
+	}
+}
+
+// An allow whose advertisements do not match what the allowent saw: after
+// a restart that lost them it is answered unjoined (the join exchanges
+// them again); between two estates that both joined in this run it is a
+// change in transit, rejected.
+func TestAllowCapsMismatch(t *testing.T) {
+	for _, fresh := range []bool{false, true} {
+		p := newPair(t, keep.AutoAlways, nil)
+		p.join()
+		mr := p.mainRemote()
+		mr.peerCaps, mr.capsFresh = nil, fresh
+		err, ok := p.reallow(time.Second)
+		if p.main.stats.drops[dropCapsMismatch] == 0 {
+			t.Fatalf("fresh %v: no caps_mismatch", fresh)
+		}
+		if fresh {
+			if !p.hasEvent(p.main, EventRejected) || p.count(p.main, codec.TransactionKindAllow, codec.PacketKindReject) == 0 {
+				t.Fatalf("changed in transit: not rejected (%v %v)", err, ok)
+			}
+			continue
+		}
+		if p.count(p.main, codec.TransactionKindAllow, codec.PacketKindUnjoined) == 0 || !mr.allowed {
+			t.Fatalf("lost in a restart: not joined again and allowed (%v %v)", err, ok)
+		}
+	}
+}
+
+// In a memory store too, pended strangers stay within their cap: the
+// oldest is dropped, with its pending role.
+func TestStrangersBoundedInMemory(t *testing.T) {
+	p := newPair(t, keep.AutoNever, nil)
+	for i := range maxPendingStrangers + 3 {
+		p.now = p.now.Add(time.Second)
+		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 60, byte(i / 200), byte(1 + i%200)}), 9000)
+		p.inject(p.main, p.namedJoin(t, fmt.Sprint("m", i)), from)
+	}
+	if n := len(p.main.pended); n != maxPendingStrangers {
+		t.Fatalf("%d pended, want %d", n, maxPendingStrangers)
+	}
+	st := p.main.store.(*memStore)
+	if _, ok := st.roles["m0"]; ok {
+		t.Fatal("the oldest stranger's role is kept")
+	}
+	if _, ok := st.roles[fmt.Sprint("m", maxPendingStrangers+2)]; !ok {
+		t.Fatal("the newest stranger's role is not kept")
+	}
+}
+
+// Between estates that negotiated message ids, a message whose id was
+// delivered before (a sender restarted on its queue sends it again in a new
+// transaction) is answered done and not delivered again.
+func TestMessageIDRepeated(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	id := MsgID{Stream: 7, Seq: 1, Floor: 1}
+	for range 2 {
+		res := make(chan error, 1)
+		b, _ := p.other.marshal(map[string]any{"once": true})
+		p.other.Send("main", b, codec.BodyKindJSON, id, res, p.now, p.now)
+		p.pump()
+		if err, ok := outcome(res); !ok || err != nil {
+			t.Fatalf("send: %v (%v)", err, ok)
+		}
+	}
+	if n := len(p.delivered[p.main]); n != 1 || p.main.stats.drops[dropMessageIDRepeated] != 1 {
+		t.Fatalf("delivered %d, repeats counted %d", n, p.main.stats.drops[dropMessageIDRepeated])
+	}
+}
+
+// Segments beyond a remote's reassembly quota are dropped (counted, logged
+// once a minute), and the message is sent again until it fits.
+func TestReassemblyQuota(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.Reassembly.MaxPerRemote, o.BurstSize = 1, 4 })
+	p.join()
+	var res []chan error
+	for i := range 3 {
+		ch := make(chan error, 1)
+		b, _ := p.other.marshal(map[string]any{"data": strings.Repeat("q", 20_000+i)})
+		p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, ch, p.now, p.now)
+		res = append(res, ch)
+	}
+	p.pump()
+	p.advance(20 * time.Second)
+	if p.main.stats.drops[dropReassemblyRemoteFull] == 0 {
+		t.Fatalf("no reassembly_remote_full: %v", p.main.Counters().Drops)
+	}
+	for i, ch := range res {
+		if err, ok := outcome(ch); !ok || err != nil {
+			t.Fatalf("message %d: %v (%v)", i, err, ok)
+		}
+	}
+	if len(p.delivered[p.main]) != 3 {
+		t.Fatalf("delivered %d", len(p.delivered[p.main]))
 	}
 }
