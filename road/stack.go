@@ -24,7 +24,8 @@ import (
 //
 // Goroutines: Start starts four (five with a packet.BatchSerializer), all
 // stopped and joined by Close. The owner goroutine holds all protocol state
-// (the core) and is the only one to touch it; a reader goroutine reads
+// (the core: road/internal/core, no I/O and no clock, reached only through
+// its API) and is the only one to call it; a reader goroutine reads
 // datagrams from the socket (recvmmsg on Linux, up to 32 at a time), parses
 // them and checks their Ed25519 signatures; a writer goroutine writes what
 // the owner flushes (sendmmsg, with UDP GSO for runs of equal-sized
