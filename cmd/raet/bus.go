@@ -168,6 +168,13 @@ func (f *busFlags) start(prog string, cfg *bus.Config, stdout, stderr io.Writer)
 	return r, exitOK
 }
 
+// until polls cond until it holds or the run ends.
+func (r *busRun) until(cond func() bool) {
+	for r.ctx.Err() == nil && !cond() {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // peerOr returns p, or the estate joined when p is empty.
 func (r *busRun) peerOr(p string) string {
 	if p == "" {
@@ -274,9 +281,7 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer r.stop()
-	for r.ctx.Err() == nil && r.node.Stats().Publisher.Subscriptions < *waitSubs {
-		time.Sleep(20 * time.Millisecond)
-	}
+	r.until(func() bool { return r.node.Stats().Publisher.Subscriptions >= *waitSubs })
 	count := 0
 	err := jsonLines(*input, func(v map[string]any) error {
 		m := bus.Pub{Subject: *subject, Body: v}
@@ -301,18 +306,15 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	// Linger until every subscription has what it was sent.
-	for r.ctx.Err() == nil {
+	r.until(func() bool {
 		held := 0
 		for _, st := range r.node.Subscribers() {
 			if st.Ended == "" {
 				held += st.Queued
 			}
 		}
-		if held == 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return held == 0
+	})
 	st := r.node.Stats().Publisher
 	r.emit(map[string]any{"summary": true, "published": count, "subscriptions": st.Subscriptions, "drops": st.Drops, "cuts": st.Cuts})
 	return exitOK
@@ -447,9 +449,7 @@ func runReq(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "raet req", "need --to, --group or --join")
 	}
 	if *group != "" { // learn the group's members first
-		for r.ctx.Err() == nil && len(r.node.GroupMembers(*group)) == 0 {
-			time.Sleep(20 * time.Millisecond)
-		}
+		r.until(func() bool { return len(r.node.GroupMembers(*group)) > 0 })
 	}
 	for range *count {
 		ctx, cancel := context.WithTimeout(r.ctx, *timeout)
@@ -495,29 +495,54 @@ func runRep(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer r.stop()
-	var served sync.WaitGroup
-	served.Add(max(*count, 1))
-	var mu sync.Mutex
-	n := 0
+	served := newAnswered(*count)
 	h := func(ctx context.Context, q *bus.Request) (any, error) {
 		r.emit(map[string]any{"request": q.Subject, "from": q.From})
-		defer func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if n++; *count > 0 && n <= *count {
-				served.Done()
-			}
-		}()
-		if *command == "" {
-			return q.Body, nil
-		}
-		return runCommand(ctx, *command, map[string]any{"from": q.From, "subject": q.Subject, "body": q.Body})
+		defer served.one()
+		return answer(ctx, *command, q.Body, map[string]any{"from": q.From, "subject": q.Subject, "body": q.Body})
 	}
 	if _, err := r.node.Serve(fs.Arg(0), h, &bus.ServeOptions{Group: *group, Concurrency: *conc}); err != nil {
 		return usageError(stderr, "raet rep", "%v", err)
 	}
-	waitOr(r.ctx, *count > 0, &served)
+	served.wait(r.ctx)
 	return exitOK
+}
+
+// answered counts what rep or pull answered, up to count (0: no limit).
+type answered struct {
+	count int
+	mu    sync.Mutex
+	n     int
+	wg    sync.WaitGroup
+}
+
+func newAnswered(count int) *answered {
+	a := &answered{count: count}
+	a.wg.Add(max(count, 1))
+	return a
+}
+
+// one counts one answered.
+func (a *answered) one() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n++; a.count > 0 && a.n <= a.count {
+		a.wg.Done()
+	}
+}
+
+// wait waits for count answered, or for ctx without a count.
+func (a *answered) wait(ctx context.Context) {
+	waitOr(ctx, a.count > 0, &a.wg)
+}
+
+// answer is the answer of rep and pull: body (an echo) without a command,
+// else the output of command (sh -c) reading in.
+func answer(ctx context.Context, command string, body any, in map[string]any) (any, error) {
+	if command == "" {
+		return body, nil
+	}
+	return runCommand(ctx, command, in)
 }
 
 // waitOr waits for wg when counting, else for ctx.
@@ -560,9 +585,7 @@ func runPush(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer r.stop()
-	for r.ctx.Err() == nil && len(r.node.Peers()) < *waitPullers {
-		time.Sleep(20 * time.Millisecond)
-	}
+	r.until(func() bool { return len(r.node.Peers()) >= *waitPullers })
 	var pushed int
 	results := make(chan int, 1)
 	failed := false
@@ -646,28 +669,16 @@ func runPull(args []string, stdout, stderr io.Writer) int {
 	if peer == "" {
 		return usageError(stderr, "raet pull", "need --from (or --join)")
 	}
-	var done sync.WaitGroup
-	done.Add(max(*count, 1))
-	var mu sync.Mutex
-	n := 0
+	done := newAnswered(*count)
 	h := func(ctx context.Context, j *bus.Job) (any, error) {
 		r.emit(map[string]any{"job": j.ID, "from": j.From, "subject": j.Subject})
-		defer func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if n++; *count > 0 && n <= *count {
-				done.Done()
-			}
-		}()
-		if *command == "" {
-			return j.Body, nil
-		}
-		return runCommand(ctx, *command, map[string]any{"id": j.ID, "subject": j.Subject, "body": j.Body})
+		defer done.one()
+		return answer(ctx, *command, j.Body, map[string]any{"id": j.ID, "subject": j.Subject, "body": j.Body})
 	}
 	if _, err := r.node.Pull([]string{peer}, *credit, h); err != nil {
 		fmt.Fprintln(stderr, "raet pull:", err)
 		return exitFailure
 	}
-	waitOr(r.ctx, *count > 0, &done)
+	done.wait(r.ctx)
 	return exitOK
 }
