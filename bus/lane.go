@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/raet-go/raet/lane"
@@ -18,19 +17,12 @@ import (
 // restarted. It owns one goroutine that carries messages, as Road's does,
 // and that Close stops; the stack stays open.
 type Lane struct {
-	s      *lane.Stack
-	recv   chan Message
-	events chan PeerEvent
-	done   chan struct{}
-	once   sync.Once
-	wg     sync.WaitGroup
+	s *lane.Stack
+	carrier
 
-	sink
 	mu    sync.Mutex
 	heard map[string]bool // yards heard from, at most maxHeard
 	order []string        // heard, oldest first, to forget the oldest
-
-	eventDrops atomic.Uint64
 }
 
 // maxHeard bounds the yards a Lane remembers having heard from.
@@ -38,42 +30,30 @@ const maxHeard = lane.DefaultMaxYards
 
 // NewLane starts carrying s's messages.
 func NewLane(s *lane.Stack) *Lane {
-	l := &Lane{s: s, recv: make(chan Message, recvQueue), events: make(chan PeerEvent, eventQueue), done: make(chan struct{}),
-		heard: map[string]bool{}}
-	l.wg.Add(1)
-	go l.pump()
+	l := &Lane{s: s, heard: map[string]bool{}}
+	l.start(l.pump)
 	return l
 }
 
 func (l *Lane) pump() {
-	defer l.wg.Done()
 	for {
 		select {
 		case <-l.done:
 			return
 		case m, ok := <-l.s.Receive():
 			if !ok {
-				l.stop()
+				l.stop() // the stack closed under the adapter
 				return
 			}
 			if l.hear(m.From) {
 				l.peerEvent(m.From, PeerUp, "first message")
 			}
-			msg := Message{From: m.From, Body: m.Body}
-			if l.message(msg) {
-				continue
-			}
-			select {
-			case l.recv <- msg:
-			case <-l.done:
+			if !l.deliver(Message{From: m.From, Body: m.Body}) {
 				return
 			}
 		}
 	}
 }
-
-// stop marks the adapter done (Close, or the stack closed under it).
-func (l *Lane) stop() { l.once.Do(func() { close(l.done) }) }
 
 // hear records that yard spoke and reports whether it is new.
 func (l *Lane) hear(yard string) bool {
@@ -108,15 +88,7 @@ func (l *Lane) forget(yard string) bool {
 }
 
 func (l *Lane) peerEvent(peer string, st PeerState, reason string) {
-	pe := PeerEvent{Peer: peer, State: st, Reason: reason, Time: time.Now()}
-	if l.event(pe) {
-		return
-	}
-	select {
-	case l.events <- pe:
-	default:
-		l.eventDrops.Add(1)
-	}
+	l.notify(PeerEvent{Peer: peer, State: st, Reason: reason, Time: time.Now()})
 }
 
 // Name is the yard's name.
@@ -134,23 +106,4 @@ func (l *Lane) Send(ctx context.Context, to string, body any) error {
 		return errors.Join(err, ErrUnknownPeer)
 	}
 	return err
-}
-
-// Receive is the channel of received messages.
-func (l *Lane) Receive() <-chan Message { return l.recv }
-
-// Events is the channel of peer events.
-func (l *Lane) Events() <-chan PeerEvent { return l.events }
-
-// Done is closed by Close, or when the stack closes.
-func (l *Lane) Done() <-chan struct{} { return l.done }
-
-// EventDrops counts peer events lost because Events was not read.
-func (l *Lane) EventDrops() uint64 { return l.eventDrops.Load() }
-
-// Close stops the goroutine; it does not close the stack.
-func (l *Lane) Close() error {
-	l.stop()
-	l.wg.Wait()
-	return nil
 }

@@ -2,8 +2,6 @@ package bus
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 
 	"github.com/raet-go/raet/road"
 )
@@ -18,54 +16,29 @@ import (
 // EventDead is PeerDown; EventReaped, EventRemoved and EventRejected are
 // PeerGone. The reason is the road event's name.
 type Road struct {
-	s      *road.Stack
-	recv   chan Message
-	events chan PeerEvent
-	done   chan struct{}
-	once   sync.Once
-	wg     sync.WaitGroup
-	sink
-	// EventDrops counts peer events lost because Events was not read.
-	eventDrops atomic.Uint64
+	s *road.Stack
+	carrier
 }
 
 // NewRoad starts carrying s's messages and events.
 func NewRoad(s *road.Stack) *Road {
-	r := &Road{s: s, recv: make(chan Message, recvQueue), events: make(chan PeerEvent, eventQueue), done: make(chan struct{})}
-	r.wg.Add(1)
-	go r.pump()
+	r := &Road{s: s}
+	r.start(r.pump)
 	return r
 }
 
 func (r *Road) pump() {
-	defer r.wg.Done()
 	for {
 		select {
 		case <-r.done:
 			return
 		case m := <-r.s.Receive():
-			msg := Message{From: m.From, Body: m.Body}
-			if r.message(msg) {
-				continue
-			}
-			select {
-			case r.recv <- msg:
-			case <-r.done:
+			if !r.deliver(Message{From: m.From, Body: m.Body}) {
 				return
 			}
 		case ev := <-r.s.Events():
-			st, ok := roadState(ev.Kind)
-			if !ok {
-				continue
-			}
-			pe := PeerEvent{Peer: ev.Remote, State: st, Reason: ev.Kind.String(), Time: ev.Time}
-			if r.event(pe) {
-				continue
-			}
-			select {
-			case r.events <- pe:
-			default:
-				r.eventDrops.Add(1)
+			if st, ok := roadState(ev.Kind); ok {
+				r.notify(PeerEvent{Peer: ev.Remote, State: st, Reason: ev.Kind.String(), Time: ev.Time})
 			}
 		}
 	}
@@ -90,23 +63,4 @@ func (r *Road) Name() string { return r.s.Name() }
 // (see road.Stack.Send).
 func (r *Road) Send(ctx context.Context, to string, body any) error {
 	return r.s.Send(ctx, to, body)
-}
-
-// Receive is the channel of received messages.
-func (r *Road) Receive() <-chan Message { return r.recv }
-
-// Events is the channel of peer events.
-func (r *Road) Events() <-chan PeerEvent { return r.events }
-
-// Done is closed by Close.
-func (r *Road) Done() <-chan struct{} { return r.done }
-
-// EventDrops counts peer events lost because Events was not read.
-func (r *Road) EventDrops() uint64 { return r.eventDrops.Load() }
-
-// Close stops the goroutine; it does not close the stack.
-func (r *Road) Close() error {
-	r.once.Do(func() { close(r.done) })
-	r.wg.Wait()
-	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -132,4 +133,76 @@ func (s *sink) event(e PeerEvent) bool {
 	}
 	s.ev(e)
 	return true
+}
+
+// carrier is what the stack adapters (Road, Lane) share: the goroutine that
+// carries a stack's messages and peer events to the attached node, or else
+// to the channels, and its stop.
+type carrier struct {
+	sink
+	recv       chan Message
+	events     chan PeerEvent
+	done       chan struct{}
+	once       sync.Once
+	wg         sync.WaitGroup
+	eventDrops atomic.Uint64
+}
+
+// start makes the channels and runs pump on the carrier's goroutine.
+func (c *carrier) start(pump func()) {
+	c.recv, c.events, c.done = make(chan Message, recvQueue), make(chan PeerEvent, eventQueue), make(chan struct{})
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		pump()
+	}()
+}
+
+// deliver hands m to the attached node, or else queues it; false when the
+// carrier stopped first.
+func (c *carrier) deliver(m Message) bool {
+	if c.message(m) {
+		return true
+	}
+	select {
+	case c.recv <- m:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+// notify hands pe to the attached node, or else queues it, or counts it
+// dropped when the queue is full.
+func (c *carrier) notify(pe PeerEvent) {
+	if c.event(pe) {
+		return
+	}
+	select {
+	case c.events <- pe:
+	default:
+		c.eventDrops.Add(1)
+	}
+}
+
+// stop marks the carrier done.
+func (c *carrier) stop() { c.once.Do(func() { close(c.done) }) }
+
+// Receive is the channel of received messages.
+func (c *carrier) Receive() <-chan Message { return c.recv }
+
+// Events is the channel of peer events.
+func (c *carrier) Events() <-chan PeerEvent { return c.events }
+
+// Done is closed by Close (for a Lane, also when its stack closes).
+func (c *carrier) Done() <-chan struct{} { return c.done }
+
+// EventDrops counts peer events lost because Events was not read.
+func (c *carrier) EventDrops() uint64 { return c.eventDrops.Load() }
+
+// Close stops the goroutine; it does not close the stack.
+func (c *carrier) Close() error {
+	c.stop()
+	c.wg.Wait()
+	return nil
 }
