@@ -45,9 +45,9 @@ type Core struct {
 	reasm *packet.Reassembler[uint32, msgKey] // owned by remote (nuid)
 	lim   limits
 
-	// pended are the joins waiting for an operator's decision, oldest
+	// pended are the joinents waiting for our operator's decision, oldest
 	// first; one timer (pendAt) re-reads the keep for all of them.
-	pended []pendable
+	pended []*joinent
 	pendAt time.Time
 
 	out      []Datagram

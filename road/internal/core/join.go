@@ -33,28 +33,21 @@ import (
 
 // pendRedo is how often the core re-reads the keep for the joins waiting
 // for an operator's decision, all of them at once (the reference: every 60 s,
-// each join on its own).
+// each join on its own). Only a joinent waits for ours: a joiner trusts the
+// main it joins on first use (trustMain).
 const pendRedo = time.Second
 
-// pendable is a join waiting for an operator's decision on a role's keys.
-type pendable interface {
-	txn
-	pendRole() string
-	// decided takes the operator's decision (accepted or rejected).
-	decided(c *Core, status keep.Acceptance)
-}
-
-// pend adds t to the joins the pend timer re-reads the keep for.
-func (c *Core) pend(t pendable) {
-	c.pended = append(c.pended, t)
+// pend adds j to the joins the pend timer re-reads the keep for.
+func (c *Core) pend(j *joinent) {
+	c.pended = append(c.pended, j)
 	if c.pendAt.IsZero() {
 		c.pendAt = c.now.Add(pendRedo)
 	}
 	c.wakeAt(c.pendAt)
 }
 
-func (c *Core) unpend(t pendable) {
-	if i := slices.Index(c.pended, t); i >= 0 {
+func (c *Core) unpend(j *joinent) {
+	if i := slices.Index(c.pended, j); i >= 0 {
 		c.pended = slices.Delete(c.pended, i, i+1)
 	}
 	if len(c.pended) == 0 {
@@ -70,7 +63,7 @@ func (c *Core) checkPended() {
 		if !slices.Contains(c.pended, t) {
 			continue // ended by an earlier decision
 		}
-		role := t.pendRole()
+		role := t.b.role
 		st, ok := status[role]
 		if !ok {
 			var err error
@@ -95,8 +88,8 @@ func (c *Core) checkPended() {
 func (c *Core) pendStranger(j *joinent) {
 	n := 0
 	var oldest *joinent
-	for _, t := range c.pended {
-		if o, ok := t.(*joinent); ok && !o.r.added {
+	for _, o := range c.pended {
+		if !o.r.added {
 			n++
 			if oldest == nil {
 				oldest = o
@@ -263,7 +256,7 @@ type joiner struct {
 	vacuous  bool
 	renewal  bool
 	cascade  bool
-	pended   bool
+	pended   bool // by the joinent: its operator decides on our keys
 	answered bool // the joinent said something
 	tries    int  // requests sent
 	timeout  expiry
@@ -319,7 +312,6 @@ func (j *joiner) send(c *Core, pk codec.PacketKind, body []byte) {
 
 func (j *joiner) remove(c *Core) {
 	c.removeTxn(j.r, j)
-	c.unpend(j)
 	if j.vacuous && c.joinees[j.r.ha] == j.r && len(j.r.txns) == 0 {
 		delete(c.joinees, j.r.ha)
 	}
@@ -407,7 +399,7 @@ func (j *joiner) accept(c *Core, p *rxPacket) {
 		c.log.Error("raet: key status", "role", b.role, "err", err)
 		status, why = keep.Rejected, ReasonKeysRejected
 	}
-	if status == keep.Rejected {
+	if status != keep.Accepted { // trustMain never pends
 		c.report(EventRejected, r.name, r.nuid, why, r.ha, c.hint(why, r.name))
 		if sameKeys {
 			j.remove(c)
@@ -425,30 +417,7 @@ func (j *joiner) accept(c *Core, p *rxPacket) {
 		return
 	}
 	r.peerCaps = b.caps
-	if status == keep.Accepted {
-		j.completify(c)
-		return
-	}
-	c.saveRemote(r)
-	j.pended = true
-	j.timeout = after(c.now, c.cfg.PendTimeout)
-	c.report(EventPending, r.name, r.nuid, why, r.ha, c.hint(why, r.name))
-	j.send(c, codec.PacketKindPend, nil)
-	j.redo.at = time.Time{} // the pend timer decides now
-	c.pend(j)
-}
-
-func (j *joiner) pendRole() string { return j.r.role }
-
-func (j *joiner) decided(c *Core, status keep.Acceptance) {
-	if status == keep.Accepted {
-		j.completify(c)
-		return
-	}
-	j.remove(c)
-	c.report(EventRejected, j.r.name, j.r.nuid, ReasonKeysRejected, j.r.ha, c.hint(ReasonKeysRejected, j.r.name))
-	c.failJoin(j.r, &JoinError{Reason: ReasonKeysRejected, Err: ErrRejected, Hint: c.hint(ReasonKeysRejected, j.r.name)})
-	c.removeRemote(j.r, ErrRejected)
+	j.completify(c)
 }
 
 // joined completes a join on either side: the first session starts (sid
@@ -799,8 +768,7 @@ func (j *joinent) tick(c *Core) {
 	}
 }
 
-func (j *joinent) pendRole() string { return j.b.role }
-
+// decided takes our operator's decision (accepted or rejected).
 func (j *joinent) decided(c *Core, status keep.Acceptance) {
 	if status == keep.Accepted {
 		j.pended = false

@@ -338,8 +338,9 @@ func (j *joiner) rejectHint(c *Core, why Reason) string {
 // trustMain decides the keys of the estate we chose to join: trusted on
 // first use (AutoOnce) when Config.Auto is AutoNever, so that a new estate
 // can join a main without an operator on its own side, and refused when
-// they change later (ReasonMainKeysChanged). The reason is set when the
-// keys are not accepted.
+// they change later (ReasonMainKeysChanged). Under AutoOnce or AutoAlways
+// keys are never pending: the status is accepted or rejected, and the
+// reason is set when they are rejected.
 func (c *Core) trustMain(b *joinBody) (keep.Acceptance, Reason, error) {
 	auto := max(c.cfg.Auto, keep.AutoOnce)
 	stored, known, _ := c.store.roleStatus(b.role)
@@ -347,8 +348,6 @@ func (c *Core) trustMain(b *joinBody) (keep.Acceptance, Reason, error) {
 	switch {
 	case err != nil || status == keep.Accepted:
 		return status, ReasonNone, err
-	case status == keep.Pending:
-		return status, ReasonPendingOurs, nil
 	case known && stored == keep.Rejected:
 		return status, ReasonKeysRejected, nil
 	}
@@ -357,12 +356,9 @@ func (c *Core) trustMain(b *joinBody) (keep.Acceptance, Reason, error) {
 
 // failure is the error of a joiner that ends with err (ErrTimeout,
 // ErrRefused, or a Join call's context error) before it completed: what
-// it waited for (an operator, ours or theirs), no answer at all, or err
-// alone.
+// it waited for (the joinent's operator), no answer at all, or err alone.
 func (j *joiner) failure(c *Core, err error) error {
 	switch {
-	case j.pended && j.lastKind == codec.PacketKindPend:
-		return &JoinError{Reason: ReasonPendingOurs, Err: err, Hint: c.hint(ReasonPendingOurs, j.r.name)}
 	case j.pended:
 		return &JoinError{Reason: ReasonPendingTheirs, Err: err, Hint: c.hint(ReasonPendingTheirs, j.r.name)}
 	case !j.answered:
