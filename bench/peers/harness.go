@@ -280,19 +280,29 @@ type udpTransport struct {
 	wg      sync.WaitGroup
 }
 
-func dialUDP() (transport, error) {
-	s, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+// udpLoopback is a server socket on loopback and a client connected to it,
+// both with 8 MiB buffers.
+func udpLoopback() (c, s *net.UDPConn, err error) {
+	s, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	c, err := net.DialUDP("udp", nil, s.LocalAddr().(*net.UDPAddr))
+	c, err = net.DialUDP("udp", nil, s.LocalAddr().(*net.UDPAddr))
 	if err != nil {
 		s.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	for _, x := range []*net.UDPConn{s, c} {
 		x.SetReadBuffer(8 << 20)
 		x.SetWriteBuffer(8 << 20)
+	}
+	return c, s, nil
+}
+
+func dialUDP() (transport, error) {
+	c, s, err := udpLoopback()
+	if err != nil {
+		return nil, err
 	}
 	t := &udpTransport{c: c, s: s, pending: map[uint64]int{}, buf: make([]byte, 64)}
 	t.wg.Add(1)
@@ -366,18 +376,9 @@ type udpOneWay struct {
 }
 
 func dialUDPOneWay() (oneWay, error) {
-	s, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	c, s, err := udpLoopback()
 	if err != nil {
 		return nil, err
-	}
-	c, err := net.DialUDP("udp", nil, s.LocalAddr().(*net.UDPAddr))
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	for _, x := range []*net.UDPConn{s, c} {
-		x.SetReadBuffer(8 << 20)
-		x.SetWriteBuffer(8 << 20)
 	}
 	return &udpOneWay{c: c, s: s, out: make([]byte, 12+maxDatagram), in: make([]byte, 1<<16)}, nil
 }
@@ -683,16 +684,60 @@ func dialQUICStreams(serve func(io.ReadWriter)) (io.ReadWriter, func(), error) {
 // ---- this stack: Send until done is the message and its ack.
 
 type raetTransport struct {
-	m, o   *road.Stack
-	to     string
+	m, o *road.Stack
+	to   string
+	msgs chan road.Message
+	inFlight
+	body map[string]any
+	plen int
+}
+
+// inFlight runs each send in a goroutine of its own and gives recvAck its
+// id once it is done, or else its error (the first: the run ends at it).
+type inFlight struct {
 	acks   chan uint64
 	errs   chan error
-	msgs   chan road.Message
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	body   map[string]any
-	plen   int
+}
+
+func (f *inFlight) init() {
+	f.acks, f.errs = make(chan uint64, 1024), make(chan error, 1)
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+}
+
+// run calls send in a goroutine; with ack, id goes to recvAck once it is done.
+func (f *inFlight) run(id uint64, ack bool, send func(ctx context.Context) error) {
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if err := send(f.ctx); err != nil {
+			select {
+			case f.errs <- err:
+			default:
+			}
+			return
+		}
+		if !ack {
+			return
+		}
+		select {
+		case f.acks <- id:
+		case <-f.ctx.Done():
+		}
+	}()
+}
+
+func (f *inFlight) recvAck() (uint64, error) {
+	select {
+	case id := <-f.acks:
+		return id, nil
+	case err := <-f.errs:
+		return 0, err
+	case <-f.ctx.Done():
+		return 0, errors.New("closed")
+	}
 }
 
 // newRaetStack starts a road estate on loopback for the benchmarks.
@@ -720,18 +765,17 @@ func dialRaet(prof road.Profile, fastMPS int, forward bool) (*raetTransport, err
 		m.Close()
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	jctx, jcancel := context.WithTimeout(ctx, 10*time.Second)
+	jctx, jcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	rem, err := o.Join(jctx, m.Addr().String())
 	jcancel()
 	if err != nil {
-		cancel()
 		o.Close()
 		m.Close()
 		return nil, fmt.Errorf("join: %w", err)
 	}
-	t := &raetTransport{m: m, o: o, to: rem.Name, acks: make(chan uint64, 1024), errs: make(chan error, 1),
-		msgs: make(chan road.Message, 1024), ctx: ctx, cancel: cancel}
+	t := &raetTransport{m: m, o: o, to: rem.Name, msgs: make(chan road.Message, 1024)}
+	t.init()
+	ctx := t.ctx
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
@@ -759,33 +803,8 @@ func (t *raetTransport) send(id uint64, p []byte) error {
 		t.body, t.plen = map[string]any{"data": string(p)}, len(p)
 	}
 	body := t.body
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		if err := t.o.Send(t.ctx, t.to, body); err != nil {
-			select {
-			case t.errs <- err:
-			default:
-			}
-			return
-		}
-		select {
-		case t.acks <- id:
-		case <-t.ctx.Done():
-		}
-	}()
+	t.run(id, true, func(ctx context.Context) error { return t.o.Send(ctx, t.to, body) })
 	return nil
-}
-
-func (t *raetTransport) recvAck() (uint64, error) {
-	select {
-	case id := <-t.acks:
-		return id, nil
-	case err := <-t.errs:
-		return 0, err
-	case <-t.ctx.Done():
-		return 0, errors.New("closed")
-	}
 }
 
 // raetOneWay sends each message without waiting for its done (up to the
@@ -811,16 +830,7 @@ func (t *raetOneWay) send(id uint64, p []byte) error {
 		t.data = string(p)
 	}
 	body := map[string]any{"id": id, "data": t.data}
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		if err := t.o.Send(t.ctx, t.to, body); err != nil {
-			select {
-			case t.errs <- err:
-			default:
-			}
-		}
-	}()
+	t.run(id, false, func(ctx context.Context) error { return t.o.Send(ctx, t.to, body) })
 	return nil
 }
 

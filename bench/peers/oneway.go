@@ -238,5 +238,3 @@ func measureOneWay(p peer, size, window int, dur, timeout time.Duration) result 
 	}
 	return r
 }
-
-func ptr[T any](v T) *T { return &v }

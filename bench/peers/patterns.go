@@ -42,11 +42,7 @@ type busReqRep struct {
 	roads  []*bus.Road
 	cli    *bus.Node
 	srv    *bus.Node
-	acks   chan uint64
-	errs   chan error
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	inFlight
 }
 
 func dialBusReqRep() (transport, error) {
@@ -54,8 +50,8 @@ func dialBusReqRep() (transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &busReqRep{stacks: append([]*road.Stack{m}, others...), acks: make(chan uint64, 1024), errs: make(chan error, 1)}
-	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t := &busReqRep{stacks: append([]*road.Stack{m}, others...)}
+	t.init()
 	nodes, err := busNodes(t.stacks, &t.roads)
 	if err != nil {
 		t.close()
@@ -73,40 +69,18 @@ func dialBusReqRep() (transport, error) {
 
 func (t *busReqRep) send(id uint64, p []byte) error {
 	body := map[string]any{"id": id, "data": string(p)}
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		rep, err := t.cli.Request(t.ctx, "main", "bench.req", body)
-		if err == nil {
-			var got uint64
-			if got, err = bodyID(rep.Body.(map[string]any)); err == nil && got != id {
-				err = fmt.Errorf("reply %d to request %d", got, id)
-			}
-		}
+	t.run(id, true, func(ctx context.Context) error {
+		rep, err := t.cli.Request(ctx, "main", "bench.req", body)
 		if err != nil {
-			select {
-			case t.errs <- err:
-			default:
-			}
-			return
+			return err
 		}
-		select {
-		case t.acks <- id:
-		case <-t.ctx.Done():
+		got, err := bodyID(rep.Body.(map[string]any))
+		if err == nil && got != id {
+			err = fmt.Errorf("reply %d to request %d", got, id)
 		}
-	}()
+		return err
+	})
 	return nil
-}
-
-func (t *busReqRep) recvAck() (uint64, error) {
-	select {
-	case id := <-t.acks:
-		return id, nil
-	case err := <-t.errs:
-		return 0, err
-	case <-t.ctx.Done():
-		return 0, errors.New("closed")
-	}
 }
 
 func (t *busReqRep) close() {
@@ -415,7 +389,8 @@ func dialZMQFanout(subs int, deliver deliverFunc) (fanout, error) {
 	var ready sync.WaitGroup
 	ready.Add(subs)
 	for i, s := range p.clients {
-		if err := s.SetSubscribe(""); err == nil {
+		err := s.SetSubscribe("")
+		if err == nil {
 			err = s.SetRcvtimeo(50 * time.Millisecond) // wake to see whether to stop
 		}
 		if err != nil {
