@@ -106,7 +106,7 @@ bench-peers: deps
 ## bench-peers-check: vet and smoke-test the nested bench/peers module (it downloads its
 ## peers; part of make test).
 bench-peers-check: deps
-	cd bench/peers && $(GO) vet ./... && $(GO) test -race -count=1 ./... && $(GO) mod tidy -diff
+	cd bench/peers && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./... && $(GO) mod tidy -diff
 
 ## bench-codec: head codec benchmarks, 6 runs (feed to benchstat).
 bench-codec:
