@@ -1,0 +1,69 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestMain makes the test binary a fleet worker when the coordinator under
+// test starts it as one.
+func TestMain(m *testing.M) {
+	if os.Getenv(roleEnv) != "" {
+		os.Exit(serveWorker(os.Stdin, os.Stdout))
+	}
+	os.Exit(m.Run())
+}
+
+// TestFleetSmoke runs the whole benchmark with a handful of clients over two
+// processes in both profiles, and checks that every phase did what it
+// reports: all clients joined and were allowed, every message went both
+// ways and was delivered, and the measures are of the right sign.
+func TestFleetSmoke(t *testing.T) {
+	o := options{procs: 2, dir: t.TempDir(), msgs: 12, size: 100, window: 4, joinWindow: 2,
+		settle: 50 * time.Millisecond, idle: 1200 * time.Millisecond} // longer than the 1 s presence period
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, p := range []string{"fast", "reference"} {
+		const n = 5
+		r, err := measure(ctx, o, p, n)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		t.Logf("%+v", r)
+		if r.Joined != n || r.JoinFailed != 0 || r.Allowed != n || r.Procs != 2 {
+			t.Errorf("%s: joined %d, failed %d, allowed %d of %d over %d processes", p, r.Joined, r.JoinFailed, r.Allowed, n, r.Procs)
+		}
+		// 12 messages over 5 remotes: 3 each, both ways.
+		if r.FanoutMsgs != 15 || r.FanoutDelivered != 15 || r.FaninMsgs != 15 || r.FaninDelivered != 15 {
+			t.Errorf("%s: fan-out %d done, %d delivered; fan-in %d done, %d delivered; want 15 each",
+				p, r.FanoutMsgs, r.FanoutDelivered, r.FaninMsgs, r.FaninDelivered)
+		}
+		if r.failures() != 0 {
+			t.Errorf("%s: %d failures", p, r.failures())
+		}
+		if r.JoinSeconds <= 0 || r.MainCPUPerJoin <= 0 || r.FanoutRate <= 0 || r.FaninRate <= 0 ||
+			r.FanoutCPUPerMsg <= 0 || r.FaninCPUPerMsg <= 0 || r.ClientHeapStack <= 0 || r.IdlePackets <= 0 {
+			t.Errorf("%s: a measure is not positive: %+v", p, r)
+		}
+		// Each stack runs its owner, writer, decoder and at least one reader.
+		if r.ClientGorStack < 4 {
+			t.Errorf("%s: %.1f goroutines per client stack, want at least 4", p, r.ClientGorStack)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	for _, args := range [][]string{{"-n", "0"}, {"-n", "x"}, {"-profiles", "slow"}, {"-procs", "0"}, {"extra"}} {
+		if code := run(args, os.Stdout, &discard{}); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(b []byte) (int, error) { return len(b), nil }

@@ -1,0 +1,624 @@
+//go:build linux
+
+// Command fleet measures one main road estate serving N client stacks on
+// loopback, and prints how its costs grow with N (issue 14's growth table).
+//
+// The main estate runs in its own process with its keep on disk; the N
+// client stacks (keys in memory) are spread over a few more processes. All
+// of them are this program, started again as workers; the coordinator
+// talks to them over their stdin and stdout, one JSON line per request and
+// per reply, and each worker measures itself (CPU time from getrusage, live
+// heap after a collection, RSS from /proc). Every stack listens on its own
+// port of 127.0.0.1; each process raises its open-file limit to the hard
+// limit, as each stack holds a socket.
+//
+// For each profile and each N, in this order:
+//
+//   - join: every client joins the main (join and allow), a few at a time
+//     per process (--join-window); the wall time until all are allowed,
+//     and the main's CPU per join;
+//   - state: after --settle, the main's heap and RSS per remote, and the
+//     heap and goroutines per client stack (the goroutine that reads a
+//     stack's Receive channel for the benchmark is not counted);
+//   - idle: for --idle, the main's CPU in µs per remote per second and the
+//     packets it sends and receives per second (presence);
+//   - fan-out: the main sends --msgs messages of --size bytes spread evenly
+//     over the remotes (at least one each), --window at a time; messages
+//     per second and the main's CPU per message;
+//   - fan-in: as many from the clients to the main, --window at a time per
+//     process.
+//
+// A run is bounded by --timeout; the workers die with the coordinator.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const usage = `usage: fleet [flags]
+
+One main road estate (its own process, keep on disk) and N client stacks
+(spread over --procs processes) on 127.0.0.1. For each profile and N, one
+JSON line on stdout with the join time, the main's CPU per join, heap and
+RSS per remote, heap and goroutines per client stack, idle CPU and packet
+rate, and fan-out and fan-in message rates and CPU per message.
+
+examples:
+  go run ./bench/fleet                                # N=100, both profiles
+  go run ./bench/fleet -n 100,1000,5000,10000 -table  # the growth table
+  go run ./bench/fleet -n 1000 -profiles fast -idle 10s -msgs 20000
+
+exit status: 0 success, 1 a measurement failed (a join, a message, a
+worker), 2 usage, 3 setup (temporary directory, starting a worker).
+
+flags:
+`
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+	exitSetup   = 3
+)
+
+// options are the flags of a run.
+type options struct {
+	ns         []int
+	profiles   []string
+	procs      int
+	dir        string
+	msgs       int
+	size       int
+	window     int
+	joinWindow int
+	settle     time.Duration
+	idle       time.Duration
+}
+
+func main() {
+	if os.Getenv(roleEnv) != "" {
+		os.Exit(serveWorker(os.Stdin, os.Stdout))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fleet", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	ns := fs.String("n", "100", "client counts, comma-separated (e.g. 100,1000,5000,10000)")
+	profiles := fs.String("profiles", "fast,reference", "profiles, comma-separated: fast, reference")
+	procs := fs.Int("procs", 4, "processes the clients are spread over (at most N)")
+	dir := fs.String("dir", "", "where the main's keep goes, in a fresh temporary directory (default: the system's)")
+	msgs := fs.Int("msgs", 5000, "messages in each of fan-out and fan-in (at least one per remote)")
+	size := fs.Int("size", 256, "message body bytes")
+	window := fs.Int("window", 256, "messages in flight per process")
+	joinWindow := fs.Int("join-window", 64, "joins in flight per client process")
+	settle := fs.Duration("settle", 2*time.Second, "wait after the joins before measuring state")
+	idle := fs.Duration("idle", 5*time.Second, "how long idle CPU and packets are measured")
+	timeout := fs.Duration("timeout", 30*time.Minute, "bound on the whole run")
+	table := fs.Bool("table", false, "print a Markdown table instead of JSON lines")
+	version := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if *version {
+		v := "(devel)"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		fmt.Fprintln(stdout, "fleet", v)
+		return exitOK
+	}
+	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window,
+		joinWindow: *joinWindow, settle: *settle, idle: *idle}
+	var err error
+	if o.ns, err = parseInts(*ns); err != nil || fs.NArg() != 0 || o.procs < 1 || o.msgs < 1 ||
+		o.size < 0 || o.window < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 {
+		fmt.Fprintln(stderr, "fleet: bad flags (see -help):", errors.Join(err, argsErr(fs.Args())))
+		return exitUsage
+	}
+	for p := range strings.SplitSeq(*profiles, ",") {
+		if _, err := parseProfile(p); err != nil {
+			fmt.Fprintln(stderr, "fleet:", err)
+			return exitUsage
+		}
+		o.profiles = append(o.profiles, p)
+	}
+	if o.dir == "" {
+		o.dir = os.TempDir()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	fsName := fsType(o.dir)
+	fmt.Fprintf(stderr, "fleet: keep under %s (%s)\n", o.dir, fsName)
+	enc := json.NewEncoder(stdout)
+	var rows []row
+	code := exitOK
+	for _, p := range o.profiles {
+		for _, n := range o.ns {
+			fmt.Fprintf(stderr, "fleet: %s N=%d\n", p, n)
+			r, err := measure(ctx, o, p, n)
+			r.KeepFS = fsName
+			if err != nil {
+				fmt.Fprintf(stderr, "fleet: %s N=%d: %v\n", p, n, err)
+				var se *setupError
+				if errors.As(err, &se) {
+					return exitSetup
+				}
+				code = exitFailure
+				if ctx.Err() != nil {
+					return code
+				}
+				continue
+			}
+			if r.failures() > 0 {
+				code = exitFailure
+			}
+			rows = append(rows, r)
+			if !*table {
+				if err := enc.Encode(r); err != nil {
+					return exitFailure
+				}
+			}
+		}
+	}
+	if *table {
+		printTable(stdout, rows)
+	}
+	return code
+}
+
+func argsErr(args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q", args)
+	}
+	return nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad count %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// fsType names the file system holding dir, so that a keep on tmpfs is
+// not mistaken for one on disk.
+func fsType(dir string) string {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return "unknown"
+	}
+	switch st.Type {
+	case 0x01021994:
+		return "tmpfs"
+	case 0xef53:
+		return "ext4"
+	case 0x58465342:
+		return "xfs"
+	case 0x9123683e:
+		return "btrfs"
+	case 0x794c7630:
+		return "overlayfs"
+	}
+	return fmt.Sprintf("fs 0x%x", st.Type)
+}
+
+// row is one line of the growth table.
+type row struct {
+	Profile string `json:"profile"`
+	N       int    `json:"n"`
+	Procs   int    `json:"procs"`
+	KeepFS  string `json:"keep_fs"`
+
+	JoinSeconds     float64 `json:"join_s"`
+	Joined          int     `json:"joined"`
+	JoinFailed      int     `json:"join_failed"`
+	JoinRetries     int     `json:"join_retries"`
+	Allowed         int     `json:"allowed"` // remotes the main has allowed
+	MainCPUPerJoin  float64 `json:"main_cpu_per_join_us"`
+	MainHeapPerRem  float64 `json:"main_heap_per_remote_b"`
+	MainRSSPerRem   float64 `json:"main_rss_per_remote_b"`
+	ClientHeapStack float64 `json:"client_heap_per_stack_b"`
+	ClientGorStack  float64 `json:"client_goroutines_per_stack"`
+
+	IdleCPUPerRemS float64 `json:"idle_cpu_us_per_remote_s"`
+	IdlePackets    float64 `json:"idle_packets_per_s"`
+
+	FanoutMsgs        int     `json:"fanout_msgs"`
+	FanoutFailed      int     `json:"fanout_failed"`
+	FanoutDelivered   int     `json:"fanout_delivered"`
+	FanoutRate        float64 `json:"fanout_msgs_per_s"`
+	FanoutCPUPerMsg   float64 `json:"fanout_cpu_per_msg_us"`
+	FanoutRetransmits uint64  `json:"fanout_retransmits"`
+
+	FaninMsgs        int     `json:"fanin_msgs"`
+	FaninFailed      int     `json:"fanin_failed"`
+	FaninDelivered   int     `json:"fanin_delivered"`
+	FaninRate        float64 `json:"fanin_msgs_per_s"`
+	FaninCPUPerMsg   float64 `json:"fanin_cpu_per_msg_us"`
+	FaninDrops       uint64  `json:"fanin_drops"`
+	FaninRetransmits uint64  `json:"fanin_retransmits"`
+}
+
+// failures counts what went wrong in a row: failed joins and messages, and
+// messages done but not delivered.
+func (r row) failures() int {
+	return r.JoinFailed + (r.N - r.Allowed) + r.FanoutFailed + r.FaninFailed +
+		(r.FanoutMsgs - r.FanoutDelivered) + (r.FaninMsgs - r.FaninDelivered)
+}
+
+func printTable(w io.Writer, rows []row) {
+	fmt.Fprintln(w, "| profile | N | join s | main CPU/join µs | main heap/remote B | main RSS/remote B | client heap/stack KiB | client goroutines/stack | idle µs/remote/s | idle pkts/s | fan-out msgs/s | fan-out µs/msg | fan-in msgs/s | fan-in µs/msg | fan-in drops | failures |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %d | %.2f | %.0f | %.0f | %.0f | %.1f | %.1f | %.2f | %.0f | %.0f | %.1f | %.0f | %.1f | %d | %d |\n",
+			r.Profile, r.N, r.JoinSeconds, r.MainCPUPerJoin, r.MainHeapPerRem, r.MainRSSPerRem,
+			r.ClientHeapStack/1024, r.ClientGorStack, r.IdleCPUPerRemS, r.IdlePackets,
+			r.FanoutRate, r.FanoutCPUPerMsg, r.FaninRate, r.FaninCPUPerMsg, r.FaninDrops, r.failures())
+	}
+}
+
+// setupError is a failure to set a run up, as opposed to one measured.
+type setupError struct{ err error }
+
+func (e *setupError) Error() string { return e.err.Error() }
+func (e *setupError) Unwrap() error { return e.err }
+
+// measure runs the phases for one profile and N.
+func measure(ctx context.Context, o options, profile string, n int) (row, error) {
+	r := row{Profile: profile, N: n, Procs: min(o.procs, n)}
+	dir, err := os.MkdirTemp(o.dir, "raet-fleet-")
+	if err != nil {
+		return r, &setupError{err}
+	}
+	defer os.RemoveAll(dir)
+	procs, err := startWorkers(1 + r.Procs)
+	if err != nil {
+		return r, &setupError{err}
+	}
+	defer stopWorkers(procs)
+	m, clients := procs[0], procs[1:]
+
+	rep, err := m.call(ctx, request{Op: "start", Main: true, Profile: profile, Dir: filepath.Join(dir, "main")})
+	if err != nil {
+		return r, fmt.Errorf("main: %w", err)
+	}
+	mainAddr := rep.Addr
+	cBase, err := each(ctx, clients, func(int) request { return request{Op: "stats", GC: true} })
+	if err != nil {
+		return r, err
+	}
+	if _, err := each(ctx, clients, func(i int) request {
+		return request{Op: "start", Profile: profile, N: n/r.Procs + b2i(i < n%r.Procs), Prefix: fmt.Sprintf("c%d", i)}
+	}); err != nil {
+		return r, err
+	}
+	mBase, err := m.stats(ctx, true)
+	if err != nil {
+		return r, err
+	}
+
+	t := time.Now()
+	joins, err := each(ctx, clients, func(int) request { return request{Op: "join", To: mainAddr, Window: o.joinWindow} })
+	if err != nil {
+		return r, err
+	}
+	r.JoinSeconds = time.Since(t).Seconds()
+	mJoined, err := m.stats(ctx, false)
+	if err != nil {
+		return r, err
+	}
+	for _, j := range joins {
+		r.Joined += j.Done
+		r.JoinFailed += j.Failed
+		r.JoinRetries += j.Retries
+	}
+	r.MainCPUPerJoin = float64(mJoined.CPUNs-mBase.CPUNs) / 1e3 / float64(n)
+
+	if err := sleep(ctx, o.settle); err != nil {
+		return r, err
+	}
+	mState, err := m.stats(ctx, true)
+	if err != nil {
+		return r, err
+	}
+	cState, err := each(ctx, clients, func(int) request { return request{Op: "stats", GC: true} })
+	if err != nil {
+		return r, err
+	}
+	r.Allowed = mState.Allowed
+	r.MainHeapPerRem = (float64(mState.Heap) - float64(mBase.Heap)) / float64(n)
+	r.MainRSSPerRem = (float64(mState.RSS) - float64(mBase.RSS)) / float64(n)
+	var heap, gor float64
+	for i := range clients {
+		heap += float64(cState[i].Stats.Heap) - float64(cBase[i].Stats.Heap)
+		gor += float64(cState[i].Stats.Goroutines - cBase[i].Stats.Goroutines - cState[i].Stats.Stacks)
+	}
+	r.ClientHeapStack, r.ClientGorStack = heap/float64(n), gor/float64(n)
+
+	idle0, err := m.stats(ctx, false)
+	if err != nil {
+		return r, err
+	}
+	t = time.Now()
+	if err := sleep(ctx, o.idle); err != nil {
+		return r, err
+	}
+	idle1, err := m.stats(ctx, false)
+	if err != nil {
+		return r, err
+	}
+	secs := time.Since(t).Seconds()
+	r.IdleCPUPerRemS = float64(idle1.CPUNs-idle0.CPUNs) / 1e3 / float64(n) / secs
+	r.IdlePackets = float64(idle1.PacketsIn+idle1.PacketsOut-idle0.PacketsIn-idle0.PacketsOut) / secs
+
+	if err := fanout(ctx, o, m, clients, &r); err != nil {
+		return r, err
+	}
+	if err := fanin(ctx, o, m, clients, &r); err != nil {
+		return r, err
+	}
+	for _, p := range procs {
+		if _, err := p.call(ctx, request{Op: "quit"}); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// perEach spreads msgs over n senders or receivers, at least one each.
+func perEach(msgs, n int) int { return max(1, (msgs+n-1)/n) }
+
+func fanout(ctx context.Context, o options, m *workerProc, clients []*workerProc, r *row) error {
+	before, err := m.stats(ctx, false)
+	if err != nil {
+		return err
+	}
+	cBefore, err := received(ctx, clients)
+	if err != nil {
+		return err
+	}
+	rep, err := m.call(ctx, request{Op: "fanout", Count: perEach(o.msgs, max(1, before.Allowed)), Size: o.size, Window: o.window})
+	if err != nil {
+		return err
+	}
+	after, err := m.stats(ctx, false)
+	if err != nil {
+		return err
+	}
+	r.FanoutMsgs, r.FanoutFailed = rep.Done, rep.Failed
+	r.FanoutRate = float64(rep.Done) / rep.Seconds
+	r.FanoutCPUPerMsg = float64(rep.Stats.CPUNs) / 1e3 / float64(max(1, rep.Done))
+	r.FanoutRetransmits = after.Retransmits - before.Retransmits
+	r.FanoutDelivered, err = delivered(ctx, rep.Done, func() (int, error) {
+		c, err := received(ctx, clients)
+		return c - cBefore, err
+	})
+	return err
+}
+
+func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc, r *row) error {
+	before, err := m.stats(ctx, false)
+	if err != nil {
+		return err
+	}
+	t := time.Now()
+	reps, err := each(ctx, clients, func(int) request {
+		return request{Op: "fanin", Count: perEach(o.msgs, r.N), Size: o.size, Window: o.window}
+	})
+	if err != nil {
+		return err
+	}
+	secs := time.Since(t).Seconds()
+	after, err := m.stats(ctx, false)
+	if err != nil {
+		return err
+	}
+	for _, rep := range reps {
+		r.FaninMsgs += rep.Done
+		r.FaninFailed += rep.Failed
+	}
+	r.FaninRate = float64(r.FaninMsgs) / secs
+	r.FaninCPUPerMsg = float64(after.CPUNs-before.CPUNs) / 1e3 / float64(max(1, r.FaninMsgs))
+	r.FaninDrops = after.Drops - before.Drops
+	r.FaninRetransmits = after.Retransmits - before.Retransmits
+	r.FaninDelivered, err = delivered(ctx, r.FaninMsgs, func() (int, error) {
+		st, err := m.stats(ctx, false)
+		return int(st.Received - before.Received), err
+	})
+	return err
+}
+
+// delivered polls count until it reaches done or a second has passed: a
+// message is done once the receiving stack queued it, a moment before the
+// worker reads it.
+func delivered(ctx context.Context, done int, count func() (int, error)) (int, error) {
+	for range 100 {
+		c, err := count()
+		if err != nil || c >= done {
+			return c, err
+		}
+		if err := sleep(ctx, 10*time.Millisecond); err != nil {
+			return c, err
+		}
+	}
+	return count()
+}
+
+func received(ctx context.Context, clients []*workerProc) (int, error) {
+	st, err := each(ctx, clients, func(int) request { return request{Op: "stats"} })
+	n := 0
+	for _, s := range st {
+		n += int(s.Stats.Received)
+	}
+	return n, err
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// workerProc is a worker process and the pipes to it.
+type workerProc struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+	id  int
+}
+
+// startWorkers starts n workers: this executable with roleEnv set.
+func startWorkers(n int) ([]*workerProc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var ps []*workerProc
+	for i := range n {
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), roleEnv+"=1")
+		cmd.Stderr = os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			stopWorkers(ps)
+			return nil, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			stopWorkers(ps)
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			stopWorkers(ps)
+			return nil, err
+		}
+		p := &workerProc{cmd: cmd, in: in, out: bufio.NewScanner(out), id: i}
+		p.out.Buffer(nil, 1<<20)
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+// stopWorkers closes the workers' stdin, which ends them, and kills those
+// still running after a few seconds.
+func stopWorkers(ps []*workerProc) {
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Go(func() {
+			p.in.Close()
+			exited := make(chan struct{})
+			go func() {
+				select {
+				case <-exited:
+				case <-time.After(10 * time.Second):
+					_ = p.cmd.Process.Kill()
+				}
+			}()
+			_ = p.cmd.Wait()
+			close(exited)
+		})
+	}
+	wg.Wait()
+}
+
+// call sends one request and reads its reply; the worker is killed if ctx
+// ends first.
+func (p *workerProc) call(ctx context.Context, req request) (reply, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		req.TimeoutMS = max(1, time.Until(dl).Milliseconds())
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		return reply{}, err
+	}
+	if _, err := p.in.Write(append(line, '\n')); err != nil {
+		return reply{}, fmt.Errorf("worker %d: %s: %w", p.id, req.Op, err)
+	}
+	type result struct {
+		rep reply
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		var r result
+		if p.out.Scan() {
+			r.err = json.Unmarshal(p.out.Bytes(), &r.rep)
+		} else {
+			r.err = errors.Join(errors.New("worker exited"), p.out.Err())
+		}
+		res <- r
+	}()
+	select {
+	case r := <-res:
+		if r.err == nil && r.rep.Err != "" {
+			r.err = errors.New(r.rep.Err)
+		}
+		if r.err != nil {
+			return r.rep, fmt.Errorf("worker %d: %s: %w", p.id, req.Op, r.err)
+		}
+		return r.rep, nil
+	case <-ctx.Done():
+		_ = p.cmd.Process.Kill()
+		<-res
+		return reply{}, fmt.Errorf("worker %d: %s: %w", p.id, req.Op, context.Cause(ctx))
+	}
+}
+
+func (p *workerProc) stats(ctx context.Context, gc bool) (procStats, error) {
+	rep, err := p.call(ctx, request{Op: "stats", GC: gc})
+	return rep.Stats, err
+}
+
+// each sends workers[i] the request req(i), all at once, and returns the
+// replies in order.
+func each(ctx context.Context, workers []*workerProc, req func(i int) request) ([]reply, error) {
+	reps := make([]reply, len(workers))
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	for i, p := range workers {
+		wg.Go(func() { reps[i], errs[i] = p.call(ctx, req(i)) })
+	}
+	wg.Wait()
+	return reps, errors.Join(errs...)
+}

@@ -1,0 +1,407 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/road"
+)
+
+// roleEnv, set in a child's environment, makes the program (or the test
+// binary) a worker that reads requests on stdin instead of a coordinator.
+const roleEnv = "RAET_FLEET_WORKER"
+
+// request is one line the coordinator writes to a worker's stdin.
+type request struct {
+	Op      string `json:"op"`                // start, join, stats, fanout, fanin, quit
+	Main    bool   `json:"main,omitempty"`    // start: be the main estate
+	Profile string `json:"profile,omitempty"` // start: fast or reference
+	Dir     string `json:"dir,omitempty"`     // start (main): the keep directory
+	N       int    `json:"n,omitempty"`       // start (client): how many stacks
+	Prefix  string `json:"prefix,omitempty"`  // start (client): their names' prefix
+	To      string `json:"to,omitempty"`      // join: the main's address
+	Count   int    `json:"count,omitempty"`   // fanout, fanin: messages per remote or stack
+	Size    int    `json:"size,omitempty"`    // fanout, fanin: body bytes
+	Window  int    `json:"window,omitempty"`  // join, fanout, fanin: calls in flight
+	GC      bool   `json:"gc,omitempty"`      // stats: collect garbage before reading the heap
+	// TimeoutMS bounds the operation.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+}
+
+// reply is the line a worker writes to stdout for each request.
+type reply struct {
+	Err     string    `json:"err,omitempty"`
+	Addr    string    `json:"addr,omitempty"` // start (main)
+	Seconds float64   `json:"seconds,omitempty"`
+	Done    int       `json:"done,omitempty"`   // calls that succeeded
+	Failed  int       `json:"failed,omitempty"` // calls that failed (after retries, for joins)
+	Retries int       `json:"retries,omitempty"`
+	Stats   procStats `json:"stats"`
+}
+
+// procStats is what a worker measures of itself.
+type procStats struct {
+	CPUNs      int64  `json:"cpu_ns"` // user + system time of the process
+	Heap       uint64 `json:"heap"`   // live heap bytes (after a GC when asked)
+	RSS        uint64 `json:"rss"`
+	Goroutines int    `json:"goroutines"`
+	Stacks     int    `json:"stacks"`
+	// Received counts messages read from the stacks' Receive channels.
+	Received uint64 `json:"received"`
+	// The main's counters (summed over kinds) and how many remotes it has
+	// allowed.
+	Allowed     int    `json:"allowed,omitempty"`
+	PacketsIn   uint64 `json:"packets_in,omitempty"`
+	PacketsOut  uint64 `json:"packets_out,omitempty"`
+	Drops       uint64 `json:"drops,omitempty"`
+	Retransmits uint64 `json:"retransmits,omitempty"`
+}
+
+// worker is one process of the fleet: the main estate, or a set of client
+// stacks.
+type worker struct {
+	stacks   []*road.Stack
+	main     bool
+	to       string // the main's name, once the clients have joined it
+	received atomic.Uint64
+	quit     chan struct{} // ends the drain goroutines
+	drains   sync.WaitGroup
+}
+
+// serveWorker answers requests from in until quit or EOF.
+func serveWorker(in io.Reader, out io.Writer) int {
+	raiseFileLimit()
+	w := &worker{quit: make(chan struct{})}
+	defer w.close()
+	sc := bufio.NewScanner(in)
+	enc := json.NewEncoder(out)
+	for sc.Scan() {
+		var req request
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			fmt.Fprintln(os.Stderr, "fleet worker: bad request:", err)
+			return 2
+		}
+		timeout := time.Duration(req.TimeoutMS) * time.Millisecond
+		if timeout <= 0 {
+			timeout = time.Minute
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		rep, err := w.handle(ctx, req)
+		cancel()
+		if err != nil {
+			rep.Err = err.Error()
+		}
+		if err := enc.Encode(rep); err != nil {
+			return 1
+		}
+		if req.Op == "quit" {
+			return 0
+		}
+	}
+	return 0
+}
+
+func (w *worker) handle(ctx context.Context, req request) (reply, error) {
+	switch req.Op {
+	case "start":
+		return w.start(req)
+	case "join":
+		return w.join(ctx, req)
+	case "stats":
+		st, err := w.stats(ctx, req.GC)
+		return reply{Stats: st}, err
+	case "fanout", "fanin":
+		return w.send(ctx, req)
+	case "quit":
+		return reply{}, nil
+	}
+	return reply{}, fmt.Errorf("unknown op %q", req.Op)
+}
+
+func parseProfile(s string) (road.Profile, error) {
+	switch s {
+	case "fast":
+		return road.ProfileAuto, nil
+	case "reference":
+		return road.ProfileReference, nil
+	}
+	return 0, fmt.Errorf("unknown profile %q (fast or reference)", s)
+}
+
+// start makes and starts the stacks: one main estate keeping its keep in
+// req.Dir, or req.N clients keeping theirs in memory.
+func (w *worker) start(req request) (reply, error) {
+	if len(w.stacks) > 0 {
+		return reply{}, errors.New("already started")
+	}
+	prof, err := parseProfile(req.Profile)
+	if err != nil {
+		return reply{}, err
+	}
+	cfg := road.Config{Listen: "127.0.0.1:0", Auto: keep.AutoAlways, Profile: prof}
+	if req.Main {
+		w.main = true
+		cfg.Name, cfg.Main, cfg.KeepDir = "main", true, req.Dir
+		s, err := road.New(&cfg)
+		if err != nil {
+			return reply{}, err
+		}
+		if err := w.add(s); err != nil {
+			return reply{}, err
+		}
+		return reply{Addr: s.Addr().String()}, nil
+	}
+	for i := range req.N {
+		c := cfg
+		c.Name = fmt.Sprintf("%s_%d", req.Prefix, i)
+		s, err := road.New(&c)
+		if err != nil {
+			return reply{}, err
+		}
+		if err := w.add(s); err != nil {
+			return reply{}, fmt.Errorf("stack %d: %w", i, err)
+		}
+	}
+	return reply{}, nil
+}
+
+// add starts s and a goroutine that counts what it receives.
+func (w *worker) add(s *road.Stack) error {
+	if err := s.Start(); err != nil {
+		s.Close()
+		return err
+	}
+	w.stacks = append(w.stacks, s)
+	w.drains.Add(1)
+	go func() {
+		defer w.drains.Done()
+		for {
+			select {
+			case <-s.Receive():
+				w.received.Add(1)
+			case <-w.quit:
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// close closes every stack and stops the drain goroutines.
+func (w *worker) close() {
+	var wg sync.WaitGroup
+	for _, s := range w.stacks {
+		wg.Go(func() { s.Close() })
+	}
+	wg.Wait()
+	close(w.quit)
+	w.drains.Wait()
+}
+
+// parallel runs do(i) for i in [0, n) on window goroutines and counts the
+// successes and failures.
+func parallel(n, window int, do func(i int) error) (done, failed int) {
+	var next, ok, bad atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, min(window, n)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if do(i) == nil {
+					ok.Add(1)
+				} else {
+					bad.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return int(ok.Load()), int(bad.Load())
+}
+
+// joinTries is how often a client tries to join before it counts as failed.
+const joinTries = 3
+
+// join joins every client stack to the main at req.To (join and allow).
+func (w *worker) join(ctx context.Context, req request) (reply, error) {
+	if w.main {
+		return reply{}, errors.New("the main does not join")
+	}
+	var mu sync.Mutex
+	var retries atomic.Int64
+	var firstErr error
+	start := time.Now()
+	done, failed := parallel(len(w.stacks), req.Window, func(i int) error {
+		var err error
+		for try := range joinTries {
+			if try > 0 {
+				retries.Add(1)
+			}
+			var rem road.Remote
+			jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			rem, err = w.stacks[i].Join(jctx, req.To)
+			cancel()
+			if err == nil {
+				mu.Lock()
+				w.to = rem.Name
+				mu.Unlock()
+				return nil
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		return err
+	})
+	rep := reply{Seconds: time.Since(start).Seconds(), Done: done, Failed: failed, Retries: int(retries.Load())}
+	if firstErr != nil {
+		fmt.Fprintln(os.Stderr, "fleet worker: join:", firstErr)
+	}
+	return rep, nil
+}
+
+// send is fanout on the main (req.Count messages to each allowed remote)
+// and fanin on a client (req.Count messages from each stack to the main).
+// The reply's CPU is the process's for the whole operation.
+func (w *worker) send(ctx context.Context, req request) (reply, error) {
+	if len(w.stacks) == 0 {
+		return reply{}, errors.New("not started")
+	}
+	body := map[string]any{"data": strings.Repeat("x", req.Size)}
+	var targets []string
+	if w.main != (req.Op == "fanout") {
+		return reply{}, fmt.Errorf("%s is not this worker's op", req.Op)
+	}
+	if w.main {
+		rs, err := w.stacks[0].Remotes(ctx)
+		if err != nil {
+			return reply{}, err
+		}
+		for _, r := range rs {
+			if r.Allowed {
+				targets = append(targets, r.Name)
+			}
+		}
+	} else if w.to == "" {
+		return reply{}, errors.New("not joined")
+	}
+	cpu0 := cpuNs()
+	start := time.Now()
+	var firstErr atomic.Value
+	var done, failed int
+	fail := func(err error) error {
+		if err != nil {
+			firstErr.CompareAndSwap(nil, err)
+		}
+		return err
+	}
+	if w.main {
+		done, failed = parallel(len(targets)*req.Count, req.Window, func(i int) error {
+			return fail(w.stacks[0].Send(ctx, targets[i%len(targets)], body))
+		})
+	} else {
+		done, failed = parallel(len(w.stacks)*req.Count, req.Window, func(i int) error {
+			return fail(w.stacks[i%len(w.stacks)].Send(ctx, w.to, body))
+		})
+	}
+	rep := reply{Seconds: time.Since(start).Seconds(), Done: done, Failed: failed}
+	rep.Stats.CPUNs = cpuNs() - cpu0
+	if err, ok := firstErr.Load().(error); ok {
+		fmt.Fprintf(os.Stderr, "fleet worker: %s: %d failed, the first: %v\n", req.Op, failed, err)
+	}
+	return rep, nil
+}
+
+// stats measures the process. The CPU time is read first, so that the
+// collection asked for is not in it.
+func (w *worker) stats(ctx context.Context, gc bool) (procStats, error) {
+	st := procStats{CPUNs: cpuNs(), Stacks: len(w.stacks), Received: w.received.Load()}
+	if w.main && len(w.stacks) == 1 {
+		s := w.stacks[0]
+		c, err := s.Counters(ctx)
+		if err != nil {
+			return st, err
+		}
+		st.PacketsIn, st.PacketsOut, st.Drops = sum(c.PacketsIn), sum(c.PacketsOut), sum(c.Drops)
+		st.Retransmits = c.Retransmits
+		rs, err := s.Remotes(ctx)
+		if err != nil {
+			return st, err
+		}
+		for _, r := range rs {
+			if r.Allowed {
+				st.Allowed++
+			}
+		}
+	}
+	if gc {
+		runtime.GC()
+		runtime.GC()
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	st.Heap, st.RSS, st.Goroutines = ms.HeapAlloc, rss(), runtime.NumGoroutine()
+	return st, nil
+}
+
+func sum(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// cpuNs is the process's user and system CPU time.
+func cpuNs() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// rss is the process's resident set in bytes (/proc/self/statm).
+func rss() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var size, res uint64
+	if _, err := fmt.Sscan(string(b), &size, &res); err != nil {
+		return 0
+	}
+	return res * uint64(os.Getpagesize())
+}
+
+// raiseFileLimit lifts the soft limit on open files to the hard one: each
+// stack holds a socket.
+func raiseFileLimit() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+}
