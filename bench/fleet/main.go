@@ -260,13 +260,15 @@ type row struct {
 	FanoutCPUPerMsg   float64 `json:"fanout_cpu_per_msg_us"`
 	FanoutRetransmits uint64  `json:"fanout_retransmits"`
 
-	FaninMsgs        int     `json:"fanin_msgs"`
-	FaninFailed      int     `json:"fanin_failed"`
-	FaninDelivered   int     `json:"fanin_delivered"`
-	FaninRate        float64 `json:"fanin_msgs_per_s"`
-	FaninCPUPerMsg   float64 `json:"fanin_cpu_per_msg_us"`
-	FaninDrops       uint64  `json:"fanin_drops"`
-	FaninRetransmits uint64  `json:"fanin_retransmits"`
+	FaninMsgs      int     `json:"fanin_msgs"`
+	FaninFailed    int     `json:"fanin_failed"`
+	FaninDelivered int     `json:"fanin_delivered"`
+	FaninRate      float64 `json:"fanin_msgs_per_s"`
+	FaninCPUPerMsg float64 `json:"fanin_cpu_per_msg_us"`
+	FaninDrops     uint64  `json:"fanin_drops"`
+	// FaninDropsBy is FaninDrops by the main's reasons.
+	FaninDropsBy     map[string]uint64 `json:"fanin_drops_by,omitempty"`
+	FaninRetransmits uint64            `json:"fanin_retransmits"`
 }
 
 // failures counts what went wrong in a row: failed joins and messages, and
@@ -457,6 +459,14 @@ func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 	r.FaninRate = float64(r.FaninMsgs) / secs
 	r.FaninCPUPerMsg = float64(after.CPUNs-before.CPUNs) / 1e3 / float64(max(1, r.FaninMsgs))
 	r.FaninDrops = after.Drops - before.Drops
+	for k, v := range after.DropsBy {
+		if d := v - before.DropsBy[k]; d > 0 {
+			if r.FaninDropsBy == nil {
+				r.FaninDropsBy = map[string]uint64{}
+			}
+			r.FaninDropsBy[k] = d
+		}
+	}
 	r.FaninRetransmits = after.Retransmits - before.Retransmits
 	r.FaninDelivered, err = delivered(ctx, r.FaninMsgs, func() (int, error) {
 		st, err := m.stats(ctx, false)

@@ -64,11 +64,13 @@ type procStats struct {
 	Received uint64 `json:"received"`
 	// The main's counters (summed over kinds) and how many remotes it has
 	// allowed.
-	Allowed     int    `json:"allowed,omitempty"`
-	PacketsIn   uint64 `json:"packets_in,omitempty"`
-	PacketsOut  uint64 `json:"packets_out,omitempty"`
-	Drops       uint64 `json:"drops,omitempty"`
-	Retransmits uint64 `json:"retransmits,omitempty"`
+	Allowed    int    `json:"allowed,omitempty"`
+	PacketsIn  uint64 `json:"packets_in,omitempty"`
+	PacketsOut uint64 `json:"packets_out,omitempty"`
+	Drops      uint64 `json:"drops,omitempty"`
+	// DropsBy is Drops by reason.
+	DropsBy     map[string]uint64 `json:"drops_by,omitempty"`
+	Retransmits uint64            `json:"retransmits,omitempty"`
 }
 
 // worker is one process of the fleet: the main estate, or a set of client
@@ -345,7 +347,7 @@ func (w *worker) stats(ctx context.Context, gc bool) (procStats, error) {
 			return st, err
 		}
 		st.PacketsIn, st.PacketsOut, st.Drops = sum(c.PacketsIn), sum(c.PacketsOut), sum(c.Drops)
-		st.Retransmits = c.Retransmits
+		st.Retransmits, st.DropsBy = c.Retransmits, c.Drops
 		rs, err := s.Remotes(ctx)
 		if err != nil {
 			return st, err
