@@ -110,7 +110,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	msgs := fs.Int("msgs", 5000, "messages in each of fan-out and fan-in (at least one per remote)")
 	size := fs.Int("size", 256, "message body bytes")
 	window := fs.Int("window", 256, "messages in flight per process")
-	joinWindow := fs.Int("join-window", 64, "joins in flight per client process")
+	joinWindow := fs.Int("join-window", 16, "joins in flight per client process")
 	settle := fs.Duration("settle", 2*time.Second, "wait after the joins before measuring state")
 	idle := fs.Duration("idle", 5*time.Second, "how long idle CPU and packets are measured")
 	timeout := fs.Duration("timeout", 30*time.Minute, "bound on the whole run")
