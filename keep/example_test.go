@@ -1,6 +1,7 @@
 package keep_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -194,4 +195,47 @@ func ExampleKeep_Lock() {
 	// first: <nil>
 	// second in use: true
 	// after unlock: <nil>
+}
+
+// An event loop queues its keep writes on a Writer and holds back its
+// answer until the writes it depends on are durable.
+func ExampleWriter() {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	k, err := keep.Open(dir, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	durable := make(chan uint64, 16) // the loop would select on this
+	w := k.StartWriter(&keep.WriterConfig{OnDurable: func(seq uint64) {
+		select {
+		case durable <- seq:
+		default: // the loop is busy; a later batch reports a later seq
+		}
+	}})
+	defer w.Close()
+
+	var last *keep.Queued
+	for _, name := range []string{"alpha", "beta", "gamma"} {
+		q, err := w.SaveRemote(keep.RemoteEstate{Name: name, UID: 2, HA: keep.HostPort{Host: "127.0.0.1", Port: 7531}, Role: name})
+		if err != nil { // ErrQueueFull: refuse or retry later, never block
+			fmt.Println(err)
+			return
+		}
+		last = q
+	}
+	if err := last.Wait(context.Background()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for seq := range durable {
+		if seq >= last.Seq() {
+			break
+		}
+	}
+	names, _ := k.RemoteNames()
+	fmt.Println("durable:", names, "up to write", last.Seq())
+	// Output:
+	// durable: [alpha beta gamma] up to write 3
 }
