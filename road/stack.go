@@ -76,7 +76,7 @@ type Stack struct {
 	decodeCh chan decodeJob // to the decoder goroutine
 	encodeCh chan encodeJob // to the encoder goroutine, with a BatchSerializer
 	wg       sync.WaitGroup
-	bufs     sync.Pool // read buffers
+	bufs     sync.Pool // read buffers, recvSize bytes each, shared by the readers
 	batches  sync.Pool // *[]core.Datagram: the owner's flushes, back from the writer
 
 	mids *midSource // the ids of the messages we send
@@ -84,6 +84,10 @@ type Stack struct {
 	// sent again (resentDone of them done, resentFailed still queued).
 	resent                   chan struct{}
 	resentDone, resentFailed atomic.Int64
+
+	// unreadable counts Counters.Drops["unreadable"]: datagrams the readers
+	// skipped, cut short by the read buffer (or from no IP address).
+	unreadable atomic.Uint64
 }
 
 // rxDatagram is a datagram a reader parsed and, for an Ed25519 foot,
@@ -93,7 +97,7 @@ type rxDatagram struct {
 	in  core.Inbound
 }
 
-// maxDatagram is the read buffer size: the largest UDP payload.
+// maxDatagram is the largest UDP payload.
 const maxDatagram = 65535
 
 // socketBuffer is the socket buffer size asked for.
@@ -143,7 +147,8 @@ func New(cfg *Config) (*Stack, error) {
 	}
 	s.mids = newMidSource(stream)
 	s.resent = make(chan struct{})
-	s.bufs.New = func() any { b := make([]byte, maxDatagram); return &b }
+	rx := recvSize(c)
+	s.bufs.New = func() any { b := make([]byte, rx); return &b }
 	s.keys.Store(&core.VerifyKeys{})
 	if s.ser = c.Serializer; s.ser == nil {
 		if s.ser, err = packet.Builtin(cc.BodyKind); err != nil {
@@ -469,17 +474,28 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 			}
 		}
 	}()
+	want := minReadBatch // the buffers of the next read
 	for {
-		for i, bp := range ptrs {
-			if bp == nil {
+		if !s.take(mine.read) {
+			return
+		}
+		// Only the reader whose turn it is holds empty buffers, as many as
+		// twice what the last read took: the others, and an idle stack,
+		// hold few.
+		for i := range want {
+			if ptrs[i] == nil {
 				ptrs[i] = s.bufs.Get().(*[]byte)
 				bufs[i] = *ptrs[i]
 			}
 		}
-		if !s.take(mine.read) {
-			return
+		n, err := s.io.read(bufs[:want], ns[:want], froms[:want])
+		for i := n; i < len(ptrs); i++ {
+			if ptrs[i] != nil { // unused: for the next reader
+				s.bufs.Put(ptrs[i])
+				ptrs[i] = nil
+			}
 		}
-		n, err := s.io.read(bufs[:], ns[:], froms[:])
+		want = min(ioBatch, max(minReadBatch, 2*n))
 		next.read <- struct{}{}
 		if err != nil {
 			n = 0
@@ -506,6 +522,7 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 		table := *s.keys.Load()
 		for i := range n {
 			if ns[i] < 0 {
+				s.unreadable.Add(1)
 				continue
 			}
 			b := bufs[i][:ns[i]]
@@ -926,6 +943,12 @@ func (s *Stack) Counters(ctx context.Context) (Counters, error) {
 	case r := <-res:
 		r.SendErrors = s.sendErrs.Load()
 		r.Verifications += s.verifies.Load()
+		if n := s.unreadable.Load(); n > 0 {
+			if r.Drops == nil {
+				r.Drops = map[string]uint64{}
+			}
+			r.Drops["unreadable"] += n
+		}
 		return r, nil
 	case <-s.closing:
 		return Counters{}, ErrClosed

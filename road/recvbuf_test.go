@@ -1,0 +1,86 @@
+package road_test
+
+import (
+	"fmt"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/road"
+)
+
+// liveHeap is the live heap after the collections that also empty the
+// sync.Pools.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// TestIdleStackHeap: a client stack joined to a main and idle holds at most
+// 256 KiB of heap at the default packet sizes (it held 4.3 MiB when each
+// reader kept 32 buffers of 64 KiB), in both profiles. The main's share
+// for each remote is counted in.
+func TestIdleStackHeap(t *testing.T) {
+	for _, prof := range []road.Profile{road.ProfileAuto, road.ProfileReference} {
+		main := newStack(t, road.Config{Name: fmt.Sprintf("main%d", prof), Main: true, Auto: keep.AutoAlways, Profile: prof})
+		const n = 16
+		before := liveHeap()
+		for i := range n {
+			c := newStack(t, road.Config{Name: fmt.Sprintf("c%d_%d", prof, i), Auto: keep.AutoAlways, Profile: prof})
+			if _, err := c.Join(ctxT(t, 20*time.Second), main.Addr().String()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		per := (liveHeap() - before) / n
+		t.Logf("profile %d: %.1f KiB of heap per idle client stack", prof, float64(per)/1024)
+		if per > 256<<10 {
+			t.Errorf("profile %d: %d KiB of heap per idle client stack, want at most 256", prof, per>>10)
+		}
+	}
+}
+
+// TestOversizedDatagramCounted: a datagram longer than the largest the
+// stack receives is dropped and counted, not lost silently; one that fits
+// reaches the core (and is dropped there as the garbage it is).
+func TestOversizedDatagramCounted(t *testing.T) {
+	s := newStack(t, road.Config{Name: "rx"})
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(s.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, size := range []int{2048, 2049, 9000} {
+		if _, err := c.Write(make([]byte, size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := ctxT(t, 10*time.Second)
+	for {
+		cs, err := s.Counters(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var other uint64
+		for k, v := range cs.Drops {
+			if k != "unreadable" {
+				other += v
+			}
+		}
+		if cs.Drops["unreadable"] == 2 && other == 1 {
+			return
+		}
+		if cs.Drops["unreadable"] > 2 || other > 1 {
+			t.Fatalf("drops %v, want 2 unreadable and 1 other", cs.Drops)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("drops %v, want 2 unreadable and 1 other", cs.Drops)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
