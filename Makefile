@@ -5,7 +5,7 @@ SMOKETIME ?= 4s
 TESTFLAGS ?= -race -timeout 30m -tags pcap
 DEMO_DIR  ?= $(or $(TMPDIR),/tmp)/raet-demo
 
-.PHONY: all help install demo test deps generate check-gen fmt-check vet lint tidy-check unit flood fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check clean
+.PHONY: all help install demo test deps generate check-gen fmt-check vet lint tidy-check unit flood fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check bench-fleet clean
 
 all: test
 
@@ -102,6 +102,12 @@ bench-plugins:
 ## windowed, one-way and fan-out (nested module bench/peers; ZeroMQ needs libzmq, which deps installs).
 bench-peers: deps
 	cd bench/peers && $(GO) run . -runs 3 -raet-fast-mps 8192 -modes windowed,one-way,fanout
+
+## bench-fleet: one main estate and N client stacks over a few processes: the growth table
+## (FLEET_N=100,1000,5000,10000 for the whole of issue 14's table; the keep goes under TMPDIR).
+FLEET_N ?= 100,1000
+bench-fleet:
+	$(GO) run ./bench/fleet -n $(FLEET_N) -table
 
 ## bench-peers-check: vet and smoke-test the nested bench/peers module (it downloads its
 ## peers; part of make test).

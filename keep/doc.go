@@ -39,6 +39,16 @@
 // or that contains a space, a path separator, a NUL or another control
 // character is refused with ErrInvalidName.
 //
+// # Writing behind
+//
+// A Writer (Keep.StartWriter) makes the same atomic writes on a goroutine
+// of its own, for a caller that must not wait for the disk (a road stack's
+// owner goroutine): it batches what has queued up, makes the batch's data
+// durable with one sync, renames in queue order and syncs each directory
+// once, so a process killed at any point leaves a prefix of the writes.
+// Each write returns a *Queued to wait on before acknowledging what
+// depends on it; the queue is bounded and a full one refuses at once.
+//
 // # Acceptance
 //
 // StatusRole applies the reference's acceptance policy (see Decide) to the keys
