@@ -90,6 +90,7 @@ type options struct {
 	joinWindow int
 	settle     time.Duration
 	idle       time.Duration
+	oneAddr    bool // all clients on 127.0.0.1
 }
 
 func main() {
@@ -114,6 +115,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	settle := fs.Duration("settle", 2*time.Second, "wait after the joins before measuring state")
 	idle := fs.Duration("idle", 5*time.Second, "how long idle CPU and packets are measured")
 	timeout := fs.Duration("timeout", 30*time.Minute, "bound on the whole run")
+	oneAddr := fs.Bool("one-address", false, "all clients on 127.0.0.1 (default: each on its own 127.x.y.z)")
 	table := fs.Bool("table", false, "print a Markdown table instead of JSON lines")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -131,7 +133,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window,
-		joinWindow: *joinWindow, settle: *settle, idle: *idle}
+		joinWindow: *joinWindow, settle: *settle, idle: *idle, oneAddr: *oneAddr}
 	var err error
 	if o.ns, err = parseInts(*ns); err != nil || fs.NArg() != 0 || o.procs < 1 || o.msgs < 1 ||
 		o.size < 0 || o.window < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 {
@@ -238,6 +240,9 @@ type row struct {
 	N       int    `json:"n"`
 	Procs   int    `json:"procs"`
 	KeepFS  string `json:"keep_fs"`
+	// ClientAddrs is "own" (each client on its own 127.x.y.z) or
+	// "127.0.0.1" (-one-address).
+	ClientAddrs string `json:"client_addrs"`
 
 	JoinSeconds     float64 `json:"join_s"`
 	Joined          int     `json:"joined"`
@@ -297,7 +302,10 @@ func (e *setupError) Unwrap() error { return e.err }
 
 // measure runs the phases for one profile and N.
 func measure(ctx context.Context, o options, profile string, n int) (row, error) {
-	r := row{Profile: profile, N: n, Procs: min(o.procs, n)}
+	r := row{Profile: profile, N: n, Procs: min(o.procs, n), ClientAddrs: "own"}
+	if o.oneAddr {
+		r.ClientAddrs = "127.0.0.1"
+	}
 	dir, err := os.MkdirTemp(o.dir, "raet-fleet-")
 	if err != nil {
 		return r, &setupError{err}
@@ -319,8 +327,13 @@ func measure(ctx context.Context, o options, profile string, n int) (row, error)
 	if err != nil {
 		return r, err
 	}
+	share := func(i int) int { return n/r.Procs + b2i(i < n%r.Procs) }
 	if _, err := each(ctx, clients, func(i int) request {
-		return request{Op: "start", Profile: profile, N: n/r.Procs + b2i(i < n%r.Procs), Prefix: fmt.Sprintf("c%d", i)}
+		base := 0
+		for j := range i {
+			base += share(j)
+		}
+		return request{Op: "start", Profile: profile, N: share(i), Prefix: fmt.Sprintf("c%d", i), Base: base, Spread: !o.oneAddr}
 	}); err != nil {
 		return r, err
 	}

@@ -33,11 +33,16 @@ type request struct {
 	Dir     string `json:"dir,omitempty"`     // start (main): the keep directory
 	N       int    `json:"n,omitempty"`       // start (client): how many stacks
 	Prefix  string `json:"prefix,omitempty"`  // start (client): their names' prefix
-	To      string `json:"to,omitempty"`      // join: the main's address
-	Count   int    `json:"count,omitempty"`   // fanout, fanin: messages per remote or stack
-	Size    int    `json:"size,omitempty"`    // fanout, fanin: body bytes
-	Window  int    `json:"window,omitempty"`  // join, fanout, fanin: calls in flight
-	GC      bool   `json:"gc,omitempty"`      // stats: collect garbage before reading the heap
+	// Base is the fleet-wide index of this process's first client; with
+	// Spread each client listens on its own loopback address (see
+	// clientAddr), else all on 127.0.0.1.
+	Base   int    `json:"base,omitempty"`
+	Spread bool   `json:"spread,omitempty"`
+	To     string `json:"to,omitempty"`     // join: the main's address
+	Count  int    `json:"count,omitempty"`  // fanout, fanin: messages per remote or stack
+	Size   int    `json:"size,omitempty"`   // fanout, fanin: body bytes
+	Window int    `json:"window,omitempty"` // join, fanout, fanin: calls in flight
+	GC     bool   `json:"gc,omitempty"`     // stats: collect garbage before reading the heap
 	// TimeoutMS bounds the operation.
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
@@ -170,6 +175,9 @@ func (w *worker) start(req request) (reply, error) {
 	for i := range req.N {
 		c := cfg
 		c.Name = fmt.Sprintf("%s_%d", req.Prefix, i)
+		if req.Spread {
+			c.Listen = clientAddr(req.Base + i)
+		}
 		s, err := road.New(&c)
 		if err != nil {
 			return reply{}, err
@@ -179,6 +187,14 @@ func (w *worker) start(req request) (reply, error) {
 		}
 	}
 	return reply{}, nil
+}
+
+// clientAddr is the address of the fleet's client g: one of 127.1.0.1 to
+// 127.250.249.250, all of them loopback on Linux (127.0.0.0/8 is local), so
+// that the main sees each client from its own address as it would on a
+// real network, where its budgets for strangers are kept per address.
+func clientAddr(g int) string {
+	return fmt.Sprintf("127.%d.%d.%d:0", 1+g/62500, g/250%250, 1+g%250)
 }
 
 // add starts s and a goroutine that counts what it receives.
