@@ -188,8 +188,8 @@ func (k *Keep) StartWriter(cfg *WriterConfig) *Writer {
 }
 
 // SaveLocal queues a write of local/estate.json. It fails at once if e
-// does not pass Validate, or with ErrQueueFull, ErrWriterClosed or
-// ErrWriterFailed.
+// does not pass Validate, or with ErrQueueFull, ErrWriterClosed,
+// ErrWriterFailed or (a keep from OpenReadOnly) ErrReadOnly.
 func (w *Writer) SaveLocal(e LocalEstate) (*Queued, error) {
 	return w.save(w.k.LocalEstatePath(), e.MarshalJSON)
 }
@@ -225,7 +225,7 @@ func (w *Writer) DeleteRemote(name string) (*Queued, error) {
 	if err != nil {
 		return nil, err
 	}
-	return w.queue(&writeOp{kind: opDelete, path: path})
+	return w.delete(path)
 }
 
 // DeleteRemoteRole queues the removal of role/remote/role.<role>.json.
@@ -234,7 +234,7 @@ func (w *Writer) DeleteRemoteRole(role string) (*Queued, error) {
 	if err != nil {
 		return nil, err
 	}
-	return w.queue(&writeOp{kind: opDelete, path: path})
+	return w.delete(path)
 }
 
 // Barrier queues a mark that ends a batch: it is done once every write
@@ -260,11 +260,21 @@ func (w *Writer) Close() error {
 }
 
 func (w *Writer) save(path string, marshal func() ([]byte, error)) (*Queued, error) {
+	if w.k.readOnly {
+		return nil, &FileError{Op: "save", Path: path, Err: ErrReadOnly}
+	}
 	data, err := marshal()
 	if err != nil {
 		return nil, fmt.Errorf("keep: save %s: %w", path, err)
 	}
 	return w.queue(&writeOp{kind: opSave, path: path, data: data})
+}
+
+func (w *Writer) delete(path string) (*Queued, error) {
+	if w.k.readOnly {
+		return nil, &FileError{Op: "delete", Path: path, Err: ErrReadOnly}
+	}
+	return w.queue(&writeOp{kind: opDelete, path: path})
 }
 
 func (w *Writer) queue(op *writeOp) (*Queued, error) {
@@ -380,8 +390,10 @@ func (w *Writer) write(batch []*writeOp) (done int, err error) {
 	for i, s := range stage {
 		files[i] = s.f
 	}
-	if err := w.cfg.sync.data(w.k.dir, files); err != nil {
-		return 0, &FileError{Op: "save", Path: w.k.dir, Err: err}
+	if len(files) > 0 {
+		if err := w.cfg.sync.data(w.k.dir, files); err != nil {
+			return 0, &FileError{Op: "save", Path: w.k.dir, Err: err}
+		}
 	}
 	for i := range stage {
 		err := stage[i].f.Close()

@@ -141,20 +141,19 @@ func TestWriterAdjacentWritesOnce(t *testing.T) {
 		}
 	}}
 	w := k.StartWriter(&WriterConfig{sync: cs})
-	first := must(w.Barrier())(t)
+	first := must(w.SaveRemote(remoteN(3)))(t) // a batch of its own
 	<-entered
-	var last *Queued
 	for _, sid := range []int{7, 14, 21} { // all named n0
-		last = must(w.SaveRemote(remoteN(sid)))(t)
+		must(w.SaveRemote(remoteN(sid)))(t)
 	}
 	must(w.SaveRemote(remoteN(1)))(t)
-	last = must(w.SaveRemote(remoteN(28)))(t)
+	last := must(w.SaveRemote(remoteN(28)))(t)
 	close(release)
 	if err := errors.Join(first.Wait(context.Background()), last.Wait(context.Background()), w.Close()); err != nil {
 		t.Fatal(err)
 	}
-	if got := cs.files.Load(); got != 3 {
-		t.Errorf("synced %d files, want 3 (n0 as 21, n1, n0 as 28)", got)
+	if got := cs.files.Load(); got != 4 {
+		t.Errorf("synced %d files, want 4 (n3, then n0 as 21, n1, n0 as 28)", got)
 	}
 	if e := must(k.LoadRemote("n0"))(t); e.SID != 28 {
 		t.Errorf("n0 has sid %d, want 28", e.SID)
@@ -256,6 +255,20 @@ func TestWriterQueueFull(t *testing.T) {
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWriterReadOnly: a Writer of a read-only keep refuses every write.
+func TestWriterReadOnly(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ro := must(OpenReadOnly(openKeep(t, AutoNever).Dir()))(t)
+	w := ro.StartWriter(nil)
+	defer w.Close()
+	if _, err := w.SaveRemote(remoteN(1)); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("save: %v, want ErrReadOnly", err)
+	}
+	if _, err := w.DeleteRemote("n1"); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("delete: %v, want ErrReadOnly", err)
 	}
 }
 
