@@ -24,7 +24,8 @@ func TestMain(m *testing.M) {
 // ways and was delivered, and the measures are of the right sign.
 func TestFleetSmoke(t *testing.T) {
 	o := options{procs: 2, dir: t.TempDir(), msgs: 12, size: 100, window: 4, joinWindow: 2,
-		settle: 50 * time.Millisecond, idle: 1200 * time.Millisecond} // longer than the 1 s presence period
+		settle: 50 * time.Millisecond, phase: time.Minute,
+		idle: 1200 * time.Millisecond} // longer than the 1 s presence period
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, p := range []string{"fast", "reference"} {

@@ -28,7 +28,9 @@
 //   - fan-in: as many from the clients to the main, --window at a time per
 //     process.
 //
-// A run is bounded by --timeout; the workers die with the coordinator.
+// A run is bounded by --timeout, and each of join, fan-out and fan-in by
+// --phase-timeout (what is not done by then counts as failed); the workers
+// die with the coordinator.
 package main
 
 import (
@@ -90,7 +92,8 @@ type options struct {
 	joinWindow int
 	settle     time.Duration
 	idle       time.Duration
-	oneAddr    bool // all clients on 127.0.0.1
+	oneAddr    bool          // all clients on 127.0.0.1
+	phase      time.Duration // bound on each of join, fan-out and fan-in
 }
 
 func main() {
@@ -114,7 +117,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	joinWindow := fs.Int("join-window", 16, "joins in flight per client process")
 	settle := fs.Duration("settle", 2*time.Second, "wait after the joins before measuring state")
 	idle := fs.Duration("idle", 5*time.Second, "how long idle CPU and packets are measured")
-	timeout := fs.Duration("timeout", 30*time.Minute, "bound on the whole run")
+	timeout := fs.Duration("timeout", 60*time.Minute, "bound on the whole run")
+	phase := fs.Duration("phase-timeout", 10*time.Minute, "bound on each of join, fan-out and fan-in: what is not done by then counts as failed")
 	oneAddr := fs.Bool("one-address", false, "all clients on 127.0.0.1 (default: each on its own 127.x.y.z)")
 	table := fs.Bool("table", false, "print a Markdown table instead of JSON lines")
 	version := fs.Bool("version", false, "print the version and exit")
@@ -133,10 +137,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window,
-		joinWindow: *joinWindow, settle: *settle, idle: *idle, oneAddr: *oneAddr}
+		joinWindow: *joinWindow, settle: *settle, idle: *idle, oneAddr: *oneAddr, phase: *phase}
 	var err error
 	if o.ns, err = parseInts(*ns); err != nil || fs.NArg() != 0 || o.procs < 1 || o.msgs < 1 ||
-		o.size < 0 || o.window < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 {
+		o.size < 0 || o.window < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 || o.phase <= 0 {
 		fmt.Fprintln(stderr, "fleet: bad flags (see -help):", errors.Join(err, argsErr(fs.Args())))
 		return exitUsage
 	}
@@ -343,7 +347,9 @@ func measure(ctx context.Context, o options, profile string, n int) (row, error)
 	}
 
 	t := time.Now()
-	joins, err := each(ctx, clients, func(int) request { return request{Op: "join", To: mainAddr, Window: o.joinWindow} })
+	pctx, cancel := context.WithTimeout(ctx, o.phase)
+	joins, err := each(pctx, clients, func(int) request { return request{Op: "join", To: mainAddr, Window: o.joinWindow} })
+	cancel()
 	if err != nil {
 		return r, err
 	}
@@ -429,7 +435,9 @@ func fanout(ctx context.Context, o options, m *workerProc, clients []*workerProc
 	if err != nil {
 		return err
 	}
-	rep, err := m.call(ctx, request{Op: "fanout", Count: perEach(o.msgs, max(1, before.Allowed)), Size: o.size, Window: o.window})
+	pctx, cancel := context.WithTimeout(ctx, o.phase)
+	rep, err := m.call(pctx, request{Op: "fanout", Count: perEach(o.msgs, max(1, before.Allowed)), Size: o.size, Window: o.window})
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -454,9 +462,11 @@ func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 		return err
 	}
 	t := time.Now()
-	reps, err := each(ctx, clients, func(int) request {
+	pctx, cancel := context.WithTimeout(ctx, o.phase)
+	reps, err := each(pctx, clients, func(int) request {
 		return request{Op: "fanin", Count: perEach(o.msgs, r.N), Size: o.size, Window: o.window}
 	})
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -589,7 +599,10 @@ func stopWorkers(ps []*workerProc) {
 // ends first.
 func (p *workerProc) call(ctx context.Context, req request) (reply, error) {
 	if dl, ok := ctx.Deadline(); ok {
-		req.TimeoutMS = max(1, time.Until(dl).Milliseconds())
+		// The worker stops a little earlier, to reply with what it got done
+		// before it would be killed.
+		left := time.Until(dl)
+		req.TimeoutMS = max(1, (left - max(2*time.Second, left/20)).Milliseconds())
 	}
 	line, err := json.Marshal(req)
 	if err != nil {
