@@ -47,8 +47,11 @@ const (
 	// raised it) and at most an IP packet's worth of payload.
 	maxGSOSegments = 64
 	maxGSOBytes    = 65000
-	// groBufs is how many buffers one read takes while UDP_GRO is on: as
-	// many as without it, since most may hold one datagram each.
+	// groBufs is the most buffers one read takes while UDP_GRO is on: as
+	// many as without it, since most may hold one datagram each. A read
+	// takes twice as many as the last one when it filled them all, else as
+	// many as it filled (at least one), and lets the others go: an idle
+	// socket holds one.
 	groBufs = ioBatch
 	// ctrlWords is the room of one control message: a header and an int,
 	// in uint64s so that the header is aligned.
@@ -81,6 +84,7 @@ type groBuffers struct {
 	next  int
 	count int
 	off   int
+	want  int // buffers for the next recv
 }
 
 func newMmsgIO(c *net.UDPConn, offload bool) (*mmsgIO, error) {
@@ -136,10 +140,7 @@ func (m *mmsgIO) offload(gso, gro bool) error {
 	case !gro || groErr != nil:
 		m.gro = nil
 	case m.gro == nil:
-		m.gro = new(groBuffers)
-		for i := range m.gro.bufs {
-			m.gro.bufs[i] = make([]byte, maxDatagram)
-		}
+		m.gro = &groBuffers{want: 1}
 	}
 	return nil
 }
@@ -216,9 +217,22 @@ func (m *mmsgIO) recv(bufs [][]byte, ctrl bool) (int, error) {
 func (m *mmsgIO) readGRO(bufs [][]byte, ns []int, froms []netip.AddrPort) (int, error) {
 	g := m.gro
 	if g.next == g.count {
-		n, err := m.recv(g.bufs[:], true)
+		for i := range g.bufs {
+			switch {
+			case i >= g.want:
+				g.bufs[i] = nil
+			case g.bufs[i] == nil:
+				g.bufs[i] = make([]byte, maxDatagram)
+			}
+		}
+		n, err := m.recv(g.bufs[:g.want], true)
 		if err != nil {
 			return 0, err
+		}
+		if n == g.want {
+			g.want = min(groBufs, 2*n)
+		} else {
+			g.want = max(1, n)
 		}
 		s := &m.r
 		for i := range n {
