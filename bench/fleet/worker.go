@@ -327,11 +327,18 @@ func (w *worker) send(ctx context.Context, req request) (reply, error) {
 	}
 	cpu0 := cpuNs()
 	start := time.Now()
-	var firstErr atomic.Value
+	var (
+		mu       sync.Mutex
+		firstErr error // of any type: not an atomic.Value
+	)
 	var done, failed int
 	fail := func(err error) error {
 		if err != nil {
-			firstErr.CompareAndSwap(nil, err)
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
 		}
 		return err
 	}
@@ -346,8 +353,8 @@ func (w *worker) send(ctx context.Context, req request) (reply, error) {
 	}
 	rep := reply{Seconds: time.Since(start).Seconds(), Done: done, Failed: failed}
 	rep.Stats.CPUNs = cpuNs() - cpu0
-	if err, ok := firstErr.Load().(error); ok {
-		fmt.Fprintf(os.Stderr, "fleet worker: %s: %d failed, the first: %v\n", req.Op, failed, err)
+	if firstErr != nil {
+		fmt.Fprintf(os.Stderr, "fleet worker: %s: %d failed, the first: %v\n", req.Op, failed, firstErr)
 	}
 	return rep, nil
 }
