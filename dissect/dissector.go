@@ -66,6 +66,10 @@ type Packet struct {
 	BodyNote string
 	// Bus is the bus envelope the body is, if it is one (package bus).
 	Bus *BusInfo
+	// MessageID is the message id envelope inside a message's coat
+	// (packet.SplitMessageID), between raet-go estates that negotiated
+	// message ids; nil where there is none.
+	MessageID *packet.MsgID
 
 	Note    Note // the transaction tracker's; Note.Txn is nil for lane pages, errors, bundles and answers
 	HasNote bool
@@ -278,6 +282,11 @@ func (d *Dissector) decodeRoad(p *Packet) {
 		st.Opened++
 		return
 	}
+	if h.TransactionKind == codec.TransactionKindMessage && h.PacketKind == codec.PacketKindMessage {
+		if plain, ok = d.splitMessageID(p, h.BodyKind, plain); !ok {
+			return
+		}
+	}
 	d.decodeBody(p, h.BodyKind, plain)
 	if !p.HasBody {
 		return
@@ -327,6 +336,29 @@ func (d *Dissector) openCoat(p *Packet, flow flowKey, coat []byte) ([]byte, bool
 	p.BodyNote = "coat kind " + p.Head.CoatKind.String() + " cannot be opened"
 	d.stats.addError(p.BodyNote)
 	return nil, false
+}
+
+// splitMessageID takes the message id envelope off the front of a message's
+// plain coat into p.MessageID. A mapping body (json, msgpack, cbor) never
+// begins with the envelope's first byte, 0 or 1, so the envelope is known
+// without the join that negotiated it; a raw body is left as it is.
+func (d *Dissector) splitMessageID(p *Packet, bk codec.BodyKind, plain []byte) ([]byte, bool) {
+	switch bk {
+	case codec.BodyKindJSON, codec.BodyKindMsgpack, codec.BodyKindCBOR:
+	default:
+		return plain, true
+	}
+	if len(plain) == 0 || plain[0] > 1 {
+		return plain, true
+	}
+	id, body, err := packet.SplitMessageID(plain)
+	if err != nil {
+		p.Err = fmt.Errorf("body: %w", err)
+		d.stats.addFailure("message id envelope does not decode")
+		return nil, false
+	}
+	p.MessageID = &id
+	return body, true
 }
 
 // decodeBody decodes plain by body kind into p.Body.

@@ -218,6 +218,16 @@ func (p *Packet) AppendJSON(b []byte) []byte {
 			b = append(b, js...)
 		}
 	}
+	if id := p.MessageID; id != nil {
+		b = appendKey(b, &first, "mid")
+		b = append(b, `{"stream":`...)
+		b = strconv.AppendUint(b, id.Stream, 10)
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendUint(b, id.Seq, 10)
+		b = append(b, `,"floor":`...)
+		b = strconv.AppendUint(b, id.Floor, 10)
+		b = append(b, '}')
+	}
 	if p.Bus != nil {
 		b = appendKey(b, &first, "bus")
 		b = p.Bus.appendJSON(b)

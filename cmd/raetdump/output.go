@@ -146,6 +146,9 @@ func (pr *printer) details(p *dissect.Packet) {
 			fmt.Fprintf(w, "    body: %s\n", js)
 		}
 	}
+	if id := p.MessageID; id != nil {
+		fmt.Fprintf(w, "    mid: stream %d seq %d floor %d\n", id.Stream, id.Seq, id.Floor)
+	}
 	if p.BodyNote != "" {
 		fmt.Fprintf(w, "    body: %s\n", p.BodyNote)
 	}

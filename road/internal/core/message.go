@@ -559,7 +559,7 @@ func (c *Core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat
 		return nil, id, false, err
 	}
 	if r.prof != nil && r.prof.mids {
-		if id, plain, err = openEnvelope(plain); err != nil {
+		if id, plain, err = packet.SplitMessageID(plain); err != nil {
 			return nil, id, false, &packet.BodyError{Kind: bk, Op: "unmarshal", Err: fmt.Errorf("%w: %w", packet.ErrMalformedBody, err)}
 		}
 	}

@@ -2,7 +2,6 @@ package core
 
 import (
 	"encoding/binary"
-	"errors"
 	"sync"
 	"time"
 
@@ -16,10 +15,8 @@ import (
 // messages it holds again in a new session, where the receiver cannot tell
 // them from new ones. So between two estates that both advertised "mid",
 // every message carries a stable id inside its coat (encrypted and
-// authenticated with the body), before the serialized body:
-//
-//	0x01 uvarint(stream) uvarint(seq) uvarint(floor) body…   an id
-//	0x00 body…                                                no id
+// authenticated with the body), before the serialized body: the envelope
+// of packet.AppendMessageID.
 //
 // stream names the sender's id space: the Instance of a durable queue that
 // is queue.Stable (the same across the sender's restarts), else a random
@@ -48,21 +45,8 @@ const (
 	midStreams = 4
 )
 
-// MsgID is a message's stable id; Seq 0 is none.
-type MsgID struct{ Stream, Seq, Floor uint64 }
-
-// appendEnvelope appends the id envelope and body to dst.
-func appendEnvelope(dst []byte, id MsgID, body []byte) []byte {
-	if id.Seq == 0 {
-		dst = append(dst, 0)
-	} else {
-		dst = append(dst, 1)
-		dst = binary.AppendUvarint(dst, id.Stream)
-		dst = binary.AppendUvarint(dst, id.Seq)
-		dst = binary.AppendUvarint(dst, id.Floor)
-	}
-	return append(dst, body...)
-}
+// MsgID is a message's stable id (packet.MsgID); Seq 0 is none.
+type MsgID = packet.MsgID
 
 // envelopes are scratch buffers for sealWithID, up to maxScratch bytes.
 var envelopes = sync.Pool{New: func() any { return new([]byte) }}
@@ -73,42 +57,12 @@ const maxScratch = 64 << 10
 func sealWithID(coat packet.Coat, id MsgID, body []byte) ([]byte, error) {
 	n := 1 + 3*binary.MaxVarintLen64 + len(body)
 	if n > maxScratch {
-		return coat.Seal(nil, appendEnvelope(make([]byte, 0, n), id, body))
+		return coat.Seal(nil, packet.AppendMessageID(make([]byte, 0, n), id, body))
 	}
 	buf := envelopes.Get().(*[]byte)
 	defer envelopes.Put(buf)
-	*buf = appendEnvelope((*buf)[:0], id, body)
+	*buf = packet.AppendMessageID((*buf)[:0], id, body)
 	return coat.Seal(nil, *buf)
-}
-
-var errEnvelope = errors.New("bad message id envelope")
-
-// openEnvelope splits a plain coat into its id and body.
-func openEnvelope(plain []byte) (MsgID, []byte, error) {
-	if len(plain) == 0 {
-		return MsgID{}, nil, errEnvelope
-	}
-	switch plain[0] {
-	case 0:
-		return MsgID{}, plain[1:], nil
-	case 1:
-	default:
-		return MsgID{}, nil, errEnvelope
-	}
-	rest := plain[1:]
-	var v [3]uint64
-	for i := range v {
-		x, n := binary.Uvarint(rest)
-		if n <= 0 {
-			return MsgID{}, nil, errEnvelope
-		}
-		v[i], rest = x, rest[n:]
-	}
-	id := MsgID{Stream: v[0], Seq: v[1], Floor: v[2]}
-	if id.Seq == 0 || id.Floor > id.Seq {
-		return MsgID{}, nil, errEnvelope
-	}
-	return id, rest, nil
 }
 
 // --- receiver -------------------------------------------------------------
