@@ -1,0 +1,66 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/raet-go/raet/dissect"
+)
+
+// make demo as a test: the demo runs, and its capture decodes with no error
+// when the keeps and the key log are given (as the Makefile's raetdump lines do).
+func TestDemo(t *testing.T) {
+	dir := t.TempDir()
+	pcap, keylog, keeps := filepath.Join(dir, "demo.pcapng"), filepath.Join(dir, "keys.log"), filepath.Join(dir, "keeps")
+	if err := run(pcap, keylog, keeps); err != nil {
+		t.Fatal(err)
+	}
+	keys := dissect.NewKeyRing()
+	for _, name := range []string{"alpha", "beta"} {
+		if err := keys.AddKeep(filepath.Join(keeps, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kl, err := os.Open(keylog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kl.Close()
+	if err := keys.AddKeyLog(kl); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cr, err := dissect.NewCaptureReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dissect.NewDissector(&dissect.Config{Keys: keys})
+	var p dissect.Packet
+	n := 0
+	for {
+		rec, err := cr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.DecodeInto(rec, &p) {
+			n++
+			if p.Err != nil {
+				t.Errorf("packet %d: %v", n, p.Err)
+			}
+		}
+	}
+	d.Flush()
+	st := d.Stats()
+	if n == 0 || st.Errors != 0 || st.VerifyFailed != 0 {
+		t.Fatalf("%d packets, %d errors %v, %d feet failed", n, st.Errors, st.ErrorReasons, st.VerifyFailed)
+	}
+}
