@@ -330,16 +330,48 @@ func (pk *Packer) PackAEAD(dst []byte, h *codec.Head, a *AEADCoat, plain []byte)
 	return out, nil
 }
 
-// OpenAEAD appends the body inside an unsegmented packet's AEAD coat to
-// dst, with the packet's head as associated data. The packet must be of a's
-// coat kind and have no foot.
-func (p *Packet) OpenAEAD(dst []byte, a *AEADCoat) ([]byte, error) {
-	if p.Head.Segment() || p.Head.SegmentCount > 1 {
-		return dst, &PacketError{Op: "parse", Err: ErrSegmentedCoat}
+// SegmentsAEAD is Segments for a body sealed packet by packet with a: how
+// a body of plainLen bytes travels with head h, in one packet (count 1,
+// segSize 0) or in count segments of segSize bytes (the last shorter),
+// each of them with its own AEAD coat (AEADOverhead more than its piece)
+// and no foot. The reassembled message is the plain body: its ml is
+// plainLen.
+func (pk *Packer) SegmentsAEAD(h *codec.Head, a *AEADCoat, plainLen int) (segSize, count int, err error) {
+	single := *h
+	single.CoatKind = a.Kind()
+	single.FootKind, single.FootLength = codec.FootKindNada, 0
+	return pk.segments(&single, plainLen, AEADOverhead)
+}
+
+// PackSegmentAEAD appends segment i of count of the plain body (as
+// SegmentsAEAD planned them, segSize bytes each), sealed with a in its own
+// packet of head h: sn=i, sc=count, ml=len(plain) and the segment flag
+// set, as PackSegment does. Each call seals under a new counter, so a
+// segment sent again is a new packet.
+func (pk *Packer) PackSegmentAEAD(dst []byte, h *codec.Head, a *AEADCoat, plain []byte, i, segSize, count int) ([]byte, error) {
+	piece, err := segment(h, plain, i, segSize, count)
+	if err != nil {
+		return dst, err
 	}
+	return pk.PackAEAD(dst, h, a, piece)
+}
+
+// OpenAEAD appends the body inside a packet's AEAD coat to dst, with the
+// packet's head as associated data: the whole body of an unsegmented
+// packet, or the piece of a segment (each segment is sealed on its own).
+// The packet must be of a's coat kind and have no foot. Opening into the
+// spare capacity of p.Raw (dst = p.Raw[len(p.Raw):]) allocates nothing
+// and leaves the datagram as it was, whatever the outcome.
+func (p *Packet) OpenAEAD(dst []byte, a *AEADCoat) ([]byte, error) {
 	if a.Kind() != p.Head.CoatKind || len(p.Foot) != 0 {
 		return dst, &CoatError{Kind: p.Head.CoatKind, Op: "open", Len: len(p.Coat), Err: ErrCoatOpen}
 	}
 	hl := len(p.Raw) - len(p.Coat) - len(p.Foot)
 	return a.Open(dst, p.Raw[:hl], p.Coat)
+}
+
+// IsAEAD reports whether k is an AEAD coat kind (sealed per packet, with
+// the head as associated data and no foot).
+func IsAEAD(k codec.CoatKind) bool {
+	return k == codec.CoatKindAES256GCM || k == codec.CoatKindChaCha20Poly1305
 }

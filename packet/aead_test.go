@@ -561,3 +561,120 @@ func sizeName(n int) string {
 	}
 	return strconv.Itoa(n) + "B"
 }
+
+// TestAEADSegments: a body too large for one packet goes in segments that
+// are each sealed on their own (every one a new counter), each opens
+// alone, and the reassembled pieces are the body; a segment sent again is
+// a new packet whose first copy the receiver still refuses as a replay.
+func TestAEADSegments(t *testing.T) {
+	pk := aeadPacker(t)
+	pk.MaxPacketSize = 300
+	a, b := aeadPair(t, codec.CoatKindChaCha20Poly1305)
+	body := make([]byte, 2000)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	h := aeadHead()
+	segSize, count, err := pk.SegmentsAEAD(&h, a, len(body))
+	if err != nil || count < 2 {
+		t.Fatalf("plan: %d segments of %d, %v", count, segSize, err)
+	}
+	if one, n, err := pk.SegmentsAEAD(&h, a, 100); err != nil || n != 1 || one != 0 {
+		t.Fatalf("a small body: %d segments of %d, %v", n, one, err)
+	}
+	r := NewReassembler[int, int](nil)
+	counters := map[uint64]bool{}
+	var whole []byte
+	var first []byte
+	for i := count - 1; i >= 0; i-- { // out of order
+		sh := aeadHead()
+		pkt, err := pk.PackSegmentAEAD(nil, &sh, a, body, i, segSize, count)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pkt) > pk.MaxPacketSize {
+			t.Fatalf("segment %d: %d bytes over %d", i, len(pkt), pk.MaxPacketSize)
+		}
+		if i == count-1 {
+			first = pkt
+			// Sent again: the same head, a new counter.
+			again, err := pk.PackSegmentAEAD(nil, &sh, a, body, i, segSize, count)
+			if err != nil || bytes.Equal(again, pkt) {
+				t.Fatalf("sent again: same bytes %v, %v", bytes.Equal(again, pkt), err)
+			}
+		}
+		var p Packet
+		if err := Parse(pkt, &p); err != nil {
+			t.Fatal(err)
+		}
+		n := binary.BigEndian.Uint64(p.Coat)
+		if counters[n] {
+			t.Fatalf("counter %d sealed twice", n)
+		}
+		counters[n] = true
+		piece, err := p.OpenAEAD(nil, b)
+		if err != nil {
+			t.Fatalf("segment %d: %v", i, err)
+		}
+		got, _, err := r.Add(0, 1, &p.Head, piece)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != nil {
+			whole = got
+		}
+	}
+	if !bytes.Equal(whole, body) {
+		t.Fatalf("reassembled %d bytes, want the %d of the body", len(whole), len(body))
+	}
+	if _, err := openPacket(first, b); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("the first copy again: %v, want ErrReplayed", err)
+	}
+}
+
+// TestAEADOpenSpare: opening into the spare capacity of the datagram
+// allocates nothing and leaves the datagram intact, also when it fails, so
+// that another coat may try it after.
+func TestAEADOpenSpare(t *testing.T) {
+	pk := aeadPacker(t)
+	a, b := aeadPair(t, codec.CoatKindAES256GCM)
+	wrong, _ := aeadPair(t, codec.CoatKindAES256GCM)
+	body := bytes.Repeat([]byte("x"), 500)
+	for range 2 {
+		pkt := sealPacket(t, pk, a, body)
+		buf := make([]byte, len(pkt), 2*len(pkt))
+		copy(buf, pkt)
+		var p Packet
+		if err := Parse(buf, &p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.OpenAEAD(buf[len(buf):], wrong); !errors.Is(err, ErrCoatOpen) {
+			t.Fatalf("with the wrong coat: %v", err)
+		}
+		if !bytes.Equal(buf, pkt) {
+			t.Fatal("a failed open changed the datagram")
+		}
+		got, err := p.OpenAEAD(buf[len(buf):], b)
+		if err != nil || !bytes.Equal(got, body) || &got[:1][0] != &buf[:len(buf)+1][len(buf)] {
+			t.Fatalf("into the spare room: %v", err)
+		}
+	}
+	if raceEnabled() {
+		return
+	}
+	pkt := sealPacket(t, pk, a, body)
+	buf := make([]byte, len(pkt), 2*len(pkt))
+	var p Packet
+	if n := testing.AllocsPerRun(20, func() {
+		pkt := sealPacket(t, pk, a, body)
+		buf = append(buf[:0], pkt...)
+		if err := Parse(buf, &p); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.OpenAEAD(buf[len(buf):], b); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 1 { // sealPacket's own buffer
+		t.Errorf("open into the spare room: %v allocs", n)
+	}
+}

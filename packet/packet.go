@@ -165,29 +165,36 @@ func (pk *Packer) Pack(dst []byte, h *codec.Head, coat []byte) ([]byte, error) {
 // largest sn, sc and ml lines the head may gain, and the foot (§8.5).
 func (pk *Packer) Segments(h *codec.Head, coatLen int) (segSize, count int, err error) {
 	single := *h
+	single.FootKind, single.FootLength = pk.Foot.Kind(), uint16(pk.Foot.Size())
+	return pk.segments(&single, coatLen, pk.Foot.Size())
+}
+
+// segments plans a payload of n bytes in packets of head single (its coat
+// and foot kinds set), each carrying tail more bytes after its payload
+// (the foot, or the AEAD overhead).
+func (pk *Packer) segments(single *codec.Head, n, tail int) (segSize, count int, err error) {
 	single.SegmentNumber, single.SegmentCount, single.MessageLength = 0, 1, 0
 	single.SetSegment(false)
 	single.PacketLength = 0
-	single.FootKind, single.FootLength = pk.Foot.Kind(), uint16(pk.Foot.Size())
 	var buf [codec.MaxHeadSize]byte
-	head, err := pk.Codec.Append(buf[:0], &single)
+	head, err := pk.Codec.Append(buf[:0], single)
 	if err != nil {
 		return 0, 0, &PacketError{Op: "segment", Err: err}
 	}
-	if len(head)+coatLen+pk.Foot.Size() <= pk.limit() {
+	if len(head)+n+tail <= pk.limit() {
 		return 0, 1, nil
 	}
-	extra, err := segmentExtra(pk.Codec, &single)
+	extra, err := segmentExtra(pk.Codec, single)
 	if err != nil {
 		return 0, 0, &PacketError{Op: "segment", Err: err}
 	}
-	segSize = pk.limit() - (len(head) + extra + pk.Foot.Size())
+	segSize = pk.limit() - (len(head) + extra + tail)
 	if segSize <= 0 {
 		return 0, 0, &PacketError{Op: "segment", Err: ErrHeadTooLarge}
 	}
-	count = (coatLen + segSize - 1) / segSize
-	if count > codec.MaxSegmentCount || coatLen > codec.MaxMessageSize {
-		return 0, 0, &PacketError{Op: "segment", Err: fmt.Errorf("%w: %d bytes in %d segments", ErrSegmentCount, coatLen, count)}
+	count = (n + segSize - 1) / segSize
+	if count > codec.MaxSegmentCount || n > codec.MaxMessageSize {
+		return 0, 0, &PacketError{Op: "segment", Err: fmt.Errorf("%w: %d bytes in %d segments", ErrSegmentCount, n, count)}
 	}
 	return segSize, count, nil
 }
@@ -216,16 +223,26 @@ func segmentExtra(c codec.Codec, h *codec.Head) (int, error) {
 // coat length and the segment flag set. Other flags (wf, af) are the
 // caller's.
 func (pk *Packer) PackSegment(dst []byte, h *codec.Head, coat []byte, i, segSize, count int) ([]byte, error) {
+	piece, err := segment(h, coat, i, segSize, count)
+	if err != nil {
+		return dst, err
+	}
+	return pk.Pack(dst, h, piece)
+}
+
+// segment sets h's segment fields for piece i of count of body (segSize
+// bytes each; count 1: unsegmented) and returns the piece.
+func segment(h *codec.Head, body []byte, i, segSize, count int) ([]byte, error) {
 	if count <= 1 {
 		h.SegmentNumber, h.SegmentCount, h.MessageLength = 0, 1, 0
 		h.SetSegment(false)
-		return pk.Pack(dst, h, coat)
+		return body, nil
 	}
 	if i < 0 || i >= count || segSize <= 0 {
-		return dst, &PacketError{Op: "segment", Err: ErrSegmentCount}
+		return nil, &PacketError{Op: "segment", Err: ErrSegmentCount}
 	}
-	h.SegmentNumber, h.SegmentCount, h.MessageLength = uint16(i), uint16(count), uint32(len(coat))
+	h.SegmentNumber, h.SegmentCount, h.MessageLength = uint16(i), uint16(count), uint32(len(body))
 	h.SetSegment(true)
-	end := min((i+1)*segSize, len(coat))
-	return pk.Pack(dst, h, coat[i*segSize:end])
+	end := min((i+1)*segSize, len(body))
+	return body[i*segSize : end], nil
 }

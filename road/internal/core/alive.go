@@ -47,8 +47,12 @@ func (c *Core) startAliver(r *remote, cascade bool) {
 	a := &aliver{r: r, si: r.sid, ti: r.nextTid(), cascade: cascade,
 		timeout: after(c.now, c.cfg.AliveTimeout), redo: newRedo(250*time.Millisecond, time.Second)}
 	h := c.aliveHead(r, codec.PacketKindRequest, a.si, a.ti, false)
-	if a.last = c.sendNew(r, &h, nil, r.ha); a.last == nil {
-		return
+	if r.aead() != nil {
+		if !c.send(r, &h, nil, r.ha) {
+			return
+		}
+	} else if a.last = c.sendNew(r, &h, nil, r.ha); a.last == nil {
+		return // else a.last is sent again as it is
 	}
 	a.redo.restart(c.now)
 	c.addTxn(r, a)
@@ -87,6 +91,12 @@ func (a *aliver) tick(c *Core) {
 	}
 	if a.redo.due(c.now) {
 		a.redo.backoff(c.now)
+		if a.r.aead() != nil {
+			// Sealed again: the same datagram twice is a replay.
+			h := c.aliveHead(a.r, codec.PacketKindRequest, a.si, a.ti, false)
+			c.send(a.r, &h, nil, a.r.ha)
+			return
+		}
 		c.retransmit(a.last, a.r.ha)
 	}
 }

@@ -19,11 +19,13 @@ import (
 )
 
 // Inbound is a received datagram, parsed and, for an Ed25519 foot,
-// checked (FootChecker.Parse): what Receive takes.
+// checked, for an AEAD coat opened (FootChecker.Parse): what Receive
+// takes.
 type Inbound struct {
 	pkt      rxPacket
 	parseErr error
 	foot     footCheck
+	aead     aeadCheck
 }
 
 // Receive handles one received datagram at now (§8.6). Anything malformed
@@ -31,7 +33,7 @@ type Inbound struct {
 // in or its bytes.
 func (c *Core) Receive(in *Inbound, now time.Time) {
 	c.now = now
-	c.handle(&in.pkt, in.parseErr, &in.foot)
+	c.handle(&in.pkt, in.parseErr, &in.foot, &in.aead)
 }
 
 // Tick runs the timers due at now.

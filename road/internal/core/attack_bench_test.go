@@ -29,7 +29,7 @@ func sink(c *Core) {
 // handling (and any budgeted reply).
 func BenchmarkForgedDatagram(b *testing.B) {
 	for _, pr := range profiles {
-		p := joinedPair(b, pr.prof)
+		p := joinedPair(b, pr)
 		for i := range 3 {
 			if err := p.send(p.other, map[string]any{"n": i}); err != nil {
 				b.Fatal(err)
@@ -68,7 +68,7 @@ func BenchmarkForgedDatagram(b *testing.B) {
 			b.Run(pr.name+"/"+cs.name, func(b *testing.B) {
 				var n atomic.Uint64
 				feet := NewFootChecker(&n)
-				table := VerifyKeys{r.nuid: (*[32]byte)(&r.verify)}
+				table := VerifyKeys{r.nuid: {verify: r.verify}}
 				from := netip.MustParseAddrPort("127.66.0.1:9999")
 				b.ReportAllocs()
 				dg := bytes.Clone(cs.b)

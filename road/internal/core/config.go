@@ -28,6 +28,7 @@ type Config struct {
 	BodyKind          codec.BodyKind
 	MaxPacketSize     int
 	Profile           Profile
+	AEAD              AEADMode
 	FastMaxPacketSize int
 	BurstSize         int
 

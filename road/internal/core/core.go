@@ -361,6 +361,9 @@ func (c *Core) packerFor(r *remote, h *codec.Head) packet.Packer {
 // with head h (bk, ck and fk set by the caller) and the serialized body,
 // sealing it with r's coat when h.CoatKind says so.
 func (c *Core) pack(dst []byte, r *remote, h *codec.Head, body []byte) ([]byte, error) {
+	if packet.IsAEAD(h.CoatKind) {
+		return c.packAEAD(dst, r, h, body)
+	}
 	coat := body
 	if h.CoatKind != codec.CoatKindNada && len(body) > 0 {
 		if r == nil || r.coat == nil || r.coat.Kind() != h.CoatKind {
@@ -376,6 +379,23 @@ func (c *Core) pack(dst []byte, r *remote, h *codec.Head, body []byte) ([]byte, 
 	}
 	pk := c.packerFor(r, h)
 	return pk.Pack(dst, h, coat)
+}
+
+// packAEAD packs a packet of r's session sealed with its AEAD coat, under
+// a new counter (aead.go): no foot, whatever h.FootKind says.
+func (c *Core) packAEAD(dst []byte, r *remote, h *codec.Head, body []byte) ([]byte, error) {
+	var a *packet.AEADCoat
+	if r != nil {
+		a = r.aead()
+	}
+	if a == nil || a.Kind() != h.CoatKind {
+		return nil, fmt.Errorf("raet: no %v session keys with %s to coat a packet", h.CoatKind, remoteName(r))
+	}
+	if dst == nil {
+		dst = make([]byte, 0, 128+len(body)+packet.AEADOverhead)
+	}
+	pk := c.packerFor(r, h)
+	return pk.PackAEAD(dst, h, a, body)
 }
 
 // marshal serializes a control or message body with the stack's body kind.
@@ -455,6 +475,15 @@ type footCheck struct {
 	ok  bool
 }
 
+// aeadCheck is the outcome of opening a packet's AEAD coat on the reader
+// goroutine: the coat it was opened with (nil: none was tried), and the
+// body or the error.
+type aeadCheck struct {
+	coat  *packet.AEADCoat
+	plain []byte
+	err   error
+}
+
 // handle takes a datagram that was parsed (parseErr) and, when it has an
 // Ed25519 foot, checked (fc; the reader goroutine checks them, so that no
 // packet is verified twice nor on the owner goroutine).
@@ -465,13 +494,17 @@ type footCheck struct {
 // session's MAC key); anything else is dropped here. Join packets are
 // unauthenticated by design (§8.2) and reach only join transactions, which
 // never touch an established session (join.go).
-func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck) {
+func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck) {
 	if parseErr != nil {
 		c.stats.drop(errDrop(parseErr))
 		return
 	}
 	h := &p.Head
 	c.stats.in(h)
+	if packet.IsAEAD(h.CoatKind) && h.FootKind != codec.FootKindNada {
+		c.stats.drop(dropFootKind) // an AEAD coat is its own authentication
+		return
+	}
 	switch h.FootKind {
 	case codec.FootKindNaCl:
 		r := c.remotes[h.DestinationID]
@@ -497,7 +530,12 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck) {
 			return
 		}
 	case codec.FootKindNada:
-		if h.TransactionKind != codec.TransactionKindJoin {
+		switch tk := h.TransactionKind; {
+		case packet.IsAEAD(h.CoatKind) && tk != codec.TransactionKindJoin && tk != codec.TransactionKindAllow:
+			if !c.openAEAD(p, ac) {
+				return
+			}
+		case tk != codec.TransactionKindJoin:
 			// The reference refuses unsigned messages (veritive) but takes
 			// other unsigned kinds (§13); we take none: it sends none.
 			c.stats.drop(dropUnsigned)
@@ -531,13 +569,69 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck) {
 	c.correspond(p, r)
 }
 
-// VerifyKeys is a uid → verify key table, for checking the Ed25519 feet
-// of received datagrams off the owner goroutine (FootChecker).
-type VerifyKeys = map[uint32]*[32]byte
+// openAEAD authenticates and opens a packet's AEAD coat with the session
+// coat of the remote its de names, and leaves the body in p.Coat. The
+// reader goroutine opened it already when it had that coat (ac); it is
+// opened here only when the reader had none or another (the table it read
+// was older than the session). The coat's replay window moves only for a
+// packet that opens, under its lock. It reports false after dropping the
+// packet.
+func (c *Core) openAEAD(p *rxPacket, ac *aeadCheck) bool {
+	h := &p.Head
+	var a *packet.AEADCoat
+	if r := c.remotes[h.DestinationID]; r != nil {
+		a = r.aead()
+	}
+	switch {
+	case a == nil:
+		c.stats.drop(dropVerifyUnknownKey)
+		return false
+	case a.Kind() != h.CoatKind:
+		c.stats.drop(dropCoatDowngrade)
+		return false
+	}
+	plain, err := ac.plain, ac.err
+	if ac.coat != a {
+		if ac.coat != nil && ac.err == nil {
+			c.stats.drop(dropVerifyStaleKey) // a packet of the session before
+			return false
+		}
+		plain, err = p.OpenAEAD(p.Raw[len(p.Raw):], a)
+	}
+	if err != nil {
+		c.stats.drop(aeadDrop(err))
+		return false
+	}
+	p.Coat = plain
+	return true
+}
 
-// VerifyKeys returns a new table of the remotes' verify keys when remotes
-// or their keys changed since the last call, and false otherwise. The
-// table is the caller's: the core never changes it.
+// aeadDrop is the drop reason of an AEAD coat that did not open.
+func aeadDrop(err error) dropReason {
+	switch {
+	case errors.Is(err, packet.ErrReplayed):
+		return dropAEADReplayed
+	case errors.Is(err, packet.ErrTooOld):
+		return dropAEADTooOld
+	}
+	return dropAEADOpenFailed
+}
+
+// VerifyKeys is a uid → keys table, for checking the Ed25519 feet and
+// opening the AEAD coats of received datagrams off the owner goroutine
+// (FootChecker).
+type VerifyKeys = map[uint32]*peerKeys
+
+// peerKeys are what a reader checks one remote's datagrams with.
+type peerKeys struct {
+	verify [32]byte         // its Ed25519 verify key; zero: none known
+	aead   *packet.AEADCoat // its session's AEAD coat; nil: none
+}
+
+// VerifyKeys returns a new table of the remotes' verify keys and session
+// AEAD coats when remotes, their keys or their sessions changed since the
+// last call, and false otherwise. The table is the caller's: the core
+// never changes it.
 func (c *Core) VerifyKeys() (VerifyKeys, bool) {
 	if !c.keysChanged {
 		return nil, false
@@ -545,9 +639,8 @@ func (c *Core) VerifyKeys() (VerifyKeys, bool) {
 	c.keysChanged = false
 	t := make(VerifyKeys, len(c.remotes))
 	for uid, r := range c.remotes {
-		if !r.verify.IsZero() {
-			k := [32]byte(r.verify)
-			t[uid] = &k
+		if !r.verify.IsZero() || r.aead() != nil {
+			t[uid] = &peerKeys{verify: [32]byte(r.verify), aead: r.aead()}
 		}
 	}
 	return t, true

@@ -58,11 +58,12 @@ type Remote struct {
 	Reaped  bool
 	SID     uint32 // our session id with it
 	RSID    uint32 // its session id with us
-	// The profile of the session (see Config.Profile): the head and foot
-	// kinds and the largest packet used for everything but joins and
-	// allows.
+	// The profile of the session (see Config.Profile): the head, foot and
+	// coat kinds and the largest packet used for everything but joins and
+	// allows (an AEAD coat has no foot: FootKind nada).
 	HeadKind      codec.HeadKind
 	FootKind      codec.FootKind
+	CoatKind      codec.CoatKind
 	MaxPacketSize int
 }
 

@@ -15,12 +15,12 @@ import (
 // fuzzPair is a joined pair with fixed long-term keys (so that the seeds'
 // signatures verify in every pair made for an input) that has exchanged a
 // few messages both ways.
-func fuzzPair(tb testing.TB, prof Profile) *pair {
+func fuzzPair(tb testing.TB, tp testProfile) *pair {
 	tb.Helper()
 	p := newRig(tb)
 	for i, c := range []*estate{
-		{Config: Config{Name: "main", Main: true, AlivePeriod: -1, Profile: prof}, Auto: keep.AutoAlways},
-		{Config: Config{Name: "other", AlivePeriod: -1, Profile: prof}, Auto: keep.AutoAlways},
+		{Config: Config{Name: "main", Main: true, AlivePeriod: -1, Profile: tp.prof, AEAD: tp.aead}, Auto: keep.AutoAlways},
+		{Config: Config{Name: "other", AlivePeriod: -1, Profile: tp.prof, AEAD: tp.aead}, Auto: keep.AutoAlways},
 	} {
 		st := newMemStore(c.Auto)
 		var seed keys.SigningSeed
@@ -49,12 +49,12 @@ func fuzzPair(tb testing.TB, prof Profile) *pair {
 	return p
 }
 
-// fuzzSeeds are the datagrams of a real join, allow and messages, in both
-// profiles.
+// fuzzSeeds are the datagrams of a real join, allow and messages, in every
+// profile (AEAD coats too).
 func fuzzSeeds(tb testing.TB) [][]byte {
 	var out [][]byte
-	for _, prof := range []Profile{ProfileReference, ProfileAuto} {
-		p := fuzzPair(tb, prof)
+	for _, tp := range profiles {
+		p := fuzzPair(tb, tp)
 		for _, w := range p.wire {
 			out = append(out, w.b)
 		}
@@ -74,6 +74,19 @@ func authentic(r *remote, b []byte) bool {
 		return p.Verify(packet.NewNaClFoot(nil, func(uint32) (*[32]byte, bool) { return &k, true })) == nil
 	case codec.FootKindMAC:
 		return r.prof != nil && r.prof.mac != nil && p.Verify(r.prof.mac) == nil
+	case codec.FootKindNada:
+		// Opened with a coat of the session's keys but a window of its own,
+		// so that asking does not move the session's.
+		a := r.aead()
+		if a == nil || a.Kind() != p.Head.CoatKind {
+			return false
+		}
+		fresh, err := packet.NewAEADCoat(a.Kind(), (*[32]byte)(&r.short.Private), (*[32]byte)(&r.peerShort))
+		if err != nil {
+			return false
+		}
+		_, err = p.OpenAEAD(nil, fresh)
+		return err == nil
 	}
 	return false
 }
@@ -81,20 +94,16 @@ func authentic(r *remote, b []byte) bool {
 // FuzzCoreReceive feeds arbitrary datagrams, at arbitrary times and from
 // the peer's address or another, to a main estate with an established
 // session (seeded with every packet a real join, allow and messages sent,
-// in both profiles). Nothing is ever delivered (the seeds are replays, and
+// in every profile). Nothing is ever delivered (the seeds are replays, and
 // nothing else can be authenticated), and a datagram that main cannot
 // authenticate never changes the peer's session: ids, keys, allowed,
 // joined, replay window.
 func FuzzCoreReceive(f *testing.F) {
 	for i, b := range fuzzSeeds(f) {
-		f.Add(b, uint16(i*37), uint8(i%3), i%2 == 0)
+		f.Add(b, uint16(i*37), uint8(i%3), uint8(i%len(profiles)))
 	}
-	f.Fuzz(func(t *testing.T, b []byte, waitMs uint16, from uint8, fast bool) {
-		prof := ProfileReference
-		if fast {
-			prof = ProfileAuto
-		}
-		p := fuzzPair(t, prof)
+	f.Fuzz(func(t *testing.T, b []byte, waitMs uint16, from uint8, prof uint8) {
+		p := fuzzPair(t, profiles[int(prof)%len(profiles)])
 		p.advance(time.Duration(waitMs) * time.Millisecond)
 		r := p.mainRemote()
 		before := snapshot(r)

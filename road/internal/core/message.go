@@ -1,6 +1,8 @@
 package core
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,9 +13,11 @@ import (
 )
 
 // Message (tk=0, §8.5): the body is serialized, sealed once with the
-// session's coat and sent whole or in segments, each signed. The receiver
-// asks for what it misses (resend), acknowledges bursts (ack) and ends with
-// done.
+// session's coat and sent whole or in segments, each signed. In a session
+// with an AEAD coat the body is cut first and each segment sealed in its
+// own packet, under a new counter every time it is sent (aead.go). The
+// receiver asks for what it misses (resend), acknowledges bursts (ack) and
+// ends with done.
 //
 //	messenger                        messengent
 //	  segments…(wf on the last) ───▶   reassembles
@@ -41,8 +45,9 @@ type messenger struct {
 	si, ti  uint32
 	body    []byte // the serialized body, kept to send again in a new session
 	bk      codec.BodyKind
-	id      MsgID // its stable id, sent to peers that negotiated message ids
-	coat    []byte
+	id      MsgID            // its stable id, sent to peers that negotiated message ids
+	coat    []byte           // the sealed body; with aead, the plain body that each packet seals a piece of
+	aead    *packet.AEADCoat // the session's AEAD coat when it has one
 	segSize int
 	count   int
 	flags   []uint8
@@ -50,7 +55,7 @@ type messenger struct {
 	misseds []int     // asked for again, in order, unique
 	acked   bool      // something came back
 	lastSeg int       // the segment sent last; -1 before the first
-	last    []byte    // its bytes, to send again unchanged (no new signature)
+	last    []byte    // its bytes, to send again unchanged (no new signature; not with aead)
 	sentAt  time.Time // when a packet went last; zero when it was sent again (no RTT sample)
 	timeout expiry
 	redo    redo
@@ -72,9 +77,16 @@ func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgI
 	}
 	var coat []byte
 	var err error
-	if r.prof != nil && r.prof.mids {
+	mids := r.prof != nil && r.prof.mids
+	m.aead = r.aead()
+	switch {
+	case m.aead != nil && mids:
+		coat = packet.AppendMessageID(make([]byte, 0, 1+3*binary.MaxVarintLen64+len(body)), id, body)
+	case m.aead != nil:
+		coat = body // sealed packet by packet
+	case mids:
 		coat, err = sealWithID(r.coat, id, body)
-	} else {
+	default:
 		coat, err = r.coat.Seal(nil, body)
 	}
 	if err != nil {
@@ -85,7 +97,12 @@ func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgI
 	h := m.head(c, 0, 0)
 	h.FootKind = codec.FootKindNaCl
 	pk := c.packerFor(r, &h)
-	if m.segSize, m.count, err = pk.Segments(&h, len(coat)); err != nil {
+	if m.aead != nil {
+		m.segSize, m.count, err = pk.SegmentsAEAD(&h, m.aead, len(coat))
+	} else {
+		m.segSize, m.count, err = pk.Segments(&h, len(coat))
+	}
+	if err != nil {
 		m.finish(c, err)
 		return
 	}
@@ -113,7 +130,13 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	h.FootKind = codec.FootKindNaCl
 	pk := c.packerFor(m.r, h)
 	buf := c.bufs.get(pk.MaxPacketSize)
-	b, err := pk.PackSegment(*buf, h, m.coat, i, m.segSize, m.count)
+	var b []byte
+	var err error
+	if m.aead != nil {
+		b, err = pk.PackSegmentAEAD(*buf, h, m.aead, m.coat, i, m.segSize, m.count)
+	} else {
+		b, err = pk.PackSegment(*buf, h, m.coat, i, m.segSize, m.count)
+	}
 	if err != nil {
 		c.bufs.put(buf)
 		c.stats.drop(dropPackError)
@@ -123,7 +146,10 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 		c.stats.retransmit()
 	}
 	c.transmit(b, buf, m.r.ha, h)
-	m.last, m.lastSeg = append(m.last[:0], b...), i
+	if m.aead == nil {
+		m.last = append(m.last[:0], b...)
+	}
+	m.lastSeg = i
 	m.sentAt = c.now
 	if again {
 		m.sentAt = time.Time{}
@@ -246,6 +272,10 @@ func (m *messenger) tick(c *Core) {
 		m.sendSeg(c, m.lastSeg, true)
 		return
 	}
+	if m.aead != nil {
+		m.sendSeg(c, m.lastSeg, true) // sealed again: a counter is never sent twice
+		return
+	}
 	c.resend(m.last, m.r.ha) // unchanged: no new signature under load
 	m.sentAt = time.Time{}
 }
@@ -275,12 +305,28 @@ func (m *messenger) finish(c *Core, err error) {
 // errCoatKind refuses a packet whose coat is not its session's.
 var errCoatKind = errors.New("raet: coat kind is not the session's")
 
-// parseMisseds reads a resend body: {"misseds": [n, ...]}.
-func parseMisseds(p *rxPacket, r *remote) ([]int, error) {
-	if r.coat == nil || r.coat.Kind() != p.Head.CoatKind {
+// openCoat returns the body inside coat, of kind ck, received from r: a
+// packet's whole coat, or a reassembled message's. The session's coat
+// opens it; an AEAD coat was opened when the packet was received (handle,
+// per packet), so coat is the body already. Anything but the session's
+// coat kind is refused (a downgrade, ck=0, or any other). It is the one
+// way in for every body a session's packets carry.
+func openCoat(r *remote, ck codec.CoatKind, coat []byte) ([]byte, error) {
+	if a := r.aead(); a != nil || packet.IsAEAD(ck) {
+		if a == nil || a.Kind() != ck {
+			return nil, errCoatKind
+		}
+		return coat, nil
+	}
+	if r.coat == nil || ck != r.coat.Kind() {
 		return nil, errCoatKind
 	}
-	plain, err := r.coat.Open(nil, p.Coat)
+	return r.coat.Open(nil, coat)
+}
+
+// parseMisseds reads a resend body: {"misseds": [n, ...]}.
+func parseMisseds(p *rxPacket, r *remote) ([]int, error) {
+	plain, err := openCoat(r, p.Head.CoatKind, p.Coat)
 	if err != nil {
 		return nil, err
 	}
@@ -387,6 +433,11 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 	complete, progress := false, true
 	if h.SegmentCount <= 1 && !h.Segment() {
 		whole, complete = p.Coat, true
+		if packet.IsAEAD(h.CoatKind) {
+			// Opened into the datagram's buffer, which goes back after
+			// Receive; the message keeps its body.
+			whole = bytes.Clone(whole)
+		}
 	} else {
 		m.highest = max(m.highest, int(h.SegmentNumber))
 		evicted := c.reasm.Evicted()
@@ -551,10 +602,7 @@ func (m *messengent) decoded(c *Core, body map[string]any, err error) {
 // negotiated message ids) and decodes its body, or, for a body of a
 // BatchSerializer's kind, leaves that to the decoder goroutine (later).
 func (c *Core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat []byte) (msg *Message, id MsgID, later bool, err error) {
-	if r.coat == nil || ck != r.coat.Kind() {
-		return nil, id, false, errCoatKind // a downgrade (ck=0) or any other coat
-	}
-	plain, err := r.coat.Open(nil, coat)
+	plain, err := openCoat(r, ck, coat)
 	if err != nil {
 		return nil, id, false, err
 	}

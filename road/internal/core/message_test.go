@@ -63,7 +63,8 @@ func (p *pair) sendMany(from *Core, n, window int, limit time.Duration) map[int]
 
 // Over a link that loses, duplicates, reorders and delays datagrams, 300
 // messages of mixed sizes (1000 without -short) are each delivered exactly
-// once and intact, with the fast profile and with the reference one.
+// once and intact, with the fast profile (the NaCl coat and MAC foot, and
+// an AEAD coat: retransmissions sealed anew) and with the reference one.
 func TestLossyNetworkExactlyOnce(t *testing.T) {
 	n := 1000
 	if testing.Short() {
@@ -71,11 +72,12 @@ func TestLossyNetworkExactlyOnce(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		loss float64
-		prof Profile
-	}{{0, ProfileAuto}, {0.10, ProfileAuto}, {0.30, ProfileAuto}, {0.10, ProfileReference}} {
-		name := map[Profile]string{ProfileAuto: "fast", ProfileReference: "reference"}[tc.prof]
+		prof testProfile
+	}{{0, macProfile}, {0.10, macProfile}, {0.30, macProfile}, {0, aeadProfile}, {0.10, aeadProfile}, {0.30, aeadProfile},
+		{0.10, refProfile}} {
+		name := tc.prof.name
 		t.Run(fmt.Sprintf("%s/loss%.0f%%", name, tc.loss*100), func(t *testing.T) {
-			p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.Profile, o.Profile = tc.prof, tc.prof })
+			p := newPair(t, keep.AutoAlways, tc.prof.set)
 			l := p.impair(t, netsim.Impairment{Loss: tc.loss, Duplicate: 0.05, Reorder: 0.10, Delay: 200 * time.Microsecond,
 				Jitter: 100 * time.Microsecond, Seed: uint64(tc.loss * 1000)})
 			var joinErr error
@@ -94,7 +96,8 @@ func TestLossyNetworkExactlyOnce(t *testing.T) {
 			if joinErr != nil {
 				t.Fatal(joinErr)
 			}
-			if r, _ := p.other.RemoteNamed("main"); (r.FootKind == codec.FootKindMAC) != (tc.prof == ProfileAuto) {
+			want := map[testProfile]codec.FootKind{refProfile: codec.FootKindNaCl, macProfile: codec.FootKindMAC, aeadProfile: codec.FootKindNada}[tc.prof]
+			if r, _ := p.other.RemoteNamed("main"); r.FootKind != want || packet.IsAEAD(r.CoatKind) != (tc.prof == aeadProfile) {
 				t.Fatalf("session profile %+v", r)
 			}
 			results := p.sendMany(p.other, n, 32, 10*time.Minute)

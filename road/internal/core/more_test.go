@@ -127,20 +127,20 @@ func TestStaleCorrespondents(t *testing.T) {
 	or := p.otherRemote()
 	h := p.other.aliveHead(or, codec.PacketKindAck, p.mainRemote().sid, 777, true)
 	h.FootKind = codec.FootKindNaCl
-	p.inject(p.main, forge(t, codec.HeadKindRaet, p.other.signer, h, nil), p.otherAddr)
+	p.inject(p.main, p.sealed(p.other, h, nil), p.otherAddr)
 	if p.main.stats.drops[dropStaleCorrespondent] != 1 {
 		t.Fatalf("drops %v", p.main.Counters().Drops)
 	}
 	h.PacketKind = codec.PacketKindNack
-	p.inject(p.main, forge(t, codec.HeadKindRaet, p.other.signer, h, nil), p.otherAddr)
+	p.inject(p.main, p.sealed(p.other, h, nil), p.otherAddr)
 	if p.main.stats.drops[dropStaleReply] != 1 {
 		t.Fatalf("drops %v", p.main.Counters().Drops)
 	}
 	// A message packet marked sent again, for a message not under way.
 	m := head(codec.TransactionKindMessage, codec.PacketKindMessage, or.nuid, or.fuid, or.sid, 778, false)
-	m.CoatKind, m.FootKind = codec.CoatKindNaCl, codec.FootKindNaCl
+	m.CoatKind, m.FootKind = or.coatKind(), codec.FootKindNaCl
 	m.SetAgain(true)
-	p.inject(p.main, forge(t, codec.HeadKindRaet, p.other.signer, m, make([]byte, 40)), p.otherAddr)
+	p.inject(p.main, p.sealed(p.other, m, make([]byte, 40)), p.otherAddr)
 	if p.main.stats.drops[dropStaleMessage] != 1 {
 		t.Fatalf("drops %v", p.main.Counters().Drops)
 	}

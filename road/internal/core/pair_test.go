@@ -352,6 +352,22 @@ func forge(tb testing.TB, hk codec.HeadKind, f packet.Foot, h codec.Head, coat [
 	return b
 }
 
+// sealed packs a packet with head h as c would send it to its peer in
+// their session: its profile's head codec and its foot, or its AEAD coat
+// under c's next counter.
+func (p *pair) sealed(c *Core, h codec.Head, body []byte) []byte {
+	p.tb.Helper()
+	r := p.mainRemote()
+	if c == p.other {
+		r = p.otherRemote()
+	}
+	b, err := c.pack(nil, r, &h, body)
+	if err != nil {
+		p.tb.Fatal(err)
+	}
+	return b
+}
+
 // head is a head of kinds tk/pk with the given ids.
 func head(tk codec.TransactionKind, pk codec.PacketKind, se, de, si, ti uint32, cf bool) codec.Head {
 	var h codec.Head

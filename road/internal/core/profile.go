@@ -38,8 +38,9 @@ import (
 // Once allowed, two estates that both advertised use the best common
 // profile for every packet but joins and allows: binary heads when both
 // have them, the MAC foot instead of Ed25519 when both have it, a coat
-// plugin both offer (Config.Coat) instead of NaCl, and the smaller of their
-// largest packet sizes.
+// plugin both offer (Config.Coat) instead of NaCl, else an AEAD coat both
+// offer (packet.ChooseAEAD; it replaces coat and foot, see aead.go), and
+// the smaller of their largest packet sizes.
 
 // caps is what an estate advertises.
 type caps struct {
@@ -65,6 +66,9 @@ func (c *Core) ourCaps() *caps {
 		coats:  []codec.CoatKind{codec.CoatKindNaCl},
 		mps:    c.cfg.FastMaxPacketSize,
 		mids:   true,
+	}
+	if c.cfg.AEAD != AEADRefuse {
+		k.coats = append(k.coats, packet.AEADKinds()...)
 	}
 	if c.cfg.Coat != nil {
 		k.coats = append(k.coats, c.cfg.Coat.Kind())
@@ -197,8 +201,9 @@ func parseCaps(v any) *caps {
 // profile is how packets to one remote are made after its allow.
 type profile struct {
 	codec codec.Codec
-	mac   *packet.MACFoot // nil: Ed25519
-	coat  packet.Coat     // a negotiated coat (Config.Coat); nil: NaCl
+	mac   *packet.MACFoot  // nil: Ed25519
+	coat  packet.Coat      // a negotiated coat (Config.Coat); nil: NaCl
+	aead  *packet.AEADCoat // the AEAD coat (aead.go); nil: coat and foot as above
 	mps   int
 	mids  bool // messages carry ids (mid.go)
 }
@@ -217,19 +222,28 @@ func (c *Core) negotiate(r *remote) (*profile, error) {
 		}
 		p.codec = hc
 	}
-	if slices.Contains(r.peerCaps.feet, codec.FootKindMAC) {
-		mac, err := packet.NewMACFoot((*[32]byte)(&r.short.Private), (*[32]byte)(&r.peerShort))
-		if err != nil {
-			return nil, fmt.Errorf("mac foot: %w", err)
-		}
-		p.mac = mac
-	}
 	if mk := c.cfg.Coat; mk != nil && slices.Contains(r.peerCaps.coats, mk.Kind()) {
 		coat, err := mk.Session((*[32]byte)(&r.short.Private), (*[32]byte)(&r.peerShort))
 		if err != nil {
 			return nil, fmt.Errorf("coat %v: %w", mk.Kind(), err)
 		}
 		p.coat = coat
+	} else if kind, ok := packet.ChooseAEAD(ours.coats, r.peerCaps.coats); ok {
+		// Both ends choose the same: the plugin's kind only when both
+		// offer it, else ChooseAEAD, which is symmetric.
+		a, err := packet.NewAEADCoat(kind, (*[32]byte)(&r.short.Private), (*[32]byte)(&r.peerShort))
+		if err != nil {
+			return nil, fmt.Errorf("coat %v: %w", kind, err)
+		}
+		p.aead = a
+		return p, nil // no foot: the AEAD's tag authenticates the packet
+	}
+	if slices.Contains(r.peerCaps.feet, codec.FootKindMAC) {
+		mac, err := packet.NewMACFoot((*[32]byte)(&r.short.Private), (*[32]byte)(&r.peerShort))
+		if err != nil {
+			return nil, fmt.Errorf("mac foot: %w", err)
+		}
+		p.mac = mac
 	}
 	return p, nil
 }
@@ -245,4 +259,17 @@ const (
 	// ProfileReference advertises nothing: every peer gets the reference
 	// profile (native heads, Ed25519 on every packet, 1024-byte packets).
 	ProfileReference
+)
+
+// AEADMode says whether the fast profile offers the AEAD coats.
+type AEADMode uint8
+
+// The AEAD modes.
+const (
+	// AEADPrefer offers packet.AEADKinds() and seals a session with one
+	// when the peer offers one too (and no coat plugin was agreed on).
+	AEADPrefer AEADMode = iota
+	// AEADRefuse offers none: fast-profile sessions keep the NaCl coat
+	// and the MAC foot.
+	AEADRefuse
 )

@@ -7,6 +7,7 @@ import (
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/packet"
 )
 
 // segmentsFrom packs, as other would send them, the segments of one
@@ -14,21 +15,32 @@ import (
 func (p *pair) segmentsFrom(n int) [][]byte {
 	p.tb.Helper()
 	o, r := p.other, p.otherRemote()
-	coat, err := sealWithID(r.coat, MsgID{}, bytes.Repeat([]byte("s"), n))
-	if err != nil {
-		p.tb.Fatal(err)
-	}
+	body := bytes.Repeat([]byte("s"), n)
 	h := o.outHead(codec.TransactionKindMessage, codec.PacketKindMessage, r.nuid, r.fuid, r.sid, r.nextTid(), false)
 	h.BodyKind, h.CoatKind, h.FootKind = codec.BodyKindRaw, r.coatKind(), codec.FootKindNaCl
 	pk := o.packerFor(r, &h)
-	segSize, count, err := pk.Segments(&h, len(coat))
+	a := r.aead()
+	var coat []byte
+	var segSize, count int
+	var err error
+	if a != nil {
+		coat = packet.AppendMessageID(nil, MsgID{}, body)
+		segSize, count, err = pk.SegmentsAEAD(&h, a, len(coat))
+	} else if coat, err = sealWithID(r.coat, MsgID{}, body); err == nil {
+		segSize, count, err = pk.Segments(&h, len(coat))
+	}
 	if err != nil {
 		p.tb.Fatal(err)
 	}
 	var out [][]byte
 	for i := range count {
 		hh := h
-		b, err := pk.PackSegment(nil, &hh, coat, i, segSize, count)
+		var b []byte
+		if a != nil {
+			b, err = pk.PackSegmentAEAD(nil, &hh, a, coat, i, segSize, count)
+		} else {
+			b, err = pk.PackSegment(nil, &hh, coat, i, segSize, count)
+		}
 		if err != nil {
 			p.tb.Fatal(err)
 		}
@@ -41,7 +53,16 @@ func (p *pair) segmentsFrom(n int) [][]byte {
 // time, so it is dropped MessageTimeout after its last new segment; new
 // segments do buy time, but never past maxReassemblyAge from the first.
 func TestReassemblyDeadline(t *testing.T) {
-	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.MessageTimeout, o.MessageTimeout = time.Minute, time.Minute })
+	for _, tp := range []testProfile{macProfile, aeadProfile} {
+		t.Run(tp.name, func(t *testing.T) { testReassemblyDeadline(t, tp) })
+	}
+}
+
+func testReassemblyDeadline(t *testing.T, tp testProfile) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+		tp.set(m, o)
+		m.MessageTimeout, o.MessageTimeout = time.Minute, time.Minute
+	})
 	p.join()
 	held := func() int { return p.main.reasm.Pending() }
 

@@ -101,10 +101,21 @@ type txn interface {
 // coatKind is the coat kind of the session: NaCl unless another was
 // negotiated.
 func (r *remote) coatKind() codec.CoatKind {
+	if a := r.aead(); a != nil {
+		return a.Kind()
+	}
 	if r.coat != nil {
 		return r.coat.Kind()
 	}
 	return codec.CoatKindNaCl
+}
+
+// aead is the session's AEAD coat; nil when it has none (aead.go).
+func (r *remote) aead() *packet.AEADCoat {
+	if r.prof == nil {
+		return nil
+	}
+	return r.prof.aead
 }
 
 func (r *remote) nextTid() uint32 {
@@ -151,11 +162,14 @@ func (r *remote) inProcess(k codec.TransactionKind) []txn {
 func (c *Core) info(r *remote) Remote {
 	out := Remote{Name: r.name, UID: r.nuid, FUID: r.fuid, Addr: r.ha, Role: r.role, Kind: r.kind, Main: r.main,
 		Joined: r.joined, Allowed: r.allowed, Alive: r.alived, Reaped: r.reaped, SID: r.sid, RSID: r.rsid,
-		HeadKind: c.cfg.HeadKind, FootKind: codec.FootKindNaCl, MaxPacketSize: c.cfg.MaxPacketSize}
+		HeadKind: c.cfg.HeadKind, FootKind: codec.FootKindNaCl, CoatKind: r.coatKind(), MaxPacketSize: c.cfg.MaxPacketSize}
 	if p := r.prof; p != nil {
 		out.HeadKind, out.MaxPacketSize = p.codec.Kind(), p.mps
 		if p.mac != nil {
 			out.FootKind = codec.FootKindMAC
+		}
+		if p.aead != nil {
+			out.FootKind = codec.FootKindNada
 		}
 	}
 	return out

@@ -176,24 +176,38 @@ func NewFootChecker(n *atomic.Uint64) *FootChecker {
 }
 
 // Parse parses datagram b from `from` into in and, when it has an Ed25519
-// foot, checks it with the key table gives for its de. in keeps pointers
-// into b until Receive has taken it.
+// foot, checks it with the key table gives for its de; when it has an
+// AEAD coat of the session table gives, opens it into b's spare capacity
+// (allocating only when b has too little room), which leaves b as it was
+// if it does not open. in keeps pointers into b until Receive has taken
+// it.
 func (f *FootChecker) Parse(in *Inbound, b []byte, from netip.AddrPort, table VerifyKeys) {
 	*in = Inbound{}
 	in.pkt.from = from
 	in.parseErr = packet.Parse(b, &in.pkt.Packet)
-	if in.parseErr == nil && in.pkt.Head.FootKind == codec.FootKindNaCl {
+	if in.parseErr != nil {
+		return
+	}
+	h := &in.pkt.Head
+	switch {
+	case h.FootKind == codec.FootKindNaCl:
 		in.foot = f.check(&in.pkt.Packet, table)
+	case h.FootKind == codec.FootKindNada && packet.IsAEAD(h.CoatKind):
+		if k := table[h.DestinationID]; k != nil && k.aead != nil && k.aead.Kind() == h.CoatKind {
+			in.aead.coat = k.aead
+			in.aead.plain, in.aead.err = in.pkt.OpenAEAD(b[len(b):], k.aead)
+		}
 	}
 }
 
 // check checks p's Ed25519 foot (p.Foot is NaClFootSize bytes: Parse saw
 // to it) with the key table gives for its de.
 func (f *FootChecker) check(p *packet.Packet, table VerifyKeys) footCheck {
-	key := table[p.Head.DestinationID]
-	if key == nil {
+	k := table[p.Head.DestinationID]
+	if k == nil || k.verify == ([32]byte{}) {
 		return footCheck{}
 	}
+	key := &k.verify
 	sig := [packet.NaClFootSize]byte(p.Foot)
 	sum := maphash.Bytes(f.seed, p.Raw[:len(p.Raw)-len(p.Foot)])
 	if s, ok := f.seen[sig]; ok && s.key == key {

@@ -300,7 +300,7 @@ func TestJoinWhenAllowedAndLookups(t *testing.T) {
 	if got, ok := p.other.RemoteAt(p.mainAddr); !ok || got.Name != "main" || got.UID != r.UID {
 		t.Fatalf("RemoteAt: %+v %v", got, ok)
 	}
-	if got, ok := p.other.RemoteNamed("main"); !ok || got.Addr != p.mainAddr || got.HeadKind != codec.HeadKindBinary || got.FootKind != codec.FootKindMAC {
+	if got, ok := p.other.RemoteNamed("main"); !ok || got.Addr != p.mainAddr || got.HeadKind != codec.HeadKindBinary || got.FootKind != codec.FootKindNada || !packet.IsAEAD(got.CoatKind) {
 		t.Fatalf("RemoteNamed: %+v %v, want the fast profile", got, ok)
 	}
 	if _, ok := p.other.RemoteNamed("nobody"); ok {
@@ -433,7 +433,7 @@ func TestAliveAnswers(t *testing.T) {
 		}
 		k := a[0].key()
 		h := p.main.aliveHead(p.mainRemote(), pk, k.si, k.ti, true)
-		p.inject(p.other, forge(t, codec.HeadKindRaet, p.main.signer, h, nil), p.mainAddr)
+		p.inject(p.other, p.sealed(p.main, h, nil), p.mainAddr)
 		if len(r.inProcess(codec.TransactionKindAlive)) != 0 {
 			t.Fatalf("%v: the aliver goes on", pk)
 		}

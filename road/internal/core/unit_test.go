@@ -116,19 +116,29 @@ func (xorMaker) Session(priv, pub *[32]byte) (packet.Coat, error) {
 	return xorCoat{key: 0x33}, nil
 }
 
-// A coat both ends offer is negotiated for the session; one end without it
-// keeps the NaCl coat.
+// A coat plugin both ends offer is negotiated for the session; else an
+// AEAD coat both offer; else, one end refusing AEAD, the NaCl coat.
 func TestCoatNegotiated(t *testing.T) {
-	for _, both := range []bool{true, false} {
+	aead, _ := packet.ChooseAEAD(packet.AEADKinds(), packet.AEADKinds())
+	for _, tc := range []struct {
+		both   bool     // both offer the plugin's coat
+		refuse AEADMode // other's
+		want   codec.CoatKind
+	}{{true, AEADPrefer, codec.CoatKindXChaCha}, {false, AEADPrefer, aead}, {false, AEADRefuse, codec.CoatKindNaCl}} {
+		both := tc.both
 		p := newPair(t, keep.AutoAlways, func(m, o *estate) {
 			m.Coat = xorMaker{}
 			if both {
 				o.Coat = xorMaker{}
 			}
+			o.AEAD = tc.refuse
 		})
 		p.join()
-		if got, want := p.mainRemote().coatKind(), map[bool]codec.CoatKind{true: codec.CoatKindXChaCha, false: codec.CoatKindNaCl}[both]; got != want {
-			t.Fatalf("both %v: coat %v, want %v", both, got, want)
+		if got := p.mainRemote().coatKind(); got != tc.want {
+			t.Fatalf("%+v: coat %v", tc, got)
+		}
+		if got := p.otherRemote().coatKind(); got != tc.want {
+			t.Fatalf("%+v: other's coat %v", tc, got)
 		}
 		if err := p.send(p.other, map[string]any{"coated": both}); err != nil {
 			t.Fatal(err)
