@@ -243,7 +243,8 @@ func (c *AEADCoat) Seal(dst, head, plain []byte) ([]byte, error) {
 }
 
 // Open appends to dst the body inside coat, given the head of its packet
-// as associated data. A coat shorter than AEADOverhead is ErrCoatShort, one
+// as associated data. dst may be coat[AEADCounterSize:AEADCounterSize], to
+// open in place. A coat shorter than AEADOverhead is ErrCoatShort, one
 // that does not authenticate ErrCoatOpen; a counter seen before is
 // ErrReplayed and one behind the window ErrTooOld (both refused before any
 // decryption). Only a coat that authenticates moves the window.
@@ -264,7 +265,8 @@ func (c *AEADCoat) Open(dst, head, coat []byte) ([]byte, error) {
 	sealed := coat[AEADCounterSize:]
 	start, m := len(dst), len(sealed)-AEADTagSize
 	out := slices.Grow(dst, m)
-	if anyOverlap(out[start:start+m], coat) {
+	if region := out[start : start+m]; m > 0 && &region[0] != &sealed[0] && anyOverlap(region, coat) {
+		// Anything but in place (exactly over the ciphertext) is copied.
 		out = make([]byte, start, start+m)
 		copy(out, dst)
 	}
@@ -368,6 +370,18 @@ func (p *Packet) OpenAEAD(dst []byte, a *AEADCoat) ([]byte, error) {
 	}
 	hl := len(p.Raw) - len(p.Coat) - len(p.Foot)
 	return a.Open(dst, p.Raw[:hl], p.Coat)
+}
+
+// OpenAEADInBuffer is OpenAEAD into the datagram's own buffer, allocating
+// nothing: after the datagram when p.Raw's capacity has the room, which
+// leaves the datagram as it was whatever the outcome (another coat may try
+// it after), else in place over the ciphertext, which a failed open leaves
+// unreadable.
+func (p *Packet) OpenAEADInBuffer(a *AEADCoat) ([]byte, error) {
+	if len(p.Coat) < AEADOverhead || cap(p.Raw)-len(p.Raw) >= len(p.Coat) {
+		return p.OpenAEAD(p.Raw[len(p.Raw):], a)
+	}
+	return p.OpenAEAD(p.Coat[AEADCounterSize:AEADCounterSize], a)
 }
 
 // IsAEAD reports whether k is an AEAD coat kind (sealed per packet, with

@@ -632,10 +632,10 @@ func TestAEADSegments(t *testing.T) {
 	}
 }
 
-// TestAEADOpenSpare: opening into the spare capacity of the datagram
+// TestAEADOpenInBuffer: opening into the spare capacity of the datagram
 // allocates nothing and leaves the datagram intact, also when it fails, so
-// that another coat may try it after.
-func TestAEADOpenSpare(t *testing.T) {
+// that another coat may try it after; with no room it opens in place.
+func TestAEADOpenInBuffer(t *testing.T) {
 	pk := aeadPacker(t)
 	a, b := aeadPair(t, codec.CoatKindAES256GCM)
 	wrong, _ := aeadPair(t, codec.CoatKindAES256GCM)
@@ -659,22 +659,38 @@ func TestAEADOpenSpare(t *testing.T) {
 			t.Fatalf("into the spare room: %v", err)
 		}
 	}
+	// No room after it: opened in place, over the ciphertext.
+	pkt := sealPacket(t, pk, a, body)
+	tight := bytes.Clone(pkt)[:len(pkt):len(pkt)]
+	var p Packet
+	if err := Parse(tight, &p); err != nil {
+		t.Fatal(err)
+	}
+	coat := p.Coat
+	got, err := p.OpenAEADInBuffer(b)
+	if err != nil || !bytes.Equal(got, body) || &got[0] != &coat[AEADCounterSize] {
+		t.Fatalf("in place: %v", err)
+	}
 	if raceEnabled() {
 		return
 	}
-	pkt := sealPacket(t, pk, a, body)
 	buf := make([]byte, len(pkt), 2*len(pkt))
-	var p Packet
-	if n := testing.AllocsPerRun(20, func() {
-		pkt := sealPacket(t, pk, a, body)
-		buf = append(buf[:0], pkt...)
-		if err := Parse(buf, &p); err != nil {
-			t.Fatal(err)
+	h := new(codec.Head)
+	for _, room := range []int{2 * len(pkt), len(pkt)} {
+		if n := testing.AllocsPerRun(20, func() {
+			*h = aeadHead()
+			pkt, err := pk.PackAEAD(buf[:0:room], h, a, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Parse(pkt, &p); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.OpenAEADInBuffer(b); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("open in the buffer (room %d): %v allocs", room, n)
 		}
-		if _, err := p.OpenAEAD(buf[len(buf):], b); err != nil {
-			t.Fatal(err)
-		}
-	}); n > 1 { // sealPacket's own buffer
-		t.Errorf("open into the spare room: %v allocs", n)
 	}
 }

@@ -88,9 +88,18 @@ type Config struct {
 	// over 2048 bytes).
 	MaxPacketSize int
 	// Profile selects what we offer raet-go peers: ProfileAuto (the
-	// default) negotiates binary heads, the MAC foot and FastMaxPacketSize
-	// with peers that offer them too; ProfileReference offers nothing.
+	// default) negotiates binary heads, an AEAD coat (or the MAC foot, see
+	// AEAD) and FastMaxPacketSize with peers that offer them too;
+	// ProfileReference offers nothing.
 	Profile Profile
+	// AEAD says whether the fast profile offers the AEAD coats
+	// (AES-256-GCM where the CPU has AES instructions, else
+	// ChaCha20-Poly1305; docs/aead.md). AEADPrefer (the default) seals a
+	// session's packets with one when the peer offers one too, with no
+	// foot; AEADRefuse offers none, so fast-profile sessions keep the NaCl
+	// coat and the MAC foot. A coat plugin both ends offer (Coat) comes
+	// first. The reference profile never uses either.
+	AEAD AEADMode
 	// FastMaxPacketSize is the largest datagram offered to raet-go peers:
 	// 0 means 1400 (safe for the path MTU of real networks); loopback can
 	// take far more.
@@ -219,10 +228,13 @@ func populate(cfg *Config) (*Config, *core.Config, error) {
 	if !c.Auto.Valid() {
 		return nil, nil, fmt.Errorf("raet: config: unknown auto mode %v", c.Auto)
 	}
+	if c.AEAD > AEADRefuse {
+		return nil, nil, fmt.Errorf("raet: config: unknown AEAD mode %d", c.AEAD)
+	}
 	cc := &core.Config{
 		Name: c.Name, Role: c.Role, Kind: c.Kind, Main: c.Main, Mutable: c.Mutable, Auto: c.Auto, KeepDir: c.KeepDir,
 		HeadKind: c.HeadKind, BodyKind: c.BodyKind, MaxPacketSize: c.MaxPacketSize, Profile: c.Profile,
-		FastMaxPacketSize: c.FastMaxPacketSize, BurstSize: c.BurstSize,
+		AEAD: c.AEAD, FastMaxPacketSize: c.FastMaxPacketSize, BurstSize: c.BurstSize,
 		JoinTimeout: c.JoinTimeout, JoinentTimeout: c.JoinentTimeout, PendTimeout: c.PendTimeout,
 		AllowTimeout: c.AllowTimeout, AliveTimeout: c.AliveTimeout, AlivePeriod: c.AlivePeriod,
 		AliveOffset: c.AliveOffset, Interim: c.Interim, MessageTimeout: c.MessageTimeout,

@@ -19,6 +19,8 @@ type (
 	RTTStats = core.RTTStats
 	// Profile selects what an estate offers its peers.
 	Profile = core.Profile
+	// AEADMode says whether the fast profile offers the AEAD coats.
+	AEADMode = core.AEADMode
 )
 
 // The events a stack reports.
@@ -42,4 +44,14 @@ const (
 	// ProfileReference advertises nothing: every peer gets the reference
 	// profile (native heads, Ed25519 on every packet, 1024-byte packets).
 	ProfileReference = core.ProfileReference
+)
+
+// The AEAD modes (Config.AEAD).
+const (
+	// AEADPrefer offers the AEAD coats and seals a fast-profile session
+	// with one when the peer offers one too.
+	AEADPrefer = core.AEADPrefer
+	// AEADRefuse offers none: fast-profile sessions keep the NaCl coat and
+	// the MAC foot.
+	AEADRefuse = core.AEADRefuse
 )

@@ -20,10 +20,24 @@ import (
 	"golang.org/x/crypto/nacl/box"
 )
 
-// Two raet-go estates agree on the fast profile: binary heads, the MAC foot
+// Two raet-go estates agree on the fast profile: binary heads, an AEAD coat
+// with no foot (or, when one refuses AEAD, the NaCl coat and the MAC foot)
 // and the larger packet size; their messages flow with it.
 func TestFastProfileNegotiated(t *testing.T) {
-	m, o := joined(t, road.Config{FastMaxPacketSize: 8000}, road.Config{FastMaxPacketSize: 4000})
+	aead, _ := packet.ChooseAEAD(packet.AEADKinds(), packet.AEADKinds())
+	for _, tc := range []struct {
+		mode road.AEADMode
+		foot codec.FootKind
+		coat codec.CoatKind
+	}{{road.AEADPrefer, codec.FootKindNada, aead}, {road.AEADRefuse, codec.FootKindMAC, codec.CoatKindNaCl}} {
+		t.Run(map[road.AEADMode]string{road.AEADPrefer: "aead", road.AEADRefuse: "mac"}[tc.mode], func(t *testing.T) {
+			testFastProfile(t, tc.mode, tc.foot, tc.coat)
+		})
+	}
+}
+
+func testFastProfile(t *testing.T, mode road.AEADMode, foot codec.FootKind, coat codec.CoatKind) {
+	m, o := joined(t, road.Config{FastMaxPacketSize: 8000}, road.Config{FastMaxPacketSize: 4000, AEAD: mode})
 	ctx := ctxT(t, 20*time.Second)
 	for _, s := range []*road.Stack{m, o} {
 		rs, err := s.Remotes(ctx)
@@ -31,8 +45,8 @@ func TestFastProfileNegotiated(t *testing.T) {
 			t.Fatal(rs, err)
 		}
 		r := rs[0]
-		if r.HeadKind != codec.HeadKindBinary || r.FootKind != codec.FootKindMAC || r.MaxPacketSize != 4000 {
-			t.Fatalf("%s's session with %s: %v heads, %v feet, %d bytes", s.Name(), r.Name, r.HeadKind, r.FootKind, r.MaxPacketSize)
+		if r.HeadKind != codec.HeadKindBinary || r.FootKind != foot || r.CoatKind != coat || r.MaxPacketSize != 4000 {
+			t.Fatalf("%s's session with %s: %v heads, %v feet, %v coats, %d bytes", s.Name(), r.Name, r.HeadKind, r.FootKind, r.CoatKind, r.MaxPacketSize)
 		}
 	}
 	for _, size := range []int{10, 3000, 100_000} {

@@ -69,6 +69,7 @@ func TestHelpVersionAndUsageErrors(t *testing.T) {
 		{"send", "--to", "127.0.0.1:1"},                       // no body
 		{"send", "--to", "127.0.0.1:1", "--body-json", "[1]"}, // not an object
 		{"send", "--to", "127.0.0.1:1", "--size", "10", "--profile", "quick"},
+		{"send", "--to", "127.0.0.1:1", "--size", "10", "--aead", "maybe"},
 		{"keys"}, {"keys", "frobnicate", "--keep", t.TempDir()}, {"keys", "accept", "--keep", t.TempDir()},
 		{"keygen", "--keep", t.TempDir(), "--name", "a", "extra"},
 		{"lane", "send", "--to", "beta", "--size", "1", "extra"},

@@ -30,10 +30,10 @@ import (
 
 // stackFlags are the flags serve and send share.
 type stackFlags struct {
-	keepDir, name, role, listen, auto, head, body, profile, keylog string
-	main, mutable                                                  bool
-	verbose                                                        bool
-	plugins                                                        pluginFlags
+	keepDir, name, role, listen, auto, head, body, profile, aead, keylog string
+	main, mutable                                                        bool
+	verbose                                                              bool
+	plugins                                                              pluginFlags
 }
 
 func (f *stackFlags) register(fs *flag.FlagSet, listen, auto string) {
@@ -45,6 +45,7 @@ func (f *stackFlags) register(fs *flag.FlagSet, listen, auto string) {
 	fs.StringVar(&f.head, "head", "native", "head kind to send: native, json or binary")
 	fs.StringVar(&f.body, "body", "json", "body kind of the messages sent: json, msgpack or cbor")
 	fs.StringVar(&f.profile, "profile", "fast", "what to offer raet-go peers: fast (negotiated in join and allow) or reference (what the Python reference does)")
+	fs.StringVar(&f.aead, "aead", "prefer", "the fast profile's coat: prefer (an AEAD coat, AES-256-GCM or ChaCha20-Poly1305, when the peer offers one) or refuse (the NaCl coat and the MAC foot)")
 	fs.StringVar(&f.keylog, "keylog", "", "append session keys to this `file` (RAET_SESSION lines, for raetdump -keylog)")
 	fs.BoolVar(&f.main, "main", false, "be a main estate (accept joins from estates not known yet)")
 	fs.BoolVar(&f.mutable, "mutable", false, "let a known estate join again with a changed address, keys or name")
@@ -61,6 +62,17 @@ func parseProfile(s string) (road.Profile, error) {
 		return road.ProfileReference, nil
 	}
 	return 0, fmt.Errorf("unknown profile %q (fast or reference)", s)
+}
+
+// parseAEAD parses --aead.
+func parseAEAD(s string) (road.AEADMode, error) {
+	switch s {
+	case "prefer":
+		return road.AEADPrefer, nil
+	case "refuse":
+		return road.AEADRefuse, nil
+	}
+	return 0, fmt.Errorf("unknown AEAD mode %q (prefer or refuse)", s)
 }
 
 func (f *stackFlags) config(stderr io.Writer) (*road.Config, error) {
@@ -84,13 +96,17 @@ func (f *stackFlags) config(stderr io.Writer) (*road.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	aead, err := parseAEAD(f.aead)
+	if err != nil {
+		return nil, err
+	}
 	level := slog.LevelInfo
 	if f.verbose {
 		level = slog.LevelDebug
 	}
 	return &road.Config{
 		Name: f.name, Role: f.role, Main: f.main, Mutable: f.mutable, Listen: f.listen, KeepDir: f.keepDir, Auto: auto,
-		HeadKind: hk, BodyKind: bk, Profile: prof, KeyLogFile: f.keylog,
+		HeadKind: hk, BodyKind: bk, Profile: prof, AEAD: aead, KeyLogFile: f.keylog,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	}, nil
 }
@@ -208,7 +224,7 @@ func ordered(m road.Message) (packet.OrderedMap, error) {
 
 var serveHelp = help{
 	usage: `raet serve [--keep DIR] [--name NAME] [--listen HOST:PORT] [--main] [--auto always|once|never]
-           [--echo] [--join HOST:PORT] [--for DUR] [--pcap FILE] [--keylog FILE] [--profile fast|reference] ...`,
+           [--echo] [--join HOST:PORT] [--for DUR] [--pcap FILE] [--keylog FILE] [--profile fast|reference] [--aead prefer|refuse] ...`,
 	about: `Run an estate until SIGINT, SIGTERM or --for. Each message received is a
 line {"from":NAME,"body":{...}} on stdout, its keys in the order they came;
 each thing that happens to a remote is a line {"event":KIND,"remote":NAME,
@@ -363,7 +379,7 @@ type summary struct {
 
 var sendHelp = help{
 	usage: `raet send --to HOST:PORT (--body-json '{...}' | --size BYTES) [--count N] [--window N] [--expect-echo]
-          [--keep DIR] [--name NAME] [--listen HOST:PORT] [--timeout DUR] [--profile fast|reference] ...`,
+          [--keep DIR] [--name NAME] [--listen HOST:PORT] [--timeout DUR] [--profile fast|reference] [--aead prefer|refuse] ...`,
 	about: `Join the estate at --to (join, then allow: the session is up), send it
 --count messages and print one summary line {"to":..,"sent":..,"done":..,
 "failed":..,"rtt_p50_ms":..,...}. A message is done when the remote says so.

@@ -573,7 +573,10 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 // coat of the remote its de names, and leaves the body in p.Coat. The
 // reader goroutine opened it already when it had that coat (ac); it is
 // opened here only when the reader had none or another (the table it read
-// was older than the session). The coat's replay window moves only for a
+// was older than the session: the first packets of a new session that
+// came in the batch of the allow's last packet). A reader that tried an
+// older session's coat in place (no room after the datagram) left the
+// coat unreadable: that packet is dropped and sent again. The coat's replay window moves only for a
 // packet that opens, under its lock. It reports false after dropping the
 // packet.
 func (c *Core) openAEAD(p *rxPacket, ac *aeadCheck) bool {
@@ -596,7 +599,7 @@ func (c *Core) openAEAD(p *rxPacket, ac *aeadCheck) bool {
 			c.stats.drop(dropVerifyStaleKey) // a packet of the session before
 			return false
 		}
-		plain, err = p.OpenAEAD(p.Raw[len(p.Raw):], a)
+		plain, err = p.OpenAEADInBuffer(a)
 	}
 	if err != nil {
 		c.stats.drop(aeadDrop(err))

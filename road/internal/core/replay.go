@@ -177,10 +177,9 @@ func NewFootChecker(n *atomic.Uint64) *FootChecker {
 
 // Parse parses datagram b from `from` into in and, when it has an Ed25519
 // foot, checks it with the key table gives for its de; when it has an
-// AEAD coat of the session table gives, opens it into b's spare capacity
-// (allocating only when b has too little room), which leaves b as it was
-// if it does not open. in keeps pointers into b until Receive has taken
-// it.
+// AEAD coat of the session table gives, opens it in b's buffer
+// (packet.OpenAEADInBuffer). in keeps pointers into b until Receive has
+// taken it.
 func (f *FootChecker) Parse(in *Inbound, b []byte, from netip.AddrPort, table VerifyKeys) {
 	*in = Inbound{}
 	in.pkt.from = from
@@ -195,7 +194,7 @@ func (f *FootChecker) Parse(in *Inbound, b []byte, from netip.AddrPort, table Ve
 	case h.FootKind == codec.FootKindNada && packet.IsAEAD(h.CoatKind):
 		if k := table[h.DestinationID]; k != nil && k.aead != nil && k.aead.Kind() == h.CoatKind {
 			in.aead.coat = k.aead
-			in.aead.plain, in.aead.err = in.pkt.OpenAEAD(b[len(b):], k.aead)
+			in.aead.plain, in.aead.err = in.pkt.OpenAEADInBuffer(k.aead)
 		}
 	}
 }
