@@ -1,0 +1,238 @@
+package core
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/internal/netsim"
+	"github.com/raet-go/raet/internal/replay"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/packet"
+)
+
+// sendCaptured has other send body to main and returns its one datagram,
+// taken from other's output before main could see it.
+func (p *pair) sendCaptured(t *testing.T, body map[string]any) ([]byte, chan error) {
+	t.Helper()
+	b, err := p.other.marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	p.other.Send(p.otherRemote().name, b, p.other.cfg.BodyKind, MsgID{}, res, p.now, p.now)
+	out := p.other.TakeOut(nil)
+	if len(out) != 1 {
+		t.Fatalf("%d datagrams for one small message", len(out))
+	}
+	dg := bytes.Clone(out[0].B)
+	out[0].Release()
+	return dg, res
+}
+
+// skipCounters has other's session coat seal n packets that never leave,
+// as if they were lost: the next one that arrives moves main's window n on.
+func skipCounters(t *testing.T, a *packet.AEADCoat, n int) {
+	t.Helper()
+	for range n {
+		if _, err := a.Seal(nil, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// deliveredN counts main's deliveries whose "n" is n.
+func (p *pair) deliveredN(n int) int {
+	k := 0
+	for _, m := range p.delivered[p.main] {
+		if fmt.Sprint(m.Body["n"]) == fmt.Sprint(n) {
+			k++
+		}
+	}
+	return k
+}
+
+// A sealed message datagram captured on the wire is delivered once: fed
+// again it is dropped as aead_replayed, and once the window has moved past
+// it as aead_too_old. One held back beyond the window (reordered) is
+// dropped as aead_too_old, and its message still arrives once, in the
+// datagram its sender seals anew. On the fake clock.
+func TestAEADReplayNeverDelivered(t *testing.T) {
+	p := joinedPair(t, aeadProfile)
+	a := p.otherRemote().aead()
+	if a == nil || p.mainRemote().aead() == nil {
+		t.Fatal("no AEAD coat negotiated")
+	}
+	drops := func(r dropReason) uint64 { return p.main.Counters().Drops[r.String()] }
+
+	msg, res := p.sendCaptured(t, map[string]any{"n": 1})
+	var pk packet.Packet
+	if err := packet.Parse(msg, &pk); err != nil || !packet.IsAEAD(pk.Head.CoatKind) || len(pk.Foot) != 0 {
+		t.Fatalf("captured %v %v, %d foot bytes, %v", pk.Head.CoatKind, pk.Head.FootKind, len(pk.Foot), err)
+	}
+	p.inject(p.main, msg, p.otherAddr)
+	if err, ok := outcome(res); !ok || err != nil || p.deliveredN(1) != 1 {
+		t.Fatalf("the message itself: %v %v, delivered %d", err, ok, p.deliveredN(1))
+	}
+	for i := range 3 {
+		p.inject(p.main, msg, p.otherAddr)
+		if got := drops(dropAEADReplayed); got != uint64(i+1) {
+			t.Fatalf("replay %d: %d dropped as aead_replayed (%v)", i+1, got, p.main.Counters().Drops)
+		}
+	}
+
+	// The window moves on: the capture is now too old, never seen again.
+	skipCounters(t, a, replay.Window+10)
+	if err := p.send(p.other, map[string]any{"n": 2}); err != nil {
+		t.Fatal(err)
+	}
+	p.inject(p.main, msg, p.otherAddr)
+	if drops(dropAEADTooOld) != 1 {
+		t.Fatalf("after the window moved: %v", p.main.Counters().Drops)
+	}
+
+	// Reordered beyond the window: held back while later packets arrive.
+	late, res3 := p.sendCaptured(t, map[string]any{"n": 3})
+	skipCounters(t, a, replay.Window+10)
+	if err := p.send(p.other, map[string]any{"n": 4}); err != nil {
+		t.Fatal(err)
+	}
+	p.inject(p.main, late, p.otherAddr)
+	if drops(dropAEADTooOld) != 2 || p.deliveredN(3) != 0 {
+		t.Fatalf("the late datagram: delivered %d, drops %v", p.deliveredN(3), p.main.Counters().Drops)
+	}
+	p.advance(2 * time.Second) // other's redo timer seals it again
+	if err, ok := outcome(res3); !ok || err != nil {
+		t.Fatalf("the late message: %v %v", err, ok)
+	}
+	for n := 1; n <= 4; n++ {
+		if got := p.deliveredN(n); got != 1 {
+			t.Errorf("message %d delivered %d times", n, got)
+		}
+	}
+	if got := len(p.delivered[p.main]); got != 4 {
+		t.Errorf("%d deliveries, want 4", got)
+	}
+	p.stillWorks(t, len(p.delivered[p.main]))
+}
+
+// aeadWire checks that every datagram of the session (all but joins and
+// allows) on the wire since start is sealed with the session's AEAD coat
+// and has no foot, and returns each sender's counters, in order, with the
+// heads they were sealed under.
+func (p *pair) aeadWire(t *testing.T, start int) map[*Core][]sealedPacket {
+	t.Helper()
+	kind := p.mainRemote().aead().Kind()
+	out := map[*Core][]sealedPacket{}
+	for _, w := range p.wire[start:] {
+		var pk packet.Packet
+		if err := packet.Parse(w.b, &pk); err != nil {
+			t.Fatal(err)
+		}
+		h := pk.Head
+		if tk := h.TransactionKind; tk == codec.TransactionKindJoin || tk == codec.TransactionKindAllow {
+			continue
+		}
+		if h.CoatKind != kind || h.FootKind != codec.FootKindNada || len(pk.Foot) != 0 || len(pk.Coat) < packet.AEADOverhead {
+			t.Fatalf("%s sent %v/%v with ck %v fk %v, %d coat and %d foot bytes", w.from.name, h.TransactionKind,
+				h.PacketKind, h.CoatKind, h.FootKind, len(pk.Coat), len(pk.Foot))
+		}
+		h.PacketLength, h.HeadLength = 0, 0 // the same packet when sent again
+		h.SetAgain(false)
+		out[w.from] = append(out[w.from], sealedPacket{binary.BigEndian.Uint64(pk.Coat), h})
+	}
+	return out
+}
+
+type sealedPacket struct {
+	counter uint64
+	head    codec.Head
+}
+
+// An AEAD session carries small and segmented messages both ways: every
+// packet of it, messages, acks, resends and dones, is sealed, with no foot.
+func TestAEADSessionMessages(t *testing.T) {
+	p := joinedPair(t, aeadProfile)
+	start := len(p.wire)
+	segmented := 0
+	for i, size := range []int{0, 10, 1300, 5000, 70_000} {
+		for _, from := range []*Core{p.other, p.main} {
+			to := p.main
+			if from == p.main {
+				to = p.other
+			}
+			body := strings.Repeat(string(rune('a'+i)), size)
+			if err := p.send(from, map[string]any{"size": size, "d": body}); err != nil {
+				t.Fatalf("%d bytes from %s: %v", size, from.name, err)
+			}
+			got := p.delivered[to]
+			if m := got[len(got)-1]; m.Body["d"] != body {
+				t.Fatalf("%d bytes from %s arrived as %d", size, from.name, len(fmt.Sprint(m.Body["d"])))
+			}
+		}
+	}
+	for _, sent := range p.aeadWire(t, start) {
+		for _, s := range sent {
+			if s.head.SegmentCount > 1 {
+				segmented++
+			}
+		}
+	}
+	if segmented == 0 {
+		t.Fatal("no segmented message went")
+	}
+	if n := len(p.delivered[p.main]) + len(p.delivered[p.other]); n != 10 {
+		t.Fatalf("%d deliveries, want 10", n)
+	}
+}
+
+// Over a lossy link every packet sent again is sealed again: no sender
+// seals two packets under one counter, however often a packet goes
+// (retransmissions, resends), and the messages arrive exactly once.
+func TestAEADRetransmitsResealed(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { aeadProfile.set(m, o); o.BurstSize = 8 })
+	p.join()
+	start := len(p.wire)
+	l := p.impair(t, netsim.Impairment{Loss: 0.3, Duplicate: 0.05, Reorder: 0.1, Delay: 200 * time.Microsecond, Seed: 7})
+	const n = 60
+	results := p.sendMany(p.other, n, 8, 5*time.Minute)
+	for i := range n {
+		if err, ok := results[i]; !ok || err != nil {
+			t.Fatalf("send %d: %v %v", i, err, ok)
+		}
+	}
+	p.advance(2 * time.Second)
+	received := map[string]int{}
+	for _, m := range p.delivered[p.main] {
+		received[fmt.Sprint(m.Body["id"])]++
+	}
+	for i := range n {
+		if received[fmt.Sprint(i)] != 1 {
+			t.Errorf("message %d delivered %d times", i, received[fmt.Sprint(i)])
+		}
+	}
+	again := 0
+	for from, sent := range p.aeadWire(t, start) {
+		counters := map[uint64]bool{}
+		heads := map[codec.Head]int{}
+		for _, s := range sent {
+			if counters[s.counter] {
+				t.Fatalf("%s sealed two packets under counter %d", from.name, s.counter)
+			}
+			counters[s.counter] = true
+			if heads[s.head]++; heads[s.head] == 2 {
+				again++
+			}
+		}
+	}
+	if c := p.other.Counters(); c.Retransmits == 0 || again == 0 || l.stats().Dropped == 0 {
+		t.Fatalf("nothing was sent again: %d retransmits, %d heads sent twice, link %+v", c.Retransmits, again, l.stats())
+	}
+	if d := p.main.Counters().Drops; d["aead_open_failed"] != 0 {
+		t.Fatalf("a packet of the session did not open: %v", d)
+	}
+}
