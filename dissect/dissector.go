@@ -232,6 +232,8 @@ func (d *Dissector) decodeRoad(p *Packet) {
 	vr := d.keys.footVerify(&d.cache, flow, &l.Packet)
 	p.Verified, p.Signer, p.VerifyNote = vr.verified, vr.who, vr.note
 	switch {
+	case h.FootKind == codec.FootKindNada && packet.IsAEAD(h.CoatKind):
+		st.AEAD++
 	case h.FootKind == codec.FootKindNada:
 		st.Unsigned++
 	case vr.verified == nil:
@@ -246,6 +248,11 @@ func (d *Dissector) decodeRoad(p *Packet) {
 	// key log.
 	readable := h.CoatKind == codec.CoatKindNada || (h.CoatKind == codec.CoatKindNaCl && d.keys != nil && len(d.keys.sessions) > 0)
 	if h.TransactionKind == codec.TransactionKindMessage && (h.PacketKind == codec.PacketKindBundle || h.PacketKind == codec.PacketKindAnswers) {
+		if packet.IsAEAD(h.CoatKind) {
+			p.BodyNote = sealedNote(h.CoatKind)
+			st.Sealed++
+			return
+		}
 		d.decodeBundle(p, l.Coat)
 		return
 	}
@@ -263,7 +270,7 @@ func (d *Dissector) decodeRoad(p *Packet) {
 	case segmented && whole == nil:
 		switch {
 		case !readable && note.Completes:
-			p.BodyNote = "sealed: no key log given"
+			p.BodyNote = sealedNote(h.CoatKind)
 			d.stats.Sealed++
 		default:
 			p.BodyNote = "segment (the body is shown when the message completes)"
@@ -332,10 +339,22 @@ func (d *Dissector) openCoat(p *Packet, flow flowKey, coat []byte) ([]byte, bool
 			return nil, false
 		}
 		return plain, true
+	case codec.CoatKindAES256GCM, codec.CoatKindChaCha20Poly1305:
+		p.BodyNote = sealedNote(p.Head.CoatKind)
+		d.stats.Sealed++
+		return nil, false
 	}
 	p.BodyNote = "coat kind " + p.Head.CoatKind.String() + " cannot be opened"
 	d.stats.addError(p.BodyNote)
 	return nil, false
+}
+
+// sealedNote says why a sealed coat of kind ck is not shown.
+func sealedNote(ck codec.CoatKind) string {
+	if packet.IsAEAD(ck) {
+		return fmt.Sprintf("sealed: %s coat (ck %d), which raetdump does not open (its keys are per direction and session)", ck, uint8(ck))
+	}
+	return "sealed: no key log given"
 }
 
 // splitMessageID takes the message id envelope off the front of a message's

@@ -358,6 +358,9 @@ func (k *KeyRing) verifyMAC(c *sessionCache, f flowKey, p *packet.Packet) verify
 func (k *KeyRing) footVerify(c *sessionCache, f flowKey, p *packet.Packet) verifyResult {
 	switch p.Head.FootKind {
 	case codec.FootKindNada:
+		if packet.IsAEAD(p.Head.CoatKind) {
+			return verifyResult{note: "no foot: its " + p.Head.CoatKind.String() + " coat authenticates it (not checked: no AEAD keys)"}
+		}
 		return verifyResult{note: "unsigned"}
 	case codec.FootKindNaCl:
 		if !k.HasVerifyKeys() {

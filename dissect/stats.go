@@ -29,6 +29,7 @@ type Stats struct {
 	VerifyFailed  int // feet that do not verify with the key found
 	VerifyUnknown int // signed, but no key for the sender
 	Unsigned      int // no foot
+	AEAD          int // no foot: an AEAD coat authenticates head and body (not checked: no keys)
 	Opened        int // coats opened (or plain bodies read)
 	Sealed        int // coats that no key opened
 
@@ -167,6 +168,9 @@ func (s *Stats) WriteText(w io.Writer) {
 	}
 	if s.Road > 0 {
 		p("  feet: %d verified, %d failed, %d with no key, %d unsigned", s.Verified, s.VerifyFailed, s.VerifyUnknown, s.Unsigned)
+		if s.AEAD > 0 {
+			p("  aead coats: %d packets authenticated by their coat, not checked (raetdump has no AEAD keys)", s.AEAD)
+		}
 		p("  bodies: %d read, %d sealed (no key opened them)", s.Opened, s.Sealed)
 	}
 	if len(s.ErrorReasons) > 0 {

@@ -28,13 +28,13 @@ import (
 
 var benchHelp = help{
 	usage: `raet bench [--sizes 64,1024,16384,262144] [--count N | --duration DUR] [--window N]
-           [--profile fast|reference] [--fast-mps BYTES] [--body json|msgpack|cbor]
-raet bench --serve --listen HOST:PORT [--profile fast|reference] [--fast-mps BYTES] [--for DUR]
+           [--profile fast|reference] [--aead prefer|refuse] [--fast-mps BYTES] [--body json|msgpack|cbor]
+raet bench --serve --listen HOST:PORT [--profile fast|reference] [--aead prefer|refuse] [--fast-mps BYTES] [--for DUR]
 raet bench --to HOST:PORT [--listen HOST:PORT] [--sizes ...] [--count N | --duration DUR] [--window N] ...`,
 	about: `Without --serve or --to, two stacks run in this process over loopback.
 Each message is {"data": "x"*SIZE}; Send returns when the receiver says
 done, and its duration is the round trip. For each size one line:
-{"size":..,"profile":..,"head":..,"foot":..,"max_packet_size":..,"count":..,
+{"size":..,"profile":..,"head":..,"foot":..,"coat":..,"max_packet_size":..,"count":..,
 "seconds":..,"msgs_per_s":..,"mb_per_s":..,"rtt_p50_us":..,"rtt_p99_us":..,"errors":..}
 (MB/s counts SIZE bytes per message, 10^6 bytes per MB).
 --serve drains what it receives until SIGINT/SIGTERM or --for.`,
@@ -47,6 +47,7 @@ type benchResult struct {
 	Profile       string  `json:"profile"`
 	Head          string  `json:"head"`
 	Foot          string  `json:"foot"`
+	Coat          string  `json:"coat"`
 	MaxPacketSize int     `json:"max_packet_size"`
 	Window        int     `json:"window"`
 	Count         int     `json:"count"`
@@ -65,6 +66,7 @@ type benchOpts struct {
 	window   int
 	profile  road.Profile
 	profName string
+	aead     road.AEADMode
 	fastMPS  int
 	body     codec.BodyKind
 	timeout  time.Duration
@@ -96,6 +98,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 0, "send for this long per size instead of --count messages")
 	window := fs.Int("window", 16, "messages in flight")
 	profile := fs.String("profile", "fast", "fast (negotiated between raet-go estates) or reference")
+	aead := fs.String("aead", "prefer", "the fast profile's coat: prefer (an AEAD coat) or refuse (the NaCl coat and the MAC foot)")
 	fastMPS := fs.Int("fast-mps", 0, "largest packet of the fast profile (0: the stack's default, 1400)")
 	body := fs.String("body", "json", "body serialization: json, msgpack or cbor")
 	serve := fs.Bool("serve", false, "be the receiving side for a raet bench --to elsewhere")
@@ -116,6 +119,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "raet bench", "%v", err)
 	}
 	o.profName = map[road.Profile]string{road.ProfileAuto: "fast", road.ProfileReference: "reference"}[o.profile]
+	if o.aead, err = parseAEAD(*aead); err != nil {
+		return usageError(stderr, "raet bench", "%v", err)
+	}
 	switch *body {
 	case "json":
 		o.body = codec.BodyKindJSON
@@ -196,7 +202,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 func benchStack(o benchOpts, name string, main bool, listen string) (*road.Stack, error) {
 	s, err := road.New(&road.Config{
 		Name: name, Main: main, Auto: keep.AutoAlways, Listen: listen, AlivePeriod: -1,
-		Profile: o.profile, FastMaxPacketSize: o.fastMPS, BodyKind: o.body,
+		Profile: o.profile, AEAD: o.aead, FastMaxPacketSize: o.fastMPS, BodyKind: o.body,
 		HeadKind: codec.HeadKindRaet, MessageTimeout: o.timeout,
 	})
 	if err != nil {
@@ -243,7 +249,7 @@ func benchSize(ctx context.Context, s *road.Stack, rem road.Remote, o benchOpts,
 	body := map[string]any{"data": strings.Repeat("x", size)}
 	r := benchResult{
 		Size: size, Profile: o.profName, Head: rem.HeadKind.String(), Foot: rem.FootKind.String(),
-		MaxPacketSize: rem.MaxPacketSize, Window: o.window,
+		Coat: rem.CoatKind.String(), MaxPacketSize: rem.MaxPacketSize, Window: o.window,
 	}
 	var (
 		mu     sync.Mutex

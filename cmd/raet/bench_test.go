@@ -26,7 +26,7 @@ func TestBenchInProcess(t *testing.T) {
 				if err := json.Unmarshal([]byte(lines[i]), &m); err != nil {
 					t.Fatalf("line %q: %v", lines[i], err)
 				}
-				for _, k := range []string{"size", "profile", "head", "foot", "max_packet_size", "count", "seconds",
+				for _, k := range []string{"size", "profile", "head", "foot", "coat", "max_packet_size", "count", "seconds",
 					"msgs_per_s", "mb_per_s", "rtt_p50_us", "rtt_p99_us", "errors"} {
 					if _, ok := m[k]; !ok {
 						t.Errorf("line %d: no %q in %s", i, k, lines[i])
@@ -86,7 +86,7 @@ func TestBenchServeTo(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	var r benchResult
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Size != 1024 || r.Count != 20 || r.Errors != 0 || r.Foot != "mac" {
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Size != 1024 || r.Count != 20 || r.Errors != 0 || r.Foot != "nada" || (r.Coat != "aes256gcm" && r.Coat != "chacha20poly1305") {
 		t.Fatalf("%v: %s", err, out.String())
 	}
 	if c := <-srvDone; c != exitOK {
