@@ -28,12 +28,12 @@ var benchSizes = []struct {
 // loopback UDP between two stacks, 16 messages in flight: "stack" with the
 // reference-compatible profile (native heads, JSON bodies, Ed25519 on every
 // packet of at most 1024 bytes), "fast" with the profile two raet-go estates
-// negotiate (binary heads, the MAC foot, 1400-byte packets). Beside each size, "ceiling" is the crypto
+// negotiate (binary heads, an AEAD coat, 1400-byte packets). Beside each size, "ceiling" is the crypto
 // the same message costs on one goroutine: the body's box seal and open, and
 // an Ed25519 sign and verify for each of its packets and for the done.
 func BenchmarkRoad(b *testing.B) {
-	m, o := joinedB(b, road.ProfileReference)
-	fm, fo := joinedB(b, road.ProfileAuto)
+	m, o := joinedB(b, road.ProfileReference, road.AEADPrefer)
+	fm, fo := joinedB(b, road.ProfileAuto, road.AEADPrefer)
 	for _, sz := range benchSizes {
 		body := map[string]any{"data": strings.Repeat("x", sz.n)}
 		b.Run(sz.name+"/stack", func(b *testing.B) { benchSend(b, m, o, body, sz.n) })
@@ -42,10 +42,28 @@ func BenchmarkRoad(b *testing.B) {
 	}
 }
 
+// BenchmarkFastCoats compares the fast profile's two coats side by side in
+// one run, as BenchmarkRoad measures them (16 in flight): "mac", the NaCl
+// coat sealed once per message with a MAC foot on every packet, and
+// "aead", an AEAD coat sealing every packet on its own with no foot
+// (docs/aead.md). mallocs/msg and mallocs/pkt are the whole process's: a
+// 16 KiB message is a dozen packets, and costs no more allocations per
+// packet than it has segments to reassemble.
+func BenchmarkFastCoats(b *testing.B) {
+	mm, mo := joinedB(b, road.ProfileAuto, road.AEADRefuse)
+	am, ao := joinedB(b, road.ProfileAuto, road.AEADPrefer)
+	for _, sz := range benchSizes[:3] {
+		body := map[string]any{"data": strings.Repeat("x", sz.n)}
+		b.Run(sz.name+"/mac", func(b *testing.B) { benchSend(b, mm, mo, body, sz.n) })
+		b.Run(sz.name+"/aead", func(b *testing.B) { benchSend(b, am, ao, body, sz.n) })
+	}
+}
+
 // benchSend sends b.N messages from o to m, 16 in flight. Beside the
 // rates it reports the packets both stacks sent per message and the heap
-// allocations of the whole process per packet ("mallocs/pkt"): comparing
-// sizes shows what a packet costs beyond its message.
+// allocations of the whole process per message and per packet
+// ("mallocs/msg", "mallocs/pkt"): comparing sizes shows what a packet
+// costs beyond its message.
 func benchSend(b *testing.B, m, o *road.Stack, body map[string]any, size int) {
 	{
 		{
@@ -81,6 +99,7 @@ func benchSend(b *testing.B, m, o *road.Stack, body map[string]any, size int) {
 			pkts := packetsOut(b, m) + packetsOut(b, o) - pkts0
 			b.ReportMetric(float64(pkts)/float64(b.N), "pkts/op")
 			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(pkts), "mallocs/pkt")
+			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(b.N), "mallocs/msg")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 			slices.Sort(rtts)
 			b.ReportMetric(float64(rtts[len(rtts)/2].Microseconds()), "p50-µs")
@@ -154,11 +173,11 @@ func cryptoCeiling(b *testing.B, n int) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
 
-func joinedB(b *testing.B, prof road.Profile) (*road.Stack, *road.Stack) {
+func joinedB(b *testing.B, prof road.Profile, aead road.AEADMode) (*road.Stack, *road.Stack) {
 	b.Helper()
 	mk := func(cfg road.Config) *road.Stack {
 		cfg.Auto, cfg.AlivePeriod = 2, -1
-		cfg.HeadKind, cfg.BodyKind, cfg.Profile = codec.HeadKindRaet, codec.BodyKindJSON, prof
+		cfg.HeadKind, cfg.BodyKind, cfg.Profile, cfg.AEAD = codec.HeadKindRaet, codec.BodyKindJSON, prof, aead
 		return roadtest.Start(b, cfg)
 	}
 	m := mk(road.Config{Name: "main", Main: true})
