@@ -236,3 +236,37 @@ func TestAEADRetransmitsResealed(t *testing.T) {
 		t.Fatalf("a packet of the session did not open: %v", d)
 	}
 }
+
+// A new allow makes new short-term keys, so new AEAD coats whose counters
+// start again at 0 under other keys: a datagram of the session before does
+// not open in the new one, and the new session's messages flow.
+func TestAEADReallowNewKeys(t *testing.T) {
+	p := joinedPair(t, aeadProfile)
+	old, oldShort := p.otherRemote().aead(), p.otherRemote().short.Public
+	msg, res := p.sendCaptured(t, map[string]any{"n": 1})
+	p.inject(p.main, msg, p.otherAddr)
+	if err, ok := outcome(res); !ok || err != nil {
+		t.Fatalf("first session: %v %v", err, ok)
+	}
+	if err, ok := p.reallow(2 * time.Second); !ok || err != nil {
+		t.Fatalf("reallow: %v %v", err, ok)
+	}
+	r := p.otherRemote()
+	if r.aead() == nil || r.aead() == old || r.short.Public == oldShort || p.mainRemote().aead() == nil {
+		t.Fatal("the new allow kept the session's coat or keys")
+	}
+	start := len(p.wire)
+	if err := p.send(p.other, map[string]any{"n": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if first := p.aeadWire(t, start)[p.other]; len(first) == 0 || first[0].counter != 0 {
+		t.Fatalf("the new session's first packet: %+v", first)
+	}
+	p.inject(p.main, msg, p.otherAddr)
+	if d := p.main.Counters().Drops; d["aead_open_failed"] != 1 {
+		t.Fatalf("the old session's datagram: %v", d)
+	}
+	if p.deliveredN(1) != 1 || p.deliveredN(2) != 1 {
+		t.Fatalf("delivered %d and %d", p.deliveredN(1), p.deliveredN(2))
+	}
+}
