@@ -25,7 +25,7 @@ demo:
 	@rm -rf $(DEMO_DIR)/demo.pcapng $(DEMO_DIR)/keys.log $(DEMO_DIR)/keeps
 	$(GO) run ./examples/demo -pcap $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log -keeps $(DEMO_DIR)/keeps
 	@echo
-	@echo "== raetdump: the same traffic, signatures verified with the keeps, bodies opened with the key log =="
+	@echo "== raetdump: the same traffic, signatures verified with the keeps, bodies opened with the key log (the AEAD coats of the fast profile show as sealed) =="
 	$(GO) run ./cmd/raetdump -r $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log \
 		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -c 12
 	@echo
