@@ -44,3 +44,49 @@ func ExampleAEADCoat() {
 	// chacha20poly1305 "hello" <nil>, foot nada
 	// true
 }
+
+// A body too large for one packet is cut before sealing: each segment is
+// sealed on its own (and would be sealed again, under a new counter, if
+// it were sent again); the receiver opens each where it lies, in the
+// datagram's buffer, and reassembles the plain pieces.
+func ExamplePacker_PackSegmentAEAD() {
+	a, _ := ecdh.X25519().GenerateKey(nil)
+	b, _ := ecdh.X25519().GenerateKey(nil)
+	atB, _ := packet.NewAEADCoat(codec.CoatKindAES256GCM, (*[32]byte)(a.Bytes()), (*[32]byte)(b.PublicKey().Bytes()))
+	atA, _ := packet.NewAEADCoat(codec.CoatKindAES256GCM, (*[32]byte)(b.Bytes()), (*[32]byte)(a.PublicKey().Bytes()))
+
+	hc, _ := codec.Lookup(codec.HeadKindBinary)
+	pk := &packet.Packer{Codec: hc, Foot: packet.NadaFoot{}, MaxPacketSize: 256}
+	var h codec.Head
+	h.Reset()
+	h.SourceID, h.DestinationID, h.TransactionID, h.BodyKind = 2, 3, 9, codec.BodyKindRaw
+	body := make([]byte, 1000)
+	segSize, count, _ := pk.SegmentsAEAD(&h, atB, len(body))
+
+	r := packet.NewReassembler[int, uint32](nil)
+	for i := range count {
+		sh := h
+		dgram, err := pk.PackSegmentAEAD(nil, &sh, atB, body, i, segSize, count)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		var p packet.Packet
+		if err := packet.Parse(dgram, &p); err != nil {
+			fmt.Println(err)
+			return
+		}
+		piece, err := p.OpenAEADInBuffer(atA)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if whole, _, _ := r.Add(0, p.Head.TransactionID, &p.Head, piece); whole != nil {
+			fmt.Printf("%d segments of up to %d bytes: %d bytes whole\n", count, segSize, len(whole))
+		}
+	}
+	fmt.Println(packet.IsAEAD(atB.Kind()), packet.IsAEAD(codec.CoatKindNaCl))
+	// Output:
+	// 5 segments of up to 209 bytes: 1000 bytes whole
+	// true false
+}

@@ -115,3 +115,30 @@ func ExampleStack_Done() {
 	// Output:
 	// raet: stack closed
 }
+
+// Two raet-go estates seal their session with an AEAD coat, with no foot;
+// an estate with Config.AEAD = road.AEADRefuse keeps the NaCl coat and the
+// MAC foot with everyone.
+func ExampleAEADMode() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	main, _ := road.New(&road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1})
+	main.Start()
+	defer main.Close()
+	for _, mode := range []road.AEADMode{road.AEADPrefer, road.AEADRefuse} {
+		s, _ := road.New(&road.Config{Name: fmt.Sprint("other", mode), Auto: keep.AutoAlways, Listen: "127.0.0.1:0",
+			AlivePeriod: -1, AEAD: mode})
+		s.Start()
+		defer s.Close()
+		r, err := s.Join(ctx, main.Addr().String())
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("AEAD:", r.CoatKind == codec.CoatKindAES256GCM || r.CoatKind == codec.CoatKindChaCha20Poly1305,
+			"foot:", r.FootKind)
+	}
+	// Output:
+	// AEAD: true foot: nada
+	// AEAD: false foot: mac
+}
