@@ -228,9 +228,6 @@ func populate(cfg *Config) (*Config, *core.Config, error) {
 	if !c.Auto.Valid() {
 		return nil, nil, fmt.Errorf("raet: config: unknown auto mode %v", c.Auto)
 	}
-	if c.AEAD > AEADRefuse {
-		return nil, nil, fmt.Errorf("raet: config: unknown AEAD mode %d", c.AEAD)
-	}
 	cc := &core.Config{
 		Name: c.Name, Role: c.Role, Kind: c.Kind, Main: c.Main, Mutable: c.Mutable, Auto: c.Auto, KeepDir: c.KeepDir,
 		HeadKind: c.HeadKind, BodyKind: c.BodyKind, MaxPacketSize: c.MaxPacketSize, Profile: c.Profile,

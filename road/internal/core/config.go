@@ -99,6 +99,9 @@ func (c *Config) Populate() error {
 	default:
 		return fmt.Errorf("raet: config: body kind %v cannot carry mappings", c.BodyKind)
 	}
+	if c.AEAD > AEADRefuse {
+		return fmt.Errorf("raet: config: unknown AEAD mode %d", c.AEAD)
+	}
 	if c.MaxPacketSize < 256 || c.MaxPacketSize > 65507 {
 		return fmt.Errorf("raet: config: MaxPacketSize %d is not within 256..65507", c.MaxPacketSize)
 	}

@@ -155,6 +155,7 @@ func TestNewRefuses(t *testing.T) {
 		"body kind":   {BodyKind: codec.BodyKindRaw},
 		"packet size": {MaxPacketSize: 100},
 		"fast size":   {FastMaxPacketSize: 70000},
+		"aead mode":   {AEAD: 9},
 	} {
 		if _, err := New(&cfg, MemStore(keep.AutoAlways), time.Now()); err == nil {
 			t.Errorf("%s: taken", name)
