@@ -213,6 +213,23 @@ func aeadOffer(kinds []codec.CoatKind) (hasAES, hasChaCha, prefersAES bool) {
 // Kind returns the coat kind.
 func (c *AEADCoat) Kind() codec.CoatKind { return c.kind }
 
+// Remaining is how much more our direction may seal before Seal refuses
+// with ErrRekey: the packets left under AEADCounterLimit or, for
+// AES-256-GCM, the 16-byte blocks left under AES256GCMBlockLimit, whichever
+// is less. A session should allow again (new short-term keys) well before
+// it reaches 0.
+func (c *AEADCoat) Remaining() uint64 {
+	left := uint64(0)
+	if n := c.next.Load(); n < AEADCounterLimit {
+		left = AEADCounterLimit - n
+	}
+	if c.blockCap != 0 {
+		b := c.blocks.Load()
+		left = min(left, c.blockCap-min(b, c.blockCap))
+	}
+	return left
+}
+
 // Overhead returns AEADOverhead.
 func (c *AEADCoat) Overhead() int { return AEADOverhead }
 

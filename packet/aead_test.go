@@ -694,3 +694,31 @@ func TestAEADOpenInBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestAEADCoatRemaining: what a direction may still seal goes down with
+// each packet (and, for AES-256-GCM, with each block), and the receiving
+// side's use does not count.
+func TestAEADCoatRemaining(t *testing.T) {
+	for _, kind := range aeadKinds {
+		a, b := aeadPair(t, kind)
+		full := a.Remaining()
+		want := map[codec.CoatKind]uint64{codec.CoatKindAES256GCM: AES256GCMBlockLimit, codec.CoatKindChaCha20Poly1305: AEADCounterLimit}[kind]
+		if full != want {
+			t.Fatalf("%v: %d left at first, want %d", kind, full, want)
+		}
+		coat, err := a.Seal(nil, nil, make([]byte, 100)) // 7 blocks and the tag's
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Open(nil, nil, coat); err != nil {
+			t.Fatal(err)
+		}
+		used := map[codec.CoatKind]uint64{codec.CoatKindAES256GCM: 8, codec.CoatKindChaCha20Poly1305: 1}[kind]
+		if got := a.Remaining(); got != full-used {
+			t.Fatalf("%v: %d left after one packet, want %d", kind, got, full-used)
+		}
+		if got := b.Remaining(); got != full {
+			t.Fatalf("%v: the receiver's own direction went down to %d", kind, got)
+		}
+	}
+}

@@ -270,3 +270,64 @@ func TestAEADReallowNewKeys(t *testing.T) {
 		t.Fatalf("delivered %d and %d", p.deliveredN(1), p.deliveredN(2))
 	}
 }
+
+// A session whose AEAD coat nears what it may seal is allowed again, for
+// new keys, while it stays up: every message sent meanwhile arrives once,
+// none fails, and the new coat starts afresh (no second rekey).
+func TestAEADRekey(t *testing.T) {
+	p := joinedPair(t, aeadProfile)
+	old := p.otherRemote().aead()
+	// Used (as if sent) beyond the threshold; a new coat has more than 500
+	// units (blocks of AES-256-GCM, counters of ChaCha20-Poly1305) before
+	// it, more than these 40 messages take.
+	p.other.rekeyAt = old.Remaining() - 500
+	skipCounters(t, old, 1000)
+	start := len(p.wire)
+	results := make([]chan error, 40)
+	for i := range results {
+		b, err := p.other.marshal(map[string]any{"n": i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		results[i] = make(chan error, 1)
+		p.other.Send(p.otherRemote().name, b, p.other.cfg.BodyKind, MsgID{}, results[i], p.now, p.now)
+		if i%4 == 3 {
+			p.pump()
+			p.advance(time.Millisecond)
+		}
+	}
+	p.advance(2 * time.Second)
+	for i, res := range results {
+		if err, ok := outcome(res); !ok || err != nil {
+			t.Fatalf("send %d: %v %v", i, err, ok)
+		}
+	}
+	r := p.otherRemote()
+	if r.aead() == old || r.aead() == nil || !r.allowed || !p.mainRemote().allowed {
+		t.Fatal("no new AEAD coat")
+	}
+	if r.aead().Remaining() < p.other.rekeyAt {
+		t.Fatal("the new coat is as used as the old one")
+	}
+	if n := p.count(p.other, codec.TransactionKindAllow, codec.PacketKindHello) - countBefore(p, start, codec.PacketKindHello); n != 1 {
+		t.Fatalf("%d allows, want one", n)
+	}
+	for i := range 40 {
+		if got := p.deliveredN(i); got != 1 {
+			t.Errorf("message %d delivered %d times", i, got)
+		}
+	}
+}
+
+// countBefore counts other's allow packets of kind pk on the wire before
+// index end.
+func countBefore(p *pair, end int, pk codec.PacketKind) int {
+	n := 0
+	for _, w := range p.wire[:end] {
+		var pp packet.Packet
+		if w.from == p.other && packet.Parse(w.b, &pp) == nil && pp.Head.TransactionKind == codec.TransactionKindAllow && pp.Head.PacketKind == pk {
+			n++
+		}
+	}
+	return n
+}

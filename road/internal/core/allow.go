@@ -100,6 +100,24 @@ func (c *Core) startAllower(r *remote, cascade bool) {
 		return
 	}
 	r.allowed = false
+	c.allow(r, cascade)
+}
+
+// rekey allows r again, for new short-term keys, while its session stays
+// up until the new one is made: its AEAD coat has little left to seal
+// (rekeyAt). The messages under way then go again in the new session, as
+// after any allow.
+func (c *Core) rekey(r *remote) {
+	if len(r.inProcess(codec.TransactionKindJoin)) > 0 || len(r.inProcess(codec.TransactionKindAllow)) > 0 {
+		return
+	}
+	c.log.Info("raet: the session's AEAD coat nears its limit; allowing again for new keys", "remote", r.name)
+	c.allow(r, false)
+}
+
+// allow starts the allower (a join first when r is not joined, or was
+// joined in an earlier run).
+func (c *Core) allow(r *remote, cascade bool) {
 	if !r.joined || (c.ourCaps() != nil && !r.capsFresh) {
 		// Not joined, or joined in an earlier run, whose advertisements
 		// the allow could not authenticate: join (again) first.

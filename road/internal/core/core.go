@@ -64,7 +64,16 @@ type Core struct {
 
 	// keysChanged says the verify key table (VerifyKeys) is out of date.
 	keysChanged bool
+	// rekeyAt: a session whose AEAD coat has less than this left to seal
+	// (packet.AEADCoat.Remaining) is allowed again (rekey).
+	rekeyAt uint64
 }
+
+// defaultRekeyAt allows a session again once half of what its AEAD coat
+// may seal is used: after 2^33 blocks (128 GiB) in one direction with
+// AES-256-GCM, far before Seal refuses (packet.ErrRekey); ChaCha20-Poly1305
+// is limited only by its 2^63 counters.
+const defaultRekeyAt = packet.AES256GCMBlockLimit / 2
 
 // Datagram is one packet to send (Out).
 type Datagram struct {
@@ -113,7 +122,7 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 		codec: hc, bodies: ser,
 		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
 		reasm: packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
-		stats: newStats(), keysChanged: true,
+		stats: newStats(), keysChanged: true, rekeyAt: defaultRekeyAt,
 	}
 	if err := c.loadLocal(); err != nil {
 		return nil, err
@@ -395,7 +404,17 @@ func (c *Core) packAEAD(dst []byte, r *remote, h *codec.Head, body []byte) ([]by
 		dst = make([]byte, 0, 128+len(body)+packet.AEADOverhead)
 	}
 	pk := c.packerFor(r, h)
-	return pk.PackAEAD(dst, h, a, body)
+	b, err := pk.PackAEAD(dst, h, a, body)
+	c.sealedAEAD(r, a, err)
+	return b, err
+}
+
+// sealedAEAD follows every seal with r's AEAD coat a: a coat with little
+// left to seal (rekeyAt), or none (err), has r allowed again.
+func (c *Core) sealedAEAD(r *remote, a *packet.AEADCoat, err error) {
+	if (err == nil && a.Remaining() < c.rekeyAt) || errors.Is(err, packet.ErrRekey) {
+		c.rekey(r)
+	}
 }
 
 // marshal serializes a control or message body with the stack's body kind.
@@ -455,6 +474,9 @@ func (c *Core) send(r *remote, h *codec.Head, body []byte, to netip.AddrPort) bo
 
 func (c *Core) packFailed(r *remote, err error) {
 	c.stats.drop(dropPackError)
+	if errors.Is(err, packet.ErrRekey) {
+		return // counted: it would be every packet until the new allow (rekey logs)
+	}
 	c.log.Warn("raet: pack", "remote", remoteName(r), "err", err)
 }
 

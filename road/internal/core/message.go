@@ -134,6 +134,7 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	var err error
 	if m.aead != nil {
 		b, err = pk.PackSegmentAEAD(*buf, h, m.aead, m.coat, i, m.segSize, m.count)
+		c.sealedAEAD(m.r, m.aead, err)
 	} else {
 		b, err = pk.PackSegment(*buf, h, m.coat, i, m.segSize, m.count)
 	}
