@@ -69,8 +69,8 @@ type Core struct {
 	rekeyAt uint64
 }
 
-// defaultRekeyAt allows a session again once half of what its AEAD coat
-// may seal is used: after 2^33 blocks (128 GiB) in one direction with
+// defaultRekeyAt allows a session again once its AEAD coat may seal less
+// than 2^33 more: after 2^33 blocks (128 GiB) in one direction with
 // AES-256-GCM, far before Seal refuses (packet.ErrRekey); ChaCha20-Poly1305
 // is limited only by its 2^63 counters.
 const defaultRekeyAt = packet.AES256GCMBlockLimit / 2
