@@ -94,7 +94,9 @@ func (a *aliver) tick(c *Core) {
 		if a.r.aead() != nil {
 			// Sealed again: the same datagram twice is a replay.
 			h := c.aliveHead(a.r, codec.PacketKindRequest, a.si, a.ti, false)
-			c.send(a.r, &h, nil, a.r.ha)
+			if c.send(a.r, &h, nil, a.r.ha) {
+				c.stats.retransmit()
+			}
 			return
 		}
 		c.retransmit(a.last, a.r.ha)

@@ -598,9 +598,9 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 // was older than the session: the first packets of a new session that
 // came in the batch of the allow's last packet). A reader that tried an
 // older session's coat in place (no room after the datagram) left the
-// coat unreadable: that packet is dropped and sent again. The coat's replay window moves only for a
-// packet that opens, under its lock. It reports false after dropping the
-// packet.
+// coat unreadable: that packet is dropped and sent again. The coat's
+// replay window moves only for a packet that opens, under its lock. It
+// reports false after dropping the packet.
 func (c *Core) openAEAD(p *rxPacket, ac *aeadCheck) bool {
 	h := &p.Head
 	var a *packet.AEADCoat
