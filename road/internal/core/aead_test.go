@@ -331,3 +331,23 @@ func countBefore(p *pair, end int, pk codec.PacketKind) int {
 	}
 	return n
 }
+
+// AEAD kinds stripped from a join body in transit (the join is not signed)
+// do not downgrade the session to the NaCl coat: the allow authenticates
+// the advertisements and fails.
+func TestAEADStrippedFailsTheAllow(t *testing.T) {
+	p := joinedPair(t, aeadProfile)
+	mr := p.mainRemote()
+	stripped := *mr.peerCaps
+	stripped.coats = []codec.CoatKind{codec.CoatKindNaCl}
+	mr.peerCaps = &stripped // what main would have seen of other's caps
+	p.reallow(time.Second)
+	if p.main.stats.drops[dropCapsMismatch] == 0 || p.count(p.main, codec.TransactionKindAllow, codec.PacketKindReject) == 0 {
+		t.Fatalf("the stripped advertisement was taken: drops %v", p.main.Counters().Drops)
+	}
+	for _, r := range []*remote{mr, p.otherRemote()} {
+		if r.allowed && !packet.IsAEAD(r.coatKind()) {
+			t.Fatalf("a session with the %v coat", r.coatKind())
+		}
+	}
+}
