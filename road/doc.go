@@ -22,6 +22,17 @@
 // (joined, pending, allowed, alive, dead, reaped, rejected, removed), with a
 // Reason where there is one.
 //
+// # Profiles
+//
+// Between raet-go estates the allow settles the fast profile: binary heads,
+// packets of up to Config.FastMaxPacketSize, and an AEAD coat (AES-256-GCM,
+// or ChaCha20-Poly1305 where the CPU lacks AES instructions) that encrypts
+// and authenticates every packet after the allow, keyed per direction from
+// the session's short-term keys, with a replay window (docs/aead.md);
+// Config.AEAD = AEADRefuse keeps the NaCl coat with a MAC foot instead. A
+// reference estate, or Config.Profile = ProfileReference, gets the
+// reference profile: native heads, the NaCl coat, Ed25519 on every packet.
+//
 // # When a join fails
 //
 // The joiner's error holds a *JoinError (see ReasonOf) naming the reason
