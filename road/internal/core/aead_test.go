@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -348,6 +349,40 @@ func TestAEADStrippedFailsTheAllow(t *testing.T) {
 	for _, r := range []*remote{mr, p.otherRemote()} {
 		if r.allowed && !packet.IsAEAD(r.coatKind()) {
 			t.Fatalf("a session with the %v coat", r.coatKind())
+		}
+	}
+}
+
+// The reader goroutine opens an AEAD coat (FootChecker.Parse, with the
+// table the owner published) in the datagram's buffer; the owner takes its
+// result and does not open it again (a second open would be refused as a
+// replay), so the message is delivered. With a table that predates the
+// session the owner opens it itself.
+func TestAEADOpenedByReader(t *testing.T) {
+	for _, stale := range []bool{false, true} {
+		p := joinedPair(t, aeadProfile)
+		table, _ := p.main.VerifyKeys()
+		if !stale {
+			p.main.keysChanged = true
+			table, _ = p.main.VerifyKeys()
+		} else {
+			table = VerifyKeys{} // read before the allow
+		}
+		msg, res := p.sendCaptured(t, map[string]any{"n": 1})
+		buf := make([]byte, len(msg), 2*len(msg))
+		copy(buf, msg)
+		var in Inbound
+		NewFootChecker(new(atomic.Uint64)).Parse(&in, buf, p.otherAddr, table)
+		if opened := in.aead.coat != nil && in.aead.err == nil; opened == stale {
+			t.Fatalf("stale table %v: opened by the reader %v (%v)", stale, opened, in.aead.err)
+		}
+		if !stale && &in.aead.plain[0] != &buf[:len(buf)+1][len(buf)] {
+			t.Fatal("the body was not opened in the room after the datagram")
+		}
+		p.main.Receive(&in, p.now)
+		p.pump()
+		if err, ok := outcome(res); !ok || err != nil || p.deliveredN(1) != 1 {
+			t.Fatalf("stale table %v: %v %v, delivered %d, drops %v", stale, err, ok, p.deliveredN(1), p.main.Counters().Drops)
 		}
 	}
 }
