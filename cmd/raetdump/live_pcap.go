@@ -20,12 +20,19 @@ type liveSource struct {
 	link int
 }
 
-// openLive opens iface for capture with an optional BPF filter. The read
-// timeout lets Next return periodically so that the capture can end.
-func openLive(iface string, snaplen int, filter string) (source, error) {
+// openLive opens iface for capture with an optional BPF filter, of only
+// the frames the host receives when inOnly. The read timeout lets Next
+// return periodically so that the capture can end.
+func openLive(iface string, snaplen int, filter string, inOnly bool) (source, error) {
 	h, err := pcap.OpenLive(iface, int32(snaplen), false, 200*time.Millisecond)
 	if err != nil {
 		return nil, fmt.Errorf("-i %s: %w", iface, err)
+	}
+	if inOnly {
+		if err := h.SetDirection(pcap.DirectionIn); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("-i %s: capture only received frames (each loopback frame once): %w; -dedup=false shows both copies", iface, err)
+		}
 	}
 	if filter != "" {
 		if err := h.SetBPFFilter(filter); err != nil {

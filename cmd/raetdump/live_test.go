@@ -49,12 +49,14 @@ func liveLoopback(t *testing.T, iface string) {
 	main := mk("main", true, true)
 	other := mk("other", false, true)
 	pa, pb := main.Addr().Port(), other.Addr().Port()
+	// Only the two stacks' traffic: other programs on the machine may use
+	// the same ports on other loopback addresses.
 
 	var out, errb bytes.Buffer
 	ready := make(chan struct{})
 	stop := make(chan os.Signal, 1)
 	o := &options{iface: iface, snaplen: 262144, dedup: true, json: true,
-		filter: fmt.Sprintf("udp and (port %d or port %d)", pa, pb), ports: []uint16{7530, pa, pb},
+		filter: fmt.Sprintf("udp and src host 127.0.0.1 and dst host 127.0.0.1 and ((src port %d and dst port %d) or (src port %d and dst port %d))", pa, pb, pb, pa), ports: []uint16{7530, pa, pb},
 		stdout: &out, stderr: &errb, interrupt: stop, liveReadyForTestHook: func() { close(ready) }}
 	done := make(chan int)
 	go func() { done <- o.run() }()

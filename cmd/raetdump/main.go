@@ -23,17 +23,16 @@ package main
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/raet-go/raet/dissect"
 	"github.com/raet-go/raet/internal/buildinfo"
@@ -210,7 +209,9 @@ func (o *options) run() int {
 	var err error
 	live := o.iface != ""
 	if live {
-		src, err = openLive(o.iface, o.snaplen, o.filter)
+		// A capture on a loopback device sees each frame twice, sent and
+		// received: with dedup it takes only the received copies.
+		src, err = openLive(o.iface, o.snaplen, o.filter, o.dedup && isLoopback(o.iface))
 	} else {
 		src, err = o.openFile()
 	}
@@ -258,10 +259,7 @@ func (o *options) run() int {
 		}
 	}
 
-	var dd *deduper
-	if live && o.dedup && isLoopback(o.iface) {
-		dd = newDeduper()
-	}
+	dedupAny := live && o.dedup && o.iface == "any"
 	next := func() (recResult, bool) {
 		select {
 		case <-o.interrupt:
@@ -325,7 +323,7 @@ func (o *options) run() int {
 		if match != nil && !match(r.rec) {
 			continue
 		}
-		if dd != nil && dd.seen(r.rec) {
+		if dedupAny && sentOnLoopback(r.rec) {
 			d.CountDuplicate()
 			continue
 		}
@@ -412,45 +410,18 @@ func (o *options) openFile() (source, error) {
 	return &fileSource{r: cr, c: c}, nil
 }
 
-// deduper drops the second copy of a frame a loopback capture sees twice
-// (sent and received): the same bytes after the link header within
-// dedupWindow.
-type deduper struct {
-	seed maphash.Seed
-	ring [64]struct {
-		sum uint64
-		at  time.Time
+// sentOnLoopback reports whether a cooked ("any") frame is the sent copy of
+// a frame on a loopback device, which the capture sees again as received:
+// its link header says the device type (ARPHRD_LOOPBACK) and direction
+// (PACKET_OUTGOING).
+func sentOnLoopback(rec dissect.Record) bool {
+	const arphrdLoopback, packetOutgoing = 772, 4
+	d := rec.Data
+	switch {
+	case rec.LinkType == dissect.LinkTypeLinuxSLL && len(d) >= 16:
+		return binary.BigEndian.Uint16(d[2:]) == arphrdLoopback && binary.BigEndian.Uint16(d[0:]) == packetOutgoing
+	case rec.LinkType == dissect.LinkTypeLinuxSLL2 && len(d) >= 20:
+		return binary.BigEndian.Uint16(d[8:]) == arphrdLoopback && d[10] == packetOutgoing
 	}
-	next int
-}
-
-const dedupWindow = 20 * time.Millisecond
-
-func newDeduper() *deduper { return &deduper{seed: maphash.MakeSeed()} }
-
-func (d *deduper) seen(rec dissect.Record) bool {
-	data := rec.Data
-	switch rec.LinkType {
-	case dissect.LinkTypeLinuxSLL:
-		if len(data) > 16 {
-			data = data[16:]
-		}
-	case dissect.LinkTypeLinuxSLL2:
-		if len(data) > 20 {
-			data = data[20:]
-		}
-	case dissect.LinkTypeEthernet:
-		if len(data) > 14 {
-			data = data[14:]
-		}
-	}
-	sum := maphash.Bytes(d.seed, data)
-	for _, e := range d.ring {
-		if e.sum == sum && !e.at.IsZero() && rec.Time.Sub(e.at).Abs() <= dedupWindow {
-			return true
-		}
-	}
-	d.ring[d.next].sum, d.ring[d.next].at = sum, rec.Time
-	d.next = (d.next + 1) % len(d.ring)
 	return false
 }

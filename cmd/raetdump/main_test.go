@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -221,18 +222,37 @@ func TestParsePorts(t *testing.T) {
 	}
 }
 
-// A frame seen twice on loopback within the window is shown once.
-func TestDeduper(t *testing.T) {
-	d := newDeduper()
-	at := time.Unix(100, 0)
-	frame := []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 8, 0, 0x45, 1, 2, 3}
-	rec := func(dt time.Duration) dissect.Record {
-		return dissect.Record{Time: at.Add(dt), LinkType: dissect.LinkTypeEthernet, Data: frame}
+// Of a cooked frame on loopback, only the sent copy is dropped: a frame
+// received, or sent on another device, is shown.
+func TestSentOnLoopback(t *testing.T) {
+	sll := func(pkttype, hatype uint16) dissect.Record {
+		d := make([]byte, 16+20)
+		binary.BigEndian.PutUint16(d[0:], pkttype)
+		binary.BigEndian.PutUint16(d[2:], hatype)
+		return dissect.Record{LinkType: dissect.LinkTypeLinuxSLL, Data: d}
 	}
-	if d.seen(rec(0)) || !d.seen(rec(time.Millisecond)) {
-		t.Fatal("the copy was not suppressed")
+	sll2 := func(pkttype uint8, hatype uint16) dissect.Record {
+		d := make([]byte, 20+20)
+		binary.BigEndian.PutUint16(d[8:], hatype)
+		d[10] = pkttype
+		return dissect.Record{LinkType: dissect.LinkTypeLinuxSLL2, Data: d}
 	}
-	if d.seen(rec(time.Second)) {
-		t.Fatal("a later repeat was suppressed")
+	for _, c := range []struct {
+		name string
+		rec  dissect.Record
+		want bool
+	}{
+		{"sll sent on lo", sll(4, 772), true},
+		{"sll received on lo", sll(0, 772), false},
+		{"sll sent on ethernet", sll(4, 1), false},
+		{"sll2 sent on lo", sll2(4, 772), true},
+		{"sll2 received on lo", sll2(0, 772), false},
+		{"sll2 sent on ethernet", sll2(4, 1), false},
+		{"ethernet", dissect.Record{LinkType: dissect.LinkTypeEthernet, Data: make([]byte, 40)}, false},
+		{"short sll", dissect.Record{LinkType: dissect.LinkTypeLinuxSLL, Data: []byte{0, 4, 3, 4}}, false},
+	} {
+		if got := sentOnLoopback(c.rec); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

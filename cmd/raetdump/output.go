@@ -261,12 +261,8 @@ func printable(s string) string {
 	return s
 }
 
-// isLoopback reports whether a capture on iface sees loopback traffic:
-// the loopback device itself or Linux's "any".
+// isLoopback reports whether iface is a loopback device.
 func isLoopback(iface string) bool {
-	if iface == "any" {
-		return true
-	}
 	ifi, err := net.InterfaceByName(iface)
 	return err == nil && ifi.Flags&net.FlagLoopback != 0
 }
