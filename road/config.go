@@ -116,10 +116,25 @@ type Config struct {
 	PendTimeout    time.Duration // how long a pended join waits for an operator: 10m (the reference: 5s)
 	AllowTimeout   time.Duration // 4s
 	AliveTimeout   time.Duration // an alive we start; then the remote is dead: 2s
-	AlivePeriod    time.Duration // presence: an alive to each remote this often: 1s; negative: no presence
+	AlivePeriod    time.Duration // presence: an alive after this long of silence from a remote: 1s; negative: no presence
 	AliveOffset    time.Duration // added to the first period of a non-main estate: 0.5s
 	Interim        time.Duration // a main estate reaps a remote silent this long: 1h; negative: never
 	MessageTimeout time.Duration // a message not done by then fails with ErrTimeout: 1m; negative: never (the reference)
+	// AliveRate bounds the presence of a stack with many raet-go remotes:
+	// its period with them is max(AlivePeriod, remotes/AliveRate seconds),
+	// in whole AlivePeriods, so that they make about AliveRate alive
+	// exchanges a second in all (see Presence in the package doc). 0 means
+	// 200; negative: AlivePeriod however many remotes.
+	AliveRate int
+	// ForgetAfter is how long a remote a main estate reaped (silent for
+	// Interim) stays in memory before it is forgotten (EventForgotten,
+	// ReasonSilent): 24h; negative: never. Its keep files stay, and it
+	// rejoins from them when it comes back.
+	ForgetAfter time.Duration
+	// MaxRemotes bounds the remotes held in memory: beyond it the longest
+	// silent is forgotten (EventForgotten, ReasonTooMany), as ForgetAfter
+	// forgets. 0 means 65536; negative: no bound.
+	MaxRemotes int
 	// StaleTimeout is ignored: a remote's finished transaction ids are
 	// remembered for as long as its session lives (a replay window), not
 	// for a time after which a replay would be taken again.
@@ -235,6 +250,7 @@ func populate(cfg *Config) (*Config, *core.Config, error) {
 		JoinTimeout: c.JoinTimeout, JoinentTimeout: c.JoinentTimeout, PendTimeout: c.PendTimeout,
 		AllowTimeout: c.AllowTimeout, AliveTimeout: c.AliveTimeout, AlivePeriod: c.AlivePeriod,
 		AliveOffset: c.AliveOffset, Interim: c.Interim, MessageTimeout: c.MessageTimeout,
+		AliveRate: c.AliveRate, ForgetAfter: c.ForgetAfter, MaxRemotes: c.MaxRemotes,
 		ReceiveQueue: c.ReceiveQueue, Reassembly: c.Reassembly, KeyLog: c.KeyLog, Logger: c.Logger, Coat: c.Coat,
 		Serializers: c.Serializers,
 		DecodeLater: true,

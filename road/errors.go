@@ -19,6 +19,7 @@ var (
 	ErrRenewImmutable = core.ErrRenewImmutable
 	ErrNotMapping     = errors.New("raet: message body is not a mapping")
 	ErrSessionChanged = core.ErrSessionChanged
+	ErrForgotten      = core.ErrForgotten
 	ErrSocket         = errors.New("raet: the socket failed; the stack stopped")
 )
 

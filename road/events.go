@@ -34,6 +34,10 @@ const (
 	EventReaped   = core.EventReaped   // a main estate gave up on a silent remote
 	EventUnreaped = core.EventUnreaped // a reaped remote spoke again
 	EventRemoved  = core.EventRemoved  // the remote was forgotten (rejected keys)
+	// EventForgotten: the remote was dropped from memory, its keep kept
+	// (ReasonSilent: reaped and silent ForgetAfter; ReasonTooMany: the
+	// longest silent of more than MaxRemotes).
+	EventForgotten = core.EventForgotten
 )
 
 // The profiles.

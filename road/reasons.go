@@ -27,6 +27,8 @@ const (
 	ReasonNoAnswer        = core.ReasonNoAnswer        // nothing answered from the address
 	ReasonUnknownToRemote = core.ReasonUnknownToRemote // the remote lost us and the road is immutable
 	ReasonRejected        = core.ReasonRejected        // the remote rejected us and said no more
+	ReasonSilent          = core.ReasonSilent          // forgotten: reaped, then silent ForgetAfter
+	ReasonTooMany         = core.ReasonTooMany         // forgotten: the longest silent of more than MaxRemotes
 )
 
 // ReasonOf returns the Reason of a Join error, or ReasonNone.

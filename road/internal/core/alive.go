@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/packet"
 )
 
 // Alive (tk=4, §8.4): presence. A request, signed and coated (empty), is
@@ -63,6 +64,9 @@ func (a *aliver) receive(c *Core, p *rxPacket) {
 	switch p.Head.PacketKind {
 	case codec.PacketKindAck:
 		c.removeTxn(r, a)
+		if len(p.Coat) > 0 && c.pairPeriod(r) > 0 {
+			c.takePeriod(p, r)
+		}
 		c.refresh(r, yes)
 	case codec.PacketKindNack, codec.PacketKindRefuse:
 		c.removeTxn(r, a)
@@ -118,11 +122,57 @@ func (c *Core) startAlivent(p *rxPacket, r *remote) {
 		pk = codec.PacketKindUnallowed
 	}
 	h := c.aliveHead(r, pk, p.Head.SessionID, p.Head.TransactionID, true)
-	c.sendNew(r, &h, nil, r.ha)
+	var body []byte
+	if pk == codec.PacketKindAck && c.pairPeriod(r) > 0 && !c.drives(r) {
+		// The driver learns our period now (it moves with our remotes).
+		body = c.periodBody()
+	}
+	c.sendNew(r, &h, body, r.ha)
 	r.used(p.Head.SessionID, p.Head.TransactionID)
 	if pk == codec.PacketKindAck {
 		c.refresh(r, yes)
 	} else {
 		c.refresh(r, nil)
 	}
+}
+
+// periodBody is the body of an answerer's alive ack: its presence period
+// in ms (presence.go).
+func (c *Core) periodBody() []byte {
+	body, err := c.marshal(packet.OrderedMap{{Key: "ap", Value: c.alivePeriod().Milliseconds()}})
+	if err != nil {
+		return nil
+	}
+	return body
+}
+
+// takePeriod takes the period in the body of an answerer's alive ack; a
+// body that does not open or read is dropped and counted, the ack stands.
+func (c *Core) takePeriod(p *rxPacket, r *remote) {
+	body, err := openControl(p, r)
+	if err != nil {
+		c.stats.drop(errDrop(err))
+		return
+	}
+	if ap := parseAlivePeriod(body["ap"]); ap > 0 {
+		r.prof.alive = ap
+	}
+}
+
+// openControl opens and decodes the coated body of a control packet of
+// r's session (a resend, an alive ack).
+func openControl(p *rxPacket, r *remote) (map[string]any, error) {
+	plain, err := openCoat(r, p.Head.CoatKind, p.Coat)
+	if err != nil {
+		return nil, err
+	}
+	ser, err := packet.Builtin(p.Head.BodyKind)
+	if err != nil {
+		return nil, err
+	}
+	var body map[string]any
+	if err := ser.Unmarshal(plain, &body); err != nil {
+		return nil, err
+	}
+	return body, nil
 }

@@ -42,7 +42,7 @@ func (c *Core) Tick(now time.Time) { c.tick(now) }
 // Deadline is when Tick must run next; zero when no timer is set.
 func (c *Core) Deadline() time.Time {
 	c.flushWake()
-	return c.wake
+	return earliest(c.pendAt, c.timers.next())
 }
 
 // OutLen is how many datagrams wait to be sent.
@@ -95,6 +95,7 @@ func (c *Core) Handed(n int) {
 // (a timeout, a nack) is not touched.
 func (c *Core) Decoded(d *Decode, body map[string]any, err error, now time.Time) {
 	c.now = now
+	c.touch(d.m.r)
 	d.m.decoded(c, body, err)
 }
 

@@ -41,6 +41,9 @@ type Config struct {
 	AliveOffset    time.Duration
 	Interim        time.Duration
 	MessageTimeout time.Duration
+	AliveRate      int
+	ForgetAfter    time.Duration
+	MaxRemotes     int
 
 	ReceiveQueue int
 	Reassembly   packet.ReassemblyConfig
@@ -73,6 +76,13 @@ func (c *Config) Populate() error {
 	def(&c.AliveOffset, 500*time.Millisecond)
 	def(&c.Interim, time.Hour)
 	def(&c.MessageTimeout, time.Minute)
+	def(&c.ForgetAfter, 24*time.Hour)
+	if c.AliveRate == 0 {
+		c.AliveRate = DefaultAliveRate
+	}
+	if c.MaxRemotes == 0 {
+		c.MaxRemotes = DefaultMaxRemotes
+	}
 	if c.MaxPacketSize == 0 {
 		c.MaxPacketSize = codec.MaxPacketSize
 	}
@@ -110,6 +120,12 @@ func (c *Config) Populate() error {
 	}
 	return nil
 }
+
+// The defaults of Config.AliveRate and Config.MaxRemotes.
+const (
+	DefaultAliveRate  = 200
+	DefaultMaxRemotes = 1 << 16
+)
 
 // CoatMaker makes the coat of one session from its short-term keys: how a
 // coat plugin joins the stack.

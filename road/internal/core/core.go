@@ -59,8 +59,17 @@ type Core struct {
 	decodes []*Decode
 	events  []Event
 	stats   stats
-	wake    time.Time // the earliest timer; zero when none
-	dirty   []txn     // transactions whose timers may have moved since the last flushWake
+
+	// timers holds the remotes by their earliest timer; touched are those
+	// whose timers may have moved since the last flushWake; due is Tick's
+	// scratch; visits counts the remotes Tick ran (timers.go).
+	timers  timerHeap
+	touched []*remote
+	due     []*remote
+	visits  uint64
+	// forgotten names the remotes forgotten with their keep files kept,
+	// by uid, so that one coming back is loaded again (forget.go).
+	forgotten tombstones
 
 	// keysChanged says the verify key table (VerifyKeys) is out of date.
 	keysChanged bool
@@ -184,28 +193,37 @@ func (c *Core) loadRemotes() error {
 		c.log.Warn("raet: some kept remotes were not loaded", "err", err)
 	}
 	for _, k := range kept {
-		ha, perr := parseHostPort(k.est.HA)
-		if perr != nil {
-			c.log.Warn("raet: kept remote has a bad address", "remote", k.est.Name, "err", perr)
-			continue
+		if r := c.restore(k); r != nil {
+			c.addRemote(r)
 		}
-		r := &remote{nuid: k.est.UID, fuid: k.est.FUID, name: k.est.Name, role: k.est.Role, ha: ha,
-			main: k.est.Main, kind: k.est.Kind, fqdn: k.est.FQDN, verify: k.role.Verify, pub: k.role.Public,
-			sid: k.est.SID, joined: k.est.Joined != nil && *k.est.Joined,
-			txns: map[txnKey]txn{}}
-		if !r.joined || k.role.Acceptance != keep.Accepted {
-			// Only keys an operator (or the policy) accepted make a joined
-			// remote: a kept "joined" of keys not accepted is not trusted.
-			r.joined = false
-		}
-		if c.remotes[r.nuid] != nil || c.byName[r.name] != nil || r.nuid == c.uid {
-			c.log.Warn("raet: kept remote clashes with another; skipped", "remote", r.name, "uid", r.nuid)
-			continue
-		}
-		r.nextSid()
-		c.addRemote(r)
 	}
 	return nil
+}
+
+// restore makes a remote from its kept files: joined as it was, not
+// allowed, with a new session (§9.3); nil when they are unusable or clash
+// with a remote we hold.
+func (c *Core) restore(k keptRemote) *remote {
+	ha, perr := parseHostPort(k.est.HA)
+	if perr != nil {
+		c.log.Warn("raet: kept remote has a bad address", "remote", k.est.Name, "err", perr)
+		return nil
+	}
+	r := &remote{nuid: k.est.UID, fuid: k.est.FUID, name: k.est.Name, role: k.est.Role, ha: ha,
+		main: k.est.Main, kind: k.est.Kind, fqdn: k.est.FQDN, verify: k.role.Verify, pub: k.role.Public,
+		sid: k.est.SID, joined: k.est.Joined != nil && *k.est.Joined,
+		txns: map[txnKey]txn{}}
+	if !r.joined || k.role.Acceptance != keep.Accepted {
+		// Only keys an operator (or the policy) accepted make a joined
+		// remote: a kept "joined" of keys not accepted is not trusted.
+		r.joined = false
+	}
+	if c.remotes[r.nuid] != nil || c.byName[r.name] != nil || r.nuid == c.uid {
+		c.log.Warn("raet: kept remote clashes with another; skipped", "remote", r.name, "uid", r.nuid)
+		return nil
+	}
+	r.nextSid()
+	return r
 }
 
 // Start records the listening address and persists the local estate and
@@ -227,7 +245,7 @@ func (c *Core) nextUid() uint32 {
 		if c.puid == 0 {
 			c.puid = 1
 		}
-		if c.puid != c.uid && c.remotes[c.puid] == nil {
+		if c.puid != c.uid && c.remotes[c.puid] == nil && !c.forgotten.has(c.puid) {
 			return c.puid
 		}
 	}
@@ -239,14 +257,19 @@ func (c *Core) newRemote(ha netip.AddrPort, fuid, sid uint32) *remote {
 		txns: map[txnKey]txn{}}
 }
 
+// addRemote adds r, forgetting the longest silent remote when there are
+// more than MaxRemotes (forget.go).
 func (c *Core) addRemote(r *remote) {
 	c.keysChanged = true
 	r.added = true
+	r.heard = c.now
 	c.remotes[r.nuid] = r
 	c.byName[r.name] = r
 	if r.role == "" {
 		r.role = r.name
 	}
+	c.touch(r)
+	c.capRemotes(r)
 }
 
 func (c *Core) renameRemote(r *remote, name string) error {
@@ -276,6 +299,7 @@ func (c *Core) removeRemote(r *remote, reason error) {
 	r.saved = nil
 	c.notifyWaiters(r, reason)
 	c.keysChanged = true
+	c.touch(r)
 	if r.added {
 		delete(c.remotes, r.nuid)
 		if c.byName[r.name] == r {
@@ -306,17 +330,7 @@ func (c *Core) saveRemote(r *remote) {
 // addTxn registers t with r.
 func (c *Core) addTxn(r *remote, t txn) {
 	r.txns[t.key()] = t
-	c.dirty = append(c.dirty, t)
-}
-
-// flushWake takes the timers of the transactions touched since the last
-// call into the next wake-up; the owner calls it after every event.
-func (c *Core) flushWake() {
-	for _, t := range c.dirty {
-		c.wakeAt(t.deadline())
-	}
-	clear(c.dirty)
-	c.dirty = c.dirty[:0]
+	c.touch(r)
 }
 
 // removeTxn unregisters t from r (if it is still the one at its key).
@@ -324,13 +338,7 @@ func (c *Core) removeTxn(r *remote, t txn) {
 	if r.txns[t.key()] == t {
 		delete(r.txns, t.key())
 	}
-}
-
-// wakeAt asks for a tick no later than at.
-func (c *Core) wakeAt(at time.Time) {
-	if !at.IsZero() && (c.wake.IsZero() || at.Before(c.wake)) {
-		c.wake = at
-	}
+	c.touch(r)
 }
 
 func (c *Core) event(k EventKind, r *remote) { c.report(k, c.nameOf(r), r.nuid, ReasonNone, r.ha, "") }
@@ -533,6 +541,9 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 		switch {
 		case fc == nil || fc.key == nil || r == nil:
 			c.stats.drop(dropVerifyUnknownKey)
+			if r == nil {
+				c.recall(h.DestinationID) // a forgotten remote: its next packet verifies
+			}
 			return
 		case !fc.ok:
 			c.stats.drop(dropVerifyFailed)
@@ -545,6 +556,9 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 		r := c.remotes[h.DestinationID]
 		if r == nil || r.prof == nil || r.prof.mac == nil {
 			c.stats.drop(dropVerifyUnknownKey)
+			if r == nil {
+				c.recall(h.DestinationID)
+			}
 			return
 		}
 		if err := p.Verify(r.prof.mac); err != nil {
@@ -575,9 +589,9 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 	if r == nil {
 		return
 	}
+	c.touch(r)
 	if t := r.txns[txnKey{rf: !h.Correspondent(), si: h.SessionID, ti: h.TransactionID}]; t != nil {
 		t.receive(c, p)
-		c.dirty = append(c.dirty, t)
 		return
 	}
 	if h.Correspondent() {
@@ -722,6 +736,9 @@ func (c *Core) route(p *rxPacket) *remote {
 		}
 		r := c.remotes[de]
 		if r == nil {
+			r = c.recall(de) // forgotten, its keep kept
+		}
+		if r == nil {
 			// We lost it (a new keep?): tell the joiner to join afresh.
 			c.stats.drop(dropJoinStaleNUID)
 			c.replyStale(p, nil, codec.PacketKindRenew)
@@ -764,6 +781,7 @@ func (c *Core) route(p *rxPacket) *remote {
 	if r.reaped {
 		c.unreap(r)
 	}
+	c.heard(r)
 	return r
 }
 
@@ -921,32 +939,13 @@ func (c *Core) sendSaved(r *remote) {
 
 // --- timers --------------------------------------------------------------
 
-// tick runs every timer due at now and recomputes the next wake-up.
-func (c *Core) tick(now time.Time) {
-	c.now = now
-	c.wake = time.Time{}
-	if !c.pendAt.IsZero() && !now.Before(c.pendAt) {
-		c.checkPended()
-	}
-	c.wakeAt(c.pendAt)
-	for _, r := range c.remotes {
-		c.tickRemote(r)
-	}
-	for _, r := range c.joinees {
-		if !r.added {
-			c.tickRemote(r)
-		}
-	}
-}
-
+// tickRemote runs r's timers that are due (see remoteDeadline and tick in
+// timers.go).
 func (c *Core) tickRemote(r *remote) {
 	for _, t := range r.txns {
 		if d := t.deadline(); !d.IsZero() && !c.now.Before(d) {
 			t.tick(c)
 		}
-	}
-	for _, t := range r.txns {
-		c.wakeAt(t.deadline())
 	}
 	// Messages saved for the next allow still time out.
 	kept := r.saved[:0]
@@ -956,7 +955,6 @@ func (c *Core) tickRemote(r *remote) {
 			continue
 		}
 		kept = append(kept, m)
-		c.wakeAt(time.Time(m.timeout))
 	}
 	clear(r.saved[len(kept):])
 	r.saved = kept
@@ -965,81 +963,6 @@ func (c *Core) tickRemote(r *remote) {
 	}
 	c.managePresence(r)
 }
-
-// --- presence ------------------------------------------------------------
-
-func (c *Core) schedulePresence(r *remote, first bool) {
-	if c.cfg.AlivePeriod < 0 {
-		return
-	}
-	d := c.cfg.AlivePeriod
-	if first && !c.mainFlag {
-		d += c.cfg.AliveOffset
-	}
-	r.presence = c.now.Add(d)
-	if r.reapAt.IsZero() && c.cfg.Interim > 0 {
-		r.reapAt = c.now.Add(c.cfg.Interim)
-	}
-	c.wakeAt(r.presence)
-}
-
-// managePresence starts an alive when r's presence timer is due, and lets a
-// main estate reap a remote silent for Interim (§8.4).
-func (c *Core) managePresence(r *remote) {
-	if c.cfg.AlivePeriod < 0 || r.reaped || r.presence.IsZero() {
-		return
-	}
-	if !c.now.Before(r.presence) {
-		c.schedulePresence(r, false)
-		if r.joined || len(r.inProcess(codec.TransactionKindJoin)) == 0 {
-			c.startAliver(r, true)
-		}
-	}
-	if c.cfg.Interim > 0 && !r.reapAt.IsZero() && !c.now.Before(r.reapAt) && c.mainFlag {
-		r.reaped = true
-		c.event(EventReaped, r)
-	}
-	c.wakeAt(r.presence)
-	if c.cfg.Interim > 0 && !r.reaped {
-		c.wakeAt(r.reapAt) // once reaped, only the remote's word unreaps it
-	}
-}
-
-// refresh records an alive outcome (the reference's refresh): a nil alived
-// only restarts the presence timer.
-func (c *Core) refresh(r *remote, alived *bool) {
-	c.schedulePresence(r, false)
-	if alived == nil {
-		return
-	}
-	if r.alived || *alived {
-		if c.cfg.Interim > 0 {
-			r.reapAt = c.now.Add(c.cfg.Interim)
-		}
-		if r.reaped {
-			c.unreap(r)
-		}
-	}
-	switch {
-	case *alived && (!r.alived || !r.aliveKnown):
-		c.event(EventAlive, r)
-	case !*alived && (r.alived || !r.aliveKnown):
-		c.event(EventDead, r)
-	}
-	r.alived, r.aliveKnown = *alived, true
-}
-
-func (c *Core) unreap(r *remote) {
-	if c.mainFlag && r.reaped {
-		r.reaped = false
-		c.event(EventUnreaped, r)
-	}
-}
-
-var (
-	yes = func() *bool { b := true; return &b }()
-	no  = func() *bool { b := false; return &b }()
-)
 
 // --- join waiters ----------------------------------------------------------
 

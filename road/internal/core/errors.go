@@ -15,6 +15,7 @@ var (
 	ErrRefused        = errors.New("raet: refused by the remote")
 	ErrRenewImmutable = errors.New("raet: the remote asks for a renewed join, which an immutable road does not allow")
 	ErrSessionChanged = errors.New("raet: session changed before the message was done")
+	ErrForgotten      = errors.New("raet: the remote was forgotten (silent, or too many remotes)")
 )
 
 // TxnError is a transaction that failed: its kind and remote, and why.

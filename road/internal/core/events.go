@@ -12,18 +12,19 @@ type EventKind uint8
 
 // The events a stack reports.
 const (
-	EventJoined   EventKind = iota + 1 // a join completed
-	EventPending                       // the remote's keys wait for an operator (keep pending)
-	EventRejected                      // a join or allow was rejected (keys or identity)
-	EventAllowed                       // an allow completed: the session is up
-	EventAlive                         // an alive succeeded after the remote was dead or unknown
-	EventDead                          // an alive timed out
-	EventReaped                        // a main estate gave up on a silent remote
-	EventUnreaped                      // a reaped remote spoke again
-	EventRemoved                       // the remote was forgotten (rejected keys)
+	EventJoined    EventKind = iota + 1 // a join completed
+	EventPending                        // the remote's keys wait for an operator (keep pending)
+	EventRejected                       // a join or allow was rejected (keys or identity)
+	EventAllowed                        // an allow completed: the session is up
+	EventAlive                          // an alive succeeded after the remote was dead or unknown
+	EventDead                           // an alive timed out
+	EventReaped                         // a main estate gave up on a silent remote
+	EventUnreaped                       // a reaped remote spoke again
+	EventRemoved                        // the remote was forgotten (rejected keys)
+	EventForgotten                      // the remote was dropped from memory, its keep kept (Reason: silent, too-many-remotes)
 )
 
-var eventNames = [...]string{"", "joined", "pending", "rejected", "allowed", "alive", "dead", "reaped", "unreaped", "removed"}
+var eventNames = [...]string{"", "joined", "pending", "rejected", "allowed", "alive", "dead", "reaped", "unreaped", "removed", "forgotten"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && k > 0 {
@@ -38,8 +39,8 @@ type Event struct {
 	Remote string // the remote's name
 	UID    uint32 // our uid for it
 	Time   time.Time
-	// Reason says why, for pending, rejected and removed (ReasonNone
-	// otherwise).
+	// Reason says why, for pending, rejected, removed and forgotten
+	// (ReasonNone otherwise).
 	Reason Reason
 }
 

@@ -43,7 +43,6 @@ func (c *Core) pend(j *joinent) {
 	if c.pendAt.IsZero() {
 		c.pendAt = c.now.Add(pendRedo)
 	}
-	c.wakeAt(c.pendAt)
 }
 
 func (c *Core) unpend(j *joinent) {
@@ -73,6 +72,7 @@ func (c *Core) checkPended() {
 			status[role] = st
 		}
 		if st != keep.Pending {
+			c.touch(t.r)
 			t.decided(c, st)
 		}
 	}

@@ -327,16 +327,8 @@ func openCoat(r *remote, ck codec.CoatKind, coat []byte) ([]byte, error) {
 
 // parseMisseds reads a resend body: {"misseds": [n, ...]}.
 func parseMisseds(p *rxPacket, r *remote) ([]int, error) {
-	plain, err := openCoat(r, p.Head.CoatKind, p.Coat)
+	body, err := openControl(p, r)
 	if err != nil {
-		return nil, err
-	}
-	ser, err := packet.Builtin(p.Head.BodyKind)
-	if err != nil {
-		return nil, err
-	}
-	var body map[string]any
-	if err := ser.Unmarshal(plain, &body); err != nil {
 		return nil, err
 	}
 	list, ok := body["misseds"].([]any)
@@ -552,7 +544,7 @@ func (m *messengent) complete(c *Core) {
 	if len(c.delivery) >= c.cfg.ReceiveQueue {
 		c.stats.drop(dropReceiveQueueFull)
 		m.redo.restart(c.now)
-		c.wakeAt(m.redo.at)
+		c.touch(m.r)
 		return
 	}
 	if m.id.Seq != 0 {

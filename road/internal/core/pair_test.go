@@ -40,6 +40,10 @@ type pair struct {
 	air  []flight // datagrams under way, by due time
 	feet map[*Core]*FootChecker
 	keys map[*Core]VerifyKeys
+	// extra are more estates beside other, at extraAddr (a fleet, see
+	// newFleet).
+	extra     []*Core
+	extraAddr []netip.AddrPort
 }
 
 type wired struct {
@@ -119,7 +123,31 @@ func (p *pair) addrOf(c *Core) netip.AddrPort {
 	if c == p.main {
 		return p.mainAddr
 	}
+	for i, e := range p.extra {
+		if e == c {
+			return p.extraAddr[i]
+		}
+	}
 	return p.otherAddr
+}
+
+// cores are the rig's estates.
+func (p *pair) cores() []*Core { return append([]*Core{p.main, p.other}, p.extra...) }
+
+// coreAt is the estate at address a, or nil.
+func (p *pair) coreAt(a netip.AddrPort) *Core {
+	switch a {
+	case p.mainAddr:
+		return p.main
+	case p.otherAddr:
+		return p.other
+	}
+	for i, e := range p.extraAddr {
+		if e == a {
+			return p.extra[i]
+		}
+	}
+	return nil
 }
 
 // feed has c receive datagram b from `from` now, as a running stack does.
@@ -142,7 +170,7 @@ func (p *pair) feed(c *Core, b []byte, from netip.AddrPort) {
 func (p *pair) pump() {
 	for range 100_000 {
 		moved := false
-		for _, c := range []*Core{p.main, p.other} {
+		for _, c := range p.cores() {
 			out := c.TakeOut(nil)
 			for i := range out {
 				d := &out[i]
@@ -153,13 +181,8 @@ func (p *pair) pump() {
 				if p.cut != nil && p.cut(w) {
 					continue
 				}
-				var dst *Core
-				switch to {
-				case p.mainAddr:
-					dst = p.main
-				case p.otherAddr:
-					dst = p.other
-				default:
+				dst := p.coreAt(to)
+				if dst == nil {
 					continue // to an attacker's address: gone
 				}
 				p.launch(flight{due: p.now, to: dst, from: p.addrOf(c), b: w.b})
@@ -211,7 +234,8 @@ func (p *pair) advance(d time.Duration) {
 	end := p.now.Add(d)
 	for range 1_000_000 {
 		next := end
-		for _, c := range []*Core{p.main, p.other} {
+		cores := p.cores()
+		for _, c := range cores {
 			if w := c.Deadline(); !w.IsZero() && w.Before(next) {
 				next = w
 			}
@@ -223,7 +247,7 @@ func (p *pair) advance(d time.Duration) {
 			next = p.now
 		}
 		p.now = next
-		for _, c := range []*Core{p.main, p.other} {
+		for _, c := range cores {
 			if w := c.Deadline(); !w.IsZero() && !w.After(p.now) {
 				c.Tick(p.now)
 				if w := c.Deadline(); !w.IsZero() && !w.After(p.now) {

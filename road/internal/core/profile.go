@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/packet"
@@ -16,7 +17,11 @@ import (
 //
 // An estate advertises what it can do under an extra key "caps" of its join
 // request or response body: {"v":1,"hk":[…],"fk":[…],"bk":[…],"mps":N,"mid":1}
-// ("mid": it puts and reads message ids, see mid.go).
+// ("mid": it puts and reads message ids, see mid.go), and "ap":N when it
+// takes part in driven presence, N its presence period in ms (presence.go;
+// only that it advertises one is in the digest below: the period changes
+// with the remotes, and the answering end tells it again in its alive
+// acks, which are authenticated).
 // The reference answers a join whose body has extra keys normally and sends
 // none, so it always gets the reference profile.
 //
@@ -50,6 +55,9 @@ type caps struct {
 	coats  []codec.CoatKind
 	mps    int  // largest datagram it takes
 	mids   bool // message ids (mid.go)
+	// alive is its presence period (caps "ap", presence.go); zero: it
+	// does not take part in driven presence.
+	alive time.Duration
 }
 
 const capsPrefix = "raet-caps:"
@@ -66,6 +74,7 @@ func (c *Core) ourCaps() *caps {
 		coats:  []codec.CoatKind{codec.CoatKindNaCl},
 		mps:    c.cfg.FastMaxPacketSize,
 		mids:   true,
+		alive:  max(c.alivePeriod(), 0),
 	}
 	if c.cfg.AEAD != AEADRefuse {
 		k.coats = append(k.coats, packet.AEADKinds()...)
@@ -95,6 +104,9 @@ func (k *caps) body() packet.OrderedMap {
 	}
 	if k.mids {
 		b = append(b, packet.KV{Key: "mid", Value: 1})
+	}
+	if k.alive > 0 {
+		b = append(b, packet.KV{Key: "ap", Value: k.alive.Milliseconds()})
 	}
 	return b
 }
@@ -139,6 +151,9 @@ func (k *caps) canonical() string {
 	if k.mids {
 		write("mid", []int{1})
 	}
+	if k.alive > 0 {
+		write("ap", []int{1})
+	}
 	return b.String()
 }
 
@@ -182,7 +197,7 @@ func parseCaps(v any) *caps {
 		return nil
 	}
 	mid, _ := intValue(m["mid"])
-	k := &caps{mps: int(mps), mids: mid == 1}
+	k := &caps{mps: int(mps), mids: mid == 1, alive: parseAlivePeriod(m["ap"])}
 	for _, v := range hk {
 		k.heads = append(k.heads, codec.HeadKind(v))
 	}
@@ -198,6 +213,16 @@ func parseCaps(v any) *caps {
 	return k
 }
 
+// parseAlivePeriod reads a presence period in ms ("ap"); zero when absent
+// or out of range.
+func parseAlivePeriod(v any) time.Duration {
+	ms, ok := intValue(v)
+	if !ok || ms <= 0 || ms > maxAlivePeriod.Milliseconds() {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
 // profile is how packets to one remote are made after its allow.
 type profile struct {
 	codec codec.Codec
@@ -206,6 +231,10 @@ type profile struct {
 	aead  *packet.AEADCoat // the AEAD coat (aead.go); nil: coat and foot as above
 	mps   int
 	mids  bool // messages carry ids (mid.go)
+	// alive is the remote's presence period when both ends advertised one
+	// (driven presence, presence.go): from its caps, then from its alive
+	// acks; zero: the reference's presence.
+	alive time.Duration
 }
 
 // negotiate picks the best common profile, or nil for the reference one.
@@ -215,6 +244,9 @@ func (c *Core) negotiate(r *remote) (*profile, error) {
 		return nil, nil
 	}
 	p := &profile{codec: c.codec, mps: min(ours.mps, r.peerCaps.mps), mids: ours.mids && r.peerCaps.mids}
+	if ours.alive > 0 {
+		p.alive = r.peerCaps.alive
+	}
 	if slices.Contains(r.peerCaps.heads, codec.HeadKindBinary) {
 		hc, err := codec.Lookup(codec.HeadKindBinary)
 		if err != nil {

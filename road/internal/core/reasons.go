@@ -56,12 +56,18 @@ const (
 	// ReasonRejected: the remote rejected us and said no more (the
 	// reference does not say why).
 	ReasonRejected
+	// ReasonSilent: a remote forgotten after it was reaped and stayed
+	// silent ForgetAfter.
+	ReasonSilent
+	// ReasonTooMany: a remote forgotten, the longest silent, because there
+	// were more than MaxRemotes.
+	ReasonTooMany
 	reasonCount
 )
 
 var reasonNames = [reasonCount]string{"", "name-taken", "address-changed", "identity-changed", "pending-theirs",
 	"pending-ours", "keys-rejected", "main-keys-changed", "not-main", "body-kind", "no-answer", "unknown-to-remote",
-	"rejected"}
+	"rejected", "silent", "too-many-remotes"}
 
 // String returns the reason's name as it goes in a reject body and on
 // raet serve's event lines ("address-changed"), "" for ReasonNone.
@@ -90,7 +96,8 @@ var reasonTexts = [reasonCount]string{"", "the name is taken by an estate with o
 	"the keys were rejected", "the main offers other keys than the ones trusted when we first joined it",
 	"the remote is not a main estate, and does not know us", "the remote cannot read the body kind of our join",
 	"nothing answered", "the remote does not know us (it lost its keep?), which an immutable road cannot mend",
-	"the remote rejected the join without a reason (a reference estate, or an older raet-go)"}
+	"the remote rejected the join without a reason (a reference estate, or an older raet-go)",
+	"the remote was silent for Interim and then ForgetAfter", "there were more remotes than MaxRemotes and it was the longest silent"}
 
 // Describe returns the reason in words.
 func (r Reason) Describe() string {
@@ -152,7 +159,7 @@ func ReasonOf(err error) Reason {
 func (c *Core) report(k EventKind, name string, uid uint32, why Reason, addr netip.AddrPort, hint string) {
 	c.events = append(c.events, Event{Kind: k, Remote: name, UID: uid, Time: c.now, Reason: why})
 	switch k {
-	case EventJoined, EventPending, EventRejected, EventRemoved:
+	case EventJoined, EventPending, EventRejected, EventRemoved, EventForgotten:
 	default:
 		return
 	}

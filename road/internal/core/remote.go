@@ -62,6 +62,14 @@ type remote struct {
 	presence    time.Time // next alive
 	reasmWarned time.Time // no reassembly warning logged for it before this
 	reapAt      time.Time // reaped if no alive success by then
+	forgetAt    time.Time // once reaped: forgotten if still silent then (forget.go)
+	heard       time.Time // its last authenticated packet (or when we added it)
+
+	// due is its key in the core's timer heap, slot 1 + its index there
+	// (0: not in it), marked that it waits in core.touched (timers.go).
+	due    time.Time
+	slot   int32
+	marked bool
 
 	// saved holds messages whose messenger a new session made stale; they
 	// are sent again after the next allow.

@@ -18,6 +18,9 @@ type Store interface {
 	// loadRemotes returns every kept remote with its role's keys and
 	// acceptance; remotes whose files are unusable come back as errors.
 	loadRemotes() ([]keptRemote, error)
+	// loadRemote returns the kept remote named name with its role's keys
+	// and acceptance.
+	loadRemote(name string) (keptRemote, error)
 	saveRemote(keep.RemoteEstate) error
 	deleteRemote(name string) error
 	// statusRole applies the acceptance policy to keys offered for role.
@@ -80,6 +83,18 @@ func (d diskStore) loadRemotes() ([]keptRemote, error) {
 		out = append(out, keptRemote{est: e, role: r})
 	}
 	return out, err
+}
+
+func (d diskStore) loadRemote(name string) (keptRemote, error) {
+	e, err := d.k.LoadRemote(name)
+	if err != nil {
+		return keptRemote{}, err
+	}
+	r, err := d.k.LoadRemoteRole(e.Role)
+	if err != nil {
+		return keptRemote{}, fmt.Errorf("remote %q: %w", name, err)
+	}
+	return keptRemote{est: e, role: r}, nil
 }
 
 func (d diskStore) saveRemote(e keep.RemoteEstate) error { return d.k.SaveRemote(e) }
@@ -162,6 +177,17 @@ func (m *memStore) loadRemotes() ([]keptRemote, error) {
 		}
 	}
 	return out, nil
+}
+
+func (m *memStore) loadRemote(name string) (keptRemote, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.remotes[name]
+	r, rok := m.roles[e.Role]
+	if !ok || !rok {
+		return keptRemote{}, fmt.Errorf("remote %q: %w", name, fs.ErrNotExist)
+	}
+	return keptRemote{est: e, role: r}, nil
 }
 
 func (m *memStore) saveRemote(e keep.RemoteEstate) error {

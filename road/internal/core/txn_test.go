@@ -323,13 +323,14 @@ func TestJoinWhenAllowedAndLookups(t *testing.T) {
 	}
 }
 
-// Presence: an alive each AlivePeriod; a silent remote is dead after
-// AliveTimeout and reaped by a main estate after Interim; when it speaks
-// again it is alive and unreaped.
+// The reference's presence (other offers the reference profile, as the
+// reference does): an alive each AlivePeriod from both ends; a silent
+// remote is dead after AliveTimeout and reaped by a main estate after
+// Interim; when it speaks again it is alive and unreaped.
 func TestAliveDeadAndReaped(t *testing.T) {
 	p := newPair(t, keep.AutoAlways, func(m, o *estate) {
 		m.AlivePeriod, m.AliveTimeout, m.Interim = 100*time.Millisecond, 300*time.Millisecond, 700*time.Millisecond
-		o.AlivePeriod = 100 * time.Millisecond
+		o.AlivePeriod, o.Profile = 100*time.Millisecond, ProfileReference
 	})
 	p.join()
 	p.advance(time.Second)

@@ -1,0 +1,151 @@
+package core
+
+// Bounded state for the departed. A main estate reaps a remote silent for
+// Interim (presence.go) and forgets it when it is still silent
+// ForgetAfter later (ReasonSilent); any estate holding more than
+// MaxRemotes remotes forgets the longest silent (ReasonTooMany). To forget
+// is to drop the remote from every map, timer, reassembly slot and budget
+// of the core, failing what waits on it with ErrForgotten, and to report
+// EventForgotten with the reason; its keep files stay. The core keeps only
+// its uid and name (a tombstone, at most MaxRemotes of them), so that when
+// it comes back — a join naming its uid, or a signed packet, as from an
+// estate that never noticed — it is loaded again from the keep (recall)
+// and carries on as after a restart: it allows again, joining first when
+// the profile needs it. A remote with no tombstone left joins afresh
+// (vacuously, by name) and its kept keys still count.
+
+// tombstones are the forgotten remotes' names by uid, oldest first.
+type tombstones struct {
+	names map[uint32]string
+	order []uint32
+}
+
+func (t *tombstones) add(uid uint32, name string, limit int) {
+	if t.names == nil {
+		t.names = map[uint32]string{}
+	}
+	t.names[uid] = name
+	t.order = append(t.order, uid)
+	for len(t.names) > limit && len(t.order) > 0 {
+		delete(t.names, t.order[0])
+		t.order = t.order[1:]
+	}
+	if len(t.order) > 2*limit { // uids recalled meanwhile
+		t.order = slicesCompact(t.order, t.names)
+	}
+}
+
+// slicesCompact keeps the uids of order that still name a tombstone.
+func slicesCompact(order []uint32, names map[uint32]string) []uint32 {
+	out := make([]uint32, 0, len(names))
+	seen := make(map[uint32]bool, len(names))
+	for _, uid := range order {
+		if _, ok := names[uid]; ok && !seen[uid] {
+			seen[uid] = true
+			out = append(out, uid)
+		}
+	}
+	return out
+}
+
+func (t *tombstones) has(uid uint32) bool { _, ok := t.names[uid]; return ok }
+
+// take removes and returns the tombstone of uid.
+func (t *tombstones) take(uid uint32) (string, bool) {
+	name, ok := t.names[uid]
+	if ok {
+		delete(t.names, uid)
+	}
+	return name, ok
+}
+
+func (t *tombstones) len() int { return len(t.names) }
+
+// forget drops r from memory (see above); its keep files stay.
+func (c *Core) forget(r *remote, why Reason) {
+	for _, t := range r.txns {
+		switch t := t.(type) {
+		case *messenger:
+			t.finish(c, ErrForgotten)
+		case *messengent:
+			c.reasm.Drop(t.msgKey())
+		case *joinent:
+			c.unpend(t)
+		}
+	}
+	clear(r.txns)
+	for _, m := range r.saved {
+		m.finish(c, ErrForgotten)
+	}
+	r.saved = nil
+	c.notifyWaiters(r, ErrForgotten)
+	c.keysChanged = true
+	delete(c.remotes, r.nuid)
+	if c.byName[r.name] == r {
+		delete(c.byName, r.name)
+	}
+	if c.joinees[r.ha] == r {
+		delete(c.joinees, r.ha)
+	}
+	wasAdded := r.added
+	r.added = false
+	c.touch(r) // leaves the timer heap at the next flush
+	if wasAdded && r.joined {
+		c.forgotten.add(r.nuid, r.name, c.tombstoneLimit())
+	}
+	c.report(EventForgotten, r.name, r.nuid, why, r.ha, "")
+}
+
+func (c *Core) tombstoneLimit() int {
+	if c.cfg.MaxRemotes > 0 {
+		return c.cfg.MaxRemotes
+	}
+	return DefaultMaxRemotes
+}
+
+// capRemotes forgets the longest silent remotes (but keep) while there are
+// more than MaxRemotes.
+func (c *Core) capRemotes(keep *remote) {
+	for c.cfg.MaxRemotes > 0 && len(c.remotes) > c.cfg.MaxRemotes {
+		var oldest *remote
+		for _, r := range c.remotes {
+			if r != keep && (oldest == nil || r.heard.Before(oldest.heard)) {
+				oldest = r
+			}
+		}
+		if oldest == nil {
+			return
+		}
+		c.forget(oldest, ReasonTooMany)
+	}
+}
+
+// recall loads the forgotten remote of uid again from the keep, within the
+// budget of replies to unknown remotes; nil when there is none, or it
+// cannot be loaded.
+func (c *Core) recall(uid uint32) *remote {
+	if !c.forgotten.has(uid) {
+		return nil
+	}
+	if !c.lim.renews.take(c.now, replyRate, replyBurst) {
+		c.stats.drop(dropReplyBudget)
+		return nil
+	}
+	name, _ := c.forgotten.take(uid)
+	k, err := c.store.loadRemote(name)
+	if err != nil {
+		c.log.Warn("raet: a forgotten remote came back but its keep cannot be read", "remote", name, "err", err)
+		return nil
+	}
+	if k.est.UID != uid {
+		return nil // the name was given to another estate since
+	}
+	r := c.restore(k)
+	if r == nil {
+		return nil
+	}
+	c.addRemote(r)
+	c.schedulePresence(r, true)
+	c.log.Info("raet: a forgotten remote came back; loaded from the keep", "remote", r.name)
+	return r
+}

@@ -1,0 +1,176 @@
+package core
+
+import (
+	"time"
+
+	"github.com/raet-go/raet/codec"
+)
+
+// Presence (§8.4): is each remote there? Any authenticated packet from a
+// remote says it is (heard): it pushes the remote's presence and reaping
+// timers, so no alive goes while traffic flows.
+//
+// With the reference (and a raet-go estate of ProfileReference) both ends
+// keep the reference's timer: an alive after each AlivePeriod of silence.
+//
+// Between two raet-go estates that both advertised a period (caps "ap",
+// profile.go) one end drives and the other answers: the driver (the
+// non-main end; of two mains or two others, the one whose name sorts
+// first) sends an alive after each period of silence, and the answerer
+// sends none while those come, answering each with its period in the
+// ack's body; it probes only after a silence of the period plus
+// AliveTimeout (the driver's resends fit in it). So a pair makes at most
+// one alive exchange per period. The period of a pair is the larger of
+// the two ends' periods, and an estate's period grows with its remotes:
+// max(AlivePeriod, remotes/AliveRate, rounded up to whole AlivePeriods),
+// so that a main's presence costs at most about AliveRate exchanges a
+// second however many remotes it has.
+//
+// Detection: the driver finds a dead answerer within period + AliveTimeout
+// of its last packet, the answerer a dead driver within period +
+// 2·AliveTimeout; with the reference's timers both within AlivePeriod +
+// AliveTimeout.
+
+// alivePeriod is this estate's presence period now (see above).
+func (c *Core) alivePeriod() time.Duration {
+	p := c.cfg.AlivePeriod
+	if p <= 0 {
+		return p
+	}
+	if c.cfg.AliveRate > 0 {
+		need := time.Duration(len(c.remotes)) * time.Second / time.Duration(c.cfg.AliveRate)
+		if need > p {
+			p *= (need + p - 1) / p
+		}
+	}
+	return min(p, maxAlivePeriod)
+}
+
+// maxAlivePeriod bounds the period an estate uses or takes from a peer.
+const maxAlivePeriod = time.Hour
+
+// pairPeriod is the period of presence with r when one end drives it (both
+// advertised one); zero otherwise.
+func (c *Core) pairPeriod(r *remote) time.Duration {
+	if c.cfg.AlivePeriod < 0 || r.prof == nil || r.prof.alive <= 0 {
+		return 0
+	}
+	return max(c.alivePeriod(), r.prof.alive)
+}
+
+// drives says whether we drive the presence with r (see above).
+func (c *Core) drives(r *remote) bool {
+	if c.mainFlag != r.main {
+		return !c.mainFlag
+	}
+	return c.name < r.name
+}
+
+// presenceDelay is how long after its last word r's next alive goes.
+func (c *Core) presenceDelay(r *remote, first bool) time.Duration {
+	if p := c.pairPeriod(r); p > 0 {
+		if c.drives(r) {
+			return p
+		}
+		return p + c.cfg.AliveTimeout
+	}
+	d := c.cfg.AlivePeriod
+	if first && !c.mainFlag {
+		d += c.cfg.AliveOffset
+	}
+	return d
+}
+
+// reaps says whether this estate reaps silent remotes (a main, §8.4).
+func (c *Core) reaps() bool { return c.mainFlag && c.cfg.Interim > 0 && c.cfg.AlivePeriod >= 0 }
+
+func (c *Core) schedulePresence(r *remote, first bool) {
+	if c.cfg.AlivePeriod < 0 {
+		return
+	}
+	r.presence = c.now.Add(c.presenceDelay(r, first))
+	if r.reapAt.IsZero() && c.cfg.Interim > 0 {
+		r.reapAt = c.now.Add(c.cfg.Interim)
+	}
+	c.touch(r)
+}
+
+// heard records an authenticated packet from r: it is there, so its next
+// alive and its reaping move on.
+func (c *Core) heard(r *remote) {
+	r.heard = c.now
+	if c.cfg.AlivePeriod < 0 || r.presence.IsZero() {
+		return // presence not started
+	}
+	r.presence = c.now.Add(c.presenceDelay(r, false))
+	if c.cfg.Interim > 0 {
+		r.reapAt = c.now.Add(c.cfg.Interim)
+	}
+	c.touch(r)
+}
+
+// managePresence starts an alive when r's presence timer is due, lets a
+// main estate reap a remote silent for Interim (§8.4), and forgets one
+// reaped for ForgetAfter (forget.go).
+func (c *Core) managePresence(r *remote) {
+	if c.cfg.AlivePeriod < 0 {
+		return
+	}
+	if r.reaped {
+		if !r.forgetAt.IsZero() && !c.now.Before(r.forgetAt) {
+			c.forget(r, ReasonSilent)
+		}
+		return
+	}
+	if !r.presence.IsZero() && !c.now.Before(r.presence) {
+		c.schedulePresence(r, false)
+		if r.joined || len(r.inProcess(codec.TransactionKindJoin)) == 0 {
+			c.startAliver(r, true)
+		}
+	}
+	if c.reaps() && !r.reapAt.IsZero() && !c.now.Before(r.reapAt) {
+		r.reaped = true
+		if c.cfg.ForgetAfter > 0 {
+			r.forgetAt = c.now.Add(c.cfg.ForgetAfter)
+		}
+		c.event(EventReaped, r)
+	}
+}
+
+// refresh records an alive outcome (the reference's refresh): a nil alived
+// only restarts the presence timer.
+func (c *Core) refresh(r *remote, alived *bool) {
+	c.schedulePresence(r, false)
+	if alived == nil {
+		return
+	}
+	if r.alived || *alived {
+		if c.cfg.Interim > 0 {
+			r.reapAt = c.now.Add(c.cfg.Interim)
+		}
+		if r.reaped {
+			c.unreap(r)
+		}
+	}
+	switch {
+	case *alived && (!r.alived || !r.aliveKnown):
+		c.event(EventAlive, r)
+	case !*alived && (r.alived || !r.aliveKnown):
+		c.event(EventDead, r)
+	}
+	r.alived, r.aliveKnown = *alived, true
+}
+
+func (c *Core) unreap(r *remote) {
+	if c.mainFlag && r.reaped {
+		r.reaped = false
+		r.forgetAt = time.Time{}
+		c.touch(r)
+		c.event(EventUnreaped, r)
+	}
+}
+
+var (
+	yes = func() *bool { b := true; return &b }()
+	no  = func() *bool { b := false; return &b }()
+)

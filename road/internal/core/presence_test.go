@@ -1,0 +1,267 @@
+package core
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/packet"
+)
+
+// newFleet is a pair whose main has n remotes, all joined and allowed:
+// other and n-1 more estates like it (other1, other2, …), cfg adjusting
+// them all.
+func newFleet(tb testing.TB, n int, cfg func(main, other *estate)) *pair {
+	tb.Helper()
+	p := newPair(tb, keep.AutoAlways, cfg)
+	p.join()
+	tmpl := estate{Config: Config{Name: "other", AlivePeriod: -1}, Auto: keep.AutoAlways}
+	if cfg != nil {
+		cfg(&estate{}, &tmpl)
+	}
+	for i := 1; i < n; i++ {
+		e := tmpl
+		e.Name = fmt.Sprintf("other%d", i)
+		c := p.newCore(&e, nil)
+		a := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 1 + byte(i>>8), byte(i)}), 7531)
+		p.extra, p.extraAddr = append(p.extra, c), append(p.extraAddr, a)
+		c.Start(a, p.now)
+		res := make(chan error, 1)
+		c.Join(p.mainAddr, res, p.now)
+		p.pump()
+		p.advance(10 * time.Millisecond)
+		if err, ok := outcome(res); !ok || err != nil {
+			tb.Fatalf("%s joins: %v (%v)", e.Name, err, ok)
+		}
+	}
+	return p
+}
+
+// countSince counts the packets of kinds tk/pk that from sent since the
+// wire's index i.
+func (p *pair) countSince(i int, from *Core, tk codec.TransactionKind, pk codec.PacketKind) int {
+	n := 0
+	for _, w := range p.wire[i:] {
+		var pp packet.Packet
+		if w.from == from && packet.Parse(w.b, &pp) == nil && pp.Head.TransactionKind == tk && pp.Head.PacketKind == pk {
+			n++
+		}
+	}
+	return n
+}
+
+// Between two raet-go estates one end drives presence: other (not main)
+// sends one alive per period of silence and main, which answers, sends
+// none; so an idle pair makes one exchange per period (2 packets), the
+// main's timers never run, and while messages flow no alive goes at all.
+func TestPresenceDriven(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.AlivePeriod, o.AlivePeriod = time.Second, time.Second })
+	p.join()
+	p.advance(5 * time.Second)
+	w, v := len(p.wire), p.main.visits
+	p.advance(10 * time.Minute)
+	if n := p.countSince(w, p.main, codec.TransactionKindAlive, codec.PacketKindRequest); n != 0 {
+		t.Errorf("main sent %d alives in 10 idle minutes; the driver's alives keep it quiet", n)
+	}
+	if n := p.countSince(w, p.other, codec.TransactionKindAlive, codec.PacketKindRequest); n < 590 || n > 601 {
+		t.Errorf("other sent %d alives in 600 periods, want one a period", n)
+	}
+	rate := float64(len(p.wire)-w) / 600
+	t.Logf("idle pair: %.3f packets per remote per second; main visited %d remotes", rate, p.main.visits-v)
+	if rate > 2.01 {
+		t.Errorf("%.3f packets a second, want at most 2 (one exchange a period)", rate)
+	}
+	if p.main.visits != v {
+		t.Errorf("main ran %d remotes' timers while the driver kept it informed", p.main.visits-v)
+	}
+	if !p.mainRemote().alived || !p.otherRemote().alived {
+		t.Fatal("not alive on both sides")
+	}
+	// Traffic counts as alive: messages every half period, no alive.
+	w = len(p.wire)
+	for i := range 60 {
+		from := p.other
+		if i%2 == 1 {
+			from = p.main
+		}
+		if err := p.send(from, map[string]any{"n": i}); err != nil {
+			t.Fatal(err)
+		}
+		p.advance(499 * time.Millisecond)
+	}
+	if n := p.countSince(w, p.other, codec.TransactionKindAlive, codec.PacketKindRequest) +
+		p.countSince(w, p.main, codec.TransactionKindAlive, codec.PacketKindRequest); n != 0 {
+		t.Errorf("%d alives while messages flowed", n)
+	}
+}
+
+// A main's period grows with its remotes (AliveRate) and its drivers learn
+// it from its acks: 40 remotes at 10 exchanges a second make a 4 s period,
+// and the fleet's idle rate stays at 2 packets per remote per period.
+func TestPresenceAdapts(t *testing.T) {
+	const n, rate = 40, 10
+	p := newFleet(t, n, func(m, o *estate) {
+		m.AlivePeriod, m.AliveRate, o.AlivePeriod = time.Second, rate, time.Second
+	})
+	want := 4 * time.Second
+	if got := p.main.alivePeriod(); got != want {
+		t.Fatalf("main's period %v with %d remotes at %d/s, want %v", got, n, rate, want)
+	}
+	p.advance(30 * time.Second) // every driver hears the period once
+	for _, c := range append([]*Core{p.other}, p.extra...) {
+		if r := c.byName["main"]; r.prof == nil || r.prof.alive != want || c.pairPeriod(r) != want {
+			t.Fatalf("%s drives at %v, want %v", c.name, c.pairPeriod(r), want)
+		}
+	}
+	w, v := len(p.wire), p.main.visits
+	p.advance(10 * time.Minute)
+	perRemote := float64(len(p.wire)-w) / n / 600
+	t.Logf("%d idle remotes, period %v: %.3f packets per remote per second; main visited %d remotes", n, want, perRemote, p.main.visits-v)
+	if bound := 2 / want.Seconds(); perRemote > bound*1.01 {
+		t.Errorf("%.3f packets per remote per second, want at most %.3f", perRemote, bound)
+	}
+	if m := p.countSince(w, p.main, codec.TransactionKindAlive, codec.PacketKindRequest); m != 0 || p.main.visits != v {
+		t.Errorf("main sent %d alives and ran %d remotes' timers", m, p.main.visits-v)
+	}
+}
+
+// The documented detection times: the driver finds its answerer dead
+// within period + AliveTimeout of the silence, the answerer its driver
+// within period + 2·AliveTimeout.
+func TestPresenceDetection(t *testing.T) {
+	const period, timeout = time.Second, 2 * time.Second
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+		m.AlivePeriod, o.AlivePeriod = period, period
+		m.AliveTimeout, o.AliveTimeout = timeout, timeout
+	})
+	p.join()
+	p.advance(10 * time.Second)
+	silent := p.now
+	p.cut = func(wired) bool { return true }
+	p.advance(20 * time.Second)
+	deadAt := func(c *Core) time.Duration {
+		for _, e := range p.events[c] {
+			if e.Kind == EventDead && !e.Time.Before(silent) {
+				return e.Time.Sub(silent)
+			}
+		}
+		t.Fatalf("%s never found its peer dead", c.name)
+		return 0
+	}
+	t.Logf("dead after: driver %v, answerer %v", deadAt(p.other), deadAt(p.main))
+	if d := deadAt(p.other); d > period+timeout || d < timeout {
+		t.Errorf("the driver found the answerer dead after %v, want within %v", d, period+timeout)
+	}
+	if d := deadAt(p.main); d > period+2*timeout || d <= period {
+		t.Errorf("the answerer found the driver dead after %v, want within %v", d, period+2*timeout)
+	}
+}
+
+// Timers cost what is due, not the number of remotes: with the
+// reference's presence (a timer per remote on main), each remote is
+// visited about once a period whether main has 8 remotes or 32; and
+// between raet-go estates an idle main visits none.
+func TestTimerVisitsByDue(t *testing.T) {
+	perRemote := map[int]float64{}
+	for _, n := range []int{8, 32} {
+		p := newFleet(t, n, func(m, o *estate) {
+			m.AlivePeriod, o.AlivePeriod, o.Profile = time.Second, time.Second, ProfileReference
+		})
+		p.advance(5 * time.Second)
+		v := p.main.visits
+		p.advance(time.Minute)
+		perRemote[n] = float64(p.main.visits-v) / float64(n) / 60
+		t.Logf("%d remotes: main visited %.2f per remote per second", n, perRemote[n])
+		if perRemote[n] > 1.5 || perRemote[n] < 0.5 {
+			t.Errorf("%d remotes: %.2f visits per remote per second, want about one (its presence timer)", n, perRemote[n])
+		}
+	}
+	if perRemote[32] > perRemote[8]*1.1 {
+		t.Errorf("visits per remote grow with the remotes: %v", perRemote)
+	}
+}
+
+// A main forgets a remote reaped and silent for ForgetAfter: every map,
+// timer and slot lets it go, with EventForgotten (ReasonSilent), its keep
+// stays; when it speaks again it is loaded from the keep, joins and allows
+// again, and messages flow.
+func TestForgetSilentAndRecall(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+		m.AlivePeriod, m.AliveTimeout, m.Interim, m.ForgetAfter = 100*time.Millisecond, 300*time.Millisecond, time.Second, 2*time.Second
+		o.AlivePeriod = 100 * time.Millisecond
+	})
+	p.join()
+	before := len(p.events[p.main])
+	p.cut = func(wired) bool { return true }
+	p.advance(5 * time.Second)
+	got := p.events[p.main][before:]
+	if len(got) != 3 || got[0].Kind != EventDead || got[1].Kind != EventReaped || got[2].Kind != EventForgotten || got[2].Reason != ReasonSilent {
+		t.Fatalf("main's events while other is silent: %v, want dead, reaped, forgotten (silent)", got)
+	}
+	c := p.main
+	c.Deadline() // flush, as the owner does
+	if len(c.remotes)+len(c.byName)+len(c.joinees)+len(c.timers)+len(c.touched)+len(c.pended) != 0 || c.reasm.Pending() != 0 || c.forgotten.len() != 1 {
+		t.Fatalf("left after forgetting: %d remotes, %d names, %d joinees, %d timers, %d touched, %d pended, %d reassembling, %d tombstones",
+			len(c.remotes), len(c.byName), len(c.joinees), len(c.timers), len(c.touched), len(c.pended), c.reasm.Pending(), c.forgotten.len())
+	}
+	if _, ok := c.VerifyKeys(); !ok {
+		t.Fatal("the readers keep its key")
+	}
+	if _, err := c.store.loadRemote("other"); err != nil {
+		t.Fatalf("its keep went too: %v", err)
+	}
+	before = len(p.events[p.other])
+	p.cut = nil
+	p.advance(5 * time.Second)
+	if r := p.mainRemote(); r == nil || !r.allowed || !p.otherRemote().allowed {
+		t.Fatalf("not allowed again after coming back; other's events %v", p.kinds(p.other, before))
+	}
+	if err := p.send(p.other, map[string]any{"back": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.send(p.main, map[string]any{"welcome": 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Beyond MaxRemotes the longest silent remote is forgotten
+// (ReasonTooMany): a remote that spoke lately stays.
+func TestForgetCap(t *testing.T) {
+	const limit = 3
+	p := newFleet(t, limit, func(m, o *estate) { m.MaxRemotes = limit })
+	// other spoke last: other1, joined before other2, is the longest silent.
+	if err := p.send(p.other, map[string]any{"here": 1}); err != nil {
+		t.Fatal(err)
+	}
+	before := len(p.events[p.main])
+	e := estate{Config: Config{Name: "late", AlivePeriod: -1}, Auto: keep.AutoAlways}
+	c := p.newCore(&e, nil)
+	a := netip.MustParseAddrPort("127.0.9.9:7531")
+	p.extra, p.extraAddr = append(p.extra, c), append(p.extraAddr, a)
+	c.Start(a, p.now)
+	res := make(chan error, 1)
+	c.Join(p.mainAddr, res, p.now)
+	p.pump()
+	p.advance(10 * time.Millisecond)
+	if err, ok := outcome(res); !ok || err != nil {
+		t.Fatalf("late joins: %v (%v)", err, ok)
+	}
+	var forgotten []string
+	for _, ev := range p.events[p.main][before:] {
+		if ev.Kind == EventForgotten {
+			if ev.Reason != ReasonTooMany {
+				t.Errorf("forgotten for %v", ev.Reason)
+			}
+			forgotten = append(forgotten, ev.Remote)
+		}
+	}
+	if len(forgotten) != 1 || forgotten[0] != "other1" {
+		t.Fatalf("forgotten %v, want other1 (the longest silent)", forgotten)
+	}
+	if len(p.main.remotes) != limit || len(p.main.byName) != limit || p.main.byName["other"] == nil || p.main.byName["late"] == nil {
+		t.Fatalf("main holds %d remotes", len(p.main.remotes))
+	}
+}
