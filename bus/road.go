@@ -13,8 +13,8 @@ import (
 // may read a stack's Receive and Events channels.
 //
 // Peer events: EventAllowed, EventAlive and EventUnreaped are PeerUp;
-// EventDead is PeerDown; EventReaped, EventRemoved and EventRejected are
-// PeerGone. The reason is the road event's name.
+// EventDead is PeerDown; EventReaped, EventRemoved, EventForgotten and
+// EventRejected are PeerGone. The reason is the road event's name.
 type Road struct {
 	s *road.Stack
 	carrier
@@ -50,7 +50,7 @@ func roadState(k road.EventKind) (PeerState, bool) {
 		return PeerUp, true
 	case road.EventDead:
 		return PeerDown, true
-	case road.EventReaped, road.EventRemoved, road.EventRejected:
+	case road.EventReaped, road.EventRemoved, road.EventForgotten, road.EventRejected:
 		return PeerGone, true
 	}
 	return 0, false

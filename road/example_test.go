@@ -142,3 +142,38 @@ func ExampleAEADMode() {
 	// AEAD: true foot: nada
 	// AEAD: false foot: mac
 }
+
+// A main that holds at most one remote (MaxRemotes) forgets the longest
+// silent one when another joins; its keep files stay, so it could come
+// back. ForgetAfter forgets the same way a remote reaped and still silent,
+// and AliveRate spaces the alives of a main with many remotes.
+func ExampleConfig_maxRemotes() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	main, _ := road.New(&road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, Listen: "127.0.0.1:0",
+		MaxRemotes: 1, ForgetAfter: 24 * time.Hour, AliveRate: 100})
+	main.Start()
+	defer main.Close()
+	for _, name := range []string{"first", "second"} {
+		s, _ := road.New(&road.Config{Name: name, Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1})
+		s.Start()
+		defer s.Close()
+		if _, err := s.Join(ctx, main.Addr().String()); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	for {
+		select {
+		case ev := <-main.Events():
+			if ev.Kind == road.EventForgotten {
+				fmt.Println(ev.Remote, ev.Kind, ev.Reason)
+				return
+			}
+		case <-ctx.Done():
+			fmt.Println("nothing forgotten")
+			return
+		}
+	}
+	// Output: first forgotten too-many-remotes
+}

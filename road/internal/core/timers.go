@@ -12,16 +12,23 @@ import "time"
 // and Deadline is exact. Finished transaction ids are a bounded window
 // (replay.go) and never walked.
 
-// timerHeap holds the remotes with a timer, by due time (remote.due);
-// remote.slot is 1 + its index, 0 when it is not in the heap.
-type timerHeap []*remote
+// timerHeap holds the remotes with a timer, by due time: a 4-ary min-heap
+// whose entries carry their keys (no remote is read to compare, and four
+// children share a cache line); remote.slot is 1 + its index, 0 when it
+// is not in the heap, and remote.due its key.
+type timerHeap []timerEntry
+
+type timerEntry struct {
+	at int64 // due, in Unix nanoseconds
+	r  *remote
+}
 
 // next is the earliest due time; zero when the heap is empty.
 func (h timerHeap) next() time.Time {
 	if len(h) == 0 {
 		return time.Time{}
 	}
-	return h[0].due
+	return h[0].r.due
 }
 
 // set keys r at `at`, or takes it out of the heap when at is zero.
@@ -32,21 +39,23 @@ func (h *timerHeap) set(r *remote, at time.Time) {
 		h.remove(int(r.slot - 1))
 	case r.slot == 0:
 		r.due = at
-		*h = append(*h, r)
-		r.slot = int32(len(*h))
-		h.up(len(*h) - 1)
+		*h = append(*h, timerEntry{at.UnixNano(), r})
+		h.up(len(*h)-1, (*h)[len(*h)-1])
 	case !at.Equal(r.due):
 		r.due = at
 		i := int(r.slot - 1)
-		if !h.down(i) {
-			h.up(i)
+		e := timerEntry{at.UnixNano(), r}
+		if i > 0 && e.at < (*h)[(i-1)/4].at {
+			h.up(i, e)
+		} else {
+			h.down(i, e)
 		}
 	}
 }
 
 // pop takes out the earliest remote.
 func (h *timerHeap) pop() *remote {
-	r := (*h)[0]
+	r := (*h)[0].r
 	h.remove(0)
 	return r
 }
@@ -54,53 +63,58 @@ func (h *timerHeap) pop() *remote {
 func (h *timerHeap) remove(i int) {
 	s := *h
 	n := len(s) - 1
-	r := s[i]
-	if i != n {
-		h.swap(i, n)
-	}
-	s[n] = nil
+	r, last := s[i].r, s[n]
+	s[n] = timerEntry{}
 	*h = s[:n]
 	r.slot, r.due = 0, time.Time{}
-	if i != n && !h.down(i) {
-		h.up(i)
+	if i == n {
+		return
+	}
+	if i > 0 && last.at < s[(i-1)/4].at {
+		h.up(i, last)
+	} else {
+		h.down(i, last)
 	}
 }
 
-func (h timerHeap) swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].slot, h[j].slot = int32(i+1), int32(j+1)
-}
-
-func (h timerHeap) up(i int) {
+// up places e at the hole i or above it.
+func (h timerHeap) up(i int, e timerEntry) {
 	for i > 0 {
-		p := (i - 1) / 2
-		if !h[i].due.Before(h[p].due) {
-			return
+		p := (i - 1) / 4
+		if e.at >= h[p].at {
+			break
 		}
-		h.swap(i, p)
+		h.put(i, h[p])
 		i = p
 	}
+	h.put(i, e)
 }
 
-// down sifts i down and reports whether it moved.
-func (h timerHeap) down(i int) bool {
-	start := i
+// down places e at the hole i or below it.
+func (h timerHeap) down(i int, e timerEntry) {
 	for {
-		l := 2*i + 1
-		if l >= len(h) {
+		c := 4*i + 1
+		if c >= len(h) {
 			break
 		}
-		m := l
-		if r := l + 1; r < len(h) && h[r].due.Before(h[l].due) {
-			m = r
+		m := c
+		for j := c + 1; j < c+4 && j < len(h); j++ {
+			if h[j].at < h[m].at {
+				m = j
+			}
 		}
-		if !h[m].due.Before(h[i].due) {
+		if h[m].at >= e.at {
 			break
 		}
-		h.swap(i, m)
+		h.put(i, h[m])
 		i = m
 	}
-	return i > start
+	h.put(i, e)
+}
+
+func (h timerHeap) put(i int, e timerEntry) {
+	h[i] = e
+	e.r.slot = int32(i + 1)
 }
 
 // touch marks r: its timers may have moved, and flushWake keys it again.
@@ -168,7 +182,7 @@ func (c *Core) tick(now time.Time) {
 	for range tickRounds {
 		c.flushWake()
 		due := c.due[:0]
-		for len(c.timers) > 0 && !now.Before(c.timers[0].due) {
+		for len(c.timers) > 0 && !now.Before(c.timers[0].r.due) {
 			due = append(due, c.timers.pop())
 		}
 		for i, r := range due {
