@@ -591,6 +591,9 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 	}
 	c.touch(r)
 	if t := r.txns[txnKey{rf: !h.Correspondent(), si: h.SessionID, ti: h.TransactionID}]; t != nil {
+		if h.TransactionKind != codec.TransactionKindJoin {
+			c.heard(r)
+		}
 		t.receive(c, p)
 		return
 	}
@@ -781,7 +784,6 @@ func (c *Core) route(p *rxPacket) *remote {
 	if r.reaped {
 		c.unreap(r)
 	}
-	c.heard(r)
 	return r
 }
 
@@ -809,6 +811,9 @@ func (c *Core) correspond(p *rxPacket, r *remote) {
 			c.replyStale(p, r, codec.PacketKindNack)
 			return
 		}
+		// Signed and new (not a replay, which could hide a remote gone):
+		// it is there.
+		c.heard(r)
 	}
 	switch {
 	case h.TransactionKind == codec.TransactionKindJoin && h.PacketKind == codec.PacketKindRequest:

@@ -7,8 +7,10 @@ import (
 )
 
 // Presence (§8.4): is each remote there? Any authenticated packet from a
-// remote says it is (heard): it pushes the remote's presence and reaping
-// timers, so no alive goes while traffic flows.
+// remote that is no replay (one of a live transaction, or one starting a
+// transaction the replay window has not seen) says it is (heard): it
+// pushes the remote's presence and reaping timers, so no alive goes while
+// traffic flows.
 //
 // With the reference (and a raet-go estate of ProfileReference) both ends
 // keep the reference's timer: an alive after each AlivePeriod of silence.

@@ -130,7 +130,8 @@ func TestPresenceAdapts(t *testing.T) {
 
 // The documented detection times: the driver finds its answerer dead
 // within period + AliveTimeout of the silence, the answerer its driver
-// within period + 2·AliveTimeout.
+// within period + 2·AliveTimeout, though an attacker replays the driver's
+// signed alives.
 func TestPresenceDetection(t *testing.T) {
 	const period, timeout = time.Second, 2 * time.Second
 	p := newPair(t, keep.AutoAlways, func(m, o *estate) {
@@ -139,9 +140,19 @@ func TestPresenceDetection(t *testing.T) {
 	})
 	p.join()
 	p.advance(10 * time.Second)
+	var alive []byte // other's last alive, which an attacker replays
+	for _, w := range p.wire {
+		var pp packet.Packet
+		if w.from == p.other && packet.Parse(w.b, &pp) == nil && pp.Head.TransactionKind == codec.TransactionKindAlive {
+			alive = w.b
+		}
+	}
 	silent := p.now
 	p.cut = func(wired) bool { return true }
-	p.advance(20 * time.Second)
+	for range 40 {
+		p.advance(500 * time.Millisecond)
+		p.inject(p.main, alive, p.otherAddr) // a replay is no sign of life
+	}
 	deadAt := func(c *Core) time.Duration {
 		for _, e := range p.events[c] {
 			if e.Kind == EventDead && !e.Time.Before(silent) {
