@@ -70,6 +70,7 @@ type Core struct {
 	// forgotten names the remotes forgotten with their keep files kept,
 	// by uid, so that one coming back is loaded again (forget.go).
 	forgotten tombstones
+	peak      int // the most remotes held since the maps were last rebuilt (shrink)
 
 	// keysChanged says the verify key table (VerifyKeys) is out of date.
 	keysChanged bool
@@ -265,6 +266,7 @@ func (c *Core) addRemote(r *remote) {
 	r.heard = c.now
 	c.remotes[r.nuid] = r
 	c.byName[r.name] = r
+	c.peak = max(c.peak, len(c.remotes))
 	if r.role == "" {
 		r.role = r.name
 	}

@@ -94,6 +94,29 @@ func (c *Core) forget(r *remote, why Reason) {
 		c.forgotten.add(r.nuid, r.name, c.tombstoneLimit())
 	}
 	c.report(EventForgotten, r.name, r.nuid, why, r.ha, "")
+	c.shrink()
+}
+
+// shrink rebuilds the remotes' maps and the timer heap once they hold a
+// quarter of their peak (Go's maps never give back their memory), so that
+// a main whose remotes all left holds what it held before they came.
+func (c *Core) shrink() {
+	if c.peak < 64 || len(c.remotes) > c.peak/4 {
+		return
+	}
+	remotes := make(map[uint32]*remote, len(c.remotes))
+	byName := make(map[string]*remote, len(c.byName))
+	for k, r := range c.remotes {
+		remotes[k] = r
+	}
+	for k, r := range c.byName {
+		byName[k] = r
+	}
+	c.remotes, c.byName = remotes, byName
+	c.timers = append(timerHeap(nil), c.timers...)
+	c.touched = append([]*remote(nil), c.touched...)
+	c.due = nil
+	c.peak = len(c.remotes)
 }
 
 func (c *Core) tombstoneLimit() int {

@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -275,4 +276,40 @@ func TestForgetCap(t *testing.T) {
 	if len(p.main.remotes) != limit || len(p.main.byName) != limit || p.main.byName["other"] == nil || p.main.byName["late"] == nil {
 		t.Fatalf("main holds %d remotes", len(p.main.remotes))
 	}
+}
+
+// Forgetting returns a remote's memory: a main whose 2000 remotes are all
+// forgotten gives back at least 90% of the heap they took, keeping only
+// their tombstones (under 128 B each), and tracks none of them.
+func TestForgetFreesMemory(t *testing.T) {
+	const n = 2000
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	c, rs, _ := idleMain(t, n)
+	for _, r := range rs {
+		r.mids.delivered(MsgID{Stream: 1, Seq: 1}, c.now) // what a remote that spoke holds
+	}
+	rs = nil
+	full := heap()
+	for _, r := range c.remotes {
+		c.forget(r, ReasonSilent)
+	}
+	c.Deadline()
+	c.events = nil // the owner takes them (and the slice's room is the burst's)
+	c.VerifyKeys()
+	empty := heap()
+	t.Logf("heap: %d B before, %d B per remote held, %d B per remote after forgetting", before,
+		(full-before)/n, (int64(empty)-int64(before))/n)
+	if len(c.remotes)+len(c.byName)+len(c.timers) != 0 || c.forgotten.len() != n {
+		t.Fatalf("still held: %d remotes, %d names, %d timers; %d tombstones", len(c.remotes), len(c.byName), len(c.timers), c.forgotten.len())
+	}
+	if full < empty || empty > before+n*128 || (full-empty) < (full-before)*9/10 {
+		t.Fatalf("forgetting %d remotes freed %d B each of %d (heap %d → %d → %d)", n, (int64(full)-int64(empty))/n, (full-before)/n, before, full, empty)
+	}
+	runtime.KeepAlive(c)
 }
