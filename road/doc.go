@@ -35,32 +35,35 @@
 //
 // # Presence
 //
-// Any signed packet from a remote says it is there: an alive goes only
-// after a period of silence, never while traffic flows. With the reference
-// (or a raet-go estate of ProfileReference) both ends keep the reference's
-// timer: an alive after each AlivePeriod of silence (default 1 s).
-// Between two raet-go estates one end drives and the other only answers:
-// the estate that is not main (of two mains or two others, the one whose
-// name sorts first) sends one alive per period of silence, and the other
-// answers with its period and asks only after a silence of the period and
-// AliveTimeout. The period of a pair is the larger of the two estates'
-// periods, and an estate's period grows with its remotes,
-// max(AlivePeriod, remotes/AliveRate seconds) in whole AlivePeriods, so a
-// main with 10000 raet-go remotes at the default AliveRate of 200 asks
-// them every 50 s and makes about 200 exchanges (400 packets) a second in
-// all, whatever the number of remotes; an idle pair makes at most 2
-// packets per period.
+// Any signed packet from a remote that is no replay says it is there: an
+// alive goes only after a period of silence, never while traffic flows.
+// Of two estates one drives presence and the other answers: the estate
+// that is not main (of two mains or two others, the one whose name sorts
+// first) sends an alive after each period of silence; the other sends none
+// while those come, and asks only after a silence of the period and
+// AliveTimeout. So a pair makes at most one alive exchange (2 packets) per
+// period. The reference keeps its own timer (1 s) whichever end it is;
+// nothing on the wire changes for it.
+//
+// Between two raet-go estates the period also adapts: the answering end
+// tells its period in each ack, the pair uses the larger of the two
+// estates' periods, and an estate's period grows with its remotes,
+// max(AlivePeriod, remotes/AliveRate seconds) in whole AlivePeriods. So a
+// main's presence costs about AliveRate exchanges (default 200, 400
+// packets) a second whatever the number of its raet-go remotes: with 1000
+// remotes the period is 5 s (0.4 packets per remote per second), with
+// 10000, 50 s (0.04).
 //
 // Detection: a remote is found dead (EventDead) within period +
-// AliveTimeout of its last packet by the end that drives (and by both ends
-// with the reference's timers), within period + 2·AliveTimeout by the end
-// that answers: with the defaults (1 s, 2 s) 3 s and 5 s; for a main with
-// 10000 remotes, 52 s and 54 s. A main reaps a remote silent for Interim
-// (EventReaped, 1 h) and forgets it (EventForgotten, ReasonSilent) when it
-// is still silent ForgetAfter later (24 h); beyond MaxRemotes (65536) the
-// longest silent remote is forgotten (ReasonTooMany). A forgotten remote
-// leaves the stack's memory but not its keep: when it comes back it is
-// loaded from the keep and allows again.
+// AliveTimeout of its last packet by the end that drives, within period +
+// 2·AliveTimeout by the end that answers: with the defaults (1 s, 2 s) 3 s
+// and 5 s; for a main with 10000 raet-go remotes, 52 s and 54 s. A main
+// reaps a remote silent for Interim (EventReaped, 1 h) and forgets it
+// (EventForgotten, ReasonSilent) when it is still silent ForgetAfter later
+// (24 h); beyond MaxRemotes (65536) the longest silent remote is forgotten
+// (ReasonTooMany). A forgotten remote leaves the stack's memory but not
+// its keep: when it comes back it is loaded from the keep and allows
+// again.
 //
 // # When a join fails
 //

@@ -12,26 +12,26 @@ import (
 // pushes the remote's presence and reaping timers, so no alive goes while
 // traffic flows.
 //
-// With the reference (and a raet-go estate of ProfileReference) both ends
-// keep the reference's timer: an alive after each AlivePeriod of silence.
+// Of two estates one drives presence and the other answers: the driver
+// (the non-main end; of two mains or two others, the one whose name sorts
+// first) sends an alive after each period of silence; the answerer sends
+// none while those come and probes only after a silence of the period
+// plus AliveTimeout (the driver's resends fit in it). So a pair makes at
+// most one alive exchange per period. The reference (and a raet-go estate
+// of ProfileReference) keeps its own timer, AlivePeriod (1 s), whichever
+// end it is; nothing on the wire changes for it.
 //
 // Between two raet-go estates that both advertised a period (caps "ap",
-// profile.go) one end drives and the other answers: the driver (the
-// non-main end; of two mains or two others, the one whose name sorts
-// first) sends an alive after each period of silence, and the answerer
-// sends none while those come, answering each with its period in the
-// ack's body; it probes only after a silence of the period plus
-// AliveTimeout (the driver's resends fit in it). So a pair makes at most
-// one alive exchange per period. The period of a pair is the larger of
-// the two ends' periods, and an estate's period grows with its remotes:
-// max(AlivePeriod, remotes/AliveRate, rounded up to whole AlivePeriods),
-// so that a main's presence costs at most about AliveRate exchanges a
-// second however many remotes it has.
+// profile.go) the answerer also tells its period in the body of each ack,
+// and the period of the pair is the larger of the two ends'; an estate's
+// period grows with its remotes: max(AlivePeriod, remotes/AliveRate,
+// rounded up to whole AlivePeriods), so that a main's presence costs about
+// AliveRate exchanges a second however many remotes it has. With the
+// reference the period is AlivePeriod.
 //
 // Detection: the driver finds a dead answerer within period + AliveTimeout
 // of its last packet, the answerer a dead driver within period +
-// 2·AliveTimeout; with the reference's timers both within AlivePeriod +
-// AliveTimeout.
+// 2·AliveTimeout.
 
 // alivePeriod is this estate's presence period now (see above).
 func (c *Core) alivePeriod() time.Duration {
@@ -68,19 +68,22 @@ func (c *Core) drives(r *remote) bool {
 	return c.name < r.name
 }
 
-// presenceDelay is how long after its last word r's next alive goes.
+// presenceDelay is how long after its last word r's next alive goes: a
+// period for the end that drives, a period and AliveTimeout for the end
+// that answers (but a period, to mend it, while there is no session: a
+// restarted main cannot read its drivers' alives until it allows again).
 func (c *Core) presenceDelay(r *remote, first bool) time.Duration {
-	if p := c.pairPeriod(r); p > 0 {
-		if c.drives(r) {
-			return p
+	p := c.pairPeriod(r)
+	if p == 0 { // the reference's presence
+		p = c.cfg.AlivePeriod
+		if first && !c.mainFlag {
+			p += c.cfg.AliveOffset
 		}
-		return p + c.cfg.AliveTimeout
 	}
-	d := c.cfg.AlivePeriod
-	if first && !c.mainFlag {
-		d += c.cfg.AliveOffset
+	if c.drives(r) || !r.allowed {
+		return p
 	}
-	return d
+	return p + c.cfg.AliveTimeout
 }
 
 // reaps says whether this estate reaps silent remotes (a main, §8.4).

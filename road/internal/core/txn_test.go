@@ -324,18 +324,21 @@ func TestJoinWhenAllowedAndLookups(t *testing.T) {
 }
 
 // The reference's presence (other offers the reference profile, as the
-// reference does): an alive each AlivePeriod from both ends; a silent
-// remote is dead after AliveTimeout and reaped by a main estate after
-// Interim; when it speaks again it is alive and unreaped.
+// reference does): other, not main, sends an alive each AlivePeriod and
+// main answers; a silent remote is asked after AlivePeriod +
+// AliveTimeout, is dead AliveTimeout later and reaped by a main estate
+// after Interim; when it speaks again it is alive and unreaped.
 func TestAliveDeadAndReaped(t *testing.T) {
 	p := newPair(t, keep.AutoAlways, func(m, o *estate) {
-		m.AlivePeriod, m.AliveTimeout, m.Interim = 100*time.Millisecond, 300*time.Millisecond, 700*time.Millisecond
+		m.AlivePeriod, m.AliveTimeout, m.Interim = 100*time.Millisecond, 300*time.Millisecond, time.Second
 		o.AlivePeriod, o.Profile = 100*time.Millisecond, ProfileReference
 	})
 	p.join()
+	w := len(p.wire)
 	p.advance(time.Second)
-	if n := p.count(p.main, codec.TransactionKindAlive, codec.PacketKindRequest); n < 5 {
-		t.Fatalf("%d alives from main in a second of 100 ms periods", n)
+	if n, m := p.countSince(w, p.other, codec.TransactionKindAlive, codec.PacketKindRequest),
+		p.countSince(w, p.main, codec.TransactionKindAlive, codec.PacketKindRequest); n < 9 || m != 0 {
+		t.Fatalf("%d alives from other and %d from main in a second of 100 ms periods, want 10 and none", n, m)
 	}
 	if !p.mainRemote().alived {
 		t.Fatal("not alive")
