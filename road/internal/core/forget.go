@@ -31,21 +31,21 @@ func (t *tombstones) add(uid uint32, name string, limit int) {
 		t.order = t.order[1:]
 	}
 	if len(t.order) > 2*limit { // uids recalled meanwhile
-		t.order = slicesCompact(t.order, t.names)
+		t.compact()
 	}
 }
 
-// slicesCompact keeps the uids of order that still name a tombstone.
-func slicesCompact(order []uint32, names map[uint32]string) []uint32 {
-	out := make([]uint32, 0, len(names))
-	seen := make(map[uint32]bool, len(names))
-	for _, uid := range order {
-		if _, ok := names[uid]; ok && !seen[uid] {
+// compact keeps in order only the uids that still name a tombstone, once.
+func (t *tombstones) compact() {
+	out := make([]uint32, 0, len(t.names))
+	seen := make(map[uint32]bool, len(t.names))
+	for _, uid := range t.order {
+		if _, ok := t.names[uid]; ok && !seen[uid] {
 			seen[uid] = true
 			out = append(out, uid)
 		}
 	}
-	return out
+	t.order = out
 }
 
 func (t *tombstones) has(uid uint32) bool { _, ok := t.names[uid]; return ok }

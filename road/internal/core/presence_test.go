@@ -314,3 +314,25 @@ func TestForgetFreesMemory(t *testing.T) {
 	}
 	runtime.KeepAlive(c)
 }
+
+// Tombstones are bounded: beyond the limit the oldest go first, and uids
+// recalled in between do not make the order grow without end.
+func TestTombstones(t *testing.T) {
+	var ts tombstones
+	for i := range uint32(10) {
+		ts.add(i, fmt.Sprint("r", i), 4)
+	}
+	if ts.len() != 4 || ts.has(5) || !ts.has(6) || !ts.has(9) {
+		t.Fatalf("kept %v, want the newest 4", ts.names)
+	}
+	for range 100 {
+		name, ok := ts.take(9)
+		if !ok || name != "r9" {
+			t.Fatal("take")
+		}
+		ts.add(9, name, 4)
+	}
+	if ts.len() != 4 || len(ts.order) > 8 || !ts.has(9) {
+		t.Fatalf("%d tombstones, order of %d", ts.len(), len(ts.order))
+	}
+}
