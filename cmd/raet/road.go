@@ -229,7 +229,7 @@ var serveHelp = help{
 line {"from":NAME,"body":{...}} on stdout, its keys in the order they came;
 each thing that happens to a remote is a line {"event":KIND,"remote":NAME,
 "uid":N,"reason":WHY} (joined, pending, rejected, allowed, alive, dead,
-reaped, unreaped, removed). At exit, one line {"counters":{...}}. Joins,
+reaped, unreaped, removed, forgotten). At exit, one line {"counters":{...}}. Joins,
 pends, rejections and removals are also logged to stderr with the reason and
 the command that resolves it. With --echo every message is sent back to its
 sender, keys in order. --pcap writes the traffic as pcapng and --keylog the
