@@ -623,12 +623,16 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 func (c *Core) openAEAD(p *rxPacket, ac *aeadCheck) bool {
 	h := &p.Head
 	var a *packet.AEADCoat
-	if r := c.remotes[h.DestinationID]; r != nil {
+	r := c.remotes[h.DestinationID]
+	if r != nil {
 		a = r.aead()
 	}
 	switch {
 	case a == nil:
 		c.stats.drop(dropVerifyUnknownKey)
+		if r == nil {
+			c.recall(h.DestinationID)
+		}
 		return false
 	case a.Kind() != h.CoatKind:
 		c.stats.drop(dropCoatDowngrade)
