@@ -253,7 +253,7 @@ func populate(cfg *Config) (*Config, *core.Config, error) {
 		AliveRate: c.AliveRate, ForgetAfter: c.ForgetAfter, MaxRemotes: c.MaxRemotes,
 		ReceiveQueue: c.ReceiveQueue, Reassembly: c.Reassembly, KeyLog: c.KeyLog, Logger: c.Logger, Coat: c.Coat,
 		Serializers: c.Serializers,
-		DecodeLater: true,
+		DecodeLater: true, SignLater: true,
 	}
 	if err := cc.Populate(); err != nil {
 		return nil, nil, err

@@ -585,6 +585,9 @@ func (s *Stack) writeLoop() {
 				return
 			}
 			batch := *bp
+			for i := range batch {
+				batch[i].Sign() // the Ed25519 feet the owner left (core.Config.SignLater)
+			}
 			if s.cfg.Tap != nil {
 				for _, d := range batch {
 					s.cfg.Tap(TapPacket{Out: true, Local: s.addr, Remote: d.To, Time: time.Now(), Data: d.B})

@@ -57,6 +57,13 @@ type Config struct {
 	// decoder off the owner goroutine (Decodes) instead of decoding them in
 	// Receive.
 	DecodeLater bool
+
+	// SignLater leaves the Ed25519 feet of the datagrams the core does not
+	// keep (every message segment, ack, resend, done and nack) unsigned in
+	// Out, for the caller to sign off the owner goroutine with
+	// Datagram.Sign before it sends them. Join, allow and alive packets,
+	// which the core keeps to send again unchanged, are signed at once.
+	SignLater bool
 }
 
 // Populate fills in every default and checks the values; it is the one

@@ -91,6 +91,25 @@ type Datagram struct {
 	To   netip.AddrPort
 	buf  *[]byte  // B's buffer from pool, given back by Release; nil when B is kept
 	pool *bufPool // buf's pool
+	// sign signs B's Ed25519 foot, left as zeros (Config.SignLater); nil
+	// when B is ready to send.
+	sign *packet.NaClFoot
+}
+
+// Sign signs B's Ed25519 foot in place when the core left it unsigned
+// (Config.SignLater), and does nothing otherwise. B must be signed before
+// it is sent. It may be called from any goroutine, and on different
+// datagrams at once; it neither allocates nor moves B.
+func (d *Datagram) Sign() {
+	if d.sign == nil {
+		return
+	}
+	// B's foot is the last NaClFootSize bytes, zeros: Sign writes them
+	// again (in place: they are within B's capacity), signs head || coat ||
+	// zeros as the reference does and puts the signature over them. It fails
+	// only without a signing key, and the core's signer has one.
+	d.B, _ = d.sign.Sign(d.B[:len(d.B)-packet.NaClFootSize])
+	d.sign = nil
 }
 
 // Release gives the datagram's buffer back once B is sent (or dropped). It
@@ -376,28 +395,59 @@ func (c *Core) packerFor(r *remote, h *codec.Head) packet.Packer {
 	return pk
 }
 
+// signLater makes pk leave an Ed25519 foot as zeros when the caller signs
+// it off the owner goroutine (Config.SignLater), and returns the signer
+// for the datagram (Datagram.Sign); nil when pk signs as it packs.
+func (c *Core) signLater(pk *packet.Packer) *packet.NaClFoot {
+	if !c.cfg.SignLater || pk.Foot != packet.Foot(c.signer) {
+		return nil
+	}
+	pk.Foot = unsignedFoot{}
+	return c.signer
+}
+
+// unsignedFoot is an Ed25519 foot of zeros, signed later (Datagram.Sign).
+type unsignedFoot struct{}
+
+func (unsignedFoot) Kind() codec.FootKind { return codec.FootKindNaCl }
+func (unsignedFoot) Size() int            { return packet.NaClFootSize }
+func (unsignedFoot) Sign(pkt []byte) ([]byte, error) {
+	return append(pkt, make([]byte, packet.NaClFootSize)...), nil
+}
+func (unsignedFoot) Verify(_, _ []byte, de uint32) error {
+	return &packet.FootError{Kind: codec.FootKindNaCl, Op: "verify", De: de, Err: packet.ErrFootVerify}
+}
+
 // pack appends to dst (nil: a new buffer of the right size) one packet
 // with head h (bk, ck and fk set by the caller) and the serialized body,
-// sealing it with r's coat when h.CoatKind says so.
-func (c *Core) pack(dst []byte, r *remote, h *codec.Head, body []byte) ([]byte, error) {
+// sealing it with r's coat when h.CoatKind says so. With later, an
+// Ed25519 foot may be left for the caller to sign (signLater): pack then
+// returns the signer too.
+func (c *Core) pack(dst []byte, r *remote, h *codec.Head, body []byte, later bool) ([]byte, *packet.NaClFoot, error) {
 	if packet.IsAEAD(h.CoatKind) {
-		return c.packAEAD(dst, r, h, body)
+		b, err := c.packAEAD(dst, r, h, body)
+		return b, nil, err
 	}
 	coat := body
 	if h.CoatKind != codec.CoatKindNada && len(body) > 0 {
 		if r == nil || r.coat == nil || r.coat.Kind() != h.CoatKind {
-			return nil, fmt.Errorf("raet: no session keys with %s to coat a packet", remoteName(r))
+			return nil, nil, fmt.Errorf("raet: no session keys with %s to coat a packet", remoteName(r))
 		}
 		var err error
 		if coat, err = r.coat.Seal(nil, body); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if dst == nil {
 		dst = make([]byte, 0, 128+len(coat)+packet.NaClFootSize)
 	}
 	pk := c.packerFor(r, h)
-	return pk.Pack(dst, h, coat)
+	var sign *packet.NaClFoot
+	if later {
+		sign = c.signLater(&pk)
+	}
+	b, err := pk.Pack(dst, h, coat)
+	return b, sign, err
 }
 
 // packAEAD packs a packet of r's session sealed with its AEAD coat, under
@@ -430,9 +480,10 @@ func (c *Core) sealedAEAD(r *remote, a *packet.AEADCoat, err error) {
 // marshal serializes a control or message body with the stack's body kind.
 func (c *Core) marshal(body any) ([]byte, error) { return c.bodies.Marshal(nil, body) }
 
-// transmit queues a packed datagram; buf is its pooled buffer, or nil.
-func (c *Core) transmit(b []byte, buf *[]byte, to netip.AddrPort, h *codec.Head) {
-	c.out = append(c.out, Datagram{B: b, To: to, buf: buf, pool: &c.bufs})
+// transmit queues a packed datagram; buf is its pooled buffer, or nil;
+// sign its signer when its foot is left to sign (signLater), or nil.
+func (c *Core) transmit(b []byte, buf *[]byte, to netip.AddrPort, h *codec.Head, sign *packet.NaClFoot) {
+	c.out = append(c.out, Datagram{B: b, To: to, buf: buf, pool: &c.bufs, sign: sign})
 	c.stats.out(h)
 }
 
@@ -443,11 +494,12 @@ func (c *Core) retransmit(b []byte, to netip.AddrPort) {
 }
 
 // resend queues a copy of b, a packet sent before whose memory its keeper
-// reuses, in a pooled buffer.
-func (c *Core) resend(b []byte, to netip.AddrPort) {
+// reuses, in a pooled buffer; sign is its signer when b was kept unsigned
+// (signLater: the signature comes out the same, Ed25519 is deterministic).
+func (c *Core) resend(b []byte, to netip.AddrPort, sign *packet.NaClFoot) {
 	buf := c.bufs.get(len(b))
 	*buf = append((*buf)[:0], b...)
-	c.out = append(c.out, Datagram{B: *buf, To: to, buf: buf, pool: &c.bufs})
+	c.out = append(c.out, Datagram{B: *buf, To: to, buf: buf, pool: &c.bufs, sign: sign})
 	c.stats.retransmit()
 }
 
@@ -455,12 +507,12 @@ func (c *Core) resend(b []byte, to netip.AddrPort) {
 // to keep (and send again); nil when it could not be packed, which is
 // logged and counted.
 func (c *Core) sendNew(r *remote, h *codec.Head, body []byte, to netip.AddrPort) []byte {
-	b, err := c.pack(nil, r, h, body)
+	b, _, err := c.pack(nil, r, h, body, false)
 	if err != nil {
 		c.packFailed(r, err)
 		return nil
 	}
-	c.transmit(b, nil, to, h)
+	c.transmit(b, nil, to, h, nil)
 	return b
 }
 
@@ -472,13 +524,13 @@ func (c *Core) send(r *remote, h *codec.Head, body []byte, to netip.AddrPort) bo
 		limit = max(limit, r.prof.mps)
 	}
 	buf := c.bufs.get(limit)
-	b, err := c.pack(*buf, r, h, body)
+	b, sign, err := c.pack(*buf, r, h, body, true)
 	if err != nil {
 		c.bufs.put(buf)
 		c.packFailed(r, err)
 		return false
 	}
-	c.transmit(b, buf, to, h)
+	c.transmit(b, buf, to, h, sign)
 	return true
 }
 

@@ -51,16 +51,18 @@ type messenger struct {
 	segSize int
 	count   int
 	flags   []uint8
-	current int       // the next segment of the burst
-	misseds []int     // asked for again, in order, unique
-	acked   bool      // something came back
-	lastSeg int       // the segment sent last; -1 before the first
-	last    []byte    // its bytes, to send again unchanged (no new signature; not with aead)
-	sentAt  time.Time // when a packet went last; zero when it was sent again (no RTT sample)
-	timeout expiry
-	redo    redo
-	started time.Time
-	result  chan<- error // Send's waiter; nil when nobody waits
+	current int    // the next segment of the burst
+	misseds []int  // asked for again, in order, unique
+	acked   bool   // something came back
+	lastSeg int    // the segment sent last; -1 before the first
+	last    []byte // its bytes, to send again unchanged (no new signature; not with aead)
+	// lastSign signs last when its foot was left to sign (signLater).
+	lastSign *packet.NaClFoot
+	sentAt   time.Time // when a packet went last; zero when it was sent again (no RTT sample)
+	timeout  expiry
+	redo     redo
+	started  time.Time
+	result   chan<- error // Send's waiter; nil when nobody waits
 }
 
 func (m *messenger) kind() codec.TransactionKind { return codec.TransactionKindMessage }
@@ -129,6 +131,10 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	*h = m.head(c, codec.PacketKindMessage, m.flags[i])
 	h.FootKind = codec.FootKindNaCl
 	pk := c.packerFor(m.r, h)
+	var sign *packet.NaClFoot
+	if m.aead == nil { // an aead packet has no foot
+		sign = c.signLater(&pk)
+	}
 	buf := c.bufs.get(pk.MaxPacketSize)
 	var b []byte
 	var err error
@@ -146,9 +152,9 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	if again {
 		c.stats.retransmit()
 	}
-	c.transmit(b, buf, m.r.ha, h)
+	c.transmit(b, buf, m.r.ha, h, sign)
 	if m.aead == nil {
-		m.last = append(m.last[:0], b...)
+		m.last, m.lastSign = append(m.last[:0], b...), sign
 	}
 	m.lastSeg = i
 	m.sentAt = c.now
@@ -277,7 +283,9 @@ func (m *messenger) tick(c *Core) {
 		m.sendSeg(c, m.lastSeg, true) // sealed again: a counter is never sent twice
 		return
 	}
-	c.resend(m.last, m.r.ha) // unchanged: no new signature under load
+	// Unchanged: no new signature under load (but for a foot left to sign,
+	// which comes out the same).
+	c.resend(m.last, m.r.ha, m.lastSign)
 	m.sentAt = time.Time{}
 }
 

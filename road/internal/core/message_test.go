@@ -64,20 +64,30 @@ func (p *pair) sendMany(from *Core, n, window int, limit time.Duration) map[int]
 // Over a link that loses, duplicates, reorders and delays datagrams, 300
 // messages of mixed sizes (1000 without -short) are each delivered exactly
 // once and intact, with the fast profile (the NaCl coat and MAC foot, and
-// an AEAD coat: retransmissions sealed anew) and with the reference one.
+// an AEAD coat: retransmissions sealed anew) and with the reference one;
+// with the reference and AEAD profiles also with the feet left for the
+// stack to sign (Config.SignLater: the reference's signed later, AEAD
+// packets have none).
 func TestLossyNetworkExactlyOnce(t *testing.T) {
 	n := 1000
 	if testing.Short() {
 		n = 300
 	}
 	for _, tc := range []struct {
-		loss float64
-		prof testProfile
-	}{{0, macProfile}, {0.10, macProfile}, {0.30, macProfile}, {0, aeadProfile}, {0.10, aeadProfile}, {0.30, aeadProfile},
-		{0.10, refProfile}} {
+		loss      float64
+		prof      testProfile
+		signLater bool
+	}{{0, macProfile, false}, {0.10, macProfile, false}, {0.30, macProfile, false}, {0, aeadProfile, false}, {0.10, aeadProfile, false},
+		{0.30, aeadProfile, false}, {0.10, refProfile, false}, {0.10, refProfile, true}, {0.10, aeadProfile, true}} {
 		name := tc.prof.name
+		if tc.signLater {
+			name += "-signlater"
+		}
 		t.Run(fmt.Sprintf("%s/loss%.0f%%", name, tc.loss*100), func(t *testing.T) {
-			p := newPair(t, keep.AutoAlways, tc.prof.set)
+			p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+				tc.prof.set(m, o)
+				m.SignLater, o.SignLater = tc.signLater, tc.signLater
+			})
 			l := p.impair(t, netsim.Impairment{Loss: tc.loss, Duplicate: 0.05, Reorder: 0.10, Delay: 200 * time.Microsecond,
 				Jitter: 100 * time.Microsecond, Seed: uint64(tc.loss * 1000)})
 			var joinErr error

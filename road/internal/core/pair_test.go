@@ -174,6 +174,7 @@ func (p *pair) pump() {
 			out := c.TakeOut(nil)
 			for i := range out {
 				d := &out[i]
+				d.Sign() // as the stack's writer does (Config.SignLater)
 				w := wired{from: c, b: bytes.Clone(d.B)}
 				to := d.To
 				d.Release()
@@ -385,7 +386,7 @@ func (p *pair) sealed(c *Core, h codec.Head, body []byte) []byte {
 	if c == p.other {
 		r = p.otherRemote()
 	}
-	b, err := c.pack(nil, r, &h, body)
+	b, _, err := c.pack(nil, r, &h, body, false)
 	if err != nil {
 		p.tb.Fatal(err)
 	}
