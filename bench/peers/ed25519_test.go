@@ -38,8 +38,6 @@ const verifyBatch = 64
 var (
 	// stdOpts are crypto/ed25519's rules in voi (packet.NaClFoot's).
 	stdOpts = &voi.Options{Verify: voi.VerifyOptionsStdLib}
-	// batchOpts are the closest to them that batch verification allows.
-	batchOpts = &voi.Options{Verify: &voi.VerifyOptions{AllowSmallOrderA: true, AllowSmallOrderR: true, AllowNonCanonicalA: true}}
 )
 
 // BenchmarkEd25519 measures one signature's signing or verification (1 KiB

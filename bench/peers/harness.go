@@ -49,6 +49,9 @@ type peer struct {
 	name   string
 	dial   func() (transport, error)
 	oneWay func() (oneWay, error)
+	// ceiling, for a row of the windowed mode that measures no transport
+	// (ceiling.go), measures size bytes for dur.
+	ceiling func(size int, dur time.Duration) result
 }
 
 func peers(raetFastMPS int) []peer {
@@ -61,25 +64,28 @@ func peers(raetFastMPS int) []peer {
 			name = fmt.Sprintf("raet fast mps %d", mps)
 		}
 		dial := func() (transport, error) {
-			t, err := dialRaet(prof, mps, false)
+			t, err := dialRaet(prof, mps, false, nil)
 			if err != nil {
 				return nil, err
 			}
 			return t, nil
 		}
-		return peer{name, dial, func() (oneWay, error) { return dialRaetOneWay(prof, mps) }}
+		return peer{name: name, dial: dial, oneWay: func() (oneWay, error) { return dialRaetOneWay(prof, mps) }}
 	}
 	ps := []peer{
-		{"udp", dialUDP, dialUDPOneWay},
-		{"kcp-go aes-gcm", dialKCP, func() (oneWay, error) { return dialOneWayStream(dialKCPStreams) }},
-		{"quic-go 1 stream", dialQUIC, func() (oneWay, error) { return dialOneWayStream(dialQUICStreams) }},
-		{"zeromq push/pull", nil, dialZMQPushPull},
-		{"zeromq req/rep", dialZMQReqRep, nil},
-		{"nats core", dialNATSReqRep, dialNATSPubSub},
+		{name: "udp", dial: dialUDP, oneWay: dialUDPOneWay},
+		{name: "kcp-go aes-gcm", dial: dialKCP, oneWay: func() (oneWay, error) { return dialOneWayStream(dialKCPStreams) }},
+		{name: "quic-go 1 stream", dial: dialQUIC, oneWay: func() (oneWay, error) { return dialOneWayStream(dialQUICStreams) }},
+		{name: "zeromq push/pull", oneWay: dialZMQPushPull},
+		{name: "zeromq req/rep", dial: dialZMQReqRep},
+		{name: "nats core", dial: dialNATSReqRep, oneWay: dialNATSPubSub},
 		raet(road.ProfileReference, 0),
-		raet(road.ProfileAuto, 0),
-		{"raet bus req/rep", dialBusReqRep, nil},
 	}
+	ps = append(ps, ceilingPeers()...) // measured right after the row they bound
+	ps = append(ps,
+		raet(road.ProfileAuto, 0),
+		peer{name: "raet bus req/rep", dial: dialBusReqRep},
+	)
 	if raetFastMPS > 0 {
 		ps = append(ps, raet(road.ProfileAuto, raetFastMPS))
 	}
@@ -115,8 +121,12 @@ type result struct {
 	MBPerS   float64 `json:"mb_per_s"`
 	// CPUusPerMsg is the process's CPU time (both ends) per message counted.
 	CPUusPerMsg float64 `json:"cpu_us_per_msg"`
-	RTTP50us    float64 `json:"rtt_p50_us,omitempty"`
-	RTTP99us    float64 `json:"rtt_p99_us,omitempty"`
+	// PktsPerMsg is how many datagrams both ends sent per message (the
+	// road stack, windowed; the ceiling rows: the packets signed and
+	// verified per message).
+	PktsPerMsg float64 `json:"pkts_per_msg,omitempty"`
+	RTTP50us   float64 `json:"rtt_p50_us,omitempty"`
+	RTTP99us   float64 `json:"rtt_p99_us,omitempty"`
 	// IdleP50us is the RTT p50 of a separate, shorter run with one message
 	// in flight (latency without queueing).
 	IdleP50us float64 `json:"idle_rtt_p50_us,omitempty"`
@@ -125,8 +135,8 @@ type result struct {
 
 // measure sends messages of size bytes for dur (at least one message),
 // window in flight, and waits for their acks.
-func measure(p peer, size, window int, dur, timeout time.Duration) result {
-	r := result{Peer: p.name, Size: size, Mode: modeWindowed}
+func measure(p peer, size, window int, dur, timeout time.Duration) (r result) {
+	r = result{Peer: p.name, Size: size, Mode: modeWindowed}
 	cpu0 := cpuTime()
 	t, err := p.dial()
 	if err != nil {
@@ -137,6 +147,14 @@ func measure(p peer, size, window int, dur, timeout time.Duration) result {
 	payload := []byte(strings.Repeat("x", size))
 	if _, ok := t.(serial); ok {
 		return measureSerial(r, t, payload, window, dur, timeout, cpu0)
+	}
+	if pc, ok := t.(packetCounter); ok {
+		p0 := pc.packets()
+		defer func() {
+			if r.Count > 0 {
+				r.PktsPerMsg = float64(pc.packets()-p0) / float64(r.Count)
+			}
+		}()
 	}
 	sem := make(chan struct{}, window)
 	var mu sync.Mutex
@@ -740,11 +758,13 @@ func (f *inFlight) recvAck() (uint64, error) {
 	}
 }
 
-// newRaetStack starts a road estate on loopback for the benchmarks.
-func newRaetStack(name string, main bool, prof road.Profile, fastMPS int) (*road.Stack, error) {
+// newRaetStack starts a road estate on loopback for the benchmarks; tap,
+// if not nil, sees its datagrams (road.Config.Tap).
+func newRaetStack(name string, main bool, prof road.Profile, fastMPS int, tap func(road.TapPacket)) (*road.Stack, error) {
 	s, err := road.New(&road.Config{
 		Name: name, Main: main, Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1,
 		Profile: prof, FastMaxPacketSize: fastMPS, HeadKind: codec.HeadKindRaet, BodyKind: codec.BodyKindJSON,
+		Tap: tap,
 	})
 	if err != nil {
 		return nil, err
@@ -752,10 +772,11 @@ func newRaetStack(name string, main bool, prof road.Profile, fastMPS int) (*road
 	return s, s.Start()
 }
 
-// dialRaet joins two stacks; with forward, what the receiving one receives
-// goes to msgs (the one-way mode reads it), else it is discarded.
-func dialRaet(prof road.Profile, fastMPS int, forward bool) (*raetTransport, error) {
-	mk := func(name string, main bool) (*road.Stack, error) { return newRaetStack(name, main, prof, fastMPS) }
+// dialRaet joins two stacks (both tapped by tap, if not nil); with
+// forward, what the receiving one receives goes to msgs (the one-way mode
+// reads it), else it is discarded.
+func dialRaet(prof road.Profile, fastMPS int, forward bool, tap func(road.TapPacket)) (*raetTransport, error) {
+	mk := func(name string, main bool) (*road.Stack, error) { return newRaetStack(name, main, prof, fastMPS, tap) }
 	m, err := mk("main", true)
 	if err != nil {
 		return nil, err
@@ -816,7 +837,7 @@ type raetOneWay struct {
 }
 
 func dialRaetOneWay(prof road.Profile, fastMPS int) (oneWay, error) {
-	t, err := dialRaet(prof, fastMPS, true)
+	t, err := dialRaet(prof, fastMPS, true, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -848,6 +869,25 @@ func (t *raetOneWay) recv() (uint64, []byte, error) {
 	case <-t.ctx.Done():
 		return 0, nil, errors.New("closed")
 	}
+}
+
+// packetCounter is a transport that counts the datagrams it sends.
+type packetCounter interface{ packets() uint64 }
+
+// packets is how many datagrams both stacks sent (and sent again).
+func (t *raetTransport) packets() uint64 {
+	var n uint64
+	for _, s := range []*road.Stack{t.m, t.o} {
+		c, err := s.Counters(context.Background())
+		if err != nil {
+			return 0
+		}
+		for _, v := range c.PacketsOut {
+			n += v
+		}
+		n += c.Retransmits
+	}
+	return n
 }
 
 func (t *raetTransport) close() {

@@ -33,6 +33,15 @@
 // pub/sub of package bus; msgs/s counts deliveries. The windowed mode has
 // the bus's request/reply as a peer too ("raet bus req/rep").
 //
+// The windowed mode has two rows beside the reference profile's, its
+// crypto ceiling (ceiling.go): "raet reference ceiling" signs and verifies,
+// on every core and with no I/O, the very datagrams one message of that
+// size makes (captured from a real exchange), with the verifier the road
+// uses; "raet ref ceiling voi batch" does the same with curve25519-voi's
+// batch verifier, which the road does not use. Column ×ceiling gives the
+// reference row's msgs/s over its ceiling's (and the batch ceiling's over
+// the road verifier's); pkts/msg is how many datagrams a message took.
+//
 // Every mode reports CPU µs per message: the process's CPU time (user and
 // system, every thread: both ends, and the NATS server) over the messages
 // counted. With -runs N each figure is the median over N runs.
@@ -162,15 +171,18 @@ func run(ps []peer, mode string, sizes []int, window, runs int, dur time.Duratio
 	var out []result
 	for _, size := range sizes {
 		for _, p := range ps {
-			if (mode == modeWindowed && p.dial == nil) || (mode == modeOneWay && p.oneWay == nil) {
+			if (mode == modeWindowed && p.dial == nil && p.ceiling == nil) || (mode == modeOneWay && p.oneWay == nil) {
 				continue
 			}
 			var all []result
 			for range runs {
 				var r result
-				if mode == modeOneWay {
+				switch {
+				case p.ceiling != nil:
+					r = p.ceiling(size, dur)
+				case mode == modeOneWay:
 					r = measureOneWay(p, size, window, dur, 30*time.Second)
-				} else {
+				default:
 					r = measure(p, size, window, dur, 30*time.Second)
 					idle := measure(p, size, 1, max(dur/4, time.Millisecond), 30*time.Second)
 					r.IdleP50us = idle.RTTP50us
@@ -206,6 +218,7 @@ func median(rs []result) result {
 	m.RTTP99us = pick(func(r result) float64 { return r.RTTP99us })
 	m.IdleP50us = pick(func(r result) float64 { return r.IdleP50us })
 	m.CPUusPerMsg = pick(func(r result) float64 { return r.CPUusPerMsg })
+	m.PktsPerMsg = pick(func(r result) float64 { return r.PktsPerMsg })
 	m.Count, m.Errors, m.Lost = 0, 0, 0
 	for _, r := range rs {
 		m.Count += r.Count
@@ -225,12 +238,15 @@ func printTable(w io.Writer, res []result, mode string, window, runs int, dur ti
 	if oneWay {
 		fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMB/s\tCPU µs/msg\tmsgs/s ×kcp\tCPU ×kcp\tlost\terrors\t")
 	} else {
-		fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMB/s\tCPU µs/msg\tp50 µs\tp99 µs\tidle p50 µs\tmsgs/s ×kcp\tCPU ×kcp\tp50 ×kcp\tidle p50 ×kcp\terrors\t")
+		fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMB/s\tCPU µs/msg\tp50 µs\tp99 µs\tidle p50 µs\tmsgs/s ×kcp\tCPU ×kcp\tp50 ×kcp\tidle p50 ×kcp\tpkts/msg\t×ceiling\terrors\t")
 	}
-	base := map[int]result{}
+	base, ceiling := map[int]result{}, map[int]result{}
 	for _, r := range res {
-		if r.Peer == "kcp-go aes-gcm" {
+		switch r.Peer {
+		case "kcp-go aes-gcm":
 			base[r.Size] = r
+		case ceilingPeer:
+			ceiling[r.Size] = r
 		}
 	}
 	ratio := func(a, b float64) string {
@@ -246,9 +262,19 @@ func printTable(w io.Writer, res []result, mode string, window, runs int, dur ti
 				r.CPUusPerMsg, ratio(r.MsgsPerS, b.MsgsPerS), ratio(r.CPUusPerMsg, b.CPUusPerMsg), r.Lost, r.Errors)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%d\t\n", sizeName(r.Size), r.Peer, r.MsgsPerS, r.MBPerS,
+		// The reference profile's rows against its crypto ceiling
+		// (ceiling.go): the stack's share of it, and the batch verifier's
+		// ceiling over the road verifier's.
+		ofCeiling, pkts := "-", "-"
+		if r.Peer == ceilingOf || r.Peer == batchCeilingPeer {
+			ofCeiling = ratio(r.MsgsPerS, ceiling[r.Size].MsgsPerS)
+		}
+		if r.PktsPerMsg > 0 {
+			pkts = fmt.Sprintf("%.2f", r.PktsPerMsg)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", sizeName(r.Size), r.Peer, r.MsgsPerS, r.MBPerS,
 			r.CPUusPerMsg, r.RTTP50us, r.RTTP99us, r.IdleP50us, ratio(r.MsgsPerS, b.MsgsPerS), ratio(r.CPUusPerMsg, b.CPUusPerMsg),
-			ratio(r.RTTP50us, b.RTTP50us), ratio(r.IdleP50us, b.IdleP50us), r.Errors)
+			ratio(r.RTTP50us, b.RTTP50us), ratio(r.IdleP50us, b.IdleP50us), pkts, ofCeiling, r.Errors)
 	}
 	tw.Flush()
 	for _, r := range res {

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/packet"
 )
 
 // TestSmoke runs every peer briefly in both modes at two sizes and checks
@@ -17,7 +20,7 @@ func TestSmoke(t *testing.T) {
 		res := run(ps, mode, []int{64, 16 << 10}, 4, 1, 50*time.Millisecond, nil)
 		var want []string
 		for _, p := range ps {
-			if (mode == modeWindowed && p.dial != nil) || (mode == modeOneWay && p.oneWay != nil) {
+			if (mode == modeWindowed && (p.dial != nil || p.ceiling != nil)) || (mode == modeOneWay && p.oneWay != nil) {
 				want = append(want, p.name)
 			}
 		}
@@ -28,7 +31,7 @@ func TestSmoke(t *testing.T) {
 			if r.Count == 0 || r.Errors != 0 || r.MsgsPerS <= 0 || r.CPUusPerMsg <= 0 || r.Mode != mode {
 				t.Errorf("%s %s %d: %+v", mode, r.Peer, r.Size, r)
 			}
-			if mode == modeWindowed && (r.RTTP50us <= 0 || r.IdleP50us <= 0) {
+			if mode == modeWindowed && !strings.Contains(r.Peer, "ceiling") && (r.RTTP50us <= 0 || r.IdleP50us <= 0) {
 				t.Errorf("%s %s %d: no RTT: %+v", mode, r.Peer, r.Size, r)
 			}
 		}
@@ -40,6 +43,48 @@ func TestSmoke(t *testing.T) {
 			}
 		}
 		t.Log("\n" + b.String())
+	}
+}
+
+// The ceiling rows sign and verify the datagrams a message really makes
+// with the reference profile (1024-byte packets): at 64 B the message and
+// its done, at 1 KiB two segments and the done; the road's verifier and
+// the batch verifier accept every signature, and the windowed run of the
+// stack sent as many datagrams per message as the ceiling signs.
+func TestCeiling(t *testing.T) {
+	for _, tc := range []struct {
+		size, segs int
+	}{{64, 1}, {1024, 2}} {
+		pkts, err := messagePackets(tc.size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pkts) != tc.segs+1 {
+			t.Fatalf("%d B: %d datagrams, want %d segments and the done", tc.size, len(pkts), tc.segs)
+		}
+		for i, b := range pkts {
+			var pk packet.Packet
+			if err := packet.Parse(b, &pk); err != nil || len(b) > 1024 || pk.Head.FootKind != codec.FootKindNaCl {
+				t.Fatalf("%d B: datagram %d: %d bytes, foot %v, %v", tc.size, i, len(b), pk.Head.FootKind, err)
+			}
+			want := codec.PacketKindMessage
+			if i == tc.segs {
+				want = codec.PacketKindDone
+			}
+			if pk.Head.PacketKind != want || int(pk.Head.SegmentCount) != map[bool]int{true: tc.segs, false: 1}[i < tc.segs] {
+				t.Fatalf("%d B: datagram %d is %v (%d segments)", tc.size, i, pk.Head.PacketKind, pk.Head.SegmentCount)
+			}
+		}
+		for _, batch := range []bool{false, true} {
+			r := measureCeiling("c", tc.size, 30*time.Millisecond, batch)
+			if r.Count == 0 || r.Errors != 0 || r.CPUusPerMsg <= 0 || r.PktsPerMsg != float64(len(pkts)) {
+				t.Fatalf("%d B, batch %v: %+v", tc.size, batch, r)
+			}
+		}
+		run := measure(selectPeers(ceilingOf, 0)[0], tc.size, 4, 50*time.Millisecond, 10*time.Second)
+		if run.Errors != 0 || run.PktsPerMsg < float64(len(pkts)) || run.PktsPerMsg > float64(len(pkts))+0.5 {
+			t.Fatalf("%d B: the run of %q sent %.2f datagrams per message, the ceiling signs %d: %+v", tc.size, run.Peer, run.PktsPerMsg, len(pkts), run)
+		}
 	}
 }
 
