@@ -151,7 +151,7 @@ func verifyEd25519(pub voi.PublicKey, msg, sig []byte) bool {
 // stack: it signs with the local signing key and verifies with the key the
 // resolver gives for each packet's de.
 type NaClFoot struct {
-	priv    voi.PrivateKey // nil: verify only
+	key     *signingKey // nil: verify only
 	resolve VerifyKeyResolver
 }
 
@@ -162,7 +162,7 @@ type NaClFoot struct {
 func NewNaClFoot(seed *[32]byte, resolve VerifyKeyResolver) *NaClFoot {
 	f := &NaClFoot{resolve: resolve}
 	if seed != nil {
-		f.priv = voi.NewKeyFromSeed(seed[:])
+		f.key = newSigningKey(seed)
 	}
 	return f
 }
@@ -178,13 +178,14 @@ var zeroFoot [NaClFootSize]byte
 // Sign appends 64 zero bytes to pkt, signs the result and replaces the
 // zeros with the signature.
 func (f *NaClFoot) Sign(pkt []byte) ([]byte, error) {
-	if f.priv == nil {
+	if f.key == nil {
 		return pkt, &FootError{Kind: codec.FootKindNaCl, Op: "sign", Err: ErrNoSigningKey}
 	}
 	n := len(pkt)
 	pkt = append(pkt, zeroFoot[:]...)
-	sig := voi.Sign(f.priv, pkt)
-	copy(pkt[n:], sig)
+	var sig [NaClFootSize]byte
+	f.key.sign(&sig, pkt)
+	copy(pkt[n:], sig[:])
 	return pkt, nil
 }
 

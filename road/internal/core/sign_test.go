@@ -92,3 +92,30 @@ func TestSignLater(t *testing.T) {
 		}
 	}
 }
+// Leaving a foot to sign and signing it allocate nothing.
+func TestSignLaterAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under -race (sync.Pool drops items at random)")
+	}
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+		m.Profile, o.Profile = ProfileReference, ProfileReference
+		m.SignLater, o.SignLater = true, true
+	})
+	p.join()
+	c := p.other
+	r := c.byName["main"]
+	h := c.outHead(codec.TransactionKindMessage, codec.PacketKindAck, r.nuid, r.fuid, r.sid, 1, true)
+	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, codec.CoatKindNaCl, codec.FootKindNaCl
+	out := make([]Datagram, 0, 4)
+	allocs := testing.AllocsPerRun(100, func() {
+		if !c.send(r, &h, nil, r.ha) {
+			t.Fatal("not sent")
+		}
+		out = c.TakeOut(out)
+		out[0].Sign()
+		out[0].Release()
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per packet left to sign and signed, want 0", allocs)
+	}
+}
