@@ -92,6 +92,7 @@ func TestSignLater(t *testing.T) {
 		}
 	}
 }
+
 // Leaving a foot to sign and signing it allocate nothing.
 func TestSignLaterAllocs(t *testing.T) {
 	if raceEnabled {
