@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -50,8 +51,8 @@ const (
 	// groBufs is the most buffers one read takes while UDP_GRO is on: as
 	// many as without it, since most may hold one datagram each. A read
 	// takes twice as many as the last one when it filled them all, else as
-	// many as it filled (at least one), and lets the others go: an idle
-	// socket holds one.
+	// many as it filled (at least one), and gives the others back to
+	// groPool: an idle socket holds one.
 	groBufs = ioBatch
 	// ctrlWords is the room of one control message: a header and an int,
 	// in uint64s so that the header is aligned.
@@ -76,6 +77,12 @@ type mmsgSide struct {
 
 // groBuffers are read's buffers while UDP_GRO is on, and what is left of
 // the last recvmmsg: buffers next to count, the first from byte off.
+// groPool holds the GRO buffers no read holds, for every socket of the
+// process: the number a read takes goes up and down with the traffic,
+// and making a 64 KiB buffer each time it went up again was most of what
+// a busy stack allocated (and so of its garbage collection).
+var groPool = sync.Pool{New: func() any { return new([maxDatagram]byte) }}
+
 type groBuffers struct {
 	bufs  [groBufs][]byte
 	ns    [groBufs]int // bytes received; < 0: skip the buffer
@@ -219,10 +226,11 @@ func (m *mmsgIO) readGRO(bufs [][]byte, ns []int, froms []netip.AddrPort) (int, 
 	if g.next == g.count {
 		for i := range g.bufs {
 			switch {
-			case i >= g.want:
+			case i >= g.want && g.bufs[i] != nil:
+				groPool.Put((*[maxDatagram]byte)(g.bufs[i]))
 				g.bufs[i] = nil
-			case g.bufs[i] == nil:
-				g.bufs[i] = make([]byte, maxDatagram)
+			case i < g.want && g.bufs[i] == nil:
+				g.bufs[i] = groPool.Get().(*[maxDatagram]byte)[:]
 			}
 		}
 		n, err := m.recv(g.bufs[:g.want], true)
