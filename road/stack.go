@@ -27,8 +27,10 @@ import (
 // (the core: road/internal/core, no I/O and no clock, reached only through
 // its API) and is the only one to call it; a reader goroutine reads
 // datagrams from the socket (recvmmsg on Linux, up to 32 at a time), parses
-// them and checks their Ed25519 signatures; a writer goroutine writes what
-// the owner flushes (sendmmsg, with UDP GSO for runs of equal-sized
+// them and checks their Ed25519 signatures; a writer goroutine signs the
+// Ed25519 feet of the message datagrams the owner flushes (so that the
+// owner's work and the signing run on different cores) and writes them
+// (sendmmsg, with UDP GSO for runs of equal-sized
 // datagrams to one peer where Linux has it; see Config.NoOffload); a decoder goroutine, and with a
 // BatchSerializer an encoder goroutine, make the serializer's costly calls
 // in batches. The calls (Join, Send, Remotes, …) talk to the owner through
