@@ -2,7 +2,8 @@
 // transactions (join, allow, alive, message), with no sockets, no
 // goroutines and no clock, in the sans-IO style of quic-go's ackhandler.
 // Package road runs it: one owner goroutine makes every call, readers
-// parse and check datagrams with a FootChecker, a writer sends Out.
+// parse and check datagrams with a FootChecker, a writer signs what the
+// owner left to sign (Config.SignLater, Datagram.Sign) and sends Out.
 //
 // The owner feeds the core datagrams (Receive) and commands (Join, Send),
 // each with the time, advances the time (Tick, when Deadline says), and
@@ -49,8 +50,9 @@ func (c *Core) Deadline() time.Time {
 func (c *Core) OutLen() int { return len(c.out) }
 
 // TakeOut returns the datagrams to send, in order, and keeps spare's
-// memory (emptied) for the next ones. Each datagram's Release gives its
-// buffer back once it is sent.
+// memory (emptied) for the next ones. Each datagram must be signed
+// (Sign, a no-op unless Config.SignLater left its foot) before it is sent,
+// and its Release gives its buffer back once it is sent.
 func (c *Core) TakeOut(spare []Datagram) []Datagram {
 	out := c.out
 	c.out = spare[:0]
