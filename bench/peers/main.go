@@ -10,7 +10,7 @@
 //	cd bench/peers && go run . [-sizes 64,1024,16384,262144] [-modes windowed,one-way,fanout]
 //	                           [-fanout-sizes 64,1024] [-subs 1,10,100]
 //	                           [-window 16] [-oneway-window 1024] [-dur 1s] [-runs 3]
-//	                           [-peers udp,raet fast] [-raet-fast-mps 8192] [-json]
+//	                           [-peers udp,raet fast] [-raet-fast-mps 8192] [-json] [-cpuprofile FILE]
 //
 // Windowed mode: every peer carries each message from a client to a server,
 // and the server answers with a small ack (for the road stack: Send until
@@ -53,6 +53,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,7 +73,18 @@ func main() {
 	only := flag.String("peers", "", "comma-separated subset of peers (names as in the table, e.g. udp,raet fast)")
 	fastMPS := flag.Int("raet-fast-mps", 0, "also measure the fast profile with this packet size (loopback takes e.g. 8192)")
 	asJSON := flag.Bool("json", false, "print every measurement as a JSON line too")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "peers: cpu profile: %v\n", err)
+			os.Exit(2)
+		}
+	}
 	sz, fsz, nsubs := ints(*sizes, 0), ints(*fanSizes, 0), ints(*subs, 1)
 	ps := selectPeers(*only, *fastMPS)
 	var ms []string
@@ -113,6 +125,7 @@ func main() {
 			failed = failed || r.Errors > 0
 		}
 	}
+	pprof.StopCPUProfile() // a no-op without -cpuprofile
 	if failed {
 		os.Exit(1)
 	}
