@@ -125,8 +125,12 @@ type result struct {
 	// road stack, windowed; the ceiling rows: the packets signed and
 	// verified per message).
 	PktsPerMsg float64 `json:"pkts_per_msg,omitempty"`
-	RTTP50us   float64 `json:"rtt_p50_us,omitempty"`
-	RTTP99us   float64 `json:"rtt_p99_us,omitempty"`
+	// OfCeiling is, for the reference profile's row, its msgs/s over its
+	// crypto ceiling's in the same run, and for the batch ceiling's row,
+	// its msgs/s over the road verifier's ceiling (ceiling.go).
+	OfCeiling float64 `json:"of_ceiling,omitempty"`
+	RTTP50us  float64 `json:"rtt_p50_us,omitempty"`
+	RTTP99us  float64 `json:"rtt_p99_us,omitempty"`
 	// IdleP50us is the RTT p50 of a separate, shorter run with one message
 	// in flight (latency without queueing).
 	IdleP50us float64 `json:"idle_rtt_p50_us,omitempty"`

@@ -40,7 +40,8 @@
 // uses; "raet ref ceiling voi batch" does the same with curve25519-voi's
 // batch verifier, which the road does not use. Column ×ceiling gives the
 // reference row's msgs/s over its ceiling's (and the batch ceiling's over
-// the road verifier's); pkts/msg is how many datagrams a message took.
+// the road verifier's), the median of the ratios of each run (the peers
+// take turns in every run); pkts/msg is how many datagrams a message took.
 //
 // Every mode reports CPU µs per message: the process's CPU time (user and
 // system, every thread: both ends, and the NATS server) over the messages
@@ -179,16 +180,23 @@ func selectPeers(only string, fastMPS int) []peer {
 }
 
 // run measures in mode every peer that has it at every size runs times and
-// returns, per size and peer (in that order), the medians.
+// returns, per size and peer (in that order), the medians. The peers take
+// turns within each run, so that a ratio between two rows compares
+// measurements made at about the same time (the machine may be shared).
 func run(ps []peer, mode string, sizes []int, window, runs int, dur time.Duration, log io.Writer) []result {
 	var out []result
 	for _, size := range sizes {
+		var these []peer
 		for _, p := range ps {
 			if (mode == modeWindowed && p.dial == nil && p.ceiling == nil) || (mode == modeOneWay && p.oneWay == nil) {
 				continue
 			}
-			var all []result
-			for range runs {
+			these = append(these, p)
+		}
+		all := make([][]result, len(these))
+		for range runs {
+			round := make([]result, len(these))
+			for i, p := range these {
 				var r result
 				switch {
 				case p.ceiling != nil:
@@ -204,15 +212,35 @@ func run(ps []peer, mode string, sizes []int, window, runs int, dur time.Duratio
 						r.ErrorText = "window 1: " + idle.ErrorText
 					}
 				}
+				round[i] = r
+			}
+			ofCeiling(round)
+			for i, r := range round {
 				if log != nil {
 					json.NewEncoder(log).Encode(r)
 				}
-				all = append(all, r)
+				all[i] = append(all[i], r)
 			}
-			out = append(out, median(all))
+		}
+		for _, rs := range all {
+			out = append(out, median(rs))
 		}
 	}
 	return out
+}
+
+// ofCeiling sets, in one round of measurements, the reference profile's
+// msgs/s over its crypto ceiling's, and the batch ceiling's over it.
+func ofCeiling(round []result) {
+	i := slices.IndexFunc(round, func(r result) bool { return r.Peer == ceilingPeer })
+	if i < 0 || round[i].MsgsPerS == 0 {
+		return
+	}
+	for j, r := range round {
+		if r.Peer == ceilingOf || r.Peer == batchCeilingPeer {
+			round[j].OfCeiling = r.MsgsPerS / round[i].MsgsPerS
+		}
+	}
 }
 
 func median(rs []result) result {
@@ -232,6 +260,7 @@ func median(rs []result) result {
 	m.IdleP50us = pick(func(r result) float64 { return r.IdleP50us })
 	m.CPUusPerMsg = pick(func(r result) float64 { return r.CPUusPerMsg })
 	m.PktsPerMsg = pick(func(r result) float64 { return r.PktsPerMsg })
+	m.OfCeiling = pick(func(r result) float64 { return r.OfCeiling })
 	m.Count, m.Errors, m.Lost = 0, 0, 0
 	for _, r := range rs {
 		m.Count += r.Count
@@ -253,13 +282,10 @@ func printTable(w io.Writer, res []result, mode string, window, runs int, dur ti
 	} else {
 		fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMB/s\tCPU µs/msg\tp50 µs\tp99 µs\tidle p50 µs\tmsgs/s ×kcp\tCPU ×kcp\tp50 ×kcp\tidle p50 ×kcp\tpkts/msg\t×ceiling\terrors\t")
 	}
-	base, ceiling := map[int]result{}, map[int]result{}
+	base := map[int]result{}
 	for _, r := range res {
-		switch r.Peer {
-		case "kcp-go aes-gcm":
+		if r.Peer == "kcp-go aes-gcm" {
 			base[r.Size] = r
-		case ceilingPeer:
-			ceiling[r.Size] = r
 		}
 	}
 	ratio := func(a, b float64) string {
@@ -277,10 +303,11 @@ func printTable(w io.Writer, res []result, mode string, window, runs int, dur ti
 		}
 		// The reference profile's rows against its crypto ceiling
 		// (ceiling.go): the stack's share of it, and the batch verifier's
-		// ceiling over the road verifier's.
+		// ceiling over the road verifier's (medians of the ratios of each
+		// run).
 		ofCeiling, pkts := "-", "-"
-		if r.Peer == ceilingOf || r.Peer == batchCeilingPeer {
-			ofCeiling = ratio(r.MsgsPerS, ceiling[r.Size].MsgsPerS)
+		if r.OfCeiling > 0 {
+			ofCeiling = fmt.Sprintf("%.2f", r.OfCeiling)
 		}
 		if r.PktsPerMsg > 0 {
 			pkts = fmt.Sprintf("%.2f", r.PktsPerMsg)

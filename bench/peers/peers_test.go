@@ -34,6 +34,9 @@ func TestSmoke(t *testing.T) {
 			if mode == modeWindowed && !strings.Contains(r.Peer, "ceiling") && (r.RTTP50us <= 0 || r.IdleP50us <= 0) {
 				t.Errorf("%s %s %d: no RTT: %+v", mode, r.Peer, r.Size, r)
 			}
+			if hasRatio := mode == modeWindowed && (r.Peer == ceilingOf || r.Peer == batchCeilingPeer); hasRatio != (r.OfCeiling > 0) {
+				t.Errorf("%s %s %d: ratio to the crypto ceiling %v", mode, r.Peer, r.Size, r.OfCeiling)
+			}
 		}
 		var b bytes.Buffer
 		printTable(&b, res, mode, 4, 1, 50*time.Millisecond)
