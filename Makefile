@@ -5,7 +5,7 @@ SMOKETIME ?= 4s
 TESTFLAGS ?= -race -timeout 30m -tags pcap
 DEMO_DIR  ?= $(or $(TMPDIR),/tmp)/raet-demo
 
-.PHONY: all help install demo test deps generate check-gen fmt-check vet lint tidy-check unit flood fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check bench-fleet clean
+.PHONY: all help install demo test deps generate check-gen fmt-check vet lint tidy-check unit allocs flood fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check bench-fleet clean
 
 all: test
 
@@ -34,7 +34,7 @@ demo:
 		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -T
 
 ## test: everything CI checks (.ci/run calls this).
-test: deps check-gen fmt-check vet lint tidy-check unit flood fuzz-smoke bench-peers-check
+test: deps check-gen fmt-check vet lint tidy-check unit allocs flood fuzz-smoke bench-peers-check
 
 ## deps: install what the tests need when it is missing (Debian packages when root).
 deps:
@@ -71,6 +71,11 @@ tidy-check:
 ## unit: every test with -race (TESTFLAGS).
 unit:
 	$(GO) test $(TESTFLAGS) ./...
+
+## allocs: the allocation tests, which -race skips (its instrumentation allocates),
+## without -race (part of make test).
+allocs:
+	$(GO) test -count=1 -tags pcap -run 'Alloc' ./codec/... ./dissect/... ./lane/... ./packet/... ./road/...
 
 ## flood: the road's flood tests (a known peer joins and sends while the stack is
 ## flooded), alone, since they time the known peer (part of make test).
