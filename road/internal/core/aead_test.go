@@ -361,12 +361,10 @@ func TestAEADStrippedFailsTheAllow(t *testing.T) {
 func TestAEADOpenedByReader(t *testing.T) {
 	for _, stale := range []bool{false, true} {
 		p := joinedPair(t, aeadProfile)
-		table, _ := p.main.VerifyKeys()
+		table := VerifyKeys{} // stale: read before the allow
 		if !stale {
 			p.main.keysChanged = true
 			table, _ = p.main.VerifyKeys()
-		} else {
-			table = VerifyKeys{} // read before the allow
 		}
 		msg, res := p.sendCaptured(t, map[string]any{"n": 1})
 		buf := make([]byte, len(msg), 2*len(msg))
