@@ -104,6 +104,11 @@ type Config struct {
 	// 0 means 1400 (safe for the path MTU of real networks); loopback can
 	// take far more.
 	FastMaxPacketSize int
+	// NoBundling stops us offering raet-go peers bundles: by default,
+	// between two fast-profile estates, the small messages queued for a
+	// remote at one moment go out several to a datagram, and the dones of
+	// many messages in one (each message is still its own transaction).
+	NoBundling bool
 	// BurstSize is how many segments of a message go out before waiting
 	// for an ack; 0 means 64. Negative sends all at once, the reference's
 	// default, which overruns socket buffers with large messages.
@@ -246,7 +251,7 @@ func populate(cfg *Config) (*Config, *core.Config, error) {
 	cc := &core.Config{
 		Name: c.Name, Role: c.Role, Kind: c.Kind, Main: c.Main, Mutable: c.Mutable, Auto: c.Auto, KeepDir: c.KeepDir,
 		HeadKind: c.HeadKind, BodyKind: c.BodyKind, MaxPacketSize: c.MaxPacketSize, Profile: c.Profile,
-		AEAD: c.AEAD, FastMaxPacketSize: c.FastMaxPacketSize, BurstSize: c.BurstSize,
+		AEAD: c.AEAD, FastMaxPacketSize: c.FastMaxPacketSize, NoBundling: c.NoBundling, BurstSize: c.BurstSize,
 		JoinTimeout: c.JoinTimeout, JoinentTimeout: c.JoinentTimeout, PendTimeout: c.PendTimeout,
 		AllowTimeout: c.AllowTimeout, AliveTimeout: c.AliveTimeout, AlivePeriod: c.AlivePeriod,
 		AliveOffset: c.AliveOffset, Interim: c.Interim, MessageTimeout: c.MessageTimeout,

@@ -46,14 +46,20 @@ func (c *Core) Deadline() time.Time {
 	return earliest(c.pendAt, c.timers.next())
 }
 
-// OutLen is how many datagrams wait to be sent.
-func (c *Core) OutLen() int { return len(c.out) }
+// OutLen is how many datagrams wait to be sent. Like TakeOut, it first
+// packs the messages and answers queued for bundles since the last call
+// (the bundles of this moment; a call ends the moment).
+func (c *Core) OutLen() int {
+	c.flushBundles()
+	return len(c.out)
+}
 
 // TakeOut returns the datagrams to send, in order, and keeps spare's
 // memory (emptied) for the next ones. Each datagram must be signed
 // (Sign, a no-op unless Config.SignLater left its foot) before it is sent,
 // and its Release gives its buffer back once it is sent.
 func (c *Core) TakeOut(spare []Datagram) []Datagram {
+	c.flushBundles()
 	out := c.out
 	c.out = spare[:0]
 	return out

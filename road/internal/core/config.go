@@ -30,6 +30,7 @@ type Config struct {
 	Profile           Profile
 	AEAD              AEADMode
 	FastMaxPacketSize int
+	NoBundling        bool
 	BurstSize         int
 
 	JoinTimeout    time.Duration

@@ -51,6 +51,8 @@ type Core struct {
 	pendAt time.Time
 
 	out      []Datagram
+	bundling bundling   // the messages and answers of this moment (bundle.go)
+	scratch  []byte     // a message's coat plaintext, being measured or bundled
 	bufs     bufPool    // buffers of the datagrams in out that nobody keeps
 	txHead   codec.Head // the head being sent, kept here so it is not allocated per packet
 	delivery []Message  // completed messages not yet taken (Deliveries)
@@ -644,6 +646,10 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 		return
 	}
 	c.touch(r)
+	if h.PacketKind == codec.PacketKindBundle || h.PacketKind == codec.PacketKindAnswers {
+		c.receiveBundled(p, r)
+		return
+	}
 	if t := r.txns[txnKey{rf: !h.Correspondent(), si: h.SessionID, ti: h.TransactionID}]; t != nil {
 		if h.TransactionKind != codec.TransactionKindJoin {
 			c.heard(r)
@@ -943,7 +949,13 @@ func (c *Core) stale(p *rxPacket, r *remote) {
 // repeated alive, or a renew for a join to a forgotten uid. These replies
 // are budgeted, per remote r or, with r nil, for the whole stack.
 func (c *Core) replyStale(p *rxPacket, r *remote, pk codec.PacketKind) {
-	h := &p.Head
+	c.replyStaleTo(&p.Head, p.from, r, pk)
+}
+
+// replyStaleTo is replyStale of a packet of head h from `from` (a bundle's
+// entry has a head of its own, bundle.go). A done to a session that
+// bundles goes in the answers of this moment.
+func (c *Core) replyStaleTo(h *codec.Head, from netip.AddrPort, r *remote, pk codec.PacketKind) {
 	if ignoredStale(h.PacketKind) {
 		return
 	}
@@ -955,9 +967,13 @@ func (c *Core) replyStale(p *rxPacket, r *remote, pk codec.PacketKind) {
 		c.stats.drop(dropReplyBudget)
 		return
 	}
+	if pk == codec.PacketKindDone && h.TransactionKind == codec.TransactionKindMessage && r != nil && c.bundles(r) {
+		c.answer(r, h.SessionID, h.TransactionID)
+		return
+	}
 	out := c.outHead(h.TransactionKind, pk, h.DestinationID, h.SourceID, h.SessionID, h.TransactionID, true)
 	out.BodyKind, out.CoatKind, out.FootKind = c.cfg.BodyKind, h.CoatKind, h.FootKind
-	c.sendNew(r, &out, nil, p.from)
+	c.sendNew(r, &out, nil, from)
 }
 
 // removeStaleCorrespondents ends r's correspondent transactions of older

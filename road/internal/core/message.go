@@ -63,6 +63,9 @@ type messenger struct {
 	redo     redo
 	started  time.Time
 	result   chan<- error // Send's waiter; nil when nobody waits
+	// bundled: it travels as an entry of bundles (bundle.go), queued for
+	// the flush of this moment; retry: the next one is a retransmission.
+	bundled, queued, retry bool
 }
 
 func (m *messenger) kind() codec.TransactionKind { return codec.TransactionKindMessage }
@@ -70,49 +73,80 @@ func (m *messenger) key() txnKey                 { return txnKey{si: m.si, ti: m
 func (m *messenger) deadline() time.Time         { return earliest(time.Time(m.timeout), m.redo.at) }
 
 // startMessenger sends a serialized body with its id to r. result receives
-// the outcome.
+// the outcome. A message that fits one packet of a session that bundles
+// waits for the flush of this moment (bundle.go); any other is sealed and
+// sent now, whole or in segments.
 func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgID, result chan<- error, started time.Time) {
 	m := &messenger{r: r, body: body, bk: bk, id: id, result: result, started: started, lastSeg: -1}
 	if !r.allowed || r.coat == nil {
 		m.finish(c, ErrNotAllowed)
 		return
 	}
-	var coat []byte
+	m.si, m.ti = r.sid, r.nextTid()
+	m.timeout = after(c.now, c.cfg.MessageTimeout)
+	m.redo = r.messageRedo()
+	if c.bundles(r) {
+		h := m.head(c, 0, 0)
+		h.FootKind = codec.FootKindNaCl
+		pk := c.packerFor(r, &h)
+		c.scratch = m.plaintext(c.scratch[:0])
+		if _, n, err := pk.Segments(&h, len(c.scratch)+r.coat.Overhead()); err == nil && n == 1 {
+			m.bundled, m.count, m.flags = true, 1, make([]uint8, 1)
+			c.addTxn(r, m)
+			c.queue(m)
+			return
+		}
+	}
+	if err := m.alone(c); err != nil {
+		m.finish(c, err)
+		return
+	}
+	c.addTxn(r, m)
+	m.burst(c)
+}
+
+// alone seals the message and plans its segments, to send it by itself.
+func (m *messenger) alone(c *Core) error {
+	r := m.r
 	var err error
 	mids := r.prof != nil && r.prof.mids
 	m.aead = r.aead()
 	switch {
 	case m.aead != nil && mids:
-		coat = packet.AppendMessageID(make([]byte, 0, 1+3*binary.MaxVarintLen64+len(body)), id, body)
+		m.coat = packet.AppendMessageID(make([]byte, 0, 1+3*binary.MaxVarintLen64+len(m.body)), m.id, m.body)
 	case m.aead != nil:
-		coat = body // sealed packet by packet
+		m.coat = m.body // sealed packet by packet
 	case mids:
-		coat, err = sealWithID(r.coat, id, body)
+		m.coat, err = sealWithID(r.coat, m.id, m.body)
 	default:
-		coat, err = r.coat.Seal(nil, body)
+		m.coat, err = r.coat.Seal(nil, m.body)
 	}
 	if err != nil {
-		m.finish(c, err)
-		return
+		return err
 	}
-	m.si, m.ti, m.coat = r.sid, r.nextTid(), coat
+	m.bundled = false
 	h := m.head(c, 0, 0)
 	h.FootKind = codec.FootKindNaCl
 	pk := c.packerFor(r, &h)
 	if m.aead != nil {
-		m.segSize, m.count, err = pk.SegmentsAEAD(&h, m.aead, len(coat))
+		m.segSize, m.count, err = pk.SegmentsAEAD(&h, m.aead, len(m.coat))
 	} else {
-		m.segSize, m.count, err = pk.Segments(&h, len(coat))
+		m.segSize, m.count, err = pk.Segments(&h, len(m.coat))
 	}
 	if err != nil {
-		m.finish(c, err)
-		return
+		return err
 	}
 	m.flags = make([]uint8, m.count)
-	m.timeout = after(c.now, c.cfg.MessageTimeout)
-	m.redo = r.messageRedo()
-	c.addTxn(r, m)
-	m.burst(c)
+	return nil
+}
+
+// plaintext appends what the message's coat seals to dst: its id envelope
+// (to a peer that negotiated message ids) and its body.
+func (m *messenger) plaintext(dst []byte) []byte {
+	if m.r.prof != nil && m.r.prof.mids {
+		return packet.AppendMessageID(dst, m.id, m.body)
+	}
+	return append(dst, m.body...)
 }
 
 func (m *messenger) head(c *Core, pk codec.PacketKind, flags uint8) codec.Head {
@@ -232,16 +266,21 @@ func (m *messenger) receive(c *Core, p *rxPacket) {
 		}
 		m.sendMisseds(c)
 	case codec.PacketKindDone:
-		m.sample(c)
-		c.refresh(r, yes)
-		c.removeTxn(r, m)
-		c.stats.rtt(c.now.Sub(m.started))
-		m.finish(c, nil)
+		m.done(c)
 	case codec.PacketKindNack:
 		c.refresh(r, yes)
 		c.removeTxn(r, m)
 		m.finish(c, ErrRejected)
 	}
+}
+
+// done ends the messenger: the remote said done.
+func (m *messenger) done(c *Core) {
+	m.sample(c)
+	c.refresh(m.r, yes)
+	c.removeTxn(m.r, m)
+	c.stats.rtt(c.now.Sub(m.started))
+	m.finish(c, nil)
 }
 
 // sendMisseds sends the segments asked for again: af on all, wf only on the
@@ -268,6 +307,16 @@ func (m *messenger) tick(c *Core) {
 	if m.timeout.due(c.now) {
 		c.removeTxn(m.r, m)
 		m.finish(c, ErrTimeout)
+		return
+	}
+	if m.bundled {
+		if m.redo.due(c.now) && !m.queued {
+			// Lost, or its done was: into the bundles of this moment again.
+			m.redo.backoff(c.now)
+			m.retry = true
+			c.stats.retransmit()
+			c.queue(m)
+		}
 		return
 	}
 	if !m.redo.due(c.now) || m.lastSeg < 0 {
@@ -473,24 +522,30 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 	m.wait = h.Wait()
 	if complete {
 		msg, id, later, err := c.openMessage(r, h.BodyKind, h.CoatKind, whole)
-		if err != nil {
-			c.stats.drop(errDrop(err))
-			m.nack(c)
-			return
-		}
-		m.pending, m.id = msg, id
-		if later {
-			m.decoding = true
-			m.dec = Decode{Kind: msg.Kind, Raw: msg.Raw, m: m}
-			c.decodes = append(c.decodes, &m.dec)
-			return
-		}
-		m.complete(c)
+		m.opened(c, msg, id, later, err)
 		return
 	}
 	if m.wait {
 		m.askMore(c)
 	}
+}
+
+// opened takes the message once whole and opened (openMessage's outcome):
+// it delivers it, hands its body to the decoder, or nacks it.
+func (m *messengent) opened(c *Core, msg *Message, id MsgID, later bool, err error) {
+	if err != nil {
+		c.stats.drop(errDrop(err))
+		m.nack(c)
+		return
+	}
+	m.pending, m.id = msg, id
+	if later {
+		m.decoding = true
+		m.dec = Decode{Kind: msg.Kind, Raw: msg.Raw, m: m}
+		c.decodes = append(c.decodes, &m.dec)
+		return
+	}
+	m.complete(c)
 }
 
 // reassemblyFull counts a segment dropped for want of reassembly room and
@@ -545,7 +600,7 @@ func (m *messengent) complete(c *Core) {
 		// Delivered before, in this session or an earlier one (a sender
 		// restarted on its durable queue): done, and not again.
 		c.stats.drop(dropMessageIDRepeated)
-		m.send(c, codec.PacketKindDone, nil, 0)
+		m.done(c)
 		m.remove(c)
 		return
 	}
@@ -560,8 +615,18 @@ func (m *messengent) complete(c *Core) {
 	}
 	c.delivery = append(c.delivery, *m.pending)
 	c.stats.c.MessagesIn++
-	m.send(c, codec.PacketKindDone, nil, 0)
+	m.done(c)
 	m.remove(c)
+}
+
+// done answers the message done: in the answers of this moment to a
+// session that bundles (bundle.go), else in a done packet.
+func (m *messengent) done(c *Core) {
+	if c.bundles(m.r) {
+		c.answer(m.r, m.si, m.ti)
+		return
+	}
+	m.send(c, codec.PacketKindDone, nil, 0)
 }
 
 func (m *messengent) tick(c *Core) {
@@ -599,14 +664,20 @@ func (m *messengent) decoded(c *Core, body map[string]any, err error) {
 	m.complete(c)
 }
 
-// openMessage opens a whole coat, takes its id (from a peer that
-// negotiated message ids) and decodes its body, or, for a body of a
-// BatchSerializer's kind, leaves that to the decoder goroutine (later).
+// openMessage opens a whole coat and decodes it (decodeMessage).
 func (c *Core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat []byte) (msg *Message, id MsgID, later bool, err error) {
 	plain, err := openCoat(r, ck, coat)
 	if err != nil {
 		return nil, id, false, err
 	}
+	return c.decodeMessage(r, bk, plain)
+}
+
+// decodeMessage takes a message's id (from a peer that negotiated message
+// ids) from its opened coat plain, which the message keeps, and decodes
+// its body, or, for a body of a BatchSerializer's kind, leaves that to the
+// decoder goroutine (later).
+func (c *Core) decodeMessage(r *remote, bk codec.BodyKind, plain []byte) (msg *Message, id MsgID, later bool, err error) {
 	if r.prof != nil && r.prof.mids {
 		if id, plain, err = packet.SplitMessageID(plain); err != nil {
 			return nil, id, false, &packet.BodyError{Kind: bk, Op: "unmarshal", Err: fmt.Errorf("%w: %w", packet.ErrMalformedBody, err)}

@@ -21,7 +21,8 @@ import (
 // takes part in driven presence, N its presence period in ms (presence.go;
 // only that it advertises one is in the digest below: the period changes
 // with the remotes, and the answering end tells it again in its alive
-// acks, which are authenticated).
+// acks, which are authenticated); "bdl": it bundles small messages and
+// coalesces their answers (bundle.go).
 // The reference answers a join whose body has extra keys normally and sends
 // none, so it always gets the reference profile.
 //
@@ -58,6 +59,7 @@ type caps struct {
 	// alive is its presence period (caps "ap", presence.go); zero: it
 	// does not take part in driven presence.
 	alive time.Duration
+	bdl   bool // bundles and answers (bundle.go)
 }
 
 const capsPrefix = "raet-caps:"
@@ -75,6 +77,7 @@ func (c *Core) ourCaps() *caps {
 		mps:    c.cfg.FastMaxPacketSize,
 		mids:   true,
 		alive:  max(c.alivePeriod(), 0),
+		bdl:    !c.cfg.NoBundling,
 	}
 	if c.cfg.AEAD != AEADRefuse {
 		k.coats = append(k.coats, packet.AEADKinds()...)
@@ -107,6 +110,9 @@ func (k *caps) body() packet.OrderedMap {
 	}
 	if k.alive > 0 {
 		b = append(b, packet.KV{Key: "ap", Value: k.alive.Milliseconds()})
+	}
+	if k.bdl {
+		b = append(b, packet.KV{Key: "bdl", Value: 1})
 	}
 	return b
 }
@@ -154,6 +160,9 @@ func (k *caps) canonical() string {
 	if k.alive > 0 {
 		write("ap", []int{1})
 	}
+	if k.bdl {
+		write("bdl", []int{1})
+	}
 	return b.String()
 }
 
@@ -197,7 +206,8 @@ func parseCaps(v any) *caps {
 		return nil
 	}
 	mid, _ := intValue(m["mid"])
-	k := &caps{mps: int(mps), mids: mid == 1, alive: parseAlivePeriod(m["ap"])}
+	bdl, _ := intValue(m["bdl"])
+	k := &caps{mps: int(mps), mids: mid == 1, alive: parseAlivePeriod(m["ap"]), bdl: bdl == 1}
 	for _, v := range hk {
 		k.heads = append(k.heads, codec.HeadKind(v))
 	}
@@ -235,6 +245,7 @@ type profile struct {
 	// (driven presence, presence.go): from its caps, then from its alive
 	// acks; zero: the reference's presence.
 	alive time.Duration
+	bdl   bool // small messages go in bundles, answers coalesced (bundle.go)
 }
 
 // negotiate picks the best common profile, or nil for the reference one.
@@ -243,7 +254,8 @@ func (c *Core) negotiate(r *remote) (*profile, error) {
 	if ours == nil || r.peerCaps == nil {
 		return nil, nil
 	}
-	p := &profile{codec: c.codec, mps: min(ours.mps, r.peerCaps.mps), mids: ours.mids && r.peerCaps.mids}
+	p := &profile{codec: c.codec, mps: min(ours.mps, r.peerCaps.mps), mids: ours.mids && r.peerCaps.mids,
+		bdl: ours.bdl && r.peerCaps.bdl}
 	if ours.alive > 0 {
 		p.alive = r.peerCaps.alive
 	}

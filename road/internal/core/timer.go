@@ -66,7 +66,7 @@ type stats struct {
 
 // kindCounts counts packets by transaction and packet kind; kinds beyond
 // the arrays (not sent by any known peer) share the last slot of each.
-type kindCounts [5 + 1][16 + 1]uint64
+type kindCounts [codec.TransactionKindAlive + 2][codec.PacketKindAnswers + 2]uint64
 
 func (k *kindCounts) add(h *codec.Head) {
 	t, p := min(int(h.TransactionKind), len(k)-1), min(int(h.PacketKind), len(k[0])-1)

@@ -1,0 +1,396 @@
+package core
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/packet"
+)
+
+// Bundles and answers (raet-go only; negotiated as "bdl" in the join caps,
+// between two fast-profile estates; the wire format is packet's, see
+// packet/bundle.go and docs/wire.md).
+//
+// A moment is what the owner does between two calls of TakeOut (or
+// OutLen): one command, or the datagrams and timers of one turn of its
+// loop. The messages started for a remote in one moment that each fit one
+// packet are not sent at once but queued; TakeOut packs them, in order,
+// into as few bundle packets of the session's packet size as they fit, so
+// bundling adds no delay. Each entry stays its own message transaction:
+// its own ti, its own done, its own timers. When its retransmission timer
+// runs out, a message is queued again, and goes in the bundles of that
+// moment with whatever else is due (a lost bundle is sent again only for
+// the entries not yet done). A message too large for a bundle goes alone,
+// segmented if need be, as without bundles.
+//
+// The dones we owe a remote in one moment (for messages received alone or
+// bundled, and repeats of messages finished before) are coalesced into one
+// answers packet, or, when a bundle of ours goes to that remote in the same
+// moment and they fit, into that bundle's answers. Acks and nacks go alone,
+// as without bundles: an ack names a segment the answers cannot carry, and
+// the answers carry no nacks.
+//
+// Received, a bundle is authenticated as one packet (its foot) before
+// anything in it is read, and each entry then goes as a lone message would:
+// its ti is looked up in the session's replay window, so an entry finished
+// before is answered done and not delivered again, whatever bundle (or lone
+// packet) it came in.
+
+// bundling is the core's state of the moment: one set for all remotes.
+type bundling struct {
+	queued  []*messenger // messages waiting for their bundle, in order
+	answers []owed       // dones to send
+	bundler packet.Bundler
+	packer  packet.Packer // the bundler's packer (of the remote being flushed)
+	ranges  []packet.AnswerRange
+	pig     []packet.AnswerRange // ranges for the next bundle to carry
+	list    []byte               // an answers list being piggybacked
+	parsed  packet.Bundle        // a received bundle
+	plain   []byte               // its opened payload
+}
+
+// owed is a done owed to remote r for its transaction (si, ti).
+type owed struct {
+	r      *remote
+	si, ti uint32
+}
+
+// bundles reports whether r's session bundles.
+func (c *Core) bundles(r *remote) bool { return r.prof != nil && r.prof.bdl }
+
+// queue puts m in the bundles of this moment.
+func (c *Core) queue(m *messenger) {
+	m.queued = true
+	c.bundling.queued = append(c.bundling.queued, m)
+}
+
+// answer owes r a done for its transaction (si, ti), in the answers of
+// this moment.
+func (c *Core) answer(r *remote, si, ti uint32) {
+	c.bundling.answers = append(c.bundling.answers, owed{r: r, si: si, ti: ti})
+}
+
+// flushBundles packs the messages and answers of this moment, remote by
+// remote.
+func (c *Core) flushBundles() {
+	b := &c.bundling
+	if len(b.queued) == 0 && len(b.answers) == 0 {
+		return
+	}
+	slices.SortStableFunc(b.queued, func(x, y *messenger) int { return cmp.Compare(x.r.nuid, y.r.nuid) })
+	slices.SortStableFunc(b.answers, func(x, y owed) int {
+		return cmp.Or(cmp.Compare(x.r.nuid, y.r.nuid), cmp.Compare(x.si, y.si), cmp.Compare(x.ti, y.ti))
+	})
+	q, a := b.queued, b.answers
+	for len(q) > 0 || len(a) > 0 {
+		var r *remote
+		if len(q) > 0 && (len(a) == 0 || q[0].r.nuid <= a[0].r.nuid) {
+			r = q[0].r
+		} else {
+			r = a[0].r
+		}
+		nq, na := 0, 0
+		for nq < len(q) && q[nq].r == r {
+			nq++
+		}
+		for na < len(a) && a[na].r == r {
+			na++
+		}
+		c.flushRemote(r, q[:nq], a[:na])
+		q, a = q[nq:], a[na:]
+	}
+	clear(b.queued)
+	clear(b.answers)
+	b.queued, b.answers = b.queued[:0], b.answers[:0]
+}
+
+// flushRemote sends r's queued messages ms in bundles and the dones as owed
+// it, sorted by session and ti.
+func (c *Core) flushRemote(r *remote, ms []*messenger, as []owed) {
+	b := &c.bundling
+	live := ms[:0]
+	for _, m := range ms {
+		m.queued = false
+		if m.bundled && r.added && r.allowed && r.txns[m.key()] == txn(m) {
+			live = append(live, m)
+		}
+	}
+	b.pig = b.pig[:0]
+	c.owedAnswers(r, as, len(live) > 0)
+	if len(live) > 0 {
+		c.sendBundles(r, live)
+	}
+	if len(b.pig) > 0 { // not carried by a bundle
+		c.sendAnswers(r, r.rsid, b.pig)
+	}
+}
+
+// maxRanges is how many answer ranges one packet to r carries: each is at
+// most 8 bytes, and a head and foot take less than 192.
+func maxRanges(r *remote) int {
+	return min(packet.MaxAnswerRanges, max(1, (r.prof.mps-192)/8))
+}
+
+// owedAnswers turns the dones owed to r into answer ranges and sends them,
+// but for those of r's current session when a bundle may carry them
+// (bundling): those it leaves in pig.
+func (c *Core) owedAnswers(r *remote, as []owed, bundling bool) {
+	b := &c.bundling
+	for len(as) > 0 {
+		si := as[0].si
+		n := 1
+		for n < len(as) && as[n].si == si {
+			n++
+		}
+		rs, ids := b.ranges[:0], 0
+		for i, o := range as[:n] {
+			if i > 0 && o.ti == as[i-1].ti {
+				continue // owed twice in one moment: one done
+			}
+			if len(rs) == maxRanges(r) || ids == packet.MaxAnswerIDs {
+				c.sendAnswers(r, si, rs)
+				rs, ids = rs[:0], 0
+			}
+			rs = packet.AddAnswer(rs, codec.PacketKindDone, o.ti)
+			ids++
+		}
+		if bundling && si == r.rsid {
+			b.pig = append(b.pig, rs...)
+		} else {
+			c.sendAnswers(r, si, rs)
+		}
+		b.ranges = rs[:0]
+		as = as[n:]
+	}
+}
+
+// sendAnswers sends an answers packet of rs to r, for r's session si.
+func (c *Core) sendAnswers(r *remote, si uint32, rs []packet.AnswerRange) {
+	if len(rs) == 0 {
+		return
+	}
+	h := &c.txHead
+	*h = c.outHead(codec.TransactionKindMessage, codec.PacketKindAnswers, r.nuid, r.fuid, si, 0, true)
+	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, r.coatKind(), codec.FootKindNaCl
+	pk := c.packerFor(r, h)
+	buf := c.bufs.get(pk.MaxPacketSize)
+	out, err := pk.PackAnswers(*buf, h, rs)
+	if err != nil {
+		c.bufs.put(buf)
+		c.packFailed(r, err)
+		return
+	}
+	c.transmit(out, buf, r.ha, h, nil)
+}
+
+// sendBundles packs the messages ms to r into bundles, in order, the first
+// that has room carrying the answers in pig.
+func (c *Core) sendBundles(r *remote, ms []*messenger) {
+	b := &c.bundling
+	h := c.outHead(codec.TransactionKindMessage, codec.PacketKindBundle, r.nuid, r.fuid, r.sid, 0, false)
+	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, r.coatKind(), codec.FootKindNaCl
+	b.packer = c.packerFor(r, &h)
+	b.bundler.Packer, b.bundler.Coat = &b.packer, r.coat
+	b.bundler.Reset(&h)
+	first := 0
+	for i, m := range ms {
+		c.scratch = m.plaintext(c.scratch[:0])
+		e := packet.BundleEntry{TI: m.ti, BodyKind: m.bk, Plain: c.scratch}
+		err := b.bundler.Add(e)
+		if errors.Is(err, packet.ErrBundleFull) {
+			c.flushBundle(r, &h, ms[first:i])
+			first = i
+			err = b.bundler.Add(e)
+		}
+		if err != nil {
+			// Too large for a bundle after all (its table entry): alone.
+			if err := m.alone(c); err != nil {
+				c.removeTxn(r, m)
+				m.finish(c, err)
+				continue
+			}
+			m.burst(c)
+		}
+	}
+	if b.bundler.Len() > 0 {
+		c.flushBundle(r, &h, ms[first:])
+	}
+}
+
+// flushBundle sends the bundle being built, whose entries are the bundled
+// ones of ms, with the answers in pig if they fit.
+func (c *Core) flushBundle(r *remote, h *codec.Head, ms []*messenger) {
+	b := &c.bundling
+	if len(b.pig) > 0 {
+		list, err := packet.AppendAnswers(b.list[:0], b.pig)
+		if err == nil && b.bundler.SetAnswers(list) == nil {
+			b.pig = b.pig[:0]
+		}
+		b.list = list[:0]
+	}
+	buf := c.bufs.get(b.packer.MaxPacketSize)
+	out, err := b.bundler.Flush(*buf)
+	if err != nil {
+		c.bufs.put(buf)
+		c.packFailed(r, err) // the entries' timers send them again
+		b.bundler.Reset(h)
+		return
+	}
+	c.transmit(out, buf, r.ha, h, nil)
+	for _, m := range ms {
+		if m.bundled {
+			m.sent(c)
+		}
+	}
+}
+
+// sent records that a bundle carried the message.
+func (m *messenger) sent(c *Core) {
+	m.lastSeg, m.current = 0, 1
+	m.sentAt = c.now
+	if m.retry {
+		m.sentAt = time.Time{} // no RTT sample of a retransmission (Karn)
+	}
+	m.retry = false
+	m.redo.restart(c.now)
+	c.touch(m.r)
+}
+
+// receiveBundled takes a bundle or an answers packet from r, authenticated
+// and routed (handle).
+func (c *Core) receiveBundled(p *rxPacket, r *remote) {
+	b := &c.bundling
+	h := &p.Head
+	if !r.added || !c.bundles(r) || h.TransactionKind != codec.TransactionKindMessage {
+		c.stats.drop(dropBundleUnnegotiated)
+		return
+	}
+	if h.PacketKind == codec.PacketKindAnswers {
+		rs, err := packet.ParseAnswers(b.ranges[:0], p.Coat)
+		if err != nil || !h.Correspondent() {
+			c.stats.drop(dropAnswers)
+			return
+		}
+		b.ranges = rs[:0]
+		if c.answered(r, h.SessionID, rs) > 0 {
+			c.heard(r) // the answer of a live transaction: it is there
+		}
+		return
+	}
+	if h.Correspondent() || h.Segment() || h.SegmentCount > 1 {
+		c.stats.drop(dropBundle)
+		return
+	}
+	if h.CoatKind != r.coatKind() {
+		c.stats.drop(dropCoatDowngrade)
+		return
+	}
+	if err := packet.ParseBundle(p.Coat, &b.parsed); err != nil {
+		c.stats.drop(dropBundle)
+		return
+	}
+	if !r.allowed || r.coat == nil {
+		// As a lone message would be: each entry is nacked.
+		for _, e := range b.parsed.Entries {
+			eh := entryHead(p, &e)
+			c.replyStaleTo(&eh, p.from, r, codec.PacketKindNack)
+		}
+		return
+	}
+	plain, err := b.parsed.Open(b.plain[:0], r.coat)
+	if err != nil {
+		if errors.Is(err, packet.ErrBundlePayload) {
+			c.stats.drop(dropBundle)
+		} else {
+			c.stats.drop(errDrop(err))
+		}
+		return
+	}
+	b.plain = plain[:0]
+	var rs []packet.AnswerRange
+	if len(b.parsed.Answers) > 0 {
+		if rs, err = packet.ParseAnswers(b.ranges[:0], b.parsed.Answers); err != nil {
+			c.stats.drop(dropAnswers)
+			return
+		}
+		b.ranges = rs[:0]
+	}
+	// The answers are of our transactions: of our session, which the
+	// bundle's head (of its sender's session) does not name.
+	live := c.answered(r, r.sid, rs) > 0
+	for i := range b.parsed.Entries {
+		live = c.bundledMessage(p, r, &b.parsed.Entries[i]) || live
+	}
+	if live { // not only repeats, which could hide a remote gone: it is there
+		c.heard(r)
+		c.refresh(r, yes)
+	}
+}
+
+// answered takes the answers rs of r to our transactions of session si,
+// and returns how many were of live ones.
+func (c *Core) answered(r *remote, si uint32, rs []packet.AnswerRange) (live int) {
+	for _, g := range rs {
+		for k := range g.Count {
+			m, _ := r.txns[txnKey{si: si, ti: g.First + k}].(*messenger)
+			switch {
+			case m == nil:
+				c.stats.drop(dropStaleAnswer) // done before, or never ours
+			case g.Kind == codec.PacketKindDone:
+				live++
+				m.done(c)
+			default: // an ack: the message arrived, its done may take a while
+				live++
+				m.acked = true
+				m.sample(c)
+			}
+		}
+	}
+	return live
+}
+
+// entryHead is the head entry e of bundle p would have as a lone message.
+func entryHead(p *rxPacket, e *packet.BundleEntry) codec.Head {
+	h := p.Head
+	h.PacketKind, h.TransactionID, h.Flags, h.BodyKind = codec.PacketKindMessage, e.TI, e.Flags, e.BodyKind
+	return h
+}
+
+// bundledMessage takes entry e of bundle p from r as a lone message packet
+// of the same ti would be taken (correspond, messengent.message), and
+// reports whether it was new (no repeat).
+func (c *Core) bundledMessage(p *rxPacket, r *remote, e *packet.BundleEntry) bool {
+	eh := entryHead(p, e)
+	switch r.window.state(e.TI) {
+	case replayUsed:
+		c.stats.drop(dropReplayed)
+		c.replyStaleTo(&eh, p.from, r, codec.PacketKindDone)
+		return false
+	case replayTooOld:
+		c.stats.drop(dropReplayTooOld)
+		c.replyStaleTo(&eh, p.from, r, codec.PacketKindNack)
+		return false
+	}
+	if t := r.txns[txnKey{rf: true, si: eh.SessionID, ti: e.TI}]; t != nil {
+		if m, ok := t.(*messengent); !ok || m.pending == nil {
+			c.stats.drop(dropBundleEntryBusy) // a segmented message of that ti
+		}
+		return false // else whole already, waiting to be delivered
+	}
+	if eh.Again() {
+		c.stats.drop(dropStaleMessage)
+		c.replyStaleTo(&eh, p.from, r, codec.PacketKindNack)
+		return false
+	}
+	m := &messengent{r: r, si: eh.SessionID, ti: e.TI, ck: eh.CoatKind, fk: eh.FootKind, redo: r.messageRedo(),
+		first: c.now}
+	m.timeout = expiry(earliest(time.Time(after(c.now, c.cfg.MessageTimeout)), c.now.Add(maxReassemblyAge)))
+	c.addTxn(r, m)
+	msg, id, later, err := c.decodeMessage(r, e.BodyKind, bytes.Clone(e.Plain))
+	m.opened(c, msg, id, later, err)
+	return true
+}
