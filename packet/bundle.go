@@ -70,6 +70,10 @@ var (
 	ErrAnswers = errors.New("malformed answers")
 )
 
+// errBundleFull is made once: a full bundle is the usual case of Add in a
+// stream of messages, which allocates nothing.
+var errBundleFull error = &PacketError{Op: "bundle", Err: ErrBundleFull}
+
 // BundleEntry is one message of a bundle.
 type BundleEntry struct {
 	TI       uint32         // the message's transaction id
@@ -185,7 +189,7 @@ func (b *Bundler) Add(e BundleEntry) error {
 		return &PacketError{Op: "bundle", Err: fmt.Errorf("%w: %d bytes, limit %d", ErrNotBundled, len(e.Plain), limit)}
 	}
 	if b.n == MaxBundleEntries || b.size(headLen, b.n+1, len(b.table)+eh, len(b.answers), len(b.plain)+len(e.Plain)) > limit {
-		return &PacketError{Op: "bundle", Err: ErrBundleFull}
+		return errBundleFull
 	}
 	if b.n == 0 {
 		b.first, b.headLen = e.TI, headLen
@@ -204,7 +208,7 @@ func (b *Bundler) Add(e BundleEntry) error {
 // already in; the bundle is then unchanged.
 func (b *Bundler) SetAnswers(answers []byte) error {
 	if b.n > 0 && b.size(b.headLen, b.n, len(b.table), len(answers), len(b.plain)) > b.Packer.limit() {
-		return &PacketError{Op: "bundle", Err: ErrBundleFull}
+		return errBundleFull
 	}
 	b.answers = append(b.answers[:0], answers...)
 	return nil

@@ -648,6 +648,18 @@ func (s *Stack) run() {
 			}
 		case f := <-s.cmds:
 			f(c)
+			// Take the commands queued meanwhile before flushing: the
+			// messages they send go out together (bundled, to raet-go
+			// peers of the fast profile).
+			for range 64 {
+				select {
+				case f = <-s.cmds:
+					f(c)
+					continue
+				default:
+				}
+				break
+			}
 		case now := <-timerC:
 			c.Tick(now)
 		}

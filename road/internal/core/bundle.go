@@ -81,9 +81,13 @@ func (c *Core) flushBundles() {
 	if len(b.queued) == 0 && len(b.answers) == 0 {
 		return
 	}
-	slices.SortStableFunc(b.queued, func(x, y *messenger) int { return cmp.Compare(x.r.nuid, y.r.nuid) })
+	// By remote, then session, then ti (in the order the ids were given:
+	// a bundle sent again lists its entries as the first time).
+	slices.SortStableFunc(b.queued, func(x, y *messenger) int {
+		return cmp.Or(cmp.Compare(x.r.nuid, y.r.nuid), tidOrder(x.ti, y.ti))
+	})
 	slices.SortStableFunc(b.answers, func(x, y owed) int {
-		return cmp.Or(cmp.Compare(x.r.nuid, y.r.nuid), cmp.Compare(x.si, y.si), cmp.Compare(x.ti, y.ti))
+		return cmp.Or(cmp.Compare(x.r.nuid, y.r.nuid), cmp.Compare(x.si, y.si), tidOrder(x.ti, y.ti))
 	})
 	q, a := b.queued, b.answers
 	for len(q) > 0 || len(a) > 0 {
@@ -107,6 +111,9 @@ func (c *Core) flushBundles() {
 	clear(b.answers)
 	b.queued, b.answers = b.queued[:0], b.answers[:0]
 }
+
+// tidOrder compares transaction ids, which wrap, as serial numbers.
+func tidOrder(x, y uint32) int { return cmp.Compare(int32(x-y), 0) }
 
 // flushRemote sends r's queued messages ms in bundles and the dones as owed
 // it, sorted by session and ti.

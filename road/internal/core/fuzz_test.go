@@ -46,11 +46,21 @@ func fuzzPair(tb testing.TB, tp testProfile) *pair {
 			tb.Fatal(err)
 		}
 	}
+	// Several at once each way, and a large one: bundles (of several
+	// entries, and carrying answers) and answers packets in the fast
+	// profile, lone messages and segments in the reference one.
+	res := p.sendAll(p.other, 3, 10)
+	res = append(res, p.sendAll(p.main, 3, 10)...)
+	res = append(res, p.sendAll(p.other, 1, 3000)...)
+	p.pump()
+	p.advance(time.Millisecond)
+	allDone(tb, res)
 	return p
 }
 
-// fuzzSeeds are the datagrams of a real join, allow and messages, in every
-// profile (AEAD coats too).
+// fuzzSeeds are the datagrams of a real join, allow and messages (lone,
+// segmented and bundled, and their answers), in every profile (AEAD coats
+// too).
 func fuzzSeeds(tb testing.TB) [][]byte {
 	var out [][]byte
 	for _, tp := range profiles {

@@ -131,6 +131,9 @@ func TestLossyNetworkExactlyOnce(t *testing.T) {
 					t.Errorf("message %d delivered %d times", i, received[i])
 				}
 			}
+			if b := p.count(p.other, codec.TransactionKindMessage, codec.PacketKindBundle); (b > 0) != (tc.prof == ProfileAuto) {
+				t.Errorf("%d bundles sent: the fast profile bundles, the reference does not", b)
+			}
 			st := l.stats()
 			if tc.loss > 0 && (st.Dropped == 0 || st.Duplicated == 0 || st.Reordered == 0) {
 				t.Errorf("the link did not impair: %+v", st)

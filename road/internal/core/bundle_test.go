@@ -1,0 +1,478 @@
+package core
+
+import (
+	"bytes"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/packet"
+)
+
+// sendAll has from start n messages in one moment ({"n": i, "data": size
+// bytes}) to its peer, and returns their outcomes' channels.
+func (p *pair) sendAll(from *Core, n, size int) []chan error {
+	p.tb.Helper()
+	r := p.otherRemote()
+	if from == p.main {
+		r = p.mainRemote()
+	}
+	res := make([]chan error, n)
+	for i := range res {
+		b, err := from.marshal(map[string]any{"n": i, "data": strings.Repeat("b", size)})
+		if err != nil {
+			p.tb.Fatal(err)
+		}
+		res[i] = make(chan error, 1)
+		from.Send(r.name, b, from.cfg.BodyKind, MsgID{}, res[i], p.now, p.now)
+	}
+	return res
+}
+
+// allDone fails the test unless every outcome is in and nil.
+func allDone(tb testing.TB, res []chan error) {
+	tb.Helper()
+	for i, ch := range res {
+		if err, ok := outcome(ch); !ok || err != nil {
+			tb.Fatalf("message %d: %v (outcome %v)", i, err, ok)
+		}
+	}
+}
+
+// deliveredOnce fails the test unless c delivered the messages 0..n-1 of
+// sendAll each exactly once since index from.
+func (p *pair) deliveredOnce(c *Core, from, n int) {
+	p.tb.Helper()
+	got := map[string]int{}
+	for _, m := range p.delivered[c][from:] {
+		got[fmt.Sprint(m.Body["n"])]++
+	}
+	for i := range n {
+		if k := got[fmt.Sprint(i)]; k != 1 {
+			p.tb.Fatalf("message %d delivered %d times", i, k)
+		}
+	}
+	if len(p.delivered[c])-from != n {
+		p.tb.Fatalf("delivered %d messages, want %d", len(p.delivered[c])-from, n)
+	}
+}
+
+// sent lists the datagrams from sent since wire index start, parsed.
+func (p *pair) sent(start int, from *Core) []packet.Packet {
+	var out []packet.Packet
+	for _, w := range p.wire[start:] {
+		var pp packet.Packet
+		if w.from == from && packet.Parse(w.b, &pp) == nil {
+			out = append(out, pp)
+		}
+	}
+	return out
+}
+
+// kindsOf counts packets by packet kind.
+func kindsOf(ps []packet.Packet) map[codec.PacketKind]int {
+	out := map[codec.PacketKind]int{}
+	for _, pp := range ps {
+		out[pp.Head.PacketKind]++
+	}
+	return out
+}
+
+// entriesOf lists the transaction ids of a bundle packet's entries.
+func entriesOf(tb testing.TB, pp *packet.Packet) []uint32 {
+	tb.Helper()
+	var b packet.Bundle
+	if err := packet.ParseBundle(pp.Coat, &b); err != nil {
+		tb.Fatal(err)
+	}
+	var out []uint32
+	for _, e := range b.Entries {
+		out = append(out, e.TI)
+	}
+	return out
+}
+
+// Fifty small messages started at once go out in a few bundles, are each
+// delivered once and answered in one answers datagram; without bundling
+// (either end) they are fifty messages and fifty dones.
+func TestBundleManyAtOnce(t *testing.T) {
+	const n = 50
+	for _, tc := range []struct {
+		name         string
+		main, other  bool // NoBundling
+		bundled      bool
+		wantFromMain map[codec.PacketKind]int
+	}{
+		{"bundling", false, false, true, map[codec.PacketKind]int{codec.PacketKindAnswers: 1}},
+		{"off-at-sender", false, true, false, map[codec.PacketKind]int{codec.PacketKindDone: n}},
+		{"off-at-receiver", true, false, false, map[codec.PacketKind]int{codec.PacketKindDone: n}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.NoBundling, o.NoBundling = tc.main, tc.other })
+			p.join()
+			if got := p.otherRemote().prof.bdl; got != tc.bundled {
+				t.Fatalf("negotiated bdl %v, want %v", got, tc.bundled)
+			}
+			start, delivered := len(p.wire), len(p.delivered[p.main])
+			res := p.sendAll(p.other, n, 64)
+			p.pump()
+			allDone(t, res)
+			p.deliveredOnce(p.main, delivered, n)
+			fromOther := kindsOf(p.sent(start, p.other))
+			if tc.bundled {
+				if fromOther[codec.PacketKindMessage] != 0 || fromOther[codec.PacketKindBundle] == 0 || fromOther[codec.PacketKindBundle] > n/8 {
+					t.Errorf("other sent %v for %d messages, want a few bundles", fromOther, n)
+				}
+			} else if fromOther[codec.PacketKindMessage] != n || fromOther[codec.PacketKindBundle] != 0 {
+				t.Errorf("other sent %v, want %d messages", fromOther, n)
+			}
+			if fromMain := kindsOf(p.sent(start, p.main)); !mapsEqual(fromMain, tc.wantFromMain) {
+				t.Errorf("main sent %v, want %v", fromMain, tc.wantFromMain)
+			}
+			t.Logf("%s: %d messages in %d datagrams, answered in %d", tc.name, n, len(p.sent(start, p.other)), len(p.sent(start, p.main)))
+		})
+	}
+}
+
+func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// A lost bundle is sent again for its entries only: the messages of the
+// bundles that arrived are done and never sent again.
+func TestBundleLossResendsOnlyMissing(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	const n = 30
+	start, delivered := len(p.wire), len(p.delivered[p.main])
+	var lost []uint32
+	bundles := 0
+	p.cut = func(w wired) bool {
+		var pp packet.Packet
+		if w.from != p.other || packet.Parse(w.b, &pp) != nil || pp.Head.PacketKind != codec.PacketKindBundle {
+			return false
+		}
+		if bundles++; bundles == 2 {
+			lost = entriesOf(t, &pp)
+			return true
+		}
+		return false
+	}
+	res := p.sendAll(p.other, n, 300)
+	p.pump()
+	first := len(p.wire)
+	if len(lost) == 0 || bundles < 3 {
+		t.Fatalf("%d bundles, lost %v: want one lost of several", bundles, lost)
+	}
+	p.advance(2 * time.Second)
+	allDone(t, res)
+	p.deliveredOnce(p.main, delivered, n)
+	var again []uint32
+	for _, pp := range p.sent(first, p.other) {
+		if pp.Head.PacketKind != codec.PacketKindBundle {
+			t.Fatalf("other sent a %v after the loss", pp.Head.PacketKind)
+		}
+		again = append(again, entriesOf(t, &pp)...)
+	}
+	if !slices.Equal(again, lost) {
+		t.Fatalf("sent again %v, want only the lost bundle's %v", again, lost)
+	}
+	if d := p.main.stats.drops[dropReplayed]; d != 0 {
+		t.Errorf("main got %d repeats: something was sent again needlessly", d)
+	}
+	if got, again := len(p.sent(start, p.other)), len(p.sent(first, p.other)); again != 1 || got != bundles {
+		t.Errorf("other sent %d datagrams, %d after the loss: want one bundle again", got, again)
+	}
+}
+
+// When the answers are lost, every message is sent again (bundled again)
+// and answered again from the replay window: none is delivered twice.
+func TestBundleLostAnswers(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	const n = 20
+	delivered := len(p.delivered[p.main])
+	lostAnswers := 0
+	p.cut = func(w wired) bool {
+		var pp packet.Packet
+		if w.from == p.main && packet.Parse(w.b, &pp) == nil && pp.Head.PacketKind == codec.PacketKindAnswers && lostAnswers == 0 {
+			lostAnswers++
+			return true
+		}
+		return false
+	}
+	res := p.sendAll(p.other, n, 64)
+	p.pump()
+	if lostAnswers != 1 {
+		t.Fatal("no answers lost")
+	}
+	p.advance(2 * time.Second)
+	allDone(t, res)
+	p.deliveredOnce(p.main, delivered, n)
+	if d := p.main.stats.drops[dropReplayed]; d != n {
+		t.Errorf("main took %d repeats, want %d", d, n)
+	}
+}
+
+// forgeBundle packs, with other's session keys, a bundle of entries to
+// main, as other's core would.
+func (p *pair) forgeBundle(entries ...packet.BundleEntry) []byte {
+	p.tb.Helper()
+	r := p.otherRemote()
+	h := p.other.outHead(codec.TransactionKindMessage, codec.PacketKindBundle, r.nuid, r.fuid, r.sid, 0, false)
+	h.BodyKind, h.CoatKind, h.FootKind = codec.BodyKindJSON, r.coatKind(), codec.FootKindNaCl
+	pk := p.other.packerFor(r, &h)
+	b := packet.Bundler{Packer: &pk, Coat: r.coat}
+	b.Reset(&h)
+	for _, e := range entries {
+		if err := b.Add(e); err != nil {
+			p.tb.Fatal(err)
+		}
+	}
+	out, err := b.Flush(nil)
+	if err != nil {
+		p.tb.Fatal(err)
+	}
+	return out
+}
+
+// entry is a bundle entry of other's transaction ti with body {"n": n}.
+func (p *pair) entry(ti uint32, n int) packet.BundleEntry {
+	p.tb.Helper()
+	body, err := p.other.marshal(map[string]any{"n": n})
+	if err != nil {
+		p.tb.Fatal(err)
+	}
+	return packet.BundleEntry{TI: ti, BodyKind: codec.BodyKindJSON, Plain: packet.AppendMessageID(nil, MsgID{}, body)}
+}
+
+// A bundle is a set of lone messages to the replay window: replayed, it
+// delivers nothing again; mixing an entry done before with a fresh one, it
+// delivers only the fresh one; and a bundle that does not authenticate
+// changes nothing.
+func TestBundleReplayedAndMixed(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	if err := p.send(p.other, map[string]any{"n": 100}); err != nil {
+		t.Fatal(err)
+	}
+	r := p.otherRemote()
+	done := r.tid
+	delivered := len(p.delivered[p.main])
+	fresh := r.nextTid()
+	mixed := p.forgeBundle(p.entry(done, 100), p.entry(fresh, 101))
+	start := len(p.wire)
+	p.inject(p.main, mixed, p.otherAddr)
+	got := p.delivered[p.main][delivered:]
+	if len(got) != 1 || fmt.Sprint(got[0].Body["n"]) != "101" {
+		t.Fatalf("mixed bundle delivered %+v, want only the fresh entry", got)
+	}
+	if d := p.main.stats.drops[dropReplayed]; d != 1 {
+		t.Errorf("replayed entries counted %d, want 1", d)
+	}
+	var answered []packet.AnswerRange
+	for _, pp := range p.sent(start, p.main) {
+		if pp.Head.PacketKind != codec.PacketKindAnswers {
+			t.Fatalf("main answered with a %v", pp.Head.PacketKind)
+		}
+		rs, err := packet.ParseAnswers(nil, pp.Coat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answered = append(answered, rs...)
+	}
+	if want := []packet.AnswerRange{{Kind: codec.PacketKindDone, First: done, Count: 2}}; !slices.Equal(answered, want) {
+		t.Errorf("main answered %+v, want %+v (both done, in one range)", answered, want)
+	}
+
+	for range 3 {
+		p.inject(p.main, mixed, p.otherAddr)
+	}
+	if n := len(p.delivered[p.main]) - delivered; n != 1 {
+		t.Fatalf("the replayed bundle delivered %d more", n-1)
+	}
+	if d := p.main.stats.drops[dropReplayed]; d != 1+3*2 {
+		t.Errorf("replayed entries counted %d, want 7", d)
+	}
+
+	before := snapshot(p.mainRemote())
+	forged := p.forgeBundle(p.entry(r.nextTid(), 102))
+	for i := range forged {
+		bad := bytes.Clone(forged)
+		bad[i] ^= 0x20
+		p.inject(p.main, bad, p.otherAddr)
+	}
+	if n := len(p.delivered[p.main]) - delivered; n != 1 {
+		t.Fatalf("altered bundles delivered %d messages", n-1)
+	}
+	if after := snapshot(p.mainRemote()); after != before {
+		t.Fatalf("an altered bundle changed the session:\n before %+v\n after  %+v", before, after)
+	}
+	p.inject(p.main, forged, p.otherAddr) // the original still goes
+	if n := len(p.delivered[p.main]) - delivered; n != 2 {
+		t.Fatalf("the authentic bundle after the altered ones: %d delivered, want 2", n)
+	}
+}
+
+// Dones owed to a remote ride in a bundle going to it in the same moment:
+// no answers packet of their own.
+func TestBundleAnswersPiggybacked(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	start, mainGot, otherGot := len(p.wire), len(p.delivered[p.main]), len(p.delivered[p.other])
+	res := p.sendAll(p.other, 5, 64)
+	out := p.other.TakeOut(nil)
+	for i := range out {
+		p.wire = append(p.wire, wired{from: p.other, b: bytes.Clone(out[i].B)})
+		p.feed(p.main, bytes.Clone(out[i].B), p.otherAddr)
+		out[i].Release()
+	}
+	back := p.sendAll(p.main, 3, 64) // in the moment main owes the dones
+	p.pump()
+	allDone(t, res)
+	allDone(t, back)
+	p.deliveredOnce(p.main, mainGot, 5)
+	p.deliveredOnce(p.other, otherGot, 3)
+	fromMain := p.sent(start, p.main)
+	if k := kindsOf(fromMain); !mapsEqual(k, map[codec.PacketKind]int{codec.PacketKindBundle: 1}) {
+		t.Fatalf("main sent %v, want one bundle", k)
+	}
+	var b packet.Bundle
+	if err := packet.ParseBundle(fromMain[0].Coat, &b); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := packet.ParseAnswers(nil, b.Answers)
+	if err != nil || len(rs) != 1 || rs[0].Count != 5 || rs[0].Kind != codec.PacketKindDone {
+		t.Fatalf("the bundle's answers %+v (%v), want the 5 dones", rs, err)
+	}
+	if k := kindsOf(p.sent(start, p.other)); !mapsEqual(k, map[codec.PacketKind]int{codec.PacketKindBundle: 1, codec.PacketKindAnswers: 1}) {
+		t.Errorf("other sent %v, want its bundle and the answers to main's", k)
+	}
+}
+
+// Small messages started with a large one are bundled around it; the
+// large one is segmented as ever; all arrive once, and every done goes in
+// the answers.
+func TestBundleWithSegmented(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	start, delivered := len(p.wire), len(p.delivered[p.main])
+	res := p.sendAll(p.other, 4, 64)
+	big := p.sendAll(p.other, 1, 20_000) // "n": 0 again
+	res = append(res, p.sendAll(p.other, 4, 64)...)
+	p.pump()
+	p.advance(time.Second)
+	allDone(t, res)
+	allDone(t, big)
+	if got := len(p.delivered[p.main]) - delivered; got != 9 {
+		t.Fatalf("delivered %d messages, want 9", got)
+	}
+	entries, segments := 0, 0
+	for _, pp := range p.sent(start, p.other) {
+		switch pp.Head.PacketKind {
+		case codec.PacketKindBundle:
+			entries += len(entriesOf(t, &pp))
+		case codec.PacketKindMessage:
+			if !pp.Head.Segment() {
+				t.Errorf("a lone message packet that is not a segment: %+v", pp.Head)
+			}
+			segments++
+		default:
+			t.Errorf("other sent a %v", pp.Head.PacketKind)
+		}
+	}
+	if entries != 8 || segments < 15 {
+		t.Errorf("%d bundled entries and %d segments, want 8 and the large message's", entries, segments)
+	}
+	if k := kindsOf(p.sent(start, p.main)); k[codec.PacketKindDone] != 0 || k[codec.PacketKindAnswers] == 0 {
+		t.Errorf("main sent %v, want answers and no done", k)
+	}
+}
+
+// raceEnabled reports whether the test binary was built with -race, where
+// sync.Pool drops items at random.
+func raceEnabled() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" && s.Value == "true" {
+			return true
+		}
+	}
+	return false
+}
+
+// Sending bundles (retransmissions here) and owed answers allocates
+// nothing per packet once warm. Under -race, where sync.Pool drops what it
+// is given at random, the pools (buffers, MAC and coat states) may miss, a
+// few times a packet: still fewer than one allocation for two messages.
+func TestBundleFlushAllocs(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	p.cut = func(w wired) bool { return true }
+	p.sendAll(p.other, 40, 64)
+	p.pump()
+	r := p.otherRemote()
+	var ms []*messenger
+	for _, t := range r.txns {
+		if m, ok := t.(*messenger); ok {
+			ms = append(ms, m)
+		}
+	}
+	if len(ms) != 40 {
+		t.Fatalf("%d messages under way", len(ms))
+	}
+	var spare []Datagram
+	packets := 0
+	take := func(c *Core) {
+		out := c.TakeOut(spare)
+		if len(out) == 0 {
+			t.Fatal("nothing sent")
+		}
+		packets = len(out)
+		for i := range out {
+			out[i].Release()
+		}
+		spare = out[:0]
+	}
+	resend := func() {
+		for _, m := range ms {
+			m.retry = true
+			p.other.queue(m)
+		}
+		take(p.other)
+	}
+	mr := p.mainRemote()
+	answer := func() {
+		for i := range uint32(40) {
+			p.main.answer(mr, mr.rsid, 1000+2*i) // every other id: 40 ranges
+		}
+		take(p.main)
+	}
+	resend()
+	answer()
+	for _, tc := range []struct {
+		name string
+		f    func()
+	}{{"bundling 40 messages again", resend}, {"sending 40 answers", answer}} {
+		n := testing.AllocsPerRun(50, tc.f)
+		if n != 0 && !raceEnabled() || n >= 20 {
+			t.Errorf("%s: %v allocations for %d packets", tc.name, n, packets)
+		}
+	}
+}
