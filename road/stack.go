@@ -648,18 +648,7 @@ func (s *Stack) run() {
 			}
 		case f := <-s.cmds:
 			f(c)
-			// Take the commands queued meanwhile before flushing: the
-			// messages they send go out together (bundled, to raet-go
-			// peers of the fast profile).
-			for range 64 {
-				select {
-				case f = <-s.cmds:
-					f(c)
-					continue
-				default:
-				}
-				break
-			}
+			s.moreCommands()
 		case now := <-timerC:
 			c.Tick(now)
 		}
@@ -674,6 +663,28 @@ func (s *Stack) run() {
 			default:
 			}
 		}
+	}
+}
+
+// moreCommands runs the commands queued meanwhile (up to 64) before the
+// owner flushes, so that the messages they send go out together (bundled,
+// to raet-go peers of the fast profile). While messages wait for a bundle
+// it yields once first: senders that are about to queue theirs get to.
+func (s *Stack) moreCommands() {
+	c := s.core
+	yielded := false
+	for range 64 {
+		select {
+		case f := <-s.cmds:
+			f(c)
+			continue
+		default:
+		}
+		if yielded || !c.Bundling() {
+			return
+		}
+		runtime.Gosched()
+		yielded = true
 	}
 }
 

@@ -55,22 +55,24 @@ type peer struct {
 }
 
 func peers(raetFastMPS int) []peer {
-	raet := func(prof road.Profile, mps int) peer {
+	raet := func(o raetOpts) peer {
 		name := "raet fast"
 		switch {
-		case prof == road.ProfileReference:
+		case o.prof == road.ProfileReference:
 			name = "raet reference"
-		case mps > 0:
-			name = fmt.Sprintf("raet fast mps %d", mps)
+		case o.mps > 0:
+			name = fmt.Sprintf("raet fast mps %d", o.mps)
+		case o.noBundle:
+			name = "raet fast no bundling"
 		}
 		dial := func() (transport, error) {
-			t, err := dialRaet(prof, mps, false, nil)
+			t, err := dialRaet(o, false)
 			if err != nil {
 				return nil, err
 			}
 			return t, nil
 		}
-		return peer{name: name, dial: dial, oneWay: func() (oneWay, error) { return dialRaetOneWay(prof, mps) }}
+		return peer{name: name, dial: dial, oneWay: func() (oneWay, error) { return dialRaetOneWay(o) }}
 	}
 	ps := []peer{
 		{name: "udp", dial: dialUDP, oneWay: dialUDPOneWay},
@@ -79,15 +81,16 @@ func peers(raetFastMPS int) []peer {
 		{name: "zeromq push/pull", oneWay: dialZMQPushPull},
 		{name: "zeromq req/rep", dial: dialZMQReqRep},
 		{name: "nats core", dial: dialNATSReqRep, oneWay: dialNATSPubSub},
-		raet(road.ProfileReference, 0),
+		raet(raetOpts{prof: road.ProfileReference}),
 	}
 	ps = append(ps, ceilingPeers()...) // measured right after the row they bound
 	ps = append(ps,
-		raet(road.ProfileAuto, 0),
+		raet(raetOpts{prof: road.ProfileAuto}),
+		raet(raetOpts{prof: road.ProfileAuto, noBundle: true}),
 		peer{name: "raet bus req/rep", dial: dialBusReqRep},
 	)
 	if raetFastMPS > 0 {
-		ps = append(ps, raet(road.ProfileAuto, raetFastMPS))
+		ps = append(ps, raet(raetOpts{prof: road.ProfileAuto, mps: raetFastMPS}))
 	}
 	return ps
 }
@@ -762,13 +765,22 @@ func (f *inFlight) recvAck() (uint64, error) {
 	}
 }
 
-// newRaetStack starts a road estate on loopback for the benchmarks; tap,
-// if not nil, sees its datagrams (road.Config.Tap).
-func newRaetStack(name string, main bool, prof road.Profile, fastMPS int, tap func(road.TapPacket)) (*road.Stack, error) {
+// raetOpts is how the benchmarks' road estates differ: the profile, the
+// fast profile's packet size (0: the default), whether they bundle, and a
+// tap that sees their datagrams (road.Config.Tap), if not nil.
+type raetOpts struct {
+	prof     road.Profile
+	mps      int
+	noBundle bool
+	tap      func(road.TapPacket)
+}
+
+// newRaetStack starts a road estate on loopback for the benchmarks.
+func newRaetStack(name string, main bool, o raetOpts) (*road.Stack, error) {
 	s, err := road.New(&road.Config{
 		Name: name, Main: main, Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1,
-		Profile: prof, FastMaxPacketSize: fastMPS, HeadKind: codec.HeadKindRaet, BodyKind: codec.BodyKindJSON,
-		Tap: tap,
+		Profile: o.prof, FastMaxPacketSize: o.mps, NoBundling: o.noBundle,
+		HeadKind: codec.HeadKindRaet, BodyKind: codec.BodyKindJSON, Tap: o.tap,
 	})
 	if err != nil {
 		return nil, err
@@ -776,11 +788,10 @@ func newRaetStack(name string, main bool, prof road.Profile, fastMPS int, tap fu
 	return s, s.Start()
 }
 
-// dialRaet joins two stacks (both tapped by tap, if not nil); with
-// forward, what the receiving one receives goes to msgs (the one-way mode
-// reads it), else it is discarded.
-func dialRaet(prof road.Profile, fastMPS int, forward bool, tap func(road.TapPacket)) (*raetTransport, error) {
-	mk := func(name string, main bool) (*road.Stack, error) { return newRaetStack(name, main, prof, fastMPS, tap) }
+// dialRaet joins two stacks; with forward, what the receiving one receives
+// goes to msgs (the one-way mode reads it), else it is discarded.
+func dialRaet(opts raetOpts, forward bool) (*raetTransport, error) {
+	mk := func(name string, main bool) (*road.Stack, error) { return newRaetStack(name, main, opts) }
 	m, err := mk("main", true)
 	if err != nil {
 		return nil, err
@@ -840,8 +851,8 @@ type raetOneWay struct {
 	data string
 }
 
-func dialRaetOneWay(prof road.Profile, fastMPS int) (oneWay, error) {
-	t, err := dialRaet(prof, fastMPS, true, nil)
+func dialRaetOneWay(opts raetOpts) (oneWay, error) {
+	t, err := dialRaet(opts, true)
 	if err != nil {
 		return nil, err
 	}

@@ -100,7 +100,7 @@ func bodyID(b map[string]any) (uint64, error) {
 // raetEstates starts a main estate and n others (fast profile) on
 // loopback, the others joined to it.
 func raetEstates(n int) (*road.Stack, []*road.Stack, error) {
-	m, err := newRaetStack("main", true, road.ProfileAuto, 0, nil)
+	m, err := newRaetStack("main", true, raetOpts{prof: road.ProfileAuto})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -113,7 +113,7 @@ func raetEstates(n int) (*road.Stack, []*road.Stack, error) {
 		return nil, nil, err
 	}
 	for i := range n {
-		o, err := newRaetStack(fmt.Sprintf("e%d", i+1), false, road.ProfileAuto, 0, nil)
+		o, err := newRaetStack(fmt.Sprintf("e%d", i+1), false, raetOpts{prof: road.ProfileAuto})
 		if err != nil {
 			return fail(err)
 		}

@@ -1,6 +1,7 @@
 // Command demo is `make demo`: two estates on loopback join, allow and
-// exchange messages (a small one each way and a 100 KB one), and print what
-// each side received. With -pcap FILE it also writes their traffic as a
+// exchange messages (a small one each way, a 100 KB one, and a burst of
+// small ones sent at once, which go out bundled), and print what each side
+// received. With -pcap FILE it also writes their traffic as a
 // capture for raetdump.
 package main
 
@@ -93,8 +94,9 @@ func run(pcapPath, keylogPath, keeps string) (err error) {
 			}
 		}
 	}
+	const burst = 16
 	wg.Add(2)
-	go show(alpha, 2)
+	go show(alpha, 2+burst)
 	go show(beta, 1)
 	sends := []struct {
 		from *road.Stack
@@ -112,6 +114,19 @@ func run(pcapPath, keylogPath, keeps string) (err error) {
 		}
 		fmt.Printf("%s -> %s: done in %v\n", s.from.Name(), s.to, time.Since(t).Round(time.Microsecond))
 	}
+	// A burst: started at once, the small messages share datagrams
+	// (bundles), and alpha answers them all in one (answers).
+	t := time.Now()
+	errs := make(chan error, burst)
+	for i := range burst {
+		go func() { errs <- beta.Send(ctx, "alpha", map[string]any{"subject": "burst", "n": 10 + i}) }()
+	}
+	for range burst {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("beta -> alpha (burst): %w", err)
+		}
+	}
+	fmt.Printf("beta -> alpha: a burst of %d done in %v\n", burst, time.Since(t).Round(time.Microsecond))
 	wg.Wait()
 	c, err := beta.Counters(ctx)
 	if err != nil {

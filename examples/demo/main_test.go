@@ -10,7 +10,8 @@ import (
 )
 
 // make demo as a test: the demo runs, and its capture decodes with no error
-// when the keeps and the key log are given (as the Makefile's raetdump lines do).
+// when the keeps and the key log are given (as the Makefile's raetdump lines
+// do), showing the burst's messages in bundles and their dones in answers.
 func TestDemo(t *testing.T) {
 	dir := t.TempDir()
 	pcap, keylog, keeps := filepath.Join(dir, "demo.pcapng"), filepath.Join(dir, "keys.log"), filepath.Join(dir, "keeps")
@@ -42,7 +43,7 @@ func TestDemo(t *testing.T) {
 	}
 	d := dissect.NewDissector(&dissect.Config{Keys: keys})
 	var p dissect.Packet
-	n := 0
+	n, bundled, answered := 0, 0, 0
 	for {
 		rec, err := cr.Next()
 		if err == io.EOF {
@@ -56,11 +57,20 @@ func TestDemo(t *testing.T) {
 			if p.Err != nil {
 				t.Errorf("packet %d: %v", n, p.Err)
 			}
+			bundled += len(p.Bundle)
+			for _, r := range p.Answers {
+				answered += int(r.Count)
+			}
 		}
 	}
 	d.Flush()
 	st := d.Stats()
 	if n == 0 || st.Errors != 0 || st.VerifyFailed != 0 {
 		t.Fatalf("%d packets, %d errors %v, %d feet failed", n, st.Errors, st.ErrorReasons, st.VerifyFailed)
+	}
+	// The burst and the two small messages at least (each answered once;
+	// a retransmission would be answered again).
+	if bundled < 5 || answered < 5 {
+		t.Errorf("%d bundled messages and %d answers in the capture, want the burst's", bundled, answered)
 	}
 }

@@ -54,6 +54,10 @@ func (c *Core) OutLen() int {
 	return len(c.out)
 }
 
+// Bundling reports whether messages wait for the bundles of this moment
+// (sent by the next OutLen or TakeOut).
+func (c *Core) Bundling() bool { return len(c.bundling.queued) > 0 }
+
 // TakeOut returns the datagrams to send, in order, and keeps spare's
 // memory (emptied) for the next ones. Each datagram must be signed
 // (Sign, a no-op unless Config.SignLater left its foot) before it is sent,
