@@ -5,6 +5,7 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -65,6 +66,44 @@ func testFastProfile(t *testing.T, mode road.AEADMode, foot codec.FootKind, coat
 	// 100 kB in 4000-byte packets, not 1024-byte ones.
 	if n := c.PacketsOut["message/message"]; n > 40 {
 		t.Fatalf("%d message packets: the large packet size is not used", n)
+	}
+}
+
+// Between raet-go estates, small messages sent at once go out in bundles
+// and their dones in answers packets; with NoBundling at either end, as
+// lone messages and dones. Each arrives once either way.
+func TestBundling(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		m, o := joined(t, road.Config{NoBundling: off}, road.Config{})
+		ctx := ctxT(t, 20*time.Second)
+		const n = 64
+		errs := make(chan error, n)
+		for i := range n {
+			go func() { errs <- o.Send(ctx, "main", map[string]any{"i": i}) }()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		seen := map[string]bool{}
+		for range n {
+			k := fmt.Sprint(recvOne(t, m, 5*time.Second).Body["i"])
+			if seen[k] {
+				t.Fatalf("message %s delivered twice", k)
+			}
+			seen[k] = true
+		}
+		co, _ := o.Counters(ctx)
+		cm, _ := m.Counters(ctx)
+		bundles, lone := co.PacketsOut["message/bundle"], co.PacketsOut["message/message"]
+		answers, dones := cm.PacketsOut["message/answers"], cm.PacketsOut["message/done"]
+		if off && (bundles != 0 || answers != 0 || lone < n || dones < n) ||
+			!off && (lone != 0 || dones != 0 || bundles == 0 || answers == 0) {
+			t.Errorf("no bundling %v: %d messages sent in %d bundles and %d lone packets, answered in %d answers and %d dones",
+				off, n, bundles, lone, answers, dones)
+		}
+		t.Logf("no bundling %v: %d messages in %d bundles, %d lone; %d answers, %d dones", off, n, bundles, lone, answers, dones)
 	}
 }
 
