@@ -59,7 +59,9 @@ type owed struct {
 	si, ti uint32
 }
 
-// bundles reports whether r's session bundles.
+// bundles reports whether r's session bundles. A bundle's table is in the
+// clear, authenticated by the packet's foot (MAC or Ed25519): a coat that
+// did away with the foot would have to cover the table itself.
 func (c *Core) bundles(r *remote) bool { return r.prof != nil && r.prof.bdl }
 
 // queue puts m in the bundles of this moment.
@@ -248,10 +250,15 @@ func (c *Core) flushBundle(r *remote, h *codec.Head, ms []*messenger) {
 		return
 	}
 	c.transmit(out, buf, r.ha, h, nil)
+	again := false
 	for _, m := range ms {
 		if m.bundled {
+			again = again || m.retry
 			m.sent(c)
 		}
+	}
+	if again { // a packet sent again, if only in part
+		c.stats.retransmit()
 	}
 }
 

@@ -314,7 +314,6 @@ func (m *messenger) tick(c *Core) {
 			// Lost, or its done was: into the bundles of this moment again.
 			m.redo.backoff(c.now)
 			m.retry = true
-			c.stats.retransmit()
 			c.queue(m)
 		}
 		return
