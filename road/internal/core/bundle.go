@@ -245,8 +245,14 @@ func (c *Core) flushBundle(r *remote, h *codec.Head, ms []*messenger) {
 	out, err := b.bundler.Flush(*buf)
 	if err != nil {
 		c.bufs.put(buf)
-		c.packFailed(r, err) // the entries' timers send them again
+		c.packFailed(r, err)
 		b.bundler.Reset(h)
+		for _, m := range ms { // their timers try again
+			if m.bundled {
+				m.redo.restart(c.now)
+				c.dirty = append(c.dirty, m)
+			}
+		}
 		return
 	}
 	c.transmit(out, buf, r.ha, h, nil)

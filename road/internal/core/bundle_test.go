@@ -327,20 +327,27 @@ func TestBundleReplayedAndMixed(t *testing.T) {
 	}
 }
 
-// Dones owed to a remote ride in a bundle going to it in the same moment:
-// no answers packet of their own.
-func TestBundleAnswersPiggybacked(t *testing.T) {
-	p := newPair(t, keep.AutoAlways, nil)
-	p.join()
-	start, mainGot, otherGot := len(p.wire), len(p.delivered[p.main]), len(p.delivered[p.other])
-	res := p.sendAll(p.other, 5, 64)
+// crossSend has other send n messages at once, main receive them and, in
+// the same moment, send m of its own at once (before pumping): main's
+// bundle can carry its dones.
+func (p *pair) crossSend(n, m int) (fromOther, fromMain []chan error) {
+	fromOther = p.sendAll(p.other, n, 64)
 	out := p.other.TakeOut(nil)
 	for i := range out {
 		p.wire = append(p.wire, wired{from: p.other, b: bytes.Clone(out[i].B)})
 		p.feed(p.main, bytes.Clone(out[i].B), p.otherAddr)
 		out[i].Release()
 	}
-	back := p.sendAll(p.main, 3, 64) // in the moment main owes the dones
+	return fromOther, p.sendAll(p.main, m, 64)
+}
+
+// Dones owed to a remote ride in a bundle going to it in the same moment:
+// no answers packet of their own.
+func TestBundleAnswersPiggybacked(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	start, mainGot, otherGot := len(p.wire), len(p.delivered[p.main]), len(p.delivered[p.other])
+	res, back := p.crossSend(5, 3)
 	p.pump()
 	allDone(t, res)
 	allDone(t, back)

@@ -46,11 +46,12 @@ func fuzzPair(tb testing.TB, tp testProfile) *pair {
 			tb.Fatal(err)
 		}
 	}
-	// Several at once each way, and a large one: bundles (of several
-	// entries, and carrying answers) and answers packets in the fast
-	// profile, lone messages and segments in the reference one.
-	res := p.sendAll(p.other, 3, 10)
-	res = append(res, p.sendAll(p.main, 3, 10)...)
+	// Several at once each way (main's carrying its dones), and a large
+	// one: bundles (of several entries, and carrying answers) and answers
+	// packets in the fast profile, lone messages and segments in the
+	// reference one.
+	res, back := p.crossSend(3, 2)
+	res = append(res, back...)
 	res = append(res, p.sendAll(p.other, 1, 3000)...)
 	p.pump()
 	p.advance(time.Millisecond)
