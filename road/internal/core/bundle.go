@@ -128,6 +128,20 @@ func (c *Core) flushRemote(r *remote, ms []*messenger, as []owed) {
 			live = append(live, m)
 		}
 	}
+	if !c.bundles(r) {
+		// The session changed in this moment to one that does not bundle
+		// (a new allow): each goes alone.
+		for _, m := range live {
+			m.sendAlone(c)
+		}
+		for _, o := range as {
+			h := &c.txHead
+			*h = c.outHead(codec.TransactionKindMessage, codec.PacketKindDone, r.nuid, r.fuid, o.si, o.ti, true)
+			h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, r.coatKind(), codec.FootKindNaCl
+			c.send(r, h, nil, r.ha)
+		}
+		return
+	}
 	b.pig = b.pig[:0]
 	c.owedAnswers(r, as, len(live) > 0)
 	if len(live) > 0 {
@@ -217,12 +231,7 @@ func (c *Core) sendBundles(r *remote, ms []*messenger) {
 		}
 		if err != nil {
 			// Too large for a bundle after all (its table entry): alone.
-			if err := m.alone(c); err != nil {
-				c.removeTxn(r, m)
-				m.finish(c, err)
-				continue
-			}
-			m.burst(c)
+			m.sendAlone(c)
 		}
 	}
 	if b.bundler.Len() > 0 {
@@ -266,6 +275,16 @@ func (c *Core) flushBundle(r *remote, h *codec.Head, ms []*messenger) {
 	if again { // a packet sent again, if only in part
 		c.stats.retransmit()
 	}
+}
+
+// sendAlone sends a message queued for a bundle by itself.
+func (m *messenger) sendAlone(c *Core) {
+	if err := m.alone(c); err != nil {
+		c.removeTxn(m.r, m)
+		m.finish(c, err)
+		return
+	}
+	m.burst(c)
 }
 
 // sent records that a bundle carried the message.

@@ -483,3 +483,24 @@ func TestBundleFlushAllocs(t *testing.T) {
 		}
 	}
 }
+
+// Messages and dones queued for a bundle go alone when, before the flush,
+// the session stops bundling (as a new allow without bdl would make it).
+func TestBundleSessionStopsBundling(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	start, delivered := len(p.wire), len(p.delivered[p.main])
+	res, back := p.crossSend(3, 2)
+	for _, r := range []*remote{p.mainRemote(), p.otherRemote()} {
+		prof := *r.prof
+		prof.bdl = false
+		r.prof = &prof
+	}
+	p.pump()
+	allDone(t, res)
+	allDone(t, back)
+	p.deliveredOnce(p.main, delivered, 3)
+	if k := kindsOf(p.sent(start, p.main)); !mapsEqual(k, map[codec.PacketKind]int{codec.PacketKindMessage: 2, codec.PacketKindDone: 3}) {
+		t.Errorf("main sent %v, want its 2 messages and 3 dones alone", k)
+	}
+}
