@@ -1,12 +1,12 @@
 package dissect_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +19,7 @@ import (
 // bundle of five messages from a to b, the same bundle's last two entries
 // again in a second bundle (a resend) that piggybacks a done for b's
 // message 90, and one answers packet from b that finishes all five.
-func bundleCapture(t *testing.T) string {
+func bundleCapture(t testing.TB) string {
 	t.Helper()
 	a, b := netip.MustParseAddrPort("127.0.0.1:7530"), netip.MustParseAddrPort("127.0.0.1:7531")
 	path := filepath.Join(t.TempDir(), "bundle.pcapng")
@@ -47,7 +47,7 @@ func bundleCapture(t *testing.T) string {
 		bd := &packet.Bundler{Packer: pk}
 		bd.Reset(&h)
 		for ti := uint32(10); ti < 15; ti++ {
-			if err := bd.Add(packet.BundleEntry{TI: ti, BodyKind: codec.BodyKindJSON, Plain: bytes.Repeat([]byte("x"), int(ti))}); err != nil {
+			if err := bd.Add(packet.BundleEntry{TI: ti, BodyKind: codec.BodyKindJSON, Plain: jsonOfLen(int(ti))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -57,7 +57,7 @@ func bundleCapture(t *testing.T) string {
 			t.Fatal(err)
 		}
 		for ti := uint32(13); ti < 15; ti++ {
-			if err := bd.Add(packet.BundleEntry{TI: ti, Flags: codec.FlagAgain, BodyKind: codec.BodyKindJSON, Plain: bytes.Repeat([]byte("x"), int(ti))}); err != nil {
+			if err := bd.Add(packet.BundleEntry{TI: ti, Flags: codec.FlagAgain, BodyKind: codec.BodyKindJSON, Plain: jsonOfLen(int(ti))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -88,6 +88,11 @@ func bundleCapture(t *testing.T) string {
 		}
 	}
 	return path
+}
+
+// jsonOfLen is a JSON body of n bytes (n ≥ 10): {"x":"xx…"}.
+func jsonOfLen(n int) []byte {
+	return []byte(`{"x":"` + strings.Repeat("x", n-8) + `"}`)
 }
 
 func TestDissectBundle(t *testing.T) {
@@ -121,6 +126,10 @@ func TestDissectBundle(t *testing.T) {
 			for _, m := range p.Bundle {
 				if m.Note.Txn.TID != m.TI || m.Note.Txn.Kind != codec.TransactionKindMessage || !m.Note.Initiator {
 					t.Fatalf("entry %d: txn %+v", m.TI, m.Note.Txn)
+				}
+				// A plain coat: each body is decoded.
+				if x, _ := m.Body.Get("x"); !m.HasBody || m.Err != nil || x != strings.Repeat("x", int(m.TI)-8) {
+					t.Fatalf("entry %d: body %v (%v, %v)", m.TI, m.Body, m.HasBody, m.Err)
 				}
 			}
 		case 1:

@@ -88,12 +88,19 @@ type Packet struct {
 	Err error
 }
 
-// BundledMessage is one message of a bundle packet.
+// BundledMessage is one message of a bundle packet. Body, MessageID and
+// Err are as a lone message's Packet would have them, once the bundle's
+// payload is opened (a plain coat, or a sealed one with its key-log
+// session); else HasBody is false and the packet's BodyNote says why.
 type BundledMessage struct {
-	TI    uint32
-	Flags codec.Flags
-	Len   int // its coat plaintext's length
-	Note  Note
+	TI        uint32
+	Flags     codec.Flags
+	Len       int // its coat plaintext's length
+	Note      Note
+	Body      packet.OrderedMap
+	HasBody   bool
+	MessageID *packet.MsgID
+	Err       error // its body does not decode
 }
 
 // Dissector decodes captured frames into Packets: the link layers, the RAET
@@ -253,7 +260,7 @@ func (d *Dissector) decodeRoad(p *Packet) {
 			st.Sealed++
 			return
 		}
-		d.decodeBundle(p, l.Coat)
+		d.decodeBundle(p, flow, l.Coat)
 		return
 	}
 	note, whole := d.tracker.Observe(p.Time, p.Src, p.Dst, h, l.Coat, p.Data, d.seed, readable)
@@ -355,6 +362,38 @@ func sealedNote(ck codec.CoatKind) string {
 		return fmt.Sprintf("sealed: %s coat (ck %d), which raetdump does not open (its keys are per direction and session)", ck, uint8(ck))
 	}
 	return "sealed: no key log given"
+}
+
+// bundleBodies opens the payload of the bundle in d.bundle (p's) and
+// decodes each message into p.Bundle, as a lone message's body.
+func (d *Dissector) bundleBodies(p *Packet, flow flowKey) {
+	total := 0
+	for _, e := range d.bundle.Entries {
+		total += e.Len
+	}
+	if total == 0 && len(d.bundle.Sealed) == 0 {
+		return // no bodies at all
+	}
+	plain, ok := d.openCoat(p, flow, d.bundle.Sealed)
+	if !ok {
+		return
+	}
+	if len(plain) != total {
+		p.Err = fmt.Errorf("bundle: %d payload bytes for %d in its table", len(plain), total)
+		d.stats.addFailure("bundle payload does not match its table")
+		return
+	}
+	for i := range p.Bundle {
+		m := &p.Bundle[i]
+		ep := Packet{N: p.N, Time: p.Time, Src: p.Src, Dst: p.Dst}
+		bk := d.bundle.Entries[i].BodyKind
+		body, ok := d.splitMessageID(&ep, bk, plain[:m.Len:m.Len])
+		if ok {
+			d.decodeBody(&ep, bk, body)
+		}
+		plain = plain[m.Len:]
+		m.Body, m.HasBody, m.MessageID, m.Err = ep.Body, ep.HasBody, ep.MessageID, ep.Err
+	}
 }
 
 // splitMessageID takes the message id envelope off the front of a message's
@@ -479,9 +518,9 @@ func reason(err error) string {
 }
 
 // decodeBundle reads a bundle's table, or an answers packet's list, and
-// has the tracker count each message, done and ack as its transaction's.
-// The bundle's payload is not opened (its bodies are not shown).
-func (d *Dissector) decodeBundle(p *Packet, coat []byte) {
+// has the tracker count each message, done and ack as its transaction's;
+// it opens the bundle's payload, when it can, and decodes each message.
+func (d *Dissector) decodeBundle(p *Packet, flow flowKey, coat []byte) {
 	h := &p.Head
 	answers := coat
 	p.HasNote = true
@@ -497,7 +536,7 @@ func (d *Dissector) decodeBundle(p *Packet, coat []byte) {
 			p.Bundle = append(p.Bundle, BundledMessage{TI: e.TI, Flags: e.Flags, Len: e.Len, Note: note})
 		}
 		p.Note.Event = fmt.Sprintf("bundle of %d messages", len(p.Bundle))
-		p.BodyNote = "bundle: each message is listed with its transaction"
+		d.bundleBodies(p, flow)
 		answers = d.bundle.Answers
 		if len(answers) == 0 {
 			return

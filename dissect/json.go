@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/packet"
 )
 
 // HeadFields lists the head fields of the "head" object in AppendJSON, by
@@ -208,26 +209,8 @@ func (p *Packet) AppendJSON(b []byte) []byte {
 			b = appendString(b, p.VerifyNote)
 		}
 	}
-	if p.HasBody {
-		js, err := json.Marshal(p.Body)
-		if err != nil {
-			b = appendKey(b, &first, "body_note")
-			b = appendString(b, "the body cannot be shown as JSON: "+err.Error())
-		} else {
-			b = appendKey(b, &first, "body")
-			b = append(b, js...)
-		}
-	}
-	if id := p.MessageID; id != nil {
-		b = appendKey(b, &first, "mid")
-		b = append(b, `{"stream":`...)
-		b = strconv.AppendUint(b, id.Stream, 10)
-		b = append(b, `,"seq":`...)
-		b = strconv.AppendUint(b, id.Seq, 10)
-		b = append(b, `,"floor":`...)
-		b = strconv.AppendUint(b, id.Floor, 10)
-		b = append(b, '}')
-	}
+	b = appendBody(b, &first, p.HasBody, p.Body)
+	b = appendMessageID(b, &first, p.MessageID)
 	if p.Bus != nil {
 		b = appendKey(b, &first, "bus")
 		b = p.Bus.appendJSON(b)
@@ -260,6 +243,13 @@ func (p *Packet) AppendJSON(b []byte) []byte {
 			if m.Note.Txn != nil {
 				b = append(b, `,"txn":`...)
 				b = appendTxn(b, &m.Note)
+			}
+			inner := false // after "ti"
+			b = appendBody(b, &inner, m.HasBody, m.Body)
+			b = appendMessageID(b, &inner, m.MessageID)
+			if m.Err != nil {
+				b = appendKey(b, &inner, "error")
+				b = appendString(b, m.Err.Error())
 			}
 			b = append(b, '}')
 		}
@@ -379,5 +369,35 @@ func appendTxn(b []byte, n *Note) []byte {
 		b = appendKey(b, &first, "duration_us")
 		b = strconv.AppendInt(b, n.Duration.Microseconds(), 10)
 	}
+	return append(b, '}')
+}
+
+// appendBody appends a "body" key of body when has is set (a "body_note"
+// when it cannot be shown as JSON).
+func appendBody(b []byte, first *bool, has bool, body packet.OrderedMap) []byte {
+	if !has {
+		return b
+	}
+	js, err := json.Marshal(body)
+	if err != nil {
+		b = appendKey(b, first, "body_note")
+		return appendString(b, "the body cannot be shown as JSON: "+err.Error())
+	}
+	b = appendKey(b, first, "body")
+	return append(b, js...)
+}
+
+// appendMessageID appends a "mid" key of id, unless it is nil.
+func appendMessageID(b []byte, first *bool, id *packet.MsgID) []byte {
+	if id == nil {
+		return b
+	}
+	b = appendKey(b, first, "mid")
+	b = append(b, `{"stream":`...)
+	b = strconv.AppendUint(b, id.Stream, 10)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, id.Seq, 10)
+	b = append(b, `,"floor":`...)
+	b = strconv.AppendUint(b, id.Floor, 10)
 	return append(b, '}')
 }

@@ -258,8 +258,9 @@ func TestGopacketDecodesRAET(t *testing.T) {
 // seedPayloads are the datagrams of the golden captures.
 func seedPayloads(t testing.TB) [][]byte {
 	var out [][]byte
-	for _, name := range []string{"road", "segmented", "bad"} {
-		for _, rec := range readRecords(t, testdata(name+".pcapng")) {
+	paths := []string{testdata("road.pcapng"), testdata("segmented.pcapng"), testdata("bad.pcapng"), bundleCapture(t)}
+	for _, path := range paths {
+		for _, rec := range readRecords(t, path) {
 			if rec.LinkType != dissect.LinkTypeRaw || len(rec.Data) < 28 || rec.Data[0]>>4 != 4 {
 				continue
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/dissect"
+	"github.com/raet-go/raet/packet"
 )
 
 // printer writes packets and transactions for people (or as JSON).
@@ -72,8 +73,16 @@ func (pr *printer) packet(p *dissect.Packet) {
 			fmt.Fprintf(w, " NOT VERIFIED")
 		}
 	}
-	if p.HasNote && p.Note.Txn != nil {
+	switch {
+	case p.HasNote && p.Note.Txn != nil:
 		fmt.Fprintf(w, " #%d %s", p.Note.Txn.ID, p.Note.Event)
+	case p.HasNote && p.Note.Event != "": // a bundle's or answers' own
+		fmt.Fprintf(w, " %s", p.Note.Event)
+		for i := range p.Bundle {
+			if m := &p.Bundle[i]; m.Note.Txn != nil {
+				fmt.Fprintf(w, " #%d", m.Note.Txn.ID)
+			}
+		}
 	}
 	if p.Bus != nil {
 		fmt.Fprintf(w, " %s", p.Bus.Summary())
@@ -135,19 +144,21 @@ func (pr *printer) details(p *dissect.Packet) {
 	case p.VerifyNote != "":
 		fmt.Fprintf(w, "    foot: %s\n", p.VerifyNote)
 	}
-	if p.HasBody {
-		js, err := json.Marshal(p.Body)
-		switch {
-		case err != nil:
-			fmt.Fprintf(w, "    body: (cannot be shown: %v)\n", err)
-		case len(js) > maxBodyText:
-			fmt.Fprintf(w, "    body: %s… (%d bytes as JSON)\n", js[:maxBodyText], len(js))
-		default:
-			fmt.Fprintf(w, "    body: %s\n", js)
+	writeBody(w, "    ", p.HasBody, p.Body, p.MessageID)
+	for i := range p.Bundle {
+		m := &p.Bundle[i]
+		fmt.Fprintf(w, "    message ti %d, %d bytes", m.TI, m.Len)
+		if m.Note.Txn != nil {
+			fmt.Fprintf(w, ", txn #%d %s", m.Note.Txn.ID, m.Note.Event)
 		}
+		if m.Err != nil {
+			fmt.Fprintf(w, ", ERROR: %v", m.Err)
+		}
+		w.WriteByte('\n')
+		writeBody(w, "      ", m.HasBody, m.Body, m.MessageID)
 	}
-	if id := p.MessageID; id != nil {
-		fmt.Fprintf(w, "    mid: stream %d seq %d floor %d\n", id.Stream, id.Seq, id.Floor)
+	for _, r := range p.Answers {
+		fmt.Fprintf(w, "    answers: %s for ti %d..%d\n", r.Kind, r.First, r.First+r.Count-1)
 	}
 	if p.BodyNote != "" {
 		fmt.Fprintf(w, "    body: %s\n", p.BodyNote)
@@ -167,6 +178,25 @@ func (pr *printer) details(p *dissect.Packet) {
 			fmt.Fprintf(w, ", ends it: %s", p.Note.Outcome)
 		}
 		w.WriteByte('\n')
+	}
+}
+
+// writeBody writes the -v lines of a body (when has) and of a message id,
+// each line after indent.
+func writeBody(w *bufio.Writer, indent string, has bool, body packet.OrderedMap, id *packet.MsgID) {
+	if has {
+		js, err := json.Marshal(body)
+		switch {
+		case err != nil:
+			fmt.Fprintf(w, "%sbody: (cannot be shown: %v)\n", indent, err)
+		case len(js) > maxBodyText:
+			fmt.Fprintf(w, "%sbody: %s… (%d bytes as JSON)\n", indent, js[:maxBodyText], len(js))
+		default:
+			fmt.Fprintf(w, "%sbody: %s\n", indent, js)
+		}
+	}
+	if id != nil {
+		fmt.Fprintf(w, "%smid: stream %d seq %d floor %d\n", indent, id.Stream, id.Seq, id.Floor)
 	}
 }
 

@@ -11,7 +11,8 @@ import (
 
 // make demo as a test: the demo runs, and its capture decodes with no error
 // when the keeps and the key log are given (as the Makefile's raetdump lines
-// do), showing the burst's messages in bundles and their dones in answers.
+// do), showing the burst's messages in bundles, each opened, and their
+// dones in answers.
 func TestDemo(t *testing.T) {
 	dir := t.TempDir()
 	pcap, keylog, keeps := filepath.Join(dir, "demo.pcapng"), filepath.Join(dir, "keys.log"), filepath.Join(dir, "keeps")
@@ -58,6 +59,11 @@ func TestDemo(t *testing.T) {
 				t.Errorf("packet %d: %v", n, p.Err)
 			}
 			bundled += len(p.Bundle)
+			for _, m := range p.Bundle {
+				if !m.HasBody || m.Err != nil {
+					t.Errorf("packet %d: bundled message ti %d not opened: %v", n, m.TI, m.Err)
+				}
+			}
 			for _, r := range p.Answers {
 				answered += int(r.Count)
 			}
