@@ -14,7 +14,10 @@
 //	       (and, between raet-go estates, settles the fast profile)
 //	alive  presence: a remote silent for a period is asked (see Presence)
 //	message  one Send: segmented, sent in bursts, acked, resent where
-//	       lost, and done when the receiver has it all
+//	       lost, and done when the receiver has it all; between raet-go
+//	       estates the small messages of Sends made at one moment share
+//	       datagrams (bundles) and their dones come back together, each
+//	       message still acked, resent and done on its own (Config.NoBundling)
 //
 // Join(ctx, addr) runs join and allow and returns when the session is up;
 // Send(ctx, name, body) returns when the remote says done; Receive()
