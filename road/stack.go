@@ -669,7 +669,9 @@ func (s *Stack) run() {
 // moreCommands runs the commands queued meanwhile (up to 64) before the
 // owner flushes, so that the messages they send go out together (bundled,
 // to raet-go peers of the fast profile). While messages wait for a bundle
-// it yields once first: senders that are about to queue theirs get to.
+// it yields once first (runtime.Gosched, no timer): senders that are about
+// to queue theirs get to. With 16 Sends of 64 B in flight that is 0.26
+// datagrams a message (both ways) instead of 1.2 (BenchmarkRoad).
 func (s *Stack) moreCommands() {
 	c := s.core
 	yielded := false
