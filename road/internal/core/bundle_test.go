@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -424,7 +425,8 @@ func raceEnabled() bool {
 	return false
 }
 
-// Sending bundles (retransmissions here) and owed answers allocates
+// Sending bundles (retransmissions here) and owed answers, and reading
+// answers (stale ones here: each id looked up and counted), allocate
 // nothing per packet once warm. Under -race, where sync.Pool drops what it
 // is given at random, the pools (buffers, MAC and coat states) may miss, a
 // few times a packet: still fewer than one allocation for two messages.
@@ -471,16 +473,40 @@ func TestBundleFlushAllocs(t *testing.T) {
 		}
 		take(p.main)
 	}
+	// Main's answers to other, received again: stale, read without allocating.
+	h := p.main.outHead(codec.TransactionKindMessage, codec.PacketKindAnswers, mr.nuid, mr.fuid, mr.rsid, 0, true)
+	h.BodyKind, h.CoatKind, h.FootKind = codec.BodyKindJSON, mr.coatKind(), codec.FootKindNaCl
+	pk := p.main.packerFor(mr, &h)
+	var rs []packet.AnswerRange
+	for i := range uint32(40) {
+		rs = packet.AddAnswer(rs, codec.PacketKindDone, 1000+2*i)
+	}
+	stale, err := pk.PackAnswers(nil, &h, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checker := NewFootChecker(new(atomic.Uint64))
+	keys, _ := p.other.VerifyKeys()
+	var in Inbound
+	receive := func() {
+		checker.Parse(&in, stale, p.mainAddr, keys)
+		p.other.Receive(&in, p.now)
+	}
 	resend()
 	answer()
+	receive()
+	before := p.other.stats.drops[dropStaleAnswer]
 	for _, tc := range []struct {
 		name string
 		f    func()
-	}{{"bundling 40 messages again", resend}, {"sending 40 answers", answer}} {
+	}{{"bundling 40 messages again", resend}, {"sending 40 answers", answer}, {"receiving 40 stale answers", receive}} {
 		n := testing.AllocsPerRun(50, tc.f)
 		if n != 0 && !raceEnabled() || n >= 20 {
 			t.Errorf("%s: %v allocations for %d packets", tc.name, n, packets)
 		}
+	}
+	if got := p.other.stats.drops[dropStaleAnswer] - before; got != 51*40 {
+		t.Errorf("stale answers counted %d, want %d", got, 51*40)
 	}
 }
 
