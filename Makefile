@@ -29,10 +29,9 @@ demo:
 	$(GO) run ./cmd/raetdump -r $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log \
 		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -c 12
 	@echo
-	@echo "== raetdump -v: the burst in a bundle, each message opened =="
+	@echo "== raetdump: the small messages in bundles, their dones in answers (AEAD coats: sealed whole) =="
 	@$(GO) run ./cmd/raetdump -r $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log \
-		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -v -q | \
-		grep -m 1 -A 10 -E 'bundle of ([2-9]|[1-9][0-9]+) messages' || echo "(no bundle of several messages this time)"
+		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -q | grep -E 'RAET message (bundle|answers)'
 	@echo
 	@echo "== raetdump -T: the transactions =="
 	$(GO) run ./cmd/raetdump -r $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log \

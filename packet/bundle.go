@@ -25,6 +25,12 @@ import (
 // its own ti, answered by its own done; its plaintext is what the coat of
 // that message would seal alone (the mid envelope and the body).
 //
+// In a session with an AEAD coat (the aead extension) the whole coat above,
+// table, answers and payload, is the AEAD plaintext, sealed with the head
+// as associated data and no foot; the payload is not sealed again
+// (Bundler.AEAD; a receiver opens the packet, then ParseBundle and Open
+// with a nil Coat).
+//
 // An answers packet (pk answers, tk message, ti 0), or the answers of a
 // bundle, coalesces dones and acks:
 //
@@ -34,7 +40,8 @@ import (
 // pk is ack or done; a range answers the ids first..first+count-1 (mod
 // 2^32); the difference is a signed 32-bit one and the previous last is 0
 // before the first range; at most MaxAnswerIDs ids in all. Its coat is
-// never sealed: like a done's empty coat, only the foot protects it.
+// never sealed: like a done's empty coat, only the foot protects it (with
+// an AEAD coat, the list is the AEAD plaintext, as any packet's body).
 //
 // Every uvarint must be minimal (no padding bytes), so that one list of
 // entries or ranges has exactly one encoding.
@@ -100,7 +107,10 @@ func bundledHead(t *codec.Head, ti uint32) codec.Head {
 
 // Bundler packs the messages queued for one remote into bundle packets of
 // at most its Packer's packet size, sealing each bundle's payload once with
-// Coat. Add messages, then Flush; Add says when a message must wait for the
+// Coat, or, with AEAD set, sealing each bundle's whole coat (table, answers
+// and payload, the payload not sealed again) with that AEAD coat, the head
+// as associated data and no foot, as PackAEAD does (the table is then not
+// in the clear). Add messages, then Flush; Add says when a message must wait for the
 // next bundle (ErrBundleFull) or go alone (ErrNotBundled). After the first
 // bundle of the largest size, nothing is allocated: the Bundler keeps its
 // buffers and Flush appends to the caller's.
@@ -108,8 +118,9 @@ func bundledHead(t *codec.Head, ti uint32) codec.Head {
 // A Bundler is not safe for concurrent use; the road's owner keeps one per
 // remote.
 type Bundler struct {
-	Packer *Packer // head codec, foot and packet size
-	Coat   Coat    // the session's coat; nil is NadaCoat
+	Packer *Packer   // head codec, foot and packet size
+	Coat   Coat      // the session's coat; nil is NadaCoat
+	AEAD   *AEADCoat // the session's AEAD coat, in place of Coat and the foot; nil: none
 
 	head    codec.Head // template: se, de, si, bk, ck, flags
 	first   uint32     // ti of the first entry
@@ -149,17 +160,21 @@ func (b *Bundler) coatKind() Coat {
 // size is the packet size of the bundle with headLen, n entries, a table of
 // table bytes, answers of a bytes and a plaintext of plain bytes.
 func (b *Bundler) size(headLen, n, table, a, plain int) int {
-	s := headLen + uvarintLen(uint64(n)) + table + uvarintLen(uint64(a)) + a + b.Packer.Foot.Size()
-	if plain > 0 {
-		s += plain + b.coatKind().Overhead()
+	s := headLen + uvarintLen(uint64(n)) + table + uvarintLen(uint64(a)) + a + plain
+	switch {
+	case b.AEAD != nil:
+		s += AEADOverhead
+	case plain > 0:
+		s += b.coatKind().Overhead() + b.Packer.Foot.Size()
+	default:
+		s += b.Packer.Foot.Size()
 	}
 	return s
 }
 
 // headSize is the size of the bundle head for a first entry ti.
 func (b *Bundler) headSize(ti uint32) (int, error) {
-	b.out = bundledHead(&b.head, ti)
-	b.out.FootKind, b.out.FootLength = b.Packer.Foot.Kind(), uint16(b.Packer.Foot.Size())
+	b.out = b.bundleHead(ti)
 	out, err := b.Packer.Codec.Append(b.scratch[:0], &b.out)
 	if err != nil {
 		return 0, err
@@ -225,18 +240,37 @@ func (b *Bundler) Flush(dst []byte) ([]byte, error) {
 	c = append(c, b.table...)
 	c = appendUvarint(c, uint64(len(b.answers)))
 	c = append(c, b.answers...)
-	c, err := b.coatKind().Seal(c, b.plain)
-	if err != nil {
+	var err error
+	if b.AEAD != nil {
+		c = append(c, b.plain...)
+	} else if c, err = b.coatKind().Seal(c, b.plain); err != nil {
 		return dst, &PacketError{Op: "bundle", Err: err}
 	}
 	b.coat = c
-	b.out = bundledHead(&b.head, b.first)
-	out, err := b.Packer.Pack(dst, &b.out, c)
+	b.out = b.bundleHead(b.first)
+	var out []byte
+	if b.AEAD != nil {
+		out, err = b.Packer.PackAEAD(dst, &b.out, b.AEAD, c)
+	} else {
+		out, err = b.Packer.Pack(dst, &b.out, c)
+	}
 	if err != nil {
 		return dst, err
 	}
 	b.clear()
 	return out, nil
+}
+
+// bundleHead is the head of the bundle whose first entry is ti, with the
+// coat and foot kinds it is packed with.
+func (b *Bundler) bundleHead(ti uint32) codec.Head {
+	h := bundledHead(&b.head, ti)
+	if b.AEAD != nil {
+		h.CoatKind, h.FootKind, h.FootLength = b.AEAD.Kind(), codec.FootKindNada, 0
+	} else {
+		h.FootKind, h.FootLength = b.Packer.Foot.Kind(), uint16(b.Packer.Foot.Size())
+	}
+	return h
 }
 
 // Bundle is a parsed bundle coat. Its slices alias the coat given to

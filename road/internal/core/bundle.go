@@ -201,7 +201,17 @@ func (c *Core) sendAnswers(r *remote, si uint32, rs []packet.AnswerRange) {
 	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, r.coatKind(), codec.FootKindNaCl
 	pk := c.packerFor(r, h)
 	buf := c.bufs.get(pk.MaxPacketSize)
-	out, err := pk.PackAnswers(*buf, h, rs)
+	var out []byte
+	var err error
+	if r.aead() != nil {
+		// The list is the body the session's AEAD coat seals (c.pack).
+		b := &c.bundling
+		if b.list, err = packet.AppendAnswers(b.list[:0], rs); err == nil {
+			out, err = c.pack(*buf, r, h, b.list)
+		}
+	} else {
+		out, err = pk.PackAnswers(*buf, h, rs)
+	}
 	if err != nil {
 		c.bufs.put(buf)
 		c.packFailed(r, err)
@@ -217,7 +227,7 @@ func (c *Core) sendBundles(r *remote, ms []*messenger) {
 	h := c.outHead(codec.TransactionKindMessage, codec.PacketKindBundle, r.nuid, r.fuid, r.sid, 0, false)
 	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, r.coatKind(), codec.FootKindNaCl
 	b.packer = c.packerFor(r, &h)
-	b.bundler.Packer, b.bundler.Coat = &b.packer, r.coat
+	b.bundler.Packer, b.bundler.Coat, b.bundler.AEAD = &b.packer, r.coat, r.aead()
 	b.bundler.Reset(&h)
 	first := 0
 	for i, m := range ms {
@@ -252,6 +262,9 @@ func (c *Core) flushBundle(r *remote, h *codec.Head, ms []*messenger) {
 	}
 	buf := c.bufs.get(b.packer.MaxPacketSize)
 	out, err := b.bundler.Flush(*buf)
+	if a := b.bundler.AEAD; a != nil {
+		c.sealedAEAD(r, a, err)
+	}
 	if err != nil {
 		c.bufs.put(buf)
 		c.packFailed(r, err)
@@ -340,7 +353,11 @@ func (c *Core) receiveBundled(p *rxPacket, r *remote) {
 		}
 		return
 	}
-	plain, err := b.parsed.Open(b.plain[:0], r.coat)
+	var coat packet.Coat = r.coat // with an AEAD coat, handle opened the packet whole
+	if r.aead() != nil {
+		coat = nil
+	}
+	plain, err := b.parsed.Open(b.plain[:0], coat)
 	if err != nil {
 		if errors.Is(err, packet.ErrBundlePayload) {
 			c.stats.drop(dropBundle)

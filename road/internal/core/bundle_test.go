@@ -84,19 +84,50 @@ func kindsOf(ps []packet.Packet) map[codec.PacketKind]int {
 	return out
 }
 
-// entriesOf lists the transaction ids of a bundle packet's entries.
-func entriesOf(tb testing.TB, pp *packet.Packet) []uint32 {
-	tb.Helper()
-	var b packet.Bundle
-	if err := packet.ParseBundle(pp.Coat, &b); err != nil {
-		tb.Fatal(err)
+// clearCoat is the coat of a packet to `to` in the clear: as it is, or,
+// with an AEAD coat, opened with a coat of its own made from to's keys for
+// the sender (a tap: to's own coat and replay window are not touched).
+func (p *pair) clearCoat(pp *packet.Packet, to *Core) []byte {
+	p.tb.Helper()
+	if !packet.IsAEAD(pp.Head.CoatKind) {
+		return pp.Coat
 	}
+	r := p.mainRemote()
+	if to == p.other {
+		r = p.otherRemote()
+	}
+	tap, err := packet.NewAEADCoat(pp.Head.CoatKind, (*[32]byte)(&r.short.Private), (*[32]byte)(&r.peerShort))
+	if err != nil {
+		p.tb.Fatal(err)
+	}
+	plain, err := pp.OpenAEAD(nil, tap)
+	if err != nil {
+		p.tb.Fatal(err)
+	}
+	return plain
+}
+
+// bundleOf parses a bundle packet to `to` (its table and answers).
+func (p *pair) bundleOf(pp *packet.Packet, to *Core) packet.Bundle {
+	p.tb.Helper()
+	var b packet.Bundle
+	if err := packet.ParseBundle(p.clearCoat(pp, to), &b); err != nil {
+		p.tb.Fatal(err)
+	}
+	return b
+}
+
+// entriesOf lists the transaction ids of a bundle packet's entries.
+func (p *pair) entriesOf(pp *packet.Packet, to *Core) []uint32 {
 	var out []uint32
-	for _, e := range b.Entries {
+	for _, e := range p.bundleOf(pp, to).Entries {
 		out = append(out, e.TI)
 	}
 	return out
 }
+
+// fastProfiles are the fast profile's two coats: bundles work in both.
+var fastProfiles = []testProfile{macProfile, aeadProfile}
 
 // Fifty small messages started at once go out in a few bundles, are each
 // delivered once and answered in one answers datagram; without bundling
@@ -113,30 +144,35 @@ func TestBundleManyAtOnce(t *testing.T) {
 		{"off-at-sender", false, true, false, map[codec.PacketKind]int{codec.PacketKindDone: n}},
 		{"off-at-receiver", true, false, false, map[codec.PacketKind]int{codec.PacketKindDone: n}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.NoBundling, o.NoBundling = tc.main, tc.other })
-			p.join()
-			if got := p.otherRemote().prof.bdl; got != tc.bundled {
-				t.Fatalf("negotiated bdl %v, want %v", got, tc.bundled)
-			}
-			start, delivered := len(p.wire), len(p.delivered[p.main])
-			res := p.sendAll(p.other, n, 64)
-			p.pump()
-			allDone(t, res)
-			p.deliveredOnce(p.main, delivered, n)
-			fromOther := kindsOf(p.sent(start, p.other))
-			if tc.bundled {
-				if fromOther[codec.PacketKindMessage] != 0 || fromOther[codec.PacketKindBundle] == 0 || fromOther[codec.PacketKindBundle] > n/8 {
-					t.Errorf("other sent %v for %d messages, want a few bundles", fromOther, n)
+		for _, tp := range fastProfiles {
+			t.Run(tp.name+"/"+tc.name, func(t *testing.T) {
+				p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+					tp.set(m, o)
+					m.NoBundling, o.NoBundling = tc.main, tc.other
+				})
+				p.join()
+				if got := p.otherRemote().prof.bdl; got != tc.bundled {
+					t.Fatalf("negotiated bdl %v, want %v", got, tc.bundled)
 				}
-			} else if fromOther[codec.PacketKindMessage] != n || fromOther[codec.PacketKindBundle] != 0 {
-				t.Errorf("other sent %v, want %d messages", fromOther, n)
-			}
-			if fromMain := kindsOf(p.sent(start, p.main)); !mapsEqual(fromMain, tc.wantFromMain) {
-				t.Errorf("main sent %v, want %v", fromMain, tc.wantFromMain)
-			}
-			t.Logf("%s: %d messages in %d datagrams, answered in %d", tc.name, n, len(p.sent(start, p.other)), len(p.sent(start, p.main)))
-		})
+				start, delivered := len(p.wire), len(p.delivered[p.main])
+				res := p.sendAll(p.other, n, 64)
+				p.pump()
+				allDone(t, res)
+				p.deliveredOnce(p.main, delivered, n)
+				fromOther := kindsOf(p.sent(start, p.other))
+				if tc.bundled {
+					if fromOther[codec.PacketKindMessage] != 0 || fromOther[codec.PacketKindBundle] == 0 || fromOther[codec.PacketKindBundle] > n/8 {
+						t.Errorf("other sent %v for %d messages, want a few bundles", fromOther, n)
+					}
+				} else if fromOther[codec.PacketKindMessage] != n || fromOther[codec.PacketKindBundle] != 0 {
+					t.Errorf("other sent %v, want %d messages", fromOther, n)
+				}
+				if fromMain := kindsOf(p.sent(start, p.main)); !mapsEqual(fromMain, tc.wantFromMain) {
+					t.Errorf("main sent %v, want %v", fromMain, tc.wantFromMain)
+				}
+				t.Logf("%s: %d messages in %d datagrams, answered in %d", tc.name, n, len(p.sent(start, p.other)), len(p.sent(start, p.main)))
+			})
+		}
 	}
 }
 
@@ -155,7 +191,13 @@ func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
 // A lost bundle is sent again for its entries only: the messages of the
 // bundles that arrived are done and never sent again.
 func TestBundleLossResendsOnlyMissing(t *testing.T) {
-	p := newPair(t, keep.AutoAlways, nil)
+	for _, tp := range fastProfiles {
+		t.Run(tp.name, func(t *testing.T) { testBundleLoss(t, tp) })
+	}
+}
+
+func testBundleLoss(t *testing.T, tp testProfile) {
+	p := newPair(t, keep.AutoAlways, tp.set)
 	p.join()
 	const n = 30
 	start, delivered := len(p.wire), len(p.delivered[p.main])
@@ -167,7 +209,7 @@ func TestBundleLossResendsOnlyMissing(t *testing.T) {
 			return false
 		}
 		if bundles++; bundles == 2 {
-			lost = entriesOf(t, &pp)
+			lost = p.entriesOf(&pp, p.main)
 			return true
 		}
 		return false
@@ -186,7 +228,7 @@ func TestBundleLossResendsOnlyMissing(t *testing.T) {
 		if pp.Head.PacketKind != codec.PacketKindBundle {
 			t.Fatalf("other sent a %v after the loss", pp.Head.PacketKind)
 		}
-		again = append(again, entriesOf(t, &pp)...)
+		again = append(again, p.entriesOf(&pp, p.main)...)
 	}
 	if !slices.Equal(again, lost) {
 		t.Fatalf("sent again %v, want only the lost bundle's %v", again, lost)
@@ -202,7 +244,13 @@ func TestBundleLossResendsOnlyMissing(t *testing.T) {
 // When the answers are lost, every message is sent again (bundled again)
 // and answered again from the replay window: none is delivered twice.
 func TestBundleLostAnswers(t *testing.T) {
-	p := newPair(t, keep.AutoAlways, nil)
+	for _, tp := range fastProfiles {
+		t.Run(tp.name, func(t *testing.T) { testBundleLostAnswers(t, tp) })
+	}
+}
+
+func testBundleLostAnswers(t *testing.T, tp testProfile) {
+	p := newPair(t, keep.AutoAlways, tp.set)
 	p.join()
 	const n = 20
 	delivered := len(p.delivered[p.main])
@@ -236,7 +284,7 @@ func (p *pair) forgeBundle(entries ...packet.BundleEntry) []byte {
 	h := p.other.outHead(codec.TransactionKindMessage, codec.PacketKindBundle, r.nuid, r.fuid, r.sid, 0, false)
 	h.BodyKind, h.CoatKind, h.FootKind = codec.BodyKindJSON, r.coatKind(), codec.FootKindNaCl
 	pk := p.other.packerFor(r, &h)
-	b := packet.Bundler{Packer: &pk, Coat: r.coat}
+	b := packet.Bundler{Packer: &pk, Coat: r.coat, AEAD: r.aead()}
 	b.Reset(&h)
 	for _, e := range entries {
 		if err := b.Add(e); err != nil {
@@ -265,8 +313,15 @@ func (p *pair) entry(ti uint32, n int) packet.BundleEntry {
 // delivers only the fresh one; and a bundle that does not authenticate
 // changes nothing.
 func TestBundleReplayedAndMixed(t *testing.T) {
-	p := newPair(t, keep.AutoAlways, nil)
+	for _, tp := range fastProfiles {
+		t.Run(tp.name, func(t *testing.T) { testBundleReplayed(t, tp) })
+	}
+}
+
+func testBundleReplayed(t *testing.T, tp testProfile) {
+	p := newPair(t, keep.AutoAlways, tp.set)
 	p.join()
+	aead := tp == aeadProfile
 	if err := p.send(p.other, map[string]any{"n": 100}); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +344,7 @@ func TestBundleReplayedAndMixed(t *testing.T) {
 		if pp.Head.PacketKind != codec.PacketKindAnswers {
 			t.Fatalf("main answered with a %v", pp.Head.PacketKind)
 		}
-		rs, err := packet.ParseAnswers(nil, pp.Coat)
+		rs, err := packet.ParseAnswers(nil, p.clearCoat(&pp, p.other))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,8 +360,11 @@ func TestBundleReplayedAndMixed(t *testing.T) {
 	if n := len(p.delivered[p.main]) - delivered; n != 1 {
 		t.Fatalf("the replayed bundle delivered %d more", n-1)
 	}
-	if d := p.main.stats.drops[dropReplayed]; d != 1+3*2 {
-		t.Errorf("replayed entries counted %d, want 7", d)
+	// The same datagram again: the AEAD coat's replay window refuses it
+	// before its entries are read; without one, each entry meets the
+	// session's window.
+	if d, a := p.main.stats.drops[dropReplayed], p.main.stats.drops[dropAEADReplayed]; aead && (d != 1 || a != 3) || !aead && d != 1+3*2 {
+		t.Errorf("replayed entries counted %d, replayed AEAD datagrams %d", d, a)
 	}
 
 	before := snapshot(p.mainRemote())
@@ -345,7 +403,13 @@ func (p *pair) crossSend(n, m int) (fromOther, fromMain []chan error) {
 // Dones owed to a remote ride in a bundle going to it in the same moment:
 // no answers packet of their own.
 func TestBundleAnswersPiggybacked(t *testing.T) {
-	p := newPair(t, keep.AutoAlways, nil)
+	for _, tp := range fastProfiles {
+		t.Run(tp.name, func(t *testing.T) { testBundlePiggyback(t, tp) })
+	}
+}
+
+func testBundlePiggyback(t *testing.T, tp testProfile) {
+	p := newPair(t, keep.AutoAlways, tp.set)
 	p.join()
 	start, mainGot, otherGot := len(p.wire), len(p.delivered[p.main]), len(p.delivered[p.other])
 	res, back := p.crossSend(5, 3)
@@ -358,10 +422,7 @@ func TestBundleAnswersPiggybacked(t *testing.T) {
 	if k := kindsOf(fromMain); !mapsEqual(k, map[codec.PacketKind]int{codec.PacketKindBundle: 1}) {
 		t.Fatalf("main sent %v, want one bundle", k)
 	}
-	var b packet.Bundle
-	if err := packet.ParseBundle(fromMain[0].Coat, &b); err != nil {
-		t.Fatal(err)
-	}
+	b := p.bundleOf(&fromMain[0], p.other)
 	rs, err := packet.ParseAnswers(nil, b.Answers)
 	if err != nil || len(rs) != 1 || rs[0].Count != 5 || rs[0].Kind != codec.PacketKindDone {
 		t.Fatalf("the bundle's answers %+v (%v), want the 5 dones", rs, err)
@@ -375,7 +436,13 @@ func TestBundleAnswersPiggybacked(t *testing.T) {
 // large one is segmented as ever; all arrive once, and every done goes in
 // the answers.
 func TestBundleWithSegmented(t *testing.T) {
-	p := newPair(t, keep.AutoAlways, nil)
+	for _, tp := range fastProfiles {
+		t.Run(tp.name, func(t *testing.T) { testBundleWithSegmented(t, tp) })
+	}
+}
+
+func testBundleWithSegmented(t *testing.T, tp testProfile) {
+	p := newPair(t, keep.AutoAlways, tp.set)
 	p.join()
 	start, delivered := len(p.wire), len(p.delivered[p.main])
 	res := p.sendAll(p.other, 4, 64)
@@ -392,7 +459,7 @@ func TestBundleWithSegmented(t *testing.T) {
 	for _, pp := range p.sent(start, p.other) {
 		switch pp.Head.PacketKind {
 		case codec.PacketKindBundle:
-			entries += len(entriesOf(t, &pp))
+			entries += len(p.entriesOf(&pp, p.main))
 		case codec.PacketKindMessage:
 			if !pp.Head.Segment() {
 				t.Errorf("a lone message packet that is not a segment: %+v", pp.Head)
@@ -431,7 +498,13 @@ func raceEnabled() bool {
 // is given at random, the pools (buffers, MAC and coat states) may miss, a
 // few times a packet: still fewer than one allocation for two messages.
 func TestBundleFlushAllocs(t *testing.T) {
-	p := newPair(t, keep.AutoAlways, nil)
+	for _, tp := range fastProfiles {
+		t.Run(tp.name, func(t *testing.T) { testBundleFlushAllocs(t, tp) })
+	}
+}
+
+func testBundleFlushAllocs(t *testing.T, tp testProfile) {
+	p := newPair(t, keep.AutoAlways, tp.set)
 	p.join()
 	p.cut = func(w wired) bool { return true }
 	p.sendAll(p.other, 40, 64)
@@ -448,13 +521,20 @@ func TestBundleFlushAllocs(t *testing.T) {
 	}
 	var spare []Datagram
 	packets := 0
-	take := func(c *Core) {
+	// take sends c's datagrams to `to` (nil: nowhere), as a stack does.
+	checker := NewFootChecker(new(atomic.Uint64))
+	var in Inbound
+	take := func(c, to *Core) {
 		out := c.TakeOut(spare)
 		if len(out) == 0 {
 			t.Fatal("nothing sent")
 		}
 		packets = len(out)
 		for i := range out {
+			if to != nil {
+				checker.Parse(&in, out[i].B, p.addrOf(c), p.keys[to])
+				to.Receive(&in, p.now)
+			}
 			out[i].Release()
 		}
 		spare = out[:0]
@@ -464,42 +544,28 @@ func TestBundleFlushAllocs(t *testing.T) {
 			m.retry = true
 			p.other.queue(m)
 		}
-		take(p.other)
+		take(p.other, nil)
 	}
 	mr := p.mainRemote()
-	answer := func() {
-		for i := range uint32(40) {
-			p.main.answer(mr, mr.rsid, 1000+2*i) // every other id: 40 ranges
+	answers := func(to *Core) func() {
+		return func() {
+			for i := range uint32(40) {
+				p.main.answer(mr, mr.rsid, 1000+2*i) // every other id: 40 ranges
+			}
+			take(p.main, to)
 		}
-		take(p.main)
-	}
-	// Main's answers to other, received again: stale, read without allocating.
-	h := p.main.outHead(codec.TransactionKindMessage, codec.PacketKindAnswers, mr.nuid, mr.fuid, mr.rsid, 0, true)
-	h.BodyKind, h.CoatKind, h.FootKind = codec.BodyKindJSON, mr.coatKind(), codec.FootKindNaCl
-	pk := p.main.packerFor(mr, &h)
-	var rs []packet.AnswerRange
-	for i := range uint32(40) {
-		rs = packet.AddAnswer(rs, codec.PacketKindDone, 1000+2*i)
-	}
-	stale, err := pk.PackAnswers(nil, &h, rs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checker := NewFootChecker(new(atomic.Uint64))
-	keys, _ := p.other.VerifyKeys()
-	var in Inbound
-	receive := func() {
-		checker.Parse(&in, stale, p.mainAddr, keys)
-		p.other.Receive(&in, p.now)
 	}
 	resend()
-	answer()
-	receive()
+	answers(p.other)()
 	before := p.other.stats.drops[dropStaleAnswer]
 	for _, tc := range []struct {
 		name string
 		f    func()
-	}{{"bundling 40 messages again", resend}, {"sending 40 answers", answer}, {"receiving 40 stale answers", receive}} {
+	}{
+		{"bundling 40 messages again", resend},
+		{"sending 40 answers", answers(nil)},
+		{"sending and reading 40 stale answers", answers(p.other)},
+	} {
 		n := testing.AllocsPerRun(50, tc.f)
 		if n != 0 && !raceEnabled() || n >= 20 {
 			t.Errorf("%s: %v allocations for %d packets", tc.name, n, packets)

@@ -90,7 +90,14 @@ func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgI
 		h.FootKind = codec.FootKindNaCl
 		pk := c.packerFor(r, &h)
 		c.scratch = m.plaintext(c.scratch[:0])
-		if _, n, err := pk.Segments(&h, len(c.scratch)+r.coat.Overhead()); err == nil && n == 1 {
+		var n int
+		var err error
+		if a := r.aead(); a != nil {
+			_, n, err = pk.SegmentsAEAD(&h, a, len(c.scratch))
+		} else {
+			_, n, err = pk.Segments(&h, len(c.scratch)+r.coat.Overhead())
+		}
+		if err == nil && n == 1 {
 			m.bundled, m.count, m.flags = true, 1, make([]uint8, 1)
 			c.addTxn(r, m)
 			c.queue(m)

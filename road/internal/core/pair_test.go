@@ -186,7 +186,9 @@ func (p *pair) pump() {
 				if dst == nil {
 					continue // to an attacker's address: gone
 				}
-				p.launch(flight{due: p.now, to: dst, from: p.addrOf(c), b: w.b})
+				// A copy of its own: a reader may open an AEAD coat in place,
+				// and the wire keeps what was sent.
+				p.launch(flight{due: p.now, to: dst, from: p.addrOf(c), b: bytes.Clone(w.b)})
 			}
 			p.collect(c)
 		}
