@@ -34,8 +34,9 @@ import (
 // as without bundles: an ack names a segment the answers cannot carry, and
 // the answers carry no nacks.
 //
-// Received, a bundle is authenticated as one packet (its foot) before
-// anything in it is read, and each entry then goes as a lone message would:
+// Received, a bundle is authenticated as one packet (its foot, or its AEAD
+// coat, opened whole) before anything in it is read, and each entry then
+// goes as a lone message would:
 // its ti is looked up in the session's replay window, so an entry finished
 // before is answered done and not delivered again, whatever bundle (or lone
 // packet) it came in.
@@ -60,8 +61,8 @@ type owed struct {
 }
 
 // bundles reports whether r's session bundles. A bundle's table is in the
-// clear, authenticated by the packet's foot (MAC or Ed25519): a coat that
-// did away with the foot would have to cover the table itself.
+// clear, authenticated by the packet's foot (MAC or Ed25519), or, with an
+// AEAD coat, sealed with the rest of the bundle.
 func (c *Core) bundles(r *remote) bool { return r.prof != nil && r.prof.bdl }
 
 // queue puts m in the bundles of this moment.
