@@ -273,7 +273,7 @@ func (c *Core) flushBundle(r *remote, h *codec.Head, ms []*messenger) {
 		for _, m := range ms { // their timers try again
 			if m.bundled {
 				m.redo.restart(c.now)
-				c.dirty = append(c.dirty, m)
+				c.touch(m.r)
 			}
 		}
 		return
