@@ -208,7 +208,7 @@ func (c *Core) sendAnswers(r *remote, si uint32, rs []packet.AnswerRange) {
 		// The list is the body the session's AEAD coat seals (c.pack).
 		b := &c.bundling
 		if b.list, err = packet.AppendAnswers(b.list[:0], rs); err == nil {
-			out, err = c.pack(*buf, r, h, b.list)
+			out, _, err = c.pack(*buf, r, h, b.list, false)
 		}
 	} else {
 		out, err = pk.PackAnswers(*buf, h, rs)

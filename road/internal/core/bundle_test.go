@@ -3,7 +3,6 @@ package core
 import (
 	"bytes"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -477,21 +476,6 @@ func testBundleWithSegmented(t *testing.T, tp testProfile) {
 	}
 }
 
-// raceEnabled reports whether the test binary was built with -race, where
-// sync.Pool drops items at random.
-func raceEnabled() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" && s.Value == "true" {
-			return true
-		}
-	}
-	return false
-}
-
 // Sending bundles (retransmissions here) and owed answers, and reading
 // answers (stale ones here: each id looked up and counted), allocate
 // nothing per packet once warm. Under -race, where sync.Pool drops what it
@@ -567,7 +551,7 @@ func testBundleFlushAllocs(t *testing.T, tp testProfile) {
 		{"sending and reading 40 stale answers", answers(p.other)},
 	} {
 		n := testing.AllocsPerRun(50, tc.f)
-		if n != 0 && !raceEnabled() || n >= 20 {
+		if n != 0 && !raceEnabled || n >= 20 {
 			t.Errorf("%s: %v allocations for %d packets", tc.name, n, packets)
 		}
 	}
