@@ -56,9 +56,9 @@ type Stack struct {
 	startOnce sync.Once
 	started   chan struct{}
 
-	// keys is the verify key table the readers verify with; the owner
-	// publishes it (core.VerifyKeys).
-	keys       atomic.Pointer[core.VerifyKeys]
+	// keys is the key table the readers verify with; the owner brings it
+	// up to date after each event (core.PublishKeys).
+	keys       *core.KeyTable
 	sendErrs   atomic.Uint64 // Counters.SendErrors, counted by the writer
 	verifies   atomic.Uint64 // Counters.Verifications, counted by the readers
 	eventDrops uint64        // Counters.EventDrops, counted by the owner
@@ -151,7 +151,6 @@ func New(cfg *Config) (*Stack, error) {
 	s.resent = make(chan struct{})
 	rx := recvSize(c)
 	s.bufs.New = func() any { b := make([]byte, rx); return &b }
-	s.keys.Store(&core.VerifyKeys{})
 	if s.ser = c.Serializer; s.ser == nil {
 		if s.ser, err = packet.Builtin(cc.BodyKind); err != nil {
 			return nil, err
@@ -167,7 +166,7 @@ func New(cfg *Config) (*Stack, error) {
 		}
 		return nil, err
 	}
-	s.name = s.core.Name()
+	s.name, s.keys = s.core.Name(), s.core.KeyTable()
 	return s, nil
 }
 
@@ -238,7 +237,7 @@ func (s *Stack) start() error {
 	s.addr = ap
 	s.writerDone = make(chan struct{})
 	s.core.Start(ap, time.Now())
-	s.publishKeys()
+	s.core.PublishKeys()
 	readers := min(runtime.GOMAXPROCS(0), maxReaders)
 	turns := make([]readerTurns, readers)
 	for i := range turns {
@@ -521,7 +520,6 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 			fails = 0
 		}
 		k := 0
-		table := *s.keys.Load()
 		for i := range n {
 			if ns[i] < 0 {
 				s.unreadable.Add(1)
@@ -536,7 +534,7 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 			// work; the owner never verifies them again.
 			ds[k].buf = ptrs[i]
 			ptrs[i] = nil
-			feet.Parse(&ds[k].in, b, froms[i], table)
+			feet.Parse(&ds[k].in, b, froms[i], s.keys)
 			k++
 		}
 		if !s.take(mine.push) {
@@ -652,7 +650,7 @@ func (s *Stack) run() {
 		case now := <-timerC:
 			c.Tick(now)
 		}
-		s.publishKeys()
+		s.core.PublishKeys()
 		var ok bool
 		if retry, ok = s.flush(); !ok {
 			return
@@ -687,16 +685,6 @@ func (s *Stack) moreCommands() {
 		}
 		runtime.Gosched()
 		yielded = true
-	}
-}
-
-// publishKeys gives the readers the core's new key table, if any (the
-// table is copied into a new variable so that only a change allocates).
-func (s *Stack) publishKeys() {
-	if t, ok := s.core.VerifyKeys(); ok {
-		p := new(core.VerifyKeys)
-		*p = t
-		s.keys.Store(p)
 	}
 }
 

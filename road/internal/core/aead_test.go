@@ -361,10 +361,10 @@ func TestAEADStrippedFailsTheAllow(t *testing.T) {
 func TestAEADOpenedByReader(t *testing.T) {
 	for _, stale := range []bool{false, true} {
 		p := joinedPair(t, aeadProfile)
-		table := VerifyKeys{} // stale: read before the allow
-		if !stale {
-			p.main.keysChanged = true
-			table, _ = p.main.VerifyKeys()
+		p.main.PublishKeys()
+		table := p.main.KeyTable()
+		if stale {
+			table = new(KeyTable) // read before the allow
 		}
 		msg, res := p.sendCaptured(t, map[string]any{"n": 1})
 		buf := make([]byte, len(msg), 2*len(msg))

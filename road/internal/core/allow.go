@@ -54,7 +54,7 @@ func (c *Core) allowed(r *remote, short keys.Box, peerShort keys.PublicKey, rsid
 	if r.prof != nil && r.prof.coat != nil {
 		r.coat = r.prof.coat
 	}
-	c.keysChanged = true // the readers open the new session's AEAD coat
+	c.markKeys(r) // the readers open the new session's AEAD coat
 	r.allowed = true
 	if c.cfg.KeyLog != nil {
 		if _, err := io.WriteString(c.cfg.KeyLog, handshake.FormatKeyLog(r.short.Public, r.short.Private, r.peerShort)); err != nil {

@@ -9,7 +9,8 @@
 // each with the time, advances the time (Tick, when Deadline says), and
 // takes from it the datagrams to send (TakeOut), the delivered messages
 // (Deliveries), the events (Events), the bodies left for a decoder
-// (Decodes) and the key table readers verify with (VerifyKeys).
+// (Decodes), and after each event brings the key table the readers verify
+// with up to date (PublishKeys, KeyTable).
 package core
 
 import (

@@ -516,7 +516,7 @@ func testBundleFlushAllocs(t *testing.T, tp testProfile) {
 		packets = len(out)
 		for i := range out {
 			if to != nil {
-				checker.Parse(&in, out[i].B, p.addrOf(c), p.keys[to])
+				checker.Parse(&in, out[i].B, p.addrOf(c), to.KeyTable())
 				to.Receive(&in, p.now)
 			}
 			out[i].Release()

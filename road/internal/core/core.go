@@ -74,8 +74,11 @@ type Core struct {
 	forgotten tombstones
 	peak      int // the most remotes held since the maps were last rebuilt (shrink)
 
-	// keysChanged says the verify key table (VerifyKeys) is out of date.
-	keysChanged bool
+	// keys is the table the readers check with; keysDirty are the uids
+	// whose entries may be out of date, keysAll says all may be (keys.go).
+	keys      KeyTable
+	keysDirty []uint32
+	keysAll   bool
 	// rekeyAt: a session whose AEAD coat has less than this left to seal
 	// (packet.AEADCoat.Remaining) is allowed again (rekey).
 	rekeyAt uint64
@@ -153,7 +156,7 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 		codec: hc, bodies: ser,
 		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
 		reasm: packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
-		stats: newStats(), keysChanged: true, rekeyAt: defaultRekeyAt,
+		stats: newStats(), keysAll: true, rekeyAt: defaultRekeyAt,
 	}
 	if err := c.loadLocal(); err != nil {
 		return nil, err
@@ -282,7 +285,7 @@ func (c *Core) newRemote(ha netip.AddrPort, fuid, sid uint32) *remote {
 // addRemote adds r, forgetting the longest silent remote when there are
 // more than MaxRemotes (forget.go).
 func (c *Core) addRemote(r *remote) {
-	c.keysChanged = true
+	c.markKeys(r)
 	r.added = true
 	r.heard = c.now
 	c.remotes[r.nuid] = r
@@ -321,7 +324,7 @@ func (c *Core) removeRemote(r *remote, reason error) {
 	}
 	r.saved = nil
 	c.notifyWaiters(r, reason)
-	c.keysChanged = true
+	c.markKeys(r)
 	c.touch(r)
 	if r.added {
 		delete(c.remotes, r.nuid)
@@ -721,35 +724,6 @@ func aeadDrop(err error) dropReason {
 		return dropAEADTooOld
 	}
 	return dropAEADOpenFailed
-}
-
-// VerifyKeys is a uid → keys table, for checking the Ed25519 feet and
-// opening the AEAD coats of received datagrams off the owner goroutine
-// (FootChecker).
-type VerifyKeys = map[uint32]*peerKeys
-
-// peerKeys are what a reader checks one remote's datagrams with.
-type peerKeys struct {
-	verify [32]byte         // its Ed25519 verify key; zero: none known
-	aead   *packet.AEADCoat // its session's AEAD coat; nil: none
-}
-
-// VerifyKeys returns a new table of the remotes' verify keys and session
-// AEAD coats when remotes, their keys or their sessions changed since the
-// last call, and false otherwise. The table is the caller's: the core
-// never changes it.
-func (c *Core) VerifyKeys() (VerifyKeys, bool) {
-	if !c.keysChanged {
-		return nil, false
-	}
-	c.keysChanged = false
-	t := make(VerifyKeys, len(c.remotes))
-	for uid, r := range c.remotes {
-		if !r.verify.IsZero() || r.aead() != nil {
-			t[uid] = &peerKeys{verify: [32]byte(r.verify), aead: r.aead()}
-		}
-	}
-	return t, true
 }
 
 // route finds the remote a packet belongs to, or nil after dropping or

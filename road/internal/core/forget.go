@@ -79,7 +79,7 @@ func (c *Core) forget(r *remote, why Reason) {
 	}
 	r.saved = nil
 	c.notifyWaiters(r, ErrForgotten)
-	c.keysChanged = true
+	c.markKeys(r)
 	delete(c.remotes, r.nuid)
 	if c.byName[r.name] == r {
 		delete(c.byName, r.name)

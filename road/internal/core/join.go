@@ -243,7 +243,7 @@ func (c *Core) apply(r *remote, b *joinBody, from netip.AddrPort, fuid uint32) e
 		}
 	}
 	r.ha, r.fuid, r.main, r.kind, r.role, r.verify, r.pub = from, fuid, b.main, b.kind, b.role, b.verify, b.pub
-	c.keysChanged = true
+	c.markKeys(r)
 	return nil
 }
 
@@ -380,7 +380,7 @@ func (j *joiner) accept(c *Core, p *rxPacket) {
 				}
 			}
 			r.main, r.kind, r.role, r.verify, r.pub = b.main, b.kind, b.role, b.verify, b.pub
-			c.keysChanged = true
+			c.markKeys(r)
 		}
 	}
 	sameKeys := sameRoleKeys(r, &b)
@@ -641,7 +641,7 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 				return
 			}
 			r.main, r.kind, r.role, r.verify, r.pub = b.main, b.kind, b.role, b.verify, b.pub
-			c.keysChanged = true
+			c.markKeys(r)
 			if r.fuid != reid {
 				if r.fuid != 0 {
 					j.reject(c, ReasonIdentityChanged, &b)

@@ -39,7 +39,6 @@ type pair struct {
 	link *link
 	air  []flight // datagrams under way, by due time
 	feet map[*Core]*FootChecker
-	keys map[*Core]VerifyKeys
 	// extra are more estates beside other, at extraAddr (a fleet, see
 	// newFleet).
 	extra     []*Core
@@ -93,7 +92,7 @@ func newPair(tb testing.TB, mainAuto keep.AutoMode, cfg func(main, other *estate
 func newRig(tb testing.TB) *pair {
 	return &pair{tb: tb, now: time.Unix(1_700_000_000, 0), mainAddr: pairMain, otherAddr: pairOther,
 		delivered: map[*Core][]Message{}, events: map[*Core][]Event{},
-		feet: map[*Core]*FootChecker{}, keys: map[*Core]VerifyKeys{}}
+		feet: map[*Core]*FootChecker{}}
 }
 
 // newCore makes a core of e, with store st (nil: e's).
@@ -152,16 +151,14 @@ func (p *pair) coreAt(a netip.AddrPort) *Core {
 
 // feed has c receive datagram b from `from` now, as a running stack does.
 func (p *pair) feed(c *Core, b []byte, from netip.AddrPort) {
-	if t, ok := c.VerifyKeys(); ok {
-		p.keys[c] = t
-	}
+	c.PublishKeys()
 	f := p.feet[c]
 	if f == nil {
 		f = NewFootChecker(new(atomic.Uint64))
 		p.feet[c] = f
 	}
 	var in Inbound
-	f.Parse(&in, b, from, p.keys[c])
+	f.Parse(&in, b, from, c.KeyTable())
 	c.Receive(&in, p.now)
 }
 

@@ -146,8 +146,8 @@ func (l *limits) stranger(now time.Time, from netip.Addr) bool {
 }
 
 // FootChecker parses received datagrams and checks their Ed25519 feet for
-// one reader goroutine, with a key table the owner took from VerifyKeys. It remembers the feet
-// it checked: a datagram seen before (a retransmission, a replay, a flood
+// one reader goroutine, with the key table the owner publishes (KeyTable).
+// It remembers the feet it checked: a datagram seen before (a retransmission, a replay, a flood
 // of one captured packet) gets the same answer without a second
 // verification, and a signature seen valid on other bytes fails at once,
 // since an Ed25519 signature is deterministic: one key signs one message
@@ -162,7 +162,7 @@ type FootChecker struct {
 
 type seenFoot struct {
 	sum uint64    // of the signed bytes
-	key *[32]byte // checked with (an entry of one published table)
+	key *[32]byte // checked with (an entry of the key table)
 	ok  bool
 }
 
@@ -180,7 +180,7 @@ func NewFootChecker(n *atomic.Uint64) *FootChecker {
 // AEAD coat of the session table gives, opens it in b's buffer
 // (packet.OpenAEADInBuffer). in keeps pointers into b until Receive has
 // taken it.
-func (f *FootChecker) Parse(in *Inbound, b []byte, from netip.AddrPort, table VerifyKeys) {
+func (f *FootChecker) Parse(in *Inbound, b []byte, from netip.AddrPort, table *KeyTable) {
 	*in = Inbound{}
 	in.pkt.from = from
 	in.parseErr = packet.Parse(b, &in.pkt.Packet)
@@ -192,7 +192,7 @@ func (f *FootChecker) Parse(in *Inbound, b []byte, from netip.AddrPort, table Ve
 	case h.FootKind == codec.FootKindNaCl:
 		in.foot = f.check(&in.pkt.Packet, table)
 	case h.FootKind == codec.FootKindNada && packet.IsAEAD(h.CoatKind):
-		if k := table[h.DestinationID]; k != nil && k.aead != nil && k.aead.Kind() == h.CoatKind {
+		if k := table.lookup(h.DestinationID); k != nil && k.aead != nil && k.aead.Kind() == h.CoatKind {
 			in.aead.coat = k.aead
 			in.aead.plain, in.aead.err = in.pkt.OpenAEADInBuffer(k.aead)
 		}
@@ -201,8 +201,8 @@ func (f *FootChecker) Parse(in *Inbound, b []byte, from netip.AddrPort, table Ve
 
 // check checks p's Ed25519 foot (p.Foot is NaClFootSize bytes: Parse saw
 // to it) with the key table gives for its de.
-func (f *FootChecker) check(p *packet.Packet, table VerifyKeys) footCheck {
-	k := table[p.Head.DestinationID]
+func (f *FootChecker) check(p *packet.Packet, table *KeyTable) footCheck {
+	k := table.lookup(p.Head.DestinationID)
 	if k == nil || k.verify == ([32]byte{}) {
 		return footCheck{}
 	}

@@ -289,3 +289,10 @@ func TestReassemblyQuota(t *testing.T) {
 		t.Fatalf("delivered %d", len(p.delivered[p.main]))
 	}
 }
+
+// keyTableOf is a key table of one entry.
+func keyTableOf(uid uint32, k *peerKeys) *KeyTable {
+	t := new(KeyTable)
+	t.shards[uid%keyShards].Store(&keyShard{map[uint32]*peerKeys{uid: k}})
+	return t
+}
