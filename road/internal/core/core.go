@@ -72,7 +72,8 @@ type Core struct {
 	// forgotten names the remotes forgotten with their keep files kept,
 	// by uid, so that one coming back is loaded again (forget.go).
 	forgotten tombstones
-	peak      int // the most remotes held since the maps were last rebuilt (shrink)
+	silence   silenceList // the remotes, the longest silent first (forget.go)
+	peak      int         // the most remotes held since the maps were last rebuilt (shrink)
 
 	// keys is the table the readers check with; keysDirty are the uids
 	// whose entries may be out of date, keysAll says all may be (keys.go).
@@ -288,6 +289,7 @@ func (c *Core) addRemote(r *remote) {
 	c.markKeys(r)
 	r.added = true
 	r.heard = c.now
+	c.silence.last(r)
 	c.remotes[r.nuid] = r
 	c.byName[r.name] = r
 	c.peak = max(c.peak, len(c.remotes))
@@ -328,6 +330,7 @@ func (c *Core) removeRemote(r *remote, reason error) {
 	c.touch(r)
 	if r.added {
 		delete(c.remotes, r.nuid)
+		c.silence.remove(r)
 		if c.byName[r.name] == r {
 			delete(c.byName, r.name)
 		}

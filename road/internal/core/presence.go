@@ -104,6 +104,9 @@ func (c *Core) schedulePresence(r *remote, first bool) {
 // alive and its reaping move on.
 func (c *Core) heard(r *remote) {
 	r.heard = c.now
+	if r.added {
+		c.silence.last(r)
+	}
 	if c.cfg.AlivePeriod < 0 || r.presence.IsZero() {
 		return // presence not started
 	}

@@ -64,6 +64,9 @@ type remote struct {
 	reapAt      time.Time // reaped if no alive success by then
 	forgetAt    time.Time // once reaped: forgotten if still silent then (forget.go)
 	heard       time.Time // its last authenticated packet (or when we added it)
+	// older and newer are its neighbours in the core's remotes by when
+	// they were last heard (silenceList, forget.go).
+	older, newer *remote
 
 	// due is its key in the core's timer heap, slot 1 + its index there
 	// (0: not in it), marked that it waits in core.touched (timers.go).
