@@ -57,6 +57,12 @@
 // remotes the period is 5 s (0.4 packets per remote per second), with
 // 10000, 50 s (0.04).
 //
+// A main restarted from its keep has no session with its kept remotes: it
+// spreads their first presence over a period and then mends the sessions
+// (an allow, or a join where the keys need one) once per its period, so at
+// most about AliveRate a second however many remotes it kept, while its
+// remotes, which drive presence, allow again from their end.
+//
 // Detection: a remote is found dead (EventDead) within period +
 // AliveTimeout of its last packet by the end that drives, within period +
 // 2·AliveTimeout by the end that answers: with the defaults (1 s, 2 s) 3 s

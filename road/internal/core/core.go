@@ -259,10 +259,12 @@ func (c *Core) Start(addr netip.AddrPort, now time.Time) {
 	c.now = now
 	c.aha = keep.HostPort{Host: addr.Addr().String(), Port: addr.Port()}
 	c.saveLocal()
+	rs := make([]*remote, 0, len(c.remotes))
 	for _, r := range c.remotes {
 		c.saveRemote(r)
-		c.schedulePresence(r, true)
+		rs = append(rs, r)
 	}
+	c.startPresence(rs)
 }
 
 func (c *Core) nextUid() uint32 {

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/raet-go/raet/codec"
@@ -32,6 +34,14 @@ import (
 // Detection: the driver finds a dead answerer within period + AliveTimeout
 // of its last packet, the answerer a dead driver within period +
 // 2·AliveTimeout.
+//
+// Restart: remotes loaded from the keep have no session. Their first
+// presence is spread over its delay, in uid order (startPresence), not
+// due in one tick; and while a remote has no session the answering end (a
+// main) mends it, as the reference's presence does (an allow, or a join
+// when its keys need one), once per this estate's period, so a restarted
+// main starts at most about AliveRate of those a second however many
+// remotes it kept; the drivers mend them from their end too.
 
 // alivePeriod is this estate's presence period now (see above).
 func (c *Core) alivePeriod() time.Duration {
@@ -70,8 +80,11 @@ func (c *Core) drives(r *remote) bool {
 
 // presenceDelay is how long after its last word r's next alive goes: a
 // period for the end that drives, a period and AliveTimeout for the end
-// that answers (but a period, to mend it, while there is no session: a
-// restarted main cannot read its drivers' alives until it allows again).
+// that answers; while there is no session (a restarted main cannot read
+// its drivers' alives until it allows again), the driver's period for the
+// driver, and this estate's period (alivePeriod, bounded by AliveRate) for
+// the answerer, so that a main mends its sessions at most AliveRate a
+// second, not all of them every AlivePeriod: its drivers mend them too.
 func (c *Core) presenceDelay(r *remote, first bool) time.Duration {
 	p := c.pairPeriod(r)
 	if p == 0 { // the reference's presence
@@ -80,14 +93,33 @@ func (c *Core) presenceDelay(r *remote, first bool) time.Duration {
 			p += c.cfg.AliveOffset
 		}
 	}
-	if c.drives(r) || !r.allowed {
+	switch {
+	case c.drives(r):
 		return p
+	case !r.allowed:
+		return max(p, c.alivePeriod())
 	}
 	return p + c.cfg.AliveTimeout
 }
 
 // reaps says whether this estate reaps silent remotes (a main, §8.4).
 func (c *Core) reaps() bool { return c.mainFlag && c.cfg.Interim > 0 && c.cfg.AlivePeriod >= 0 }
+
+// startPresence starts the presence timers of the remotes loaded from the
+// keep, by uid: the i-th of n first asks i+1 n-ths of its delay from now,
+// so that a main restarted with many remotes spreads them over a period
+// (n per presenceDelay, at most AliveRate a second) instead of asking all
+// in one tick.
+func (c *Core) startPresence(rs []*remote) {
+	slices.SortFunc(rs, func(a, b *remote) int { return cmp.Compare(a.nuid, b.nuid) })
+	n := time.Duration(len(rs))
+	for i, r := range rs {
+		c.schedulePresence(r, true)
+		if !r.presence.IsZero() {
+			r.presence = c.now.Add(c.presenceDelay(r, true) * time.Duration(i+1) / n)
+		}
+	}
+}
 
 func (c *Core) schedulePresence(r *remote, first bool) {
 	if c.cfg.AlivePeriod < 0 {
