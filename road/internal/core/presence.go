@@ -107,16 +107,16 @@ func (c *Core) reaps() bool { return c.mainFlag && c.cfg.Interim > 0 && c.cfg.Al
 
 // startPresence starts the presence timers of the remotes loaded from the
 // keep, by uid: the i-th of n first asks i+1 n-ths of its delay from now,
-// so that a main restarted with many remotes spreads them over a period
-// (n per presenceDelay, at most AliveRate a second) instead of asking all
-// in one tick.
+// so that an estate restarted with many remotes spreads them over a delay
+// (a main: its period, so at most about AliveRate a second) instead of
+// asking all in one tick; one remote asks after its delay, as before.
 func (c *Core) startPresence(rs []*remote) {
 	slices.SortFunc(rs, func(a, b *remote) int { return cmp.Compare(a.nuid, b.nuid) })
 	n := time.Duration(len(rs))
 	for i, r := range rs {
 		c.schedulePresence(r, true)
 		if !r.presence.IsZero() {
-			r.presence = c.now.Add(c.presenceDelay(r, true) * time.Duration(i+1) / n)
+			r.presence = c.now.Add(c.presenceDelay(r, true) / n * time.Duration(i+1))
 		}
 	}
 }
