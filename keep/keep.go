@@ -62,7 +62,8 @@ type Keep struct {
 // Open opens the keep in dir, creating dir and its subdirectories (local,
 // remote, role/local, role/remote) with mode 0700 where they are missing;
 // existing directories keep their mode. It removes temporary files left by an
-// interrupted write (Config.MustExist refuses a missing dir). Unlike the reference it never falls back to another
+// interrupted write, unless a stack holds the keep (Lock): then they may be
+// its writes under way (Config.MustExist refuses a missing dir). Unlike the reference it never falls back to another
 // directory: dir is used or Open fails.
 func Open(dir string, cfg *Config) (*Keep, error) {
 	if cfg == nil {
@@ -88,6 +89,9 @@ func Open(dir string, cfg *Config) (*Keep, error) {
 		if err := os.MkdirAll(d, dirPerm); err != nil {
 			return nil, fmt.Errorf("keep: open %s: %w", abs, err)
 		}
+	}
+	if k.inUse() {
+		return k, nil
 	}
 	for _, d := range k.dirs() {
 		if err := removeTemps(d); err != nil {

@@ -52,6 +52,18 @@ func (k *Keep) Lock() (*Lock, error) {
 	return &Lock{f: f}, nil
 }
 
+// inUse reports whether a stack holds the keep (Lock), probing its lock
+// without keeping it. (A Lock taken at the very moment of the probe fails
+// as if the keep were in use.)
+func (k *Keep) inUse() bool {
+	f, err := os.OpenFile(filepath.Join(k.dir, lockName), os.O_RDWR, 0)
+	if err != nil {
+		return false // no lock file: never locked
+	}
+	defer f.Close() // closing drops the probe's lock
+	return lockFile(f) != nil
+}
+
 // Unlock releases the keep. It is safe to call more than once.
 func (l *Lock) Unlock() error {
 	if l == nil || l.f == nil {

@@ -259,6 +259,13 @@ func (w *Writer) Close() error {
 	return w.failed
 }
 
+// Err returns the writer's failure (see Writer), nil while it writes.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
+}
+
 func (w *Writer) save(path string, marshal func() ([]byte, error)) (*Queued, error) {
 	if w.k.readOnly {
 		return nil, &FileError{Op: "save", Path: path, Err: ErrReadOnly}

@@ -75,6 +75,16 @@ type Config struct {
 	// So a new estate joins a main with no operator on its side, and the
 	// main's operator decides.
 	Auto keep.AutoMode
+	// KeepQueue bounds the keep's writes not yet durable: the stack writes
+	// the keep behind the goroutine that runs the protocol (keep.Writer: in
+	// batches, one sync for many files), and holds back what depends on a
+	// write (the answer that accepts a join, the ack of a join, the allow
+	// after it) until the write is durable. A join that finds KeepQueue
+	// writes waiting (half as many, for an estate we do not know yet) is
+	// answered with a pend that says keep-busy (ReasonKeepBusy, counted in
+	// Counters.Drops["keep_busy"]), and the joiner asks again a second
+	// later. 0 means 1024.
+	KeepQueue int
 
 	// HeadKind is the head kind we send (replies too); received heads of
 	// every kind are understood. Default codec.HeadKindRaet.
@@ -256,13 +266,13 @@ func populate(cfg *Config) (*Config, *core.Config, error) {
 		AllowTimeout: c.AllowTimeout, AliveTimeout: c.AliveTimeout, AlivePeriod: c.AlivePeriod,
 		AliveOffset: c.AliveOffset, Interim: c.Interim, MessageTimeout: c.MessageTimeout,
 		AliveRate: c.AliveRate, ForgetAfter: c.ForgetAfter, MaxRemotes: c.MaxRemotes,
-		ReceiveQueue: c.ReceiveQueue, Reassembly: c.Reassembly, KeyLog: c.KeyLog, Logger: c.Logger, Coat: c.Coat,
+		ReceiveQueue: c.ReceiveQueue, Reassembly: c.Reassembly, KeepQueue: c.KeepQueue, KeyLog: c.KeyLog, Logger: c.Logger, Coat: c.Coat,
 		Serializers: c.Serializers,
 		DecodeLater: true, SignLater: true,
 	}
 	if err := cc.Populate(); err != nil {
 		return nil, nil, err
 	}
-	c.ReceiveQueue, c.Logger = cc.ReceiveQueue, cc.Logger // the shell's too
+	c.ReceiveQueue, c.Logger, c.KeepQueue = cc.ReceiveQueue, cc.Logger, cc.KeepQueue // the shell's too
 	return &c, cc, nil
 }

@@ -75,6 +75,16 @@ type Stack struct {
 	writerDone chan struct{}
 	keepLock   *keep.Lock
 
+	// keep, when the stack has one on disk, is written behind by kw (from
+	// Start), whose goroutine reports in durable (the sequence number of
+	// the last write durable) and a token in durableC what the owner then
+	// reports to the core; keepErr is kw's failure, seen at Close.
+	keep     *keep.Keep
+	kw       *keep.Writer
+	durable  atomic.Uint64
+	durableC chan struct{}
+	keepErr  atomic.Pointer[error]
+
 	decodeCh chan decodeJob // to the decoder goroutine
 	encodeCh chan encodeJob // to the encoder goroutine, with a BatchSerializer
 	wg       sync.WaitGroup
@@ -115,9 +125,9 @@ func New(cfg *Config) (*Stack, error) {
 	}
 	var st core.Store
 	var lock *keep.Lock
+	var k *keep.Keep
 	if c.KeepDir != "" {
-		k, err := keep.Open(c.KeepDir, &keep.Config{Auto: c.Auto})
-		if err != nil {
+		if k, err = keep.Open(c.KeepDir, &keep.Config{Auto: c.Auto}); err != nil {
 			return nil, fmt.Errorf("raet: open keep: %w", err)
 		}
 		if lock, err = k.Lock(); err != nil {
@@ -125,7 +135,7 @@ func New(cfg *Config) (*Stack, error) {
 		}
 		st = core.DiskStore(k)
 	} else {
-		st = core.MemStore(c.Auto)
+		st = core.MemStore()
 	}
 	s := &Stack{
 		cfg:      c,
@@ -139,6 +149,8 @@ func New(cfg *Config) (*Stack, error) {
 		closing:  make(chan struct{}),
 		abort:    make(chan struct{}),
 		keepLock: lock,
+		keep:     k,
+		durableC: make(chan struct{}, 1),
 		decodeCh: make(chan decodeJob, 2*maxCallBatch),
 		encodeCh: make(chan encodeJob, 2*maxCallBatch),
 	}
@@ -236,6 +248,14 @@ func (s *Stack) start() error {
 	}
 	s.addr = ap
 	s.writerDone = make(chan struct{})
+	if s.keep != nil {
+		s.kw = s.keep.StartWriter(&keep.WriterConfig{Queue: s.cfg.KeepQueue, OnDurable: s.keepDurable})
+		if err := s.core.WriteBehind(s.kw); err != nil {
+			s.kw.Close()
+			s.conn.Close()
+			return err
+		}
+	}
 	s.core.Start(ap, time.Now())
 	s.core.PublishKeys()
 	readers := min(runtime.GOMAXPROCS(0), maxReaders)
@@ -399,6 +419,11 @@ func (s *Stack) stop(cause error, ctx context.Context) error {
 			s.conn.Close()
 		}
 		s.wg.Wait()
+		if s.kw != nil {
+			if kerr := s.kw.Close(); kerr != nil {
+				s.keepErr.Store(&kerr)
+			}
+		}
 		if s.keylogF != nil {
 			s.keylogF.Close()
 		}
@@ -413,8 +438,49 @@ func (s *Stack) Done() <-chan struct{} { return s.life.Done() }
 
 // Err returns nil while the stack runs, and then why it stopped: ErrClosed
 // after Close or Shutdown, or an error wrapping ErrSocket (and the
-// system's error) when its socket failed for good.
-func (s *Stack) Err() error { return context.Cause(s.life) }
+// system's error) when its socket failed for good. When the keep could not
+// be written (a write failed, and the stack answered joins keep-busy from
+// then on, see Config.KeepQueue), the error once Close returned also wraps
+// keep.ErrWriterFailed and the cause.
+func (s *Stack) Err() error {
+	err := context.Cause(s.life)
+	if kerr := s.keepErr.Load(); kerr != nil && err != nil {
+		return fmt.Errorf("%w; and the keep failed: %w", err, *kerr)
+	}
+	return err
+}
+
+// keepDurable is the keep writer's OnDurable: it tells the owner.
+func (s *Stack) keepDurable(seq uint64) {
+	s.durable.Store(seq)
+	select {
+	case s.durableC <- struct{}{}:
+	default: // a token is waiting: the owner reads the newest seq
+	}
+}
+
+// takeDurable reports to the core what the keep writer made durable.
+func (s *Stack) takeDurable() {
+	s.core.KeepDurable(s.durable.Load(), s.kw.Err(), time.Now())
+}
+
+// drainKeep waits, as Close lingers, for the keep writes the core made to
+// be durable and sends what they held back, so that a join answered is
+// kept and a join kept is answered.
+func (s *Stack) drainKeep() {
+	for s.core.KeepPending() {
+		select {
+		case <-s.durableC:
+			s.takeDurable()
+			s.core.PublishKeys()
+			if _, ok := s.flush(); !ok {
+				return
+			}
+		case <-s.abort:
+			return
+		}
+	}
+}
 
 // Context returns a context that ends when the stack stops, with Err as
 // its cause.
@@ -614,6 +680,7 @@ func (s *Stack) writeLoop() {
 func (s *Stack) run() {
 	defer s.wg.Done()
 	defer close(s.outbound) // the writer writes what is in it, then stops
+	defer s.drainKeep()
 	c := s.core
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -649,6 +716,8 @@ func (s *Stack) run() {
 			s.moreCommands()
 		case now := <-timerC:
 			c.Tick(now)
+		case <-s.durableC:
+			s.takeDurable()
 		}
 		s.core.PublishKeys()
 		var ok bool

@@ -299,7 +299,7 @@ func (a *allowent) hello(c *Core, p *rxPacket) {
 		}
 		other.nack(c, codec.PacketKindRefuse)
 	}
-	if status, _, err := c.store.roleStatus(r.role); !r.joined || err != nil || status != keep.Accepted {
+	if status, _, err := c.roleStatus(r.role); !r.joined || err != nil || status != keep.Accepted {
 		// Only a remote joined with accepted keys allows, whatever a keep
 		// or a forged ack once said.
 		r.joined = false

@@ -48,6 +48,7 @@ type Config struct {
 
 	ReceiveQueue int
 	Reassembly   packet.ReassemblyConfig
+	KeepQueue    int
 
 	KeyLog      io.Writer
 	Logger      *slog.Logger
@@ -106,6 +107,9 @@ func (c *Config) Populate() error {
 	if c.ReceiveQueue <= 0 {
 		c.ReceiveQueue = 1024
 	}
+	if c.KeepQueue <= 0 {
+		c.KeepQueue = DefaultKeepQueue
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -134,6 +138,9 @@ const (
 	DefaultAliveRate  = 200
 	DefaultMaxRemotes = 1 << 16
 )
+
+// DefaultKeepQueue is Config.KeepQueue's default.
+const DefaultKeepQueue = 1024
 
 // CoatMaker makes the coat of one session from its short-term keys: how a
 // coat plugin joins the stack.

@@ -40,6 +40,8 @@ type Core struct {
 
 	remotes map[uint32]*remote
 	byName  map[string]*remote
+	roles   map[string]*keptRole // the keep's remote roles (keeptab.go)
+	kq      keepQueue            // the writes to the store (keeptab.go)
 	joinees map[netip.AddrPort]*remote // vacuous joins in progress, by address
 
 	reasm *packet.Reassembler[uint32, msgKey] // owned by remote (nuid)
@@ -156,6 +158,7 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 		cfg: cfg, log: cfg.Logger, now: now, store: st,
 		codec: hc, bodies: ser,
 		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
+		roles:   map[string]*keptRole{},
 		reasm: packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
 		stats: newStats(), keysAll: true, rekeyAt: defaultRekeyAt,
 	}
@@ -163,9 +166,8 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 		return nil, err
 	}
 	c.signer = packet.NewNaClFoot((*[32]byte)(&c.signing.Seed), nil)
-	if err := c.loadRemotes(); err != nil {
-		return nil, err
-	}
+	c.loadRoles()
+	c.loadRemotes()
 	return c, nil
 }
 
@@ -204,42 +206,39 @@ func (c *Core) loadLocal() error {
 	return nil
 }
 
-func (c *Core) saveLocal() {
-	est := keep.LocalEstate{Name: c.name, UID: c.uid, HA: c.aha, FQDN: c.fqdn, SID: c.sid, PUID: c.puid, AHA: c.aha, Role: c.role}
-	if err := c.store.saveLocal(est, keep.LocalRole{Role: c.role, Seed: c.signing.Seed, Private: c.box.Private}); err != nil {
-		c.log.Error("raet: save local estate", "err", err)
-	}
-}
-
-// loadRemotes restores the kept remotes: joined as they were, not allowed,
-// with a new session (§9.3).
-func (c *Core) loadRemotes() error {
+// loadRemotes restores the kept remotes, with their roles' keys (loadRoles
+// first): joined as they were, not allowed, with a new session (§9.3).
+func (c *Core) loadRemotes() {
 	kept, err := c.store.loadRemotes()
 	if err != nil {
 		c.log.Warn("raet: some kept remotes were not loaded", "err", err)
 	}
-	for _, k := range kept {
-		if r := c.restore(k); r != nil {
+	for _, est := range kept {
+		if r := c.restore(est); r != nil {
 			c.addRemote(r)
 		}
 	}
-	return nil
 }
 
 // restore makes a remote from its kept files: joined as it was, not
 // allowed, with a new session (§9.3); nil when they are unusable or clash
 // with a remote we hold.
-func (c *Core) restore(k keptRemote) *remote {
-	ha, perr := parseHostPort(k.est.HA)
+func (c *Core) restore(est keep.RemoteEstate) *remote {
+	ha, perr := parseHostPort(est.HA)
 	if perr != nil {
-		c.log.Warn("raet: kept remote has a bad address", "remote", k.est.Name, "err", perr)
+		c.log.Warn("raet: kept remote has a bad address", "remote", est.Name, "err", perr)
 		return nil
 	}
-	r := &remote{nuid: k.est.UID, fuid: k.est.FUID, name: k.est.Name, role: k.est.Role, ha: ha,
-		main: k.est.Main, kind: k.est.Kind, fqdn: k.est.FQDN, verify: k.role.Verify, pub: k.role.Public,
-		sid: k.est.SID, joined: k.est.Joined != nil && *k.est.Joined,
+	kr := c.roles[est.Role]
+	if kr == nil {
+		c.log.Warn("raet: kept remote has no role keys; skipped", "remote", est.Name, "role", est.Role)
+		return nil
+	}
+	r := &remote{nuid: est.UID, fuid: est.FUID, name: est.Name, role: est.Role, ha: ha,
+		main: est.Main, kind: est.Kind, fqdn: est.FQDN, verify: kr.rec.Verify, pub: kr.rec.Public,
+		sid: est.SID, joined: est.Joined != nil && *est.Joined,
 		txns: map[txnKey]txn{}}
-	if !r.joined || k.role.Acceptance != keep.Accepted {
+	if !r.joined || kr.rec.Acceptance != keep.Accepted {
 		// Only keys an operator (or the policy) accepted make a joined
 		// remote: a kept "joined" of keys not accepted is not trusted.
 		r.joined = false
@@ -258,7 +257,7 @@ func (c *Core) restore(k keptRemote) *remote {
 func (c *Core) Start(addr netip.AddrPort, now time.Time) {
 	c.now = now
 	c.aha = keep.HostPort{Host: addr.Addr().String(), Port: addr.Port()}
-	c.saveLocal()
+	c.saveLocal(true, netip.AddrPort{})
 	rs := make([]*remote, 0, len(c.remotes))
 	for _, r := range c.remotes {
 		c.saveRemote(r)
@@ -310,9 +309,7 @@ func (c *Core) renameRemote(r *remote, name string) error {
 		old := r.name
 		delete(c.byName, old)
 		c.byName[name] = r
-		if err := c.store.deleteRemote(old); err != nil {
-			c.log.Warn("raet: delete renamed remote", "remote", old, "err", err)
-		}
+		c.deleteRemote(old)
 	}
 	r.name = name
 	return nil
@@ -336,9 +333,7 @@ func (c *Core) removeRemote(r *remote, reason error) {
 		if c.byName[r.name] == r {
 			delete(c.byName, r.name)
 		}
-		if err := c.store.deleteRemote(r.name); err != nil {
-			c.log.Warn("raet: delete remote", "remote", r.name, "err", err)
-		}
+		c.deleteRemote(r.name)
 		c.event(EventRemoved, r)
 	}
 	r.added = false
@@ -346,15 +341,6 @@ func (c *Core) removeRemote(r *remote, reason error) {
 		if j == r {
 			delete(c.joinees, ha)
 		}
-	}
-}
-
-func (c *Core) saveRemote(r *remote) {
-	if !r.added {
-		return
-	}
-	if err := c.store.saveRemote(r.estate()); err != nil {
-		c.log.Error("raet: save remote", "remote", r.name, "err", err)
 	}
 }
 
@@ -491,22 +477,38 @@ func (c *Core) sealedAEAD(r *remote, a *packet.AEADCoat, err error) {
 func (c *Core) marshal(body any) ([]byte, error) { return c.bodies.Marshal(nil, body) }
 
 // transmit queues a packed datagram; buf is its pooled buffer, or nil;
-// sign its signer when its foot is left to sign (signLater), or nil.
+// sign its signer when its foot is left to sign (signLater), or nil. A
+// datagram to an address whose keep writes are not yet durable waits for
+// them (keeptab.go).
 func (c *Core) transmit(b []byte, buf *[]byte, to netip.AddrPort, h *codec.Head, sign *packet.NaClFoot) {
-	c.out = append(c.out, Datagram{B: b, To: to, buf: buf, pool: &c.bufs, sign: sign})
+	d := Datagram{B: b, To: to, buf: buf, pool: &c.bufs, sign: sign}
+	if seq, ok := c.heldFor(to); ok {
+		c.kq.held = append(c.kq.held, heldDatagram{seq: seq, d: d})
+	} else {
+		c.out = append(c.out, d)
+	}
 	c.stats.out(h)
 }
 
-// retransmit queues a datagram sent before and kept, unchanged.
+// retransmit queues a datagram sent before and kept, unchanged; not while
+// what goes to its address waits for the keep (the datagram, or what came
+// after it, is not out yet: a timer sends it again later).
 func (c *Core) retransmit(b []byte, to netip.AddrPort) {
+	if _, ok := c.heldFor(to); ok {
+		return
+	}
 	c.out = append(c.out, Datagram{B: b, To: to})
 	c.stats.retransmit()
 }
 
 // resend queues a copy of b, a packet sent before whose memory its keeper
 // reuses, in a pooled buffer; sign is its signer when b was kept unsigned
-// (signLater: the signature comes out the same, Ed25519 is deterministic).
+// (signLater: the signature comes out the same, Ed25519 is deterministic);
+// not while its address waits for the keep (as retransmit).
 func (c *Core) resend(b []byte, to netip.AddrPort, sign *packet.NaClFoot) {
+	if _, ok := c.heldFor(to); ok {
+		return
+	}
 	buf := c.bufs.get(len(b))
 	*buf = append((*buf)[:0], b...)
 	c.out = append(c.out, Datagram{B: *buf, To: to, buf: buf, pool: &c.bufs, sign: sign})

@@ -195,15 +195,15 @@ func (c *Core) recall(uid uint32) *remote {
 		return nil
 	}
 	name, _ := c.forgotten.take(uid)
-	k, err := c.store.loadRemote(name)
+	est, err := c.store.loadRemote(name)
 	if err != nil {
 		c.log.Warn("raet: a forgotten remote came back but its keep cannot be read", "remote", name, "err", err)
 		return nil
 	}
-	if k.est.UID != uid {
+	if est.UID != uid {
 		return nil // the name was given to another estate since
 	}
-	r := c.restore(k)
+	r := c.restore(est)
 	if r == nil {
 		return nil
 	}

@@ -22,12 +22,12 @@ func fuzzPair(tb testing.TB, tp testProfile) *pair {
 		{Config: Config{Name: "main", Main: true, AlivePeriod: -1, Profile: tp.prof, AEAD: tp.aead}, Auto: keep.AutoAlways},
 		{Config: Config{Name: "other", AlivePeriod: -1, Profile: tp.prof, AEAD: tp.aead}, Auto: keep.AutoAlways},
 	} {
-		st := newMemStore(c.Auto)
+		st := newMemStore()
 		var seed keys.SigningSeed
 		var pri keys.PrivateKey
 		seed[0], pri[0] = byte(i+1), byte(i+1)
-		_ = st.saveLocal(keep.LocalEstate{Name: c.Name, UID: uint32(100 * (i + 1)), PUID: uint32(100 * (i + 1)), Role: c.Name},
-			keep.LocalRole{Role: c.Name, Seed: seed, Private: pri})
+		_, _ = st.write(&keepWrite{op: opSaveLocal, local: keep.LocalEstate{Name: c.Name, UID: uint32(100 * (i + 1)), PUID: uint32(100 * (i + 1)), Role: c.Name},
+			localRole: keep.LocalRole{Role: c.Name, Seed: seed, Private: pri}})
 		core := p.newCore(c, st)
 		if i == 0 {
 			p.main = core

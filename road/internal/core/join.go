@@ -66,7 +66,7 @@ func (c *Core) checkPended() {
 		st, ok := status[role]
 		if !ok {
 			var err error
-			if st, _, err = c.store.roleStatus(role); err != nil {
+			if st, _, err = c.roleStatus(role); err != nil {
 				st = keep.Pending // unreadable now: ask again later
 			}
 			status[role] = st
@@ -113,9 +113,7 @@ func (c *Core) forgetPendingRole(role string) {
 			return
 		}
 	}
-	if err := c.store.forgetPending(role); err != nil {
-		c.log.Warn("raet: forget a pending role", "role", role, "err", err)
-	}
+	c.forgetPending(role)
 }
 
 // joinBody is a join request or response body.
@@ -256,7 +254,8 @@ type joiner struct {
 	vacuous  bool
 	renewal  bool
 	cascade  bool
-	pended   bool // by the joinent: its operator decides on our keys
+	pended   bool   // by the joinent: its operator decides on our keys, or its keep is busy
+	pendWhy  Reason // why it pended: ReasonPendingTheirs or ReasonKeepBusy
 	answered bool // the joinent said something
 	tries    int  // requests sent
 	timeout  expiry
@@ -325,10 +324,14 @@ func (j *joiner) receive(c *Core, p *rxPacket) {
 	j.answered = true
 	switch p.Head.PacketKind {
 	case codec.PacketKindPend:
-		if !j.pended {
-			j.pended = true
+		why := ReasonPendingTheirs
+		if bodyReason(p) == ReasonKeepBusy {
+			why = ReasonKeepBusy // the main's keep is behind: it asks us to ask again
+		}
+		if !j.pended || j.pendWhy != why {
+			j.pended, j.pendWhy = true, why
 			j.timeout = after(c.now, c.cfg.PendTimeout)
-			c.report(EventPending, c.nameOf(j.r), j.r.nuid, ReasonPendingTheirs, j.r.ha, c.hint(ReasonPendingTheirs, j.r.name))
+			c.report(EventPending, c.nameOf(j.r), j.r.nuid, why, j.r.ha, c.hint(why, j.r.name))
 		}
 	case codec.PacketKindResponse:
 		j.accept(c, p)
@@ -394,7 +397,7 @@ func (j *joiner) accept(c *Core, p *rxPacket) {
 		c.failJoin(r, &JoinError{Reason: why, Err: ErrRejected, Hint: c.hint(why, r.name)})
 		return
 	}
-	status, why, err := c.trustMain(&b)
+	status, why, err := c.trustMain(&b, p.from)
 	if err != nil {
 		c.log.Error("raet: key status", "role", b.role, "err", err)
 		status, why = keep.Rejected, ReasonKeysRejected
@@ -436,7 +439,7 @@ func (c *Core) joined(r *remote, vacuous bool) {
 	r.joined = true
 	r.capsFresh = true
 	c.saveRemote(r)
-	c.saveLocal()
+	c.saveLocal(false, r.ha) // the uids given (puid)
 }
 
 func (j *joiner) completify(c *Core) {
@@ -664,7 +667,11 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 		j.reject(c, ReasonNameTaken, &b) // the new name is another remote's
 		return
 	}
-	status, err := c.store.statusRole(b.role, b.verify, b.pub)
+	if c.keepBusy(!r.added) {
+		j.busy(c, &b)
+		return
+	}
+	status, err := c.statusRole(c.cfg.Auto, b.role, b.verify, b.pub, j.from)
 	if err != nil {
 		c.log.Error("raet: key status", "role", b.role, "err", err)
 		status = keep.Rejected
@@ -699,6 +706,18 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 	} else {
 		c.pendStranger(j)
 	}
+}
+
+// busy answers a join that must wait for the keep (keepBusy) with a pend
+// that says so (in its body, to a raet-go joiner, which asks again a second
+// later), and ends it: nothing is kept of it.
+func (j *joinent) busy(c *Core, b *joinBody) {
+	c.stats.drop(dropKeepBusy)
+	c.report(EventPending, b.name, j.r.nuid, ReasonKeepBusy, j.from, c.keepBusyHint())
+	h := c.outHead(codec.TransactionKindJoin, codec.PacketKindPend, j.se, j.de, 0, j.ti, true)
+	h.BodyKind = codec.BodyKindJSON
+	c.sendNew(j.r, &h, c.rejectBody(ReasonKeepBusy, b), j.from)
+	j.remove(c)
 }
 
 // joinBudget says whether a join request from `from` for remote r may be

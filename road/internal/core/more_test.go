@@ -157,7 +157,7 @@ func TestNewRefuses(t *testing.T) {
 		"fast size":   {FastMaxPacketSize: 70000},
 		"aead mode":   {AEAD: 9},
 	} {
-		if _, err := New(&cfg, MemStore(keep.AutoAlways), time.Now()); err == nil {
+		if _, err := New(&cfg, MemStore(), time.Now()); err == nil {
 			t.Errorf("%s: taken", name)
 		}
 	}
@@ -177,7 +177,7 @@ func TestNewRefuses(t *testing.T) {
 	if c, err := New(&Config{}, DiskStore(k), time.Now()); err != nil || c.Name() != "first" {
 		t.Fatalf("no name: %v, %q", err, c.Name())
 	}
-	if c, err := New(&Config{}, MemStore(keep.AutoAlways), time.Now()); err != nil || len(c.Name()) != len("estate_")+32 {
+	if c, err := New(&Config{}, MemStore(), time.Now()); err != nil || len(c.Name()) != len("estate_")+32 {
 		t.Fatalf("a made name: %v", err)
 	}
 }

@@ -106,7 +106,7 @@ func (p *pair) newCore(e *estate, st Store) *Core {
 			}
 			st = DiskStore(k)
 		} else {
-			st = MemStore(e.Auto)
+			st = MemStore()
 		}
 	}
 	cfg := e.Config

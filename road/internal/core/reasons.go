@@ -62,12 +62,15 @@ const (
 	// ReasonTooMany: a remote forgotten, the longest silent, because there
 	// were more than MaxRemotes.
 	ReasonTooMany
+	// ReasonKeepBusy: the estate joined cannot write its keep fast enough
+	// now (or at all): the join waits and is asked again.
+	ReasonKeepBusy
 	reasonCount
 )
 
 var reasonNames = [reasonCount]string{"", "name-taken", "address-changed", "identity-changed", "pending-theirs",
 	"pending-ours", "keys-rejected", "main-keys-changed", "not-main", "body-kind", "no-answer", "unknown-to-remote",
-	"rejected", "silent", "too-many-remotes"}
+	"rejected", "silent", "too-many-remotes", "keep-busy"}
 
 // String returns the reason's name as it goes in a reject body and on
 // raet serve's event lines ("address-changed"), "" for ReasonNone.
@@ -97,7 +100,8 @@ var reasonTexts = [reasonCount]string{"", "the name is taken by an estate with o
 	"the remote is not a main estate, and does not know us", "the remote cannot read the body kind of our join",
 	"nothing answered", "the remote does not know us (it lost its keep?), which an immutable road cannot mend",
 	"the remote rejected the join without a reason (a reference estate, or an older raet-go)",
-	"the remote was silent for Interim and then ForgetAfter", "there were more remotes than MaxRemotes and it was the longest silent"}
+	"the remote was silent for Interim and then ForgetAfter", "there were more remotes than MaxRemotes and it was the longest silent",
+	"the keep cannot take the join's writes now"}
 
 // Describe returns the reason in words.
 func (r Reason) Describe() string {
@@ -254,6 +258,8 @@ func (c *Core) hint(why Reason, name string) string {
 		return "join a main estate (raet serve --main, Config.Main)"
 	case ReasonBodyKind:
 		return "join with JSON bodies (--body json, Config.BodyKind)"
+	case ReasonKeepBusy:
+		return "the main's keep is behind with its writes: the join is asked again each second; if it lasts, see the main's log"
 	}
 	return ""
 }
@@ -305,11 +311,8 @@ func mismatch(r *remote, b *joinBody, from netip.AddrPort) Reason {
 // us the remote.
 func (j *joiner) rejected(c *Core, p *rxPacket) {
 	why := ReasonRejected
-	var m map[string]any
-	if len(p.Coat) > 0 && (packet.JSONBody{}).Unmarshal(p.Coat, &m) == nil {
-		if s, ok := m["reason"].(string); ok && parseReason(s) != ReasonNone {
-			why = parseReason(s)
-		}
+	if r := bodyReason(p); r != ReasonNone {
+		why = r
 	}
 	if why == ReasonRejected && !j.vacuous && c.keptAHA.Port != 0 && c.keptAHA != c.aha {
 		why = ReasonAddressChanged // the reference says nothing; our address did change
@@ -321,6 +324,17 @@ func (j *joiner) rejected(c *Core, p *rxPacket) {
 	if r.sid == 0 {
 		c.removeRemote(r, ErrRejected)
 	}
+}
+
+// bodyReason is the reason a raet-go joinent gave in the body of a reject
+// or pend; ReasonNone when there is none.
+func bodyReason(p *rxPacket) Reason {
+	var m map[string]any
+	if len(p.Coat) == 0 || (packet.JSONBody{}).Unmarshal(p.Coat, &m) != nil {
+		return ReasonNone
+	}
+	s, _ := m["reason"].(string)
+	return parseReason(s)
 }
 
 // rejectHint is what a joiner can do about a rejection.
@@ -348,10 +362,10 @@ func (j *joiner) rejectHint(c *Core, why Reason) string {
 // they change later (ReasonMainKeysChanged). Under AutoOnce or AutoAlways
 // keys are never pending: the status is accepted or rejected, and the
 // reason is set when they are rejected.
-func (c *Core) trustMain(b *joinBody) (keep.Acceptance, Reason, error) {
+func (c *Core) trustMain(b *joinBody, at netip.AddrPort) (keep.Acceptance, Reason, error) {
 	auto := max(c.cfg.Auto, keep.AutoOnce)
-	stored, known, _ := c.store.roleStatus(b.role)
-	status, err := c.store.statusRoleAs(auto, b.role, b.verify, b.pub)
+	stored, known, _ := c.roleStatus(b.role)
+	status, err := c.statusRole(auto, b.role, b.verify, b.pub, at)
 	switch {
 	case err != nil || status == keep.Accepted:
 		return status, ReasonNone, err
@@ -367,7 +381,7 @@ func (c *Core) trustMain(b *joinBody) (keep.Acceptance, Reason, error) {
 func (j *joiner) failure(c *Core, err error) error {
 	switch {
 	case j.pended:
-		return &JoinError{Reason: ReasonPendingTheirs, Err: err, Hint: c.hint(ReasonPendingTheirs, j.r.name)}
+		return &JoinError{Reason: j.pendWhy, Err: err, Hint: c.hint(j.pendWhy, j.r.name)}
 	case !j.answered:
 		je := &JoinError{Reason: ReasonNoAnswer, Tries: j.tries, Err: err, Hint: "is an estate listening there?"}
 		if c.cfg.BodyKind != codec.BodyKindJSON {

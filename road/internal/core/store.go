@@ -7,49 +7,159 @@ import (
 	"sync"
 
 	"github.com/raet-go/raet/keep"
-	"github.com/raet-go/raet/keys"
 )
 
-// Store is where a core persists its estates and decides key acceptance:
-// the on-disk keep (DiskStore), or memory (MemStore).
+// Store is where a core keeps its estates: the on-disk keep, written on
+// the owner goroutine (DiskStore) or behind it by a keep.Writer
+// (WriterStore), or memory (MemStore).
+//
+// The core reads a store whole when it starts and then decides from its own
+// table (keeptab.go); it reads a role's record again only where an operator
+// may have changed it (a pended join, a rejected role, an allow). Its writes
+// go to write, which never blocks: a store that writes behind returns the
+// write's sequence number, and the core holds back what depends on the
+// write until the owner reports it durable (Core.KeepDurable).
 type Store interface {
 	loadLocal() (keep.LocalEstate, keep.LocalRole, bool, error)
-	saveLocal(keep.LocalEstate, keep.LocalRole) error
-	// loadRemotes returns every kept remote with its role's keys and
-	// acceptance; remotes whose files are unusable come back as errors.
-	loadRemotes() ([]keptRemote, error)
-	// loadRemote returns the kept remote named name with its role's keys
-	// and acceptance.
-	loadRemote(name string) (keptRemote, error)
-	saveRemote(keep.RemoteEstate) error
-	deleteRemote(name string) error
-	// statusRole applies the acceptance policy to keys offered for role.
-	statusRole(role string, ver keys.VerifyKey, pub keys.PublicKey) (keep.Acceptance, error)
-	// statusRoleAs is statusRole under the acceptance mode auto.
-	statusRoleAs(auto keep.AutoMode, role string, ver keys.VerifyKey, pub keys.PublicKey) (keep.Acceptance, error)
-	// roleStatus re-reads the stored acceptance of role (an operator may
-	// have changed it).
-	roleStatus(role string) (keep.Acceptance, bool, error)
-	// forgetPending deletes role's record if its keys are still pending.
-	forgetPending(role string) error
+	// loadRemotes returns every kept remote estate; those whose files are
+	// unusable come back as errors.
+	loadRemotes() ([]keep.RemoteEstate, error)
+	// loadRemote returns the kept remote estate named name.
+	loadRemote(name string) (keep.RemoteEstate, error)
+	// loadRoles returns every kept remote role.
+	loadRoles() ([]keep.RemoteRole, error)
+	// readRole re-reads role's record (an operator may have changed it);
+	// ok is false when there is none.
+	readRole(role string) (r keep.RemoteRole, ok bool, err error)
+	// write makes w, or queues it: seq 0 says it is durable already; else
+	// it is durable once KeepDurable reports seq or a later one. It fails
+	// with errKeepFull, queuing nothing, when the store's queue is full.
+	write(w *keepWrite) (seq uint64, err error)
 }
 
-type keptRemote struct {
-	est  keep.RemoteEstate
-	role keep.RemoteRole
+// errKeepFull: a store's write queue is full; the core tries again later.
+var errKeepFull = keep.ErrQueueFull
+
+// keepOp is what a keepWrite does.
+type keepOp uint8
+
+const (
+	opSaveLocal keepOp = iota // the local estate, and its role when localRole.Role is set
+	opSaveRemote
+	opDeleteRemote
+	opSaveRole
+	opDeleteRole
+)
+
+// keepWrite is one write the core makes to its store.
+type keepWrite struct {
+	op        keepOp
+	seq       uint64 // the core's: 1 for its first write, then one more each
+	local     keep.LocalEstate
+	localRole keep.LocalRole
+	remote    keep.RemoteEstate // opSaveRemote
+	role      keep.RemoteRole   // opSaveRole
+	name      string            // opDeleteRemote: the estate; opDeleteRole: the role
 }
 
-// diskStore is the reference-compatible keep.
-type diskStore struct{ k *keep.Keep }
+// file names the file w writes: writes of one file replace each other.
+func (w *keepWrite) file() (remote bool, name string) {
+	switch w.op {
+	case opSaveLocal:
+		return false, ""
+	case opSaveRemote:
+		return true, w.remote.Name
+	case opDeleteRemote:
+		return true, w.name
+	case opSaveRole:
+		return false, w.role.Role
+	}
+	return false, w.name
+}
 
-// DiskStore is the reference-compatible keep k.
-func DiskStore(k *keep.Keep) Store { return diskStore{k} }
+func (w *keepWrite) sameFile(o *keepWrite) bool {
+	ar, an := w.file()
+	br, bn := o.file()
+	return ar == br && an == bn && (w.op == opSaveLocal) == (o.op == opSaveLocal)
+}
 
-// MemStore keeps everything in memory, deciding acceptance with policy
-// auto as a keep does.
-func MemStore(auto keep.AutoMode) Store { return newMemStore(auto) }
+// apply makes w in k, on the caller's goroutine.
+func (w *keepWrite) apply(k *keep.Keep) error {
+	switch w.op {
+	case opSaveLocal:
+		if w.localRole.Role != "" {
+			if err := k.SaveLocalRole(w.localRole); err != nil {
+				return err
+			}
+		}
+		return k.SaveLocal(w.local)
+	case opSaveRemote:
+		return k.SaveRemote(w.remote)
+	case opDeleteRemote:
+		if err := k.DeleteRemote(w.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	case opSaveRole:
+		return k.SaveRemoteRole(w.role)
+	}
+	return k.DeleteRemoteRole(w.name)
+}
 
-func (d diskStore) loadLocal() (keep.LocalEstate, keep.LocalRole, bool, error) {
+// queue queues w with kw and returns the sequence number of its last
+// write.
+func (w *keepWrite) queue(kw *keep.Writer) (uint64, error) {
+	var q *keep.Queued
+	var err error
+	switch w.op {
+	case opSaveLocal:
+		if w.localRole.Role != "" {
+			if _, err = kw.SaveLocalRole(w.localRole); err != nil {
+				return 0, err
+			}
+		}
+		q, err = kw.SaveLocal(w.local)
+	case opSaveRemote:
+		q, err = kw.SaveRemote(w.remote)
+	case opDeleteRemote:
+		q, err = kw.DeleteRemote(w.name)
+	case opSaveRole:
+		q, err = kw.SaveRemoteRole(w.role)
+	default:
+		q, err = kw.DeleteRemoteRole(w.name)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return q.Seq(), nil
+}
+
+// diskStore is the reference-compatible keep, written behind by w once it
+// is set, else on the caller's goroutine.
+type diskStore struct {
+	k *keep.Keep
+	w *keep.Writer
+}
+
+// DiskStore is the reference-compatible keep k, written on the goroutine
+// that makes the core's calls: each write is durable when the call returns.
+func DiskStore(k *keep.Keep) Store { return &diskStore{k: k} }
+
+// WriteBehind has the core's writes to its DiskStore go to w (a
+// keep.Writer of that keep) from now on: the core queues them with w, and
+// the owner reports them durable with KeepDurable (w's
+// WriterConfig.OnDurable). w must be the only writer of the keep while the
+// core runs; its Queue must hold at least 2 writes (a local estate's).
+func (c *Core) WriteBehind(w *keep.Writer) error {
+	d, ok := c.store.(*diskStore)
+	if !ok {
+		return errors.New("raet: only a keep on disk is written behind")
+	}
+	d.w = w
+	return nil
+}
+
+func (d *diskStore) loadLocal() (keep.LocalEstate, keep.LocalRole, bool, error) {
 	e, err := d.k.LoadLocal()
 	if errors.Is(err, fs.ErrNotExist) {
 		return e, keep.LocalRole{}, false, nil
@@ -64,91 +174,42 @@ func (d diskStore) loadLocal() (keep.LocalEstate, keep.LocalRole, bool, error) {
 	return e, r, true, nil
 }
 
-func (d diskStore) saveLocal(e keep.LocalEstate, r keep.LocalRole) error {
-	if err := d.k.SaveLocalRole(r); err != nil {
-		return err
-	}
-	return d.k.SaveLocal(e)
-}
+func (d *diskStore) loadRemotes() ([]keep.RemoteEstate, error) { return d.k.LoadRemotes() }
 
-func (d diskStore) loadRemotes() ([]keptRemote, error) {
-	ests, err := d.k.LoadRemotes()
-	var out []keptRemote
-	for _, e := range ests {
-		r, rerr := d.k.LoadRemoteRole(e.Role)
-		if rerr != nil {
-			err = errors.Join(err, fmt.Errorf("remote %q: %w", e.Name, rerr))
-			continue
-		}
-		out = append(out, keptRemote{est: e, role: r})
-	}
-	return out, err
-}
+func (d *diskStore) loadRoles() ([]keep.RemoteRole, error) { return d.k.LoadRemoteRoles() }
 
-func (d diskStore) loadRemote(name string) (keptRemote, error) {
-	e, err := d.k.LoadRemote(name)
-	if err != nil {
-		return keptRemote{}, err
-	}
-	r, err := d.k.LoadRemoteRole(e.Role)
-	if err != nil {
-		return keptRemote{}, fmt.Errorf("remote %q: %w", name, err)
-	}
-	return keptRemote{est: e, role: r}, nil
-}
+func (d *diskStore) loadRemote(name string) (keep.RemoteEstate, error) { return d.k.LoadRemote(name) }
 
-func (d diskStore) saveRemote(e keep.RemoteEstate) error { return d.k.SaveRemote(e) }
-func (d diskStore) deleteRemote(name string) error {
-	err := d.k.DeleteRemote(name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return err
-}
-
-func (d diskStore) statusRole(role string, ver keys.VerifyKey, pub keys.PublicKey) (keep.Acceptance, error) {
-	return d.k.StatusRole(role, ver, pub)
-}
-
-func (d diskStore) statusRoleAs(auto keep.AutoMode, role string, ver keys.VerifyKey, pub keys.PublicKey) (keep.Acceptance, error) {
-	return d.k.StatusRoleAs(auto, role, ver, pub)
-}
-
-func (d diskStore) roleStatus(role string) (keep.Acceptance, bool, error) {
+func (d *diskStore) readRole(role string) (keep.RemoteRole, bool, error) {
 	r, err := d.k.LoadRemoteRole(role)
 	if errors.Is(err, fs.ErrNotExist) {
-		return keep.Pending, false, nil
+		return r, false, nil
 	}
-	if err != nil {
-		return keep.Rejected, false, err
-	}
-	return r.Acceptance, true, nil
+	return r, err == nil, err
 }
 
-func (d diskStore) forgetPending(role string) error {
-	r, err := d.k.LoadRemoteRole(role)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+func (d *diskStore) write(w *keepWrite) (uint64, error) {
+	if d.w == nil {
+		return 0, w.apply(d.k)
 	}
-	if err != nil || r.Acceptance != keep.Pending {
-		return err
-	}
-	return d.k.DeleteRemoteRole(role)
+	return w.queue(d.w)
 }
 
-// memStore keeps everything in memory, deciding acceptance with the same
-// policy as the keep.
+// memStore keeps everything in memory.
 type memStore struct {
 	mu      sync.Mutex
-	auto    keep.AutoMode
 	local   *keep.LocalEstate
 	role    keep.LocalRole
 	remotes map[string]keep.RemoteEstate
 	roles   map[string]keep.RemoteRole
 }
 
-func newMemStore(auto keep.AutoMode) *memStore {
-	return &memStore{auto: auto, remotes: map[string]keep.RemoteEstate{}, roles: map[string]keep.RemoteRole{}}
+// MemStore keeps everything in memory; the core decides acceptance with
+// policy auto as a keep does (Config.Auto).
+func MemStore() Store { return newMemStore() }
+
+func newMemStore() *memStore {
+	return &memStore{remotes: map[string]keep.RemoteEstate{}, roles: map[string]keep.RemoteRole{}}
 }
 
 func (m *memStore) loadLocal() (keep.LocalEstate, keep.LocalRole, bool, error) {
@@ -160,86 +221,61 @@ func (m *memStore) loadLocal() (keep.LocalEstate, keep.LocalRole, bool, error) {
 	return *m.local, m.role, true, nil
 }
 
-func (m *memStore) saveLocal(e keep.LocalEstate, r keep.LocalRole) error {
+func (m *memStore) loadRemotes() ([]keep.RemoteEstate, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.local, m.role = &e, r
-	return nil
-}
-
-func (m *memStore) loadRemotes() ([]keptRemote, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []keptRemote
+	out := make([]keep.RemoteEstate, 0, len(m.remotes))
 	for _, e := range m.remotes {
-		if r, ok := m.roles[e.Role]; ok {
-			out = append(out, keptRemote{est: e, role: r})
-		}
+		out = append(out, e)
 	}
 	return out, nil
 }
 
-func (m *memStore) loadRemote(name string) (keptRemote, error) {
+func (m *memStore) loadRemote(name string) (keep.RemoteEstate, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.remotes[name]
-	r, rok := m.roles[e.Role]
-	if !ok || !rok {
-		return keptRemote{}, fmt.Errorf("remote %q: %w", name, fs.ErrNotExist)
+	if !ok {
+		return e, fmt.Errorf("remote %q: %w", name, fs.ErrNotExist)
 	}
-	return keptRemote{est: e, role: r}, nil
+	return e, nil
 }
 
-func (m *memStore) saveRemote(e keep.RemoteEstate) error {
+func (m *memStore) loadRoles() ([]keep.RemoteRole, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.remotes[e.Name] = e
-	return nil
-}
-
-func (m *memStore) deleteRemote(name string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.remotes, name)
-	return nil
-}
-
-func (m *memStore) statusRole(role string, ver keys.VerifyKey, pub keys.PublicKey) (keep.Acceptance, error) {
-	return m.statusRoleAs(m.auto, role, ver, pub)
-}
-
-func (m *memStore) statusRoleAs(auto keep.AutoMode, role string, ver keys.VerifyKey, pub keys.PublicKey) (keep.Acceptance, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var stored *keep.RemoteRole
-	if r, ok := m.roles[role]; ok {
-		stored = &r
+	out := make([]keep.RemoteRole, 0, len(m.roles))
+	for _, r := range m.roles {
+		out = append(out, r)
 	}
-	status, write, err := keep.Decide(auto, stored, ver, pub)
-	if err != nil {
-		return keep.Rejected, err
-	}
-	if write {
-		m.roles[role] = keep.RemoteRole{Role: role, Acceptance: status, Verify: ver, Public: pub}
-	}
-	return status, nil
+	return out, nil
 }
 
-func (m *memStore) roleStatus(role string) (keep.Acceptance, bool, error) {
+func (m *memStore) readRole(role string) (keep.RemoteRole, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.roles[role]
-	if !ok {
-		return keep.Pending, false, nil
-	}
-	return r.Acceptance, true, nil
+	return r, ok, nil
 }
 
-func (m *memStore) forgetPending(role string) error {
+func (m *memStore) write(w *keepWrite) (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if r, ok := m.roles[role]; ok && r.Acceptance == keep.Pending {
-		delete(m.roles, role)
+	switch w.op {
+	case opSaveLocal:
+		e := w.local
+		m.local = &e
+		if w.localRole.Role != "" {
+			m.role = w.localRole
+		}
+	case opSaveRemote:
+		m.remotes[w.remote.Name] = w.remote
+	case opDeleteRemote:
+		delete(m.remotes, w.name)
+	case opSaveRole:
+		m.roles[w.role.Role] = w.role
+	case opDeleteRole:
+		delete(m.roles, w.name)
 	}
-	return nil
+	return 0, nil
 }

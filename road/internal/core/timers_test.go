@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raet-go/raet/keep"
 )
 
 // The heap keeps every remote at its key and pops them in order, through
@@ -64,7 +63,7 @@ func TestTimerHeap(t *testing.T) {
 // make them), on a fake clock.
 func idleMain(tb testing.TB, n int) (*Core, []*remote, time.Time) {
 	now := time.Unix(1_700_000_000, 0)
-	c, err := New(&Config{Name: "main", Main: true, AlivePeriod: time.Second, AliveRate: -1}, MemStore(keep.AutoAlways), now)
+	c, err := New(&Config{Name: "main", Main: true, AlivePeriod: time.Second, AliveRate: -1}, MemStore(), now)
 	if err != nil {
 		tb.Fatal(err)
 	}

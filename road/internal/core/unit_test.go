@@ -52,7 +52,7 @@ func TestUnknownKindsCounted(t *testing.T) {
 // wildcard host is loopback; one with a bad address, or clashing with
 // another (of two with one uid, whichever comes second), is skipped.
 func TestLoadRemotes(t *testing.T) {
-	st := MemStore(keep.AutoAlways)
+	st := newMemStore()
 	joined := true
 	pub, ver := [32]byte{1}, [32]byte{2}
 	for i, host := range []string{"", "0.0.0.0", "::", "not an address", "127.0.0.5"} {
@@ -60,13 +60,9 @@ func TestLoadRemotes(t *testing.T) {
 		if i == 4 {
 			uid = 10 // r0's
 		}
-		if err := st.saveRemote(keep.RemoteEstate{Name: name, UID: uid, FUID: 3, HA: keep.HostPort{Host: host, Port: 7000},
-			Joined: &joined, Role: name}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.statusRole(name, ver, pub); err != nil {
-			t.Fatal(err)
-		}
+		st.write(&keepWrite{op: opSaveRemote, remote: keep.RemoteEstate{Name: name, UID: uid, FUID: 3, HA: keep.HostPort{Host: host, Port: 7000},
+			Joined: &joined, Role: name}})
+		st.write(&keepWrite{op: opSaveRole, role: keep.RemoteRole{Role: name, Acceptance: keep.Accepted, Verify: ver, Public: pub}})
 	}
 	c, err := New(&Config{Name: "me"}, st, time.Now())
 	if err != nil {

@@ -1,0 +1,334 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/keys"
+)
+
+// The core's table of its keep, and the writes it makes to it.
+//
+// The core decides joins from memory: the remotes (core.remotes) and the
+// roles' records (core.roles), read from the store when it starts. It
+// re-reads a role's record only where an operator may have changed it:
+// for the joins that wait for the operator (the pend timer), for a role it
+// holds pending or rejected (an operator may have accepted it since), and
+// at each allow (an operator may have rejected it since) — never while a
+// write of its own of that record is not yet durable, since then its table
+// is the newer.
+//
+// Writes go to the store in the order they are made (keepWrite). A store
+// that writes behind (WriterStore) makes them durable later, and whatever
+// the core would send to the address of a remote whose writes are not yet
+// durable (a join's response that accepts it, the ack of a join, the
+// allow after it) is held (kq.held) until the owner reports them durable
+// (KeepDurable): nothing is acknowledged to a remote that the keep does
+// not hold yet. A full store queue holds the writes in the core
+// (kq.backlog), in order, and answers new joins keep_busy (keepBusy), so
+// the owner never waits for the disk. A failed write fails the keep for
+// good: nothing more is written, what was held is dropped (keep_failed),
+// and joins are answered keep_busy; the owner logs it and the stack's Err
+// reports it after Close.
+
+// keptRole is a remote role's record as the core knows it, and its last
+// write the core made (0: none since start).
+type keptRole struct {
+	rec keep.RemoteRole
+	seq uint64
+}
+
+// keepQueue is the core's side of its writes.
+type keepQueue struct {
+	made    uint64       // the sequence number of the last write made
+	durable uint64       // every write up to it is durable
+	backlog []*keepWrite // made, not yet taken by the store (it was full), oldest first
+	sent    []sentWrite  // taken by the store, not yet durable, oldest first
+	// holds maps an address to the last write whatever is sent there
+	// waits for; held are the datagrams held for their writes, in order.
+	holds map[netip.AddrPort]uint64
+	held  []heldDatagram
+	err   error // the store failed: sticky
+}
+
+// sentWrite is a write the store took: its sequence number and the
+// store's (0: the write was durable as taken, but follows a write that is
+// not: it is durable with that one).
+type sentWrite struct{ seq, store uint64 }
+
+type heldDatagram struct {
+	seq uint64
+	d   Datagram
+}
+
+// KeepDurable takes the owner's report that every write the store took, up
+// to the store's sequence number seq, is durable, or, with err, that the
+// store failed. The datagrams held for the writes now durable are queued
+// to send (Out), and the writes waiting for room are given to the store.
+func (c *Core) KeepDurable(seq uint64, err error, now time.Time) {
+	c.now = now
+	q := &c.kq
+	i := 0
+	for i < len(q.sent) && q.sent[i].store <= seq {
+		q.durable = q.sent[i].seq
+		i++
+	}
+	q.sent = append(q.sent[:0], q.sent[i:]...)
+	if err != nil {
+		c.keepFailed(err)
+		return
+	}
+	c.submitBacklog()
+	c.releaseHeld()
+}
+
+// KeepPending reports whether some write made is not yet durable (nor
+// failed).
+func (c *Core) KeepPending() bool { return c.kq.err == nil && c.kq.made > c.kq.durable }
+
+// keepWrite makes w, the next write, and holds what is sent to at (if
+// valid) until it is durable.
+func (c *Core) keepWrite(w *keepWrite, at netip.AddrPort) {
+	q := &c.kq
+	if q.err != nil {
+		return // failed: nothing more is written (logged when it failed)
+	}
+	q.made++
+	w.seq = q.made
+	if at.IsValid() {
+		if q.holds == nil {
+			q.holds = make(map[netip.AddrPort]uint64)
+		}
+		q.holds[at] = w.seq
+	}
+	if n := len(q.backlog); n > 0 {
+		if q.backlog[n-1].sameFile(w) {
+			q.backlog[n-1] = w // the later write of one file replaces the one before it
+		} else {
+			q.backlog = append(q.backlog, w)
+		}
+		return
+	}
+	if !c.submit(w) {
+		q.backlog = append(q.backlog, w)
+	}
+}
+
+// submit gives w to the store; false when its queue is full.
+func (c *Core) submit(w *keepWrite) bool {
+	q := &c.kq
+	s, err := c.store.write(w)
+	switch {
+	case errors.Is(err, errKeepFull):
+		return false
+	case errors.Is(err, keep.ErrWriterFailed), errors.Is(err, keep.ErrWriterClosed):
+		c.keepFailed(err)
+		return true
+	case err != nil:
+		// A record the keep refuses (it cannot be written as it is): as
+		// the keep did before writing behind, log it and go on.
+		c.log.Error("raet: keep write", "err", err)
+		s = 0
+	}
+	switch {
+	case s != 0:
+		q.sent = append(q.sent, sentWrite{seq: w.seq, store: s})
+	case len(q.sent) > 0:
+		q.sent = append(q.sent, sentWrite{seq: w.seq, store: q.sent[len(q.sent)-1].store})
+	default:
+		q.durable = w.seq
+	}
+	return true
+}
+
+// submitBacklog gives the store the writes that waited for room, in order.
+func (c *Core) submitBacklog() {
+	q := &c.kq
+	n := 0
+	for _, w := range q.backlog {
+		if q.err != nil || !c.submit(w) {
+			break
+		}
+		n++
+	}
+	clear(q.backlog[:n])
+	q.backlog = append(q.backlog[:0], q.backlog[n:]...)
+}
+
+// releaseHeld queues the held datagrams whose writes are durable.
+func (c *Core) releaseHeld() {
+	q := &c.kq
+	kept := q.held[:0]
+	for _, h := range q.held {
+		if h.seq <= q.durable {
+			c.out = append(c.out, h.d)
+		} else {
+			kept = append(kept, h)
+		}
+	}
+	clear(q.held[len(kept):])
+	q.held = kept
+	for a, s := range q.holds {
+		if s <= q.durable {
+			delete(q.holds, a)
+		}
+	}
+}
+
+// heldFor says whether what is sent to `to` waits for a write, and which.
+func (c *Core) heldFor(to netip.AddrPort) (uint64, bool) {
+	if len(c.kq.holds) == 0 {
+		return 0, false
+	}
+	s, ok := c.kq.holds[to]
+	return s, ok && s > c.kq.durable
+}
+
+// keepFailed fails the keep for good with err.
+func (c *Core) keepFailed(err error) {
+	q := &c.kq
+	if q.err != nil {
+		return
+	}
+	q.err = err
+	c.log.Error("raet: the keep cannot be written: joins are refused (keep_busy), and what waited on the keep is dropped",
+		"err", err, "held", len(q.held), "unwritten", q.made-q.durable)
+	for i := range q.held {
+		q.held[i].d.Release()
+		c.stats.drop(dropKeepFailed)
+	}
+	q.held, q.holds, q.backlog, q.sent = nil, nil, nil, nil
+}
+
+// KeepErr is the store's failure, nil while it writes.
+func (c *Core) KeepErr() error { return c.kq.err }
+
+// keepBusy says whether a join must wait for the keep: it failed, its queue
+// is full, or the writes not yet durable reach Config.KeepQueue (half of it
+// for a stranger's join, so that known remotes still find room).
+func (c *Core) keepBusy(stranger bool) bool {
+	q := &c.kq
+	if q.err != nil || len(q.backlog) > 0 {
+		return true
+	}
+	limit := uint64(c.cfg.KeepQueue)
+	if stranger {
+		limit /= 2
+	}
+	return q.made-q.durable >= limit
+}
+
+// keepBusyHint is what an operator can do about a busy keep.
+func (c *Core) keepBusyHint() string {
+	if err := c.kq.err; err != nil {
+		return fmt.Sprintf("the keep cannot be written (%v): mend it and restart this estate", err)
+	}
+	return "the keep is writing what came before: the joiner asks again; if it lasts, the keep's disk is too slow for the joins (Config.KeepQueue)"
+}
+
+// --- the table --------------------------------------------------------------
+
+func (c *Core) loadRoles() {
+	roles, err := c.store.loadRoles()
+	if err != nil {
+		c.log.Warn("raet: some kept roles were not loaded", "err", err)
+	}
+	for _, r := range roles {
+		c.roles[r.Role] = &keptRole{rec: r}
+	}
+}
+
+// rereadRole takes role's record from the store again (an operator may
+// have changed it), unless a write of it is not yet durable.
+func (c *Core) rereadRole(role string) error {
+	kr := c.roles[role]
+	if kr != nil && kr.seq > c.kq.durable {
+		return nil
+	}
+	rec, ok, err := c.store.readRole(role)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		delete(c.roles, role)
+	case kr != nil:
+		kr.rec = rec
+	default:
+		c.roles[role] = &keptRole{rec: rec}
+	}
+	return nil
+}
+
+// statusRole applies the acceptance policy auto to the keys offered for
+// role (keep.Decide), from the table, re-reading a record that is not
+// accepted; a new record is written, and what is sent to at waits for it.
+func (c *Core) statusRole(auto keep.AutoMode, role string, ver keys.VerifyKey, pub keys.PublicKey, at netip.AddrPort) (keep.Acceptance, error) {
+	if kr := c.roles[role]; kr != nil && kr.rec.Acceptance != keep.Accepted {
+		if err := c.rereadRole(role); err != nil {
+			return keep.Rejected, err
+		}
+	}
+	var stored *keep.RemoteRole
+	if kr := c.roles[role]; kr != nil {
+		stored = &kr.rec
+	}
+	status, write, err := keep.Decide(auto, stored, ver, pub)
+	if err != nil {
+		return keep.Rejected, fmt.Errorf("keep: status of role %q: %w", role, err)
+	}
+	if write {
+		kr := &keptRole{rec: keep.RemoteRole{Role: role, Acceptance: status, Verify: ver, Public: pub}}
+		c.roles[role] = kr
+		w := &keepWrite{op: opSaveRole, role: kr.rec}
+		c.keepWrite(w, at)
+		kr.seq = w.seq
+	}
+	return status, nil
+}
+
+// roleStatus is role's acceptance, re-read (an operator may have changed
+// it); known is false when it has no record.
+func (c *Core) roleStatus(role string) (status keep.Acceptance, known bool, err error) {
+	if err := c.rereadRole(role); err != nil {
+		return keep.Rejected, false, err
+	}
+	kr := c.roles[role]
+	if kr == nil {
+		return keep.Pending, false, nil
+	}
+	return kr.rec.Acceptance, true, nil
+}
+
+// forgetPending deletes role's record if its keys are still pending.
+func (c *Core) forgetPending(role string) {
+	if kr := c.roles[role]; kr != nil && kr.rec.Acceptance == keep.Pending {
+		delete(c.roles, role)
+		c.keepWrite(&keepWrite{op: opDeleteRole, name: role}, netip.AddrPort{})
+	}
+}
+
+// saveRemote writes r's estate; what is sent to r waits for it.
+func (c *Core) saveRemote(r *remote) {
+	if r.added {
+		c.keepWrite(&keepWrite{op: opSaveRemote, remote: r.estate()}, r.ha)
+	}
+}
+
+// deleteRemote deletes the estate of the remote named name.
+func (c *Core) deleteRemote(name string) {
+	c.keepWrite(&keepWrite{op: opDeleteRemote, name: name}, netip.AddrPort{})
+}
+
+// saveLocal writes the local estate (with its role keys when withRole);
+// what is sent to at (if valid) waits for it.
+func (c *Core) saveLocal(withRole bool, at netip.AddrPort) {
+	w := &keepWrite{op: opSaveLocal,
+		local: keep.LocalEstate{Name: c.name, UID: c.uid, HA: c.aha, FQDN: c.fqdn, SID: c.sid, PUID: c.puid, AHA: c.aha, Role: c.role}}
+	if withRole {
+		w.localRole = keep.LocalRole{Role: c.role, Seed: c.signing.Seed, Private: c.box.Private}
+	}
+	c.keepWrite(w, at)
+}
