@@ -40,8 +40,8 @@ type Core struct {
 
 	remotes map[uint32]*remote
 	byName  map[string]*remote
-	roles   map[string]*keptRole // the keep's remote roles (keeptab.go)
-	kq      keepQueue            // the writes to the store (keeptab.go)
+	roles   map[string]*keptRole       // the keep's remote roles (keeptab.go)
+	kq      keepQueue                  // the writes to the store (keeptab.go)
 	joinees map[netip.AddrPort]*remote // vacuous joins in progress, by address
 
 	reasm *packet.Reassembler[uint32, msgKey] // owned by remote (nuid)
@@ -158,7 +158,7 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 		cfg: cfg, log: cfg.Logger, now: now, store: st,
 		codec: hc, bodies: ser,
 		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
-		roles:   map[string]*keptRole{},
+		roles: map[string]*keptRole{},
 		reasm: packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
 		stats: newStats(), keysAll: true, rekeyAt: defaultRekeyAt,
 	}

@@ -256,8 +256,8 @@ type joiner struct {
 	cascade  bool
 	pended   bool   // by the joinent: its operator decides on our keys, or its keep is busy
 	pendWhy  Reason // why it pended: ReasonPendingTheirs or ReasonKeepBusy
-	answered bool // the joinent said something
-	tries    int  // requests sent
+	answered bool   // the joinent said something
+	tries    int    // requests sent
 	timeout  expiry
 	redo     redo
 	last     []byte
