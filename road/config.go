@@ -85,6 +85,19 @@ type Config struct {
 	// Counters.Drops["keep_busy"]), and the joiner asks again a second
 	// later. 0 means 1024.
 	KeepQueue int
+	// StrangerJoinRate bounds the join requests of estates we do not know
+	// yet (strangers: unauthenticated, and they write the keep) that we
+	// serve a second, in all, with bursts of as many; 0 means 1000. Each
+	// source address also has its own budget (2 a second, bursts of 5),
+	// and a known remote its own (10 a second). StrangerJoins bounds the
+	// strangers' joins under way (accepted, not yet acknowledged); 0 means
+	// 256. So a fleet of new estates joins as fast as this estate completes
+	// their joins, and a flood of spoofed joins that never complete costs at
+	// most StrangerJoins remotes per JoinentTimeout (docs/security.md). The
+	// joins beyond are dropped unanswered (Counters.Drops["join_budget"])
+	// and the joiners ask again.
+	StrangerJoinRate float64
+	StrangerJoins    int
 
 	// HeadKind is the head kind we send (replies too); received heads of
 	// every kind are understood. Default codec.HeadKindRaet.
@@ -266,7 +279,8 @@ func populate(cfg *Config) (*Config, *core.Config, error) {
 		AllowTimeout: c.AllowTimeout, AliveTimeout: c.AliveTimeout, AlivePeriod: c.AlivePeriod,
 		AliveOffset: c.AliveOffset, Interim: c.Interim, MessageTimeout: c.MessageTimeout,
 		AliveRate: c.AliveRate, ForgetAfter: c.ForgetAfter, MaxRemotes: c.MaxRemotes,
-		ReceiveQueue: c.ReceiveQueue, Reassembly: c.Reassembly, KeepQueue: c.KeepQueue, KeyLog: c.KeyLog, Logger: c.Logger, Coat: c.Coat,
+		ReceiveQueue: c.ReceiveQueue, Reassembly: c.Reassembly, KeepQueue: c.KeepQueue,
+		StrangerJoinRate: c.StrangerJoinRate, StrangerJoins: c.StrangerJoins, KeyLog: c.KeyLog, Logger: c.Logger, Coat: c.Coat,
 		Serializers: c.Serializers,
 		DecodeLater: true, SignLater: true,
 	}

@@ -56,6 +56,7 @@ func (c *Core) allowed(r *remote, short keys.Box, peerShort keys.PublicKey, rsid
 	}
 	c.markKeys(r) // the readers open the new session's AEAD coat
 	r.allowed = true
+	r.unconfirmed = false
 	if c.cfg.KeyLog != nil {
 		if _, err := io.WriteString(c.cfg.KeyLog, handshake.FormatKeyLog(r.short.Public, r.short.Private, r.peerShort)); err != nil {
 			c.log.Warn("raet: keylog", "err", err)

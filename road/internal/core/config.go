@@ -49,6 +49,10 @@ type Config struct {
 	ReceiveQueue int
 	Reassembly   packet.ReassemblyConfig
 	KeepQueue    int
+	// StrangerJoinRate and StrangerJoins bound the joins of estates not
+	// known yet (see replay.go).
+	StrangerJoinRate float64
+	StrangerJoins    int
 
 	KeyLog      io.Writer
 	Logger      *slog.Logger
@@ -110,6 +114,12 @@ func (c *Config) Populate() error {
 	if c.KeepQueue <= 0 {
 		c.KeepQueue = DefaultKeepQueue
 	}
+	if c.StrangerJoinRate <= 0 {
+		c.StrangerJoinRate = DefaultStrangerJoinRate
+	}
+	if c.StrangerJoins <= 0 {
+		c.StrangerJoins = DefaultStrangerJoins
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -139,8 +149,12 @@ const (
 	DefaultMaxRemotes = 1 << 16
 )
 
-// DefaultKeepQueue is Config.KeepQueue's default.
-const DefaultKeepQueue = 1024
+// The defaults of Config.KeepQueue, StrangerJoinRate and StrangerJoins.
+const (
+	DefaultKeepQueue        = 1024
+	DefaultStrangerJoinRate = 1000
+	DefaultStrangerJoins    = 256
+)
 
 // CoatMaker makes the coat of one session from its short-term keys: how a
 // coat plugin joins the stack.

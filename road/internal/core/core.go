@@ -51,6 +51,9 @@ type Core struct {
 	// first; one timer (pendAt) re-reads the keep for all of them.
 	pended []*joinent
 	pendAt time.Time
+	// strangerJoins counts the joins of strangers accepted and not yet
+	// ended (joinent.added), bounded by Config.StrangerJoins.
+	strangerJoins int
 
 	out      []Datagram
 	bundling bundling   // the messages and answers of this moment (bundle.go)
@@ -483,7 +486,7 @@ func (c *Core) marshal(body any) ([]byte, error) { return c.bodies.Marshal(nil, 
 func (c *Core) transmit(b []byte, buf *[]byte, to netip.AddrPort, h *codec.Head, sign *packet.NaClFoot) {
 	d := Datagram{B: b, To: to, buf: buf, pool: &c.bufs, sign: sign}
 	if seq, ok := c.heldFor(to); ok {
-		c.kq.held = append(c.kq.held, heldDatagram{seq: seq, d: d})
+		c.hold(seq, d)
 	} else {
 		c.out = append(c.out, d)
 	}

@@ -345,9 +345,13 @@ func (j *joiner) receive(c *Core, p *rxPacket) {
 	}
 }
 
+// renew starts a fresh vacuous join when the joinent does not know us: on
+// a mutable road, or when it may never have seen our last join complete
+// (unconfirmed: its joinent timed out before our ack and allow came, and
+// it forgot us), since then there is nothing of ours it lost.
 func (j *joiner) renew(c *Core) {
 	j.remove(c)
-	if !c.cfg.Mutable {
+	if !c.cfg.Mutable && !j.r.unconfirmed {
 		c.report(EventRejected, j.r.name, j.r.nuid, ReasonUnknownToRemote, j.r.ha, c.hint(ReasonUnknownToRemote, j.r.name))
 		c.failJoin(j.r, &JoinError{Reason: ReasonUnknownToRemote, Err: ErrRenewImmutable, Hint: c.hint(ReasonUnknownToRemote, j.r.name)})
 		return
@@ -445,6 +449,9 @@ func (c *Core) joined(r *remote, vacuous bool) {
 func (j *joiner) completify(c *Core) {
 	r := j.r
 	c.joined(r, j.vacuous)
+	if j.vacuous {
+		r.unconfirmed = true // until a session is allowed
+	}
 	j.send(c, codec.PacketKindAck, nil)
 	r.joinAck, r.joinAckTi = j.last, j.ti
 	j.remove(c)
@@ -545,9 +552,12 @@ func (j *joinent) remove(c *Core) {
 	if j.vacuous && c.joinees[j.from] == j.r && len(j.r.txns) == 0 {
 		delete(c.joinees, j.from)
 	}
-	if j.added && !j.r.joined {
+	if j.added {
 		j.added = false
-		c.removeRemote(j.r, ErrTimeout)
+		c.strangerJoins--
+		if !j.r.joined {
+			c.removeRemote(j.r, ErrTimeout)
+		}
 	}
 }
 
@@ -727,7 +737,10 @@ func (c *Core) joinBudget(r *remote, from netip.AddrPort) bool {
 	if r.added && r.ha == from {
 		return r.joins.take(c.now, joinRate, joinBurst)
 	}
-	return c.lim.stranger(c.now, from.Addr())
+	if c.strangerJoins >= c.cfg.StrangerJoins {
+		return false // as many strangers' joins under way as we take
+	}
+	return c.lim.stranger(c.now, from.Addr(), c.cfg.StrangerJoinRate)
 }
 
 // ackAccept answers a request whose keys are accepted: a stranger becomes a
@@ -743,6 +756,7 @@ func (j *joinent) ackAccept(c *Core) {
 		c.addRemote(r)
 		c.schedulePresence(r, true)
 		j.added = true
+		c.strangerJoins++
 	}
 	body, err := c.marshal(c.joinBody(true, r.nuid))
 	if err != nil {

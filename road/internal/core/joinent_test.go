@@ -105,3 +105,32 @@ func TestJoinentConflicts(t *testing.T) {
 	}
 
 }
+
+// The strangers' joins under way are bounded (Config.StrangerJoins):
+// beyond it a stranger's request is dropped unread (join_budget), until a
+// join under way ends; the total rate (Config.StrangerJoinRate) bounds the
+// rest.
+func TestStrangerJoinsBounded(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.StrangerJoins, m.StrangerJoinRate = 3, 4 })
+	join := func(i int) {
+		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 60, 0, byte(1 + i)}), 9000)
+		p.inject(p.main, p.namedJoin(t, fmt.Sprint("s", i)), from)
+	}
+	for i := range 5 {
+		join(i)
+	}
+	if n, d := len(p.main.remotes), p.main.stats.drops[dropJoinBudget]; n != 3 || d != 2 || p.main.strangerJoins != 3 {
+		t.Fatalf("%d strangers accepted (%d under way), %d dropped; want 3 accepted and 2 dropped", n, p.main.strangerJoins, d)
+	}
+	p.advance(6 * time.Second) // they never ack: forgotten, and room again
+	if len(p.main.remotes) != 0 || p.main.strangerJoins != 0 {
+		t.Fatalf("%d remotes, %d under way after the timeouts", len(p.main.remotes), p.main.strangerJoins)
+	}
+	p.main.cfg.StrangerJoins = 100 // now the rate bounds them: bursts of 4
+	for i := 5; i < 11; i++ {
+		join(i)
+	}
+	if n, d := len(p.main.remotes), p.main.stats.drops[dropJoinBudget]; n != 4 || d != 4 {
+		t.Fatalf("%d accepted, %d dropped in all; want 4 within the rate's burst, and 2 more dropped", n, d)
+	}
+}

@@ -48,7 +48,8 @@ type keepQueue struct {
 	backlog []*keepWrite // made, not yet taken by the store (it was full), oldest first
 	sent    []sentWrite  // taken by the store, not yet durable, oldest first
 	// holds maps an address to the last write whatever is sent there
-	// waits for; held are the datagrams held for their writes, in order.
+	// waits for (once the store failed, for good); held are the datagrams
+	// held for their writes, in order.
 	holds map[netip.AddrPort]uint64
 	held  []heldDatagram
 	err   error // the store failed: sticky
@@ -178,13 +179,24 @@ func (c *Core) releaseHeld() {
 	}
 }
 
-// heldFor says whether what is sent to `to` waits for a write, and which.
+// heldFor says whether what is sent to `to` waits for a write, and which;
+// once the keep failed, what waited on it never goes.
 func (c *Core) heldFor(to netip.AddrPort) (uint64, bool) {
 	if len(c.kq.holds) == 0 {
 		return 0, false
 	}
 	s, ok := c.kq.holds[to]
-	return s, ok && s > c.kq.durable
+	return s, ok && (s > c.kq.durable || c.kq.err != nil)
+}
+
+// hold holds d until write seq is durable; it drops it if the keep failed.
+func (c *Core) hold(seq uint64, d Datagram) {
+	if c.kq.err != nil {
+		d.Release()
+		c.stats.drop(dropKeepFailed)
+		return
+	}
+	c.kq.held = append(c.kq.held, heldDatagram{seq: seq, d: d})
 }
 
 // keepFailed fails the keep for good with err.
@@ -200,7 +212,7 @@ func (c *Core) keepFailed(err error) {
 		q.held[i].d.Release()
 		c.stats.drop(dropKeepFailed)
 	}
-	q.held, q.holds, q.backlog, q.sent = nil, nil, nil, nil
+	q.held, q.backlog, q.sent = nil, nil, nil // q.holds stay: nothing goes where they are
 }
 
 // KeepErr is the store's failure, nil while it writes.

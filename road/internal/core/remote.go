@@ -34,6 +34,9 @@ type remote struct {
 	aliveKnown bool
 	reaped     bool
 	added      bool // in core.remotes (a vacuous joinent's remote is not, until accepted)
+	// unconfirmed: we joined it vacuously and have allowed no session
+	// since, so it may never have seen our join complete (renew).
+	unconfirmed bool
 
 	short     keys.Box       // our short-term pair for this session (privee)
 	peerShort keys.PublicKey // its short-term public key (publee)

@@ -110,16 +110,19 @@ func (b *bucket) take(now time.Time, rate, burst float64) bool {
 // nacks, repeated dones and acks, renews) are limited per remote, so that
 // replayed packets cannot make us sign and send at their rate. Join
 // requests from strangers (a name not known at that address) are limited
-// per source address and in all: they are unauthenticated and may read and
-// write the keep, so a flood of them, even from spoofed addresses, cannot
-// take the owner from known peers, whose joins are limited per remote.
+// per source address and in all (Config.StrangerJoinRate), and the
+// strangers' joins under way (accepted, not yet acknowledged) are bounded
+// (Config.StrangerJoins), as are their keep writes (keepBusy): they are
+// unauthenticated and write the keep, so a flood of them, even from
+// spoofed addresses, cannot take the owner from known peers, whose joins
+// are limited per remote. The bounds on work under way let honest
+// strangers join as fast as the main completes their joins.
 const (
-	replyRate, replyBurst       = 100, 64
-	joinRate, joinBurst         = 10, 20  // per known remote
-	strangerRate, strangerBurst = 50, 100 // all strangers together
-	sourceRate, sourceBurst     = 2, 5    // one stranger address
-	maxSources                  = 4096    // stranger addresses with a bucket
-	maxPendingStrangers         = 64      // strangers whose keys wait for an operator
+	replyRate, replyBurst   = 100, 64
+	joinRate, joinBurst     = 10, 20 // per known remote
+	sourceRate, sourceBurst = 2, 5   // one stranger address
+	maxSources              = 4096   // stranger addresses with a bucket
+	maxPendingStrangers     = 64     // strangers whose keys wait for an operator
 )
 
 // limits holds the stack-wide budgets.
@@ -130,8 +133,8 @@ type limits struct {
 }
 
 // stranger reports whether a join request from a stranger at from may be
-// handled now.
-func (l *limits) stranger(now time.Time, from netip.Addr) bool {
+// handled now, rate a second for all strangers (bursts of as many).
+func (l *limits) stranger(now time.Time, from netip.Addr, rate float64) bool {
 	if l.sources == nil || len(l.sources) >= maxSources {
 		// Spoofed sources fill any table: start it afresh; the stack-wide
 		// budget still holds.
@@ -142,7 +145,7 @@ func (l *limits) stranger(now time.Time, from netip.Addr) bool {
 		b = &bucket{}
 		l.sources[from] = b
 	}
-	return b.take(now, sourceRate, sourceBurst) && l.strangers.take(now, strangerRate, strangerBurst)
+	return b.take(now, sourceRate, sourceBurst) && l.strangers.take(now, rate, rate)
 }
 
 // FootChecker parses received datagrams and checks their Ed25519 feet for

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"testing"
 	"time"
-
 )
 
 // The heap keeps every remote at its key and pops them in order, through
