@@ -47,7 +47,8 @@
 // durable with one sync, renames in queue order and syncs each directory
 // once, so a process killed at any point leaves a prefix of the writes.
 // Each write returns a *Queued to wait on before acknowledging what
-// depends on it; the queue is bounded and a full one refuses at once.
+// depends on it; the queue is bounded and a full one refuses at once. A
+// road stack with a keep writes it this way.
 //
 // # Acceptance
 //

@@ -89,3 +89,39 @@ func TestOpenMustExist(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Open removes the temporary files an interrupted write left, but not
+// those of a keep a stack holds (Lock): they may be its writes under way
+// (a Writer's batch), which an operator's command beside the stack must
+// not break.
+func TestOpenLeavesTempsOfALockedKeep(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no advisory locks")
+	}
+	dir := t.TempDir()
+	k, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "remote", tempPrefix+"under-way"+tempSuffix)
+	if err := os.WriteFile(tmp, []byte("{}"), filePerm); err != nil {
+		t.Fatal(err)
+	}
+	l, err := k.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); err != nil {
+		t.Fatalf("Open of a locked keep removed a temporary file: %v", err)
+	}
+	l.Unlock()
+	if _, err := Open(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Open of a free keep left a temporary file: %v", err)
+	}
+}

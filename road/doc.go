@@ -94,12 +94,21 @@
 // a restarted estate rejoins its remotes; the keep is locked while the
 // stack runs. Without it everything is in memory and the keys are new at
 // every start. The keys of a main an estate joins are trusted on first use
-// (see Config.Auto).
+// (see Config.Auto). The keep is written behind the protocol's goroutine
+// (keep.Writer: batches, one sync for many files), and what depends on a
+// write, such as the answer that accepts a join, goes out only once the
+// write is durable; joins that find the writes backed up wait (see
+// Config.KeepQueue). An operator's raet keys accept or reject takes effect
+// while the stack runs: the stack reads a role's file again for the joins
+// that wait for the operator, for a role it holds pending or rejected, and
+// at each allow.
 //
 // # Stopping
 //
 // Close (or Shutdown with a deadline of your own) first writes what is
 // queued, such as the done of every message delivered, so no peer is left
-// resending, then stops every goroutine. A socket that fails for good stops
-// the stack too: Done is closed, and Err says why.
+// resending, then stops every goroutine; it also waits, as long as it
+// lingers, for the keep's writes, and sends what they held back. A socket
+// that fails for good stops the stack too: Done is closed, and Err says
+// why (and, after Close, whether a keep write failed).
 package road
