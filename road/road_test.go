@@ -2,6 +2,7 @@ package road_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -12,7 +13,12 @@ import (
 	"github.com/raet-go/raet/road"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(keepKillChildEnv); dir != "" {
+		os.Exit(keepKillChild(dir)) // a main for TestKeepAcrossKill
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // newStack starts a stack on loopback; it is closed when the test ends.
 func newStack(t testing.TB, cfg road.Config) *road.Stack {

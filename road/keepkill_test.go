@@ -1,0 +1,143 @@
+package road_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/road"
+)
+
+// keepKillChildEnv names the keep directory of TestKeepAcrossKill's child.
+const keepKillChildEnv = "RAET_ROAD_KEEP_KILL_CHILD"
+
+// keepKillChild runs a main estate with its keep in dir, prints its
+// address and serves until it is killed.
+func keepKillChild(dir string) int {
+	s, err := road.New(&road.Config{Name: "main", Main: true, KeepDir: dir, Auto: keep.AutoAlways, Listen: "127.0.0.1:0"})
+	if err == nil {
+		err = s.Start()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(s.Addr())
+	select {}
+}
+
+// TestKeepAcrossKill kills a main (another process, its keep written
+// behind) while estates join it, reopens its keep and checks that it is
+// consistent (every file whole, every estate with its role) and that it
+// holds every join the main acknowledged: each estate whose Join returned
+// before the kill has its role accepted and its estate kept as joined.
+func TestKeepAcrossKill(t *testing.T) {
+	for run := range 2 {
+		dir := t.TempDir()
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), keepKillChildEnv+"="+dir)
+		cmd.Stderr = os.Stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stdout)
+		if !sc.Scan() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal("the main said nothing")
+		}
+		addr := strings.TrimSpace(sc.Text())
+
+		const n = 24
+		var mu sync.Mutex
+		var acked []string // estates whose Join returned, before the kill
+		var killed sync.Once
+		kill := func() {
+			killed.Do(func() {
+				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		at := 1 + rand.IntN(5) // kill as the at-th join returns: its writes were just acknowledged
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		for i := range n {
+			name := fmt.Sprintf("r%d_%d", run, i)
+			s := newStack(t, road.Config{Name: name, Auto: keep.AutoAlways, Listen: "127.0.0.1:0", JoinTimeout: 2 * time.Second})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := s.Join(ctx, addr); err == nil {
+					mu.Lock()
+					defer mu.Unlock()
+					acked = append(acked, name)
+					if len(acked) == at {
+						kill()
+					}
+				}
+			}()
+		}
+		err = cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("the main ended with %v before it was killed", err)
+		}
+		cancel() // the joins under way at the kill fail
+		wg.Wait()
+		before := acked // every Join that returned was acknowledged before the kill
+
+		k, err := keep.Open(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		estates, err := k.LoadRemotes()
+		if err != nil {
+			t.Fatalf("an estate file is not whole: %v", err)
+		}
+		roles, err := k.LoadRemoteRoles()
+		if err != nil {
+			t.Fatalf("a role file is not whole: %v", err)
+		}
+		role := map[string]keep.RemoteRole{}
+		for _, r := range roles {
+			role[r.Role] = r
+		}
+		kept := map[string]keep.RemoteEstate{}
+		for _, e := range estates {
+			kept[e.Name] = e
+			if _, ok := role[e.Role]; !ok {
+				t.Errorf("estate %s is kept without its role %s", e.Name, e.Role)
+			}
+		}
+		for _, name := range before {
+			e, ok := kept[name]
+			if !ok || e.Joined == nil || !*e.Joined {
+				t.Errorf("%s's join was acknowledged, but the keep has its estate as %+v (kept %v)", name, e, ok)
+			}
+			if r, ok := role[name]; !ok || r.Acceptance != keep.Accepted {
+				t.Errorf("%s's join was acknowledged, but the keep has its role as %+v", name, r)
+			}
+		}
+		if _, err := k.LoadLocal(); err != nil && (len(before) > 0 || !errors.Is(err, fs.ErrNotExist)) {
+			t.Errorf("the local estate: %v", err)
+		}
+		t.Logf("run %d: killed after %d of %d joins were acknowledged; the keep holds %d estates and %d roles",
+			run, len(before), n, len(estates), len(roles))
+	}
+}
