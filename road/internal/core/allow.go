@@ -66,7 +66,9 @@ func (c *Core) allowed(r *remote, short keys.Box, peerShort keys.PublicKey, rsid
 	c.refresh(r, &alive)
 	r.nextSid()
 	c.replaceStaleInitiators(r)
-	c.saveRemote(r)
+	// The new session id is kept, but nothing waits for it: after a restart
+	// the sessions start one further on (loadRemotes), past this one.
+	c.saveRemote(r, false)
 	c.event(EventAllowed, r)
 	c.notifyWaiters(r, nil)
 	return nil

@@ -219,6 +219,11 @@ func (c *Core) loadRemotes() {
 	for _, est := range kept {
 		if r := c.restore(est); r != nil {
 			c.addRemote(r)
+			// The uids given since the local estate was last written (only
+			// at start) are the kept remotes': the next is beyond them.
+			if r.nuid > c.puid {
+				c.puid = r.nuid
+			}
 		}
 	}
 }
@@ -260,10 +265,10 @@ func (c *Core) restore(est keep.RemoteEstate) *remote {
 func (c *Core) Start(addr netip.AddrPort, now time.Time) {
 	c.now = now
 	c.aha = keep.HostPort{Host: addr.Addr().String(), Port: addr.Port()}
-	c.saveLocal(true, netip.AddrPort{})
+	c.saveLocal()
 	rs := make([]*remote, 0, len(c.remotes))
 	for _, r := range c.remotes {
-		c.saveRemote(r)
+		c.saveRemote(r, false)
 		rs = append(rs, r)
 	}
 	c.startPresence(rs)

@@ -357,7 +357,7 @@ func (j *joiner) renew(c *Core) {
 		return
 	}
 	j.r.fuid = 0 // a fresh vacuous join
-	c.saveRemote(j.r)
+	c.saveRemote(j.r, false)
 	c.startJoiner(j.r, j.cascade, true)
 }
 
@@ -442,8 +442,7 @@ func (c *Core) joined(r *remote, vacuous bool) {
 	}
 	r.joined = true
 	r.capsFresh = true
-	c.saveRemote(r)
-	c.saveLocal(false, r.ha) // the uids given (puid)
+	c.saveRemote(r, true) // the allow that follows, or our ack, waits for it
 }
 
 func (j *joiner) completify(c *Core) {
@@ -705,7 +704,7 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 		j.ackAccept(c)
 		return
 	}
-	c.saveRemote(r) // a remote we know; nothing is kept for a stranger
+	c.saveRemote(r, false) // a remote we know; nothing is kept for a stranger
 	j.pended = true
 	j.timeout = after(c.now, c.cfg.PendTimeout)
 	c.report(EventPending, r.name, r.nuid, ReasonPendingOurs, j.from, c.hint(ReasonPendingOurs, r.name))

@@ -322,11 +322,16 @@ func (c *Core) forgetPending(role string) {
 	}
 }
 
-// saveRemote writes r's estate; what is sent to r waits for it.
-func (c *Core) saveRemote(r *remote) {
-	if r.added {
-		c.keepWrite(&keepWrite{op: opSaveRemote, remote: r.estate()}, r.ha)
+// saveRemote writes r's estate; with hold, what is sent to r waits for it.
+func (c *Core) saveRemote(r *remote, hold bool) {
+	if !r.added {
+		return
 	}
+	var at netip.AddrPort
+	if hold {
+		at = r.ha
+	}
+	c.keepWrite(&keepWrite{op: opSaveRemote, remote: r.estate()}, at)
 }
 
 // deleteRemote deletes the estate of the remote named name.
@@ -334,13 +339,10 @@ func (c *Core) deleteRemote(name string) {
 	c.keepWrite(&keepWrite{op: opDeleteRemote, name: name}, netip.AddrPort{})
 }
 
-// saveLocal writes the local estate (with its role keys when withRole);
-// what is sent to at (if valid) waits for it.
-func (c *Core) saveLocal(withRole bool, at netip.AddrPort) {
-	w := &keepWrite{op: opSaveLocal,
-		local: keep.LocalEstate{Name: c.name, UID: c.uid, HA: c.aha, FQDN: c.fqdn, SID: c.sid, PUID: c.puid, AHA: c.aha, Role: c.role}}
-	if withRole {
-		w.localRole = keep.LocalRole{Role: c.role, Seed: c.signing.Seed, Private: c.box.Private}
-	}
-	c.keepWrite(w, at)
+// saveLocal writes the local estate and its role keys, at Start: the
+// uids given since are the kept remotes' (see loadRemotes).
+func (c *Core) saveLocal() {
+	c.keepWrite(&keepWrite{op: opSaveLocal,
+		local:     keep.LocalEstate{Name: c.name, UID: c.uid, HA: c.aha, FQDN: c.fqdn, SID: c.sid, PUID: c.puid, AHA: c.aha, Role: c.role},
+		localRole: keep.LocalRole{Role: c.role, Seed: c.signing.Seed, Private: c.box.Private}}, netip.AddrPort{})
 }

@@ -166,7 +166,7 @@ func TestJoinKeepBusy(t *testing.T) {
 	// The store fills up: the core holds the writes, joins stay busy.
 	st.full = true
 	st.durable(p, p.main)
-	p.main.saveLocal(false, netip.AddrPort{})
+	p.main.saveLocal()
 	if len(p.main.kq.backlog) != 1 || !p.main.keepBusy(false) {
 		t.Fatalf("backlog %d, busy %v; want the write held and joins busy", len(p.main.kq.backlog), p.main.keepBusy(false))
 	}

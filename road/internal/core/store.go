@@ -44,7 +44,7 @@ var errKeepFull = keep.ErrQueueFull
 type keepOp uint8
 
 const (
-	opSaveLocal keepOp = iota // the local estate, and its role when localRole.Role is set
+	opSaveLocal keepOp = iota // the local estate and its role
 	opSaveRemote
 	opDeleteRemote
 	opSaveRole
@@ -87,10 +87,8 @@ func (w *keepWrite) sameFile(o *keepWrite) bool {
 func (w *keepWrite) apply(k *keep.Keep) error {
 	switch w.op {
 	case opSaveLocal:
-		if w.localRole.Role != "" {
-			if err := k.SaveLocalRole(w.localRole); err != nil {
-				return err
-			}
+		if err := k.SaveLocalRole(w.localRole); err != nil {
+			return err
 		}
 		return k.SaveLocal(w.local)
 	case opSaveRemote:
@@ -113,10 +111,8 @@ func (w *keepWrite) queue(kw *keep.Writer) (uint64, error) {
 	var err error
 	switch w.op {
 	case opSaveLocal:
-		if w.localRole.Role != "" {
-			if _, err = kw.SaveLocalRole(w.localRole); err != nil {
-				return 0, err
-			}
+		if _, err = kw.SaveLocalRole(w.localRole); err != nil {
+			return 0, err
 		}
 		q, err = kw.SaveLocal(w.local)
 	case opSaveRemote:
@@ -264,10 +260,7 @@ func (m *memStore) write(w *keepWrite) (uint64, error) {
 	switch w.op {
 	case opSaveLocal:
 		e := w.local
-		m.local = &e
-		if w.localRole.Role != "" {
-			m.role = w.localRole
-		}
+		m.local, m.role = &e, w.localRole
 	case opSaveRemote:
 		m.remotes[w.remote.Name] = w.remote
 	case opDeleteRemote:

@@ -80,6 +80,11 @@ func TestLoadRemotes(t *testing.T) {
 	if r, ok := c.RemoteNamed("r1"); !ok || !r.Joined || r.Allowed {
 		t.Fatalf("restored %+v: want joined, not allowed", r)
 	}
+	// The local estate (uid counter 0 here) is written only at start: the
+	// next uid is beyond the kept remotes'.
+	if uid := c.nextUid(); uid <= 12 {
+		t.Fatalf("next uid %d, not beyond the kept remotes' (10..12)", uid)
+	}
 }
 
 // xorCoat is a coat plugin's stand-in (not a cipher): both ends must agree
