@@ -43,10 +43,17 @@ type keptRole struct {
 
 // keepQueue is the core's side of its writes.
 type keepQueue struct {
-	made    uint64       // the sequence number of the last write made
-	durable uint64       // every write up to it is durable
-	backlog []*keepWrite // made, not yet taken by the store (it was full), oldest first
-	sent    []sentWrite  // taken by the store, not yet durable, oldest first
+	made    uint64 // the sequence number of the last write made
+	durable uint64 // every write up to it is durable
+	// backlog holds the writes made while a batch is written (or that
+	// found the store's queue full: full), oldest first, and queued the
+	// latest of them for each file; they go to the store as one batch once
+	// the last is durable, a file written twice in it only once (group
+	// commit).
+	backlog []*keepWrite
+	queued  map[fileID]*keepWrite
+	full    bool
+	sent    []sentWrite // taken by the store, not yet durable, oldest first
 	// holds maps an address to the last write whatever is sent there
 	// waits for (once the store failed, for good); held are the datagrams
 	// held for their writes, in order.
@@ -105,17 +112,42 @@ func (c *Core) keepWrite(w *keepWrite, at netip.AddrPort) {
 		}
 		q.holds[at] = w.seq
 	}
-	if n := len(q.backlog); n > 0 {
-		if q.backlog[n-1].sameFile(w) {
-			q.backlog[n-1] = w // the later write of one file replaces the one before it
-		} else {
-			q.backlog = append(q.backlog, w)
-		}
+	w.at = at
+	if len(q.backlog) > 0 || len(q.sent) > 0 {
+		c.backlogAdd(w) // the next batch: after the one being written
 		return
 	}
 	if !c.submit(w) {
-		q.backlog = append(q.backlog, w)
+		q.full = true
+		c.backlogAdd(w)
 	}
+}
+
+// backlogAdd queues w for the next batch, in place of a write of the same
+// file queued there before (a remote's estate when it joins, and again when
+// it allows): what waited on that write to the address it was made for
+// waits for w now.
+func (c *Core) backlogAdd(w *keepWrite) {
+	q := &c.kq
+	id := w.file()
+	if old := q.queued[id]; old != nil {
+		old.dropped = true
+		if old.at.IsValid() {
+			if q.holds[old.at] < w.seq {
+				q.holds[old.at] = w.seq
+			}
+			for i := range q.held {
+				if h := &q.held[i]; h.seq >= old.seq && h.seq < w.seq && h.d.To == old.at {
+					h.seq = w.seq
+				}
+			}
+		}
+	}
+	if q.queued == nil {
+		q.queued = make(map[fileID]*keepWrite)
+	}
+	q.queued[id] = w
+	q.backlog = append(q.backlog, w)
 }
 
 // submit gives w to the store; false when its queue is full.
@@ -145,18 +177,34 @@ func (c *Core) submit(w *keepWrite) bool {
 	return true
 }
 
-// submitBacklog gives the store the writes that waited for room, in order.
+// submitBacklog gives the store the writes made while the last batch was
+// written (or that found no room), in order, once that batch is durable.
 func (c *Core) submitBacklog() {
 	q := &c.kq
+	if len(q.sent) > 0 {
+		return
+	}
 	n := 0
 	for _, w := range q.backlog {
-		if q.err != nil || !c.submit(w) {
-			break
+		if q.err != nil {
+			return
+		}
+		if !w.dropped {
+			if !c.submit(w) {
+				q.full = true
+				break
+			}
+		}
+		if q.queued[w.file()] == w {
+			delete(q.queued, w.file())
 		}
 		n++
 	}
 	clear(q.backlog[:n])
 	q.backlog = append(q.backlog[:0], q.backlog[n:]...)
+	if len(q.backlog) == 0 {
+		q.full = false
+	}
 }
 
 // releaseHeld queues the held datagrams whose writes are durable.
@@ -212,7 +260,7 @@ func (c *Core) keepFailed(err error) {
 		q.held[i].d.Release()
 		c.stats.drop(dropKeepFailed)
 	}
-	q.held, q.backlog, q.sent = nil, nil, nil // q.holds stay: nothing goes where they are
+	q.held, q.backlog, q.queued, q.sent = nil, nil, nil, nil // q.holds stay: nothing goes where they are
 }
 
 // KeepErr is the store's failure, nil while it writes.
@@ -223,7 +271,7 @@ func (c *Core) KeepErr() error { return c.kq.err }
 // for a stranger's join, so that known remotes still find room).
 func (c *Core) keepBusy(stranger bool) bool {
 	q := &c.kq
-	if q.err != nil || len(q.backlog) > 0 {
+	if q.err != nil || q.full {
 		return true
 	}
 	limit := uint64(c.cfg.KeepQueue)

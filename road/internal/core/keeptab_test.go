@@ -231,3 +231,40 @@ func TestKeepFailed(t *testing.T) {
 		t.Fatal("a join to a failed keep was not answered keep-busy")
 	}
 }
+
+// While a batch is written, the writes made go to the store together once
+// it is durable, a file written twice among them once (the later, in its
+// place), and what waited on the earlier write to it waits on the later.
+func TestKeepGroupCommit(t *testing.T) {
+	st := newHeldStore()
+	p := newRig(t)
+	p.main = p.newCore(&estate{Config: Config{Name: "main", Main: true, AlivePeriod: -1}, Auto: keep.AutoAlways}, st)
+	p.main.Start(p.mainAddr, p.now)
+	c := p.main
+	r := c.newRemote(p.otherAddr, 5, 0)
+	r.name, r.role = "other", "other"
+	c.addRemote(r)
+	c.saveRemote(r, true) // the local estate is in flight: this waits
+	c.deleteRemote("gone")
+	r.sid = 7
+	c.saveRemote(r, false) // replaces the first; the hold moves to it
+	if len(st.writes) != 1 || len(c.kq.backlog) != 3 {
+		t.Fatalf("%d writes taken, %d queued; want the local estate, and 3 for the next batch", len(st.writes), len(c.kq.backlog))
+	}
+	c.transmit([]byte("held"), nil, p.otherAddr, &codec.Head{})
+	if len(c.out) != 0 || len(c.kq.held) != 1 {
+		t.Fatal("a datagram to an address with a write under way was not held")
+	}
+	c.KeepDurable(st.seq, nil, p.now) // the local estate: the next batch goes
+	if w := st.writes[1:]; len(w) != 2 || w[0].op != opDeleteRemote || w[1].op != opSaveRemote || w[1].remote.SID != 7 {
+		t.Fatalf("the next batch: %+v; want the delete, then other's estate once (sid 7)", w)
+	}
+	c.KeepDurable(st.seq-1, nil, p.now) // the delete, made after the estate it replaced
+	if len(c.out) != 0 {
+		t.Fatal("released before the estate that replaced the one it waited on was durable")
+	}
+	c.KeepDurable(st.seq, nil, p.now)
+	if len(c.out) != 1 || c.KeepPending() {
+		t.Fatalf("%d datagrams out, pending %v once all is durable", len(c.out), c.KeepPending())
+	}
+}

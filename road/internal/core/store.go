@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"sync"
 
 	"github.com/raet-go/raet/keep"
@@ -60,27 +61,29 @@ type keepWrite struct {
 	remote    keep.RemoteEstate // opSaveRemote
 	role      keep.RemoteRole   // opSaveRole
 	name      string            // opDeleteRemote: the estate; opDeleteRole: the role
+	at        netip.AddrPort    // what is sent there waits for this write (if valid)
+	dropped   bool              // replaced by a later write of its file before it went
+}
+
+// fileID names a keep file.
+type fileID struct {
+	kind uint8 // 0 the local estate, 1 a remote estate, 2 a remote role
+	name string
 }
 
 // file names the file w writes: writes of one file replace each other.
-func (w *keepWrite) file() (remote bool, name string) {
+func (w *keepWrite) file() fileID {
 	switch w.op {
 	case opSaveLocal:
-		return false, ""
+		return fileID{0, ""}
 	case opSaveRemote:
-		return true, w.remote.Name
+		return fileID{1, w.remote.Name}
 	case opDeleteRemote:
-		return true, w.name
+		return fileID{1, w.name}
 	case opSaveRole:
-		return false, w.role.Role
+		return fileID{2, w.role.Role}
 	}
-	return false, w.name
-}
-
-func (w *keepWrite) sameFile(o *keepWrite) bool {
-	ar, an := w.file()
-	br, bn := o.file()
-	return ar == br && an == bn && (w.op == opSaveLocal) == (o.op == opSaveLocal)
+	return fileID{2, w.name}
 }
 
 // apply makes w in k, on the caller's goroutine.
