@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -139,5 +140,38 @@ func TestKeepAcrossKill(t *testing.T) {
 		}
 		t.Logf("run %d: killed after %d of %d joins were acknowledged; the keep holds %d estates and %d roles",
 			run, len(before), n, len(estates), len(roles))
+	}
+}
+
+// A keep that cannot be written (its directories gone from under the
+// running main) fails for good: the join that needed it gets no answer
+// that accepts it, later joins are answered keep-busy, and Err says so
+// once the main is closed.
+func TestKeepWriteFailure(t *testing.T) {
+	dir := t.TempDir()
+	m := newStack(t, road.Config{Name: "main", Main: true, KeepDir: dir, Auto: keep.AutoAlways})
+	if err := os.RemoveAll(filepath.Join(dir, "role")); err != nil {
+		t.Fatal(err)
+	}
+	o := newStack(t, road.Config{Name: "other", Auto: keep.AutoAlways, JoinTimeout: time.Second})
+	_, err := o.Join(ctxT(t, 3*time.Second), m.Addr().String())
+	if err == nil {
+		t.Fatal("a join succeeded with a keep that cannot be written")
+	}
+	o2 := newStack(t, road.Config{Name: "other2", Auto: keep.AutoAlways, JoinTimeout: time.Second})
+	_, err = o2.Join(ctxT(t, 2*time.Second), m.Addr().String())
+	if road.ReasonOf(err) != road.ReasonKeepBusy {
+		t.Fatalf("a join after the keep failed: %v; want keep-busy", err)
+	}
+	c, cerr := m.Counters(ctxT(t, 5*time.Second))
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	if c.Drops["keep_busy"] == 0 || c.Drops["keep_failed"] == 0 {
+		t.Fatalf("drops %v; want keep_failed (the response held) and keep_busy (the joins after)", c.Drops)
+	}
+	m.Close()
+	if err := m.Err(); !errors.Is(err, road.ErrClosed) || !errors.Is(err, keep.ErrWriterFailed) {
+		t.Fatalf("Err after Close: %v; want ErrClosed and keep.ErrWriterFailed", err)
 	}
 }

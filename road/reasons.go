@@ -29,6 +29,7 @@ const (
 	ReasonRejected        = core.ReasonRejected        // the remote rejected us and said no more
 	ReasonSilent          = core.ReasonSilent          // forgotten: reaped, then silent ForgetAfter
 	ReasonTooMany         = core.ReasonTooMany         // forgotten: the longest silent of more than MaxRemotes
+	ReasonKeepBusy        = core.ReasonKeepBusy        // the remote cannot write its keep fast enough now (or at all): the join waits
 )
 
 // ReasonOf returns the Reason of a Join error, or ReasonNone.
