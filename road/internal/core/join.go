@@ -633,6 +633,14 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 			}
 			continue
 		}
+		if old := t.(*joinent); old.from == p.from && old.de == p.Head.SourceID {
+			// The joiner started another join: it gave up on this one,
+			// whose answer it never got. The new one takes its place, and
+			// the stranger it was (if it was).
+			j.added, old.added = old.added, false
+			old.remove(c)
+			continue
+		}
 		j.nack(c, codec.PacketKindRefuse) // another joinent already
 		return
 	}

@@ -85,7 +85,9 @@ func TestJoinBudget(t *testing.T) {
 	}
 }
 
-// A second join from a remote whose join is under way is refused.
+// A second join from a remote whose join is under way replaces it when it
+// comes from the joiner (its address and uids: it gave up on the first),
+// and is refused from anywhere else.
 func TestJoinentConflicts(t *testing.T) {
 	p := newPair(t, keep.AutoNever, func(m, o *estate) { m.Auto = keep.AutoOnce })
 	p.join()
@@ -99,11 +101,17 @@ func TestJoinentConflicts(t *testing.T) {
 	h := head(codec.TransactionKindJoin, codec.PacketKindRequest, dir.fuid, dir.nuid, 0, 999, false)
 	body, _ := p.other.marshal(p.other.joinBody(false, 0))
 	refused := p.count(p.main, codec.TransactionKindJoin, codec.PacketKindRefuse)
-	p.inject(p.main, forge(t, codec.HeadKindRaet, nil, h, body), p.otherAddr)
+	p.cut = func(w wired) bool { return w.from == p.main } // the new joinent waits too
+	p.inject(p.main, forge(t, codec.HeadKindRaet, nil, h, body), netip.MustParseAddrPort("127.0.0.9:7531"))
 	if p.count(p.main, codec.TransactionKindJoin, codec.PacketKindRefuse) != refused+1 {
-		t.Fatal("a second joinent was not refused")
+		t.Fatal("a second join from another address was not refused")
 	}
-
+	h.TransactionID = 1000
+	p.inject(p.main, forge(t, codec.HeadKindRaet, nil, h, body), p.otherAddr)
+	js := dir.inProcess(codec.TransactionKindJoin)
+	if len(js) != 1 || js[0].(*joinent).ti != 1000 {
+		t.Fatalf("joinents %v; want the joiner's new one only", js)
+	}
 }
 
 // The strangers' joins under way are bounded (Config.StrangerJoins):

@@ -86,3 +86,45 @@ func kindOf(b []byte) (codec.TransactionKind, codec.PacketKind) {
 	}
 	return pp.Head.TransactionKind, pp.Head.PacketKind
 }
+
+// A joiner that gave up on a join whose response it never got (the main
+// answered, its answer was lost or late) and joins again at once, while
+// the main's joinent still waits for the ack of the old one: the new
+// request replaces the old joinent instead of being refused as another
+// join under way, on an immutable road too.
+func TestJoinRetriedWhileMainWaitsForAck(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { o.JoinTimeout = time.Second })
+	lost := true
+	p.cut = func(w wired) bool {
+		tk, pk := kindOf(w.b)
+		return lost && w.from == p.main && tk == codec.TransactionKindJoin && pk == codec.PacketKindResponse
+	}
+	res := make(chan error, 4)
+	p.other.Join(p.mainAddr, res, p.now)
+	p.pump()
+	p.advance(1100 * time.Millisecond)
+	if err := <-res; ReasonOf(err) != ReasonNoAnswer {
+		t.Fatalf("the first join: %v; want no answer", err)
+	}
+	if len(p.main.remotes) != 1 || len(p.mainRemote().inProcess(codec.TransactionKindJoin)) != 1 {
+		t.Fatal("the main does not wait for the first join's ack")
+	}
+	lost = false
+	for try := range 2 { // the first try within the old joinent's life, then once more as Stack.Join does
+		p.other.Join(p.mainAddr, res, p.now)
+		p.pump()
+		p.advance(100 * time.Millisecond)
+		err := <-res
+		if err == nil {
+			break
+		}
+		if try == 1 {
+			t.Fatalf("the retried join: %v", err)
+		}
+		t.Logf("try %d: %v", try, err)
+	}
+	if r := p.mainRemote(); r == nil || !r.allowed || !p.otherRemote().allowed || p.main.strangerJoins != 0 {
+		t.Fatal("not allowed on both sides after the retry")
+	}
+	p.stillWorks(t, len(p.delivered[p.main]))
+}
