@@ -235,7 +235,7 @@ func ExampleWriter() {
 		}
 	}
 	names, _ := k.RemoteNames()
-	fmt.Println("durable:", names, "up to write", last.Seq())
+	fmt.Println("durable:", names, "up to write", last.Seq(), "failed:", w.Err())
 	// Output:
-	// durable: [alpha beta gamma] up to write 3
+	// durable: [alpha beta gamma] up to write 3 failed: <nil>
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/raet-go/raet/codec"
@@ -176,4 +177,35 @@ func ExampleConfig_maxRemotes() {
 		}
 	}
 	// Output: first forgotten too-many-remotes
+}
+
+// A main for a fleet of new estates: its keep on disk is written behind
+// the protocol (what accepts a join goes out once the join's files are
+// durable), at most KeepQueue writes wait before joins are answered
+// keep-busy, and new estates join as fast as StrangerJoins joins under
+// way and StrangerJoinRate a second allow.
+func ExampleConfig_strangerJoins() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dir, _ := os.MkdirTemp("", "fleet-main")
+	defer os.RemoveAll(dir)
+	main, err := road.New(&road.Config{Name: "main", Main: true, KeepDir: dir, Auto: keep.AutoAlways, Listen: "127.0.0.1:0",
+		KeepQueue: 4096, StrangerJoins: 1024, StrangerJoinRate: 2000})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	main.Start()
+	defer main.Close()
+	s, _ := road.New(&road.Config{Name: "minion", Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1})
+	s.Start()
+	defer s.Close()
+	if _, err := s.Join(ctx, main.Addr().String()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	k, _ := keep.OpenReadOnly(dir)
+	e, err := k.LoadRemote("minion")
+	fmt.Println("kept when joined:", e.Name, *e.Joined, err)
+	// Output: kept when joined: minion true <nil>
 }
