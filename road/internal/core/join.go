@@ -633,7 +633,7 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 			}
 			continue
 		}
-		if old := t.(*joinent); old.from == p.from && old.de == p.Head.SourceID {
+		if old, ok := t.(*joinent); ok && old.from == p.from && old.de == p.Head.SourceID {
 			// The joiner started another join: it gave up on this one,
 			// whose answer it never got. The new one takes its place, and
 			// the stranger it was (if it was).
