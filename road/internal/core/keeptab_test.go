@@ -251,7 +251,7 @@ func TestKeepGroupCommit(t *testing.T) {
 	if len(st.writes) != 1 || len(c.kq.backlog) != 3 {
 		t.Fatalf("%d writes taken, %d queued; want the local estate, and 3 for the next batch", len(st.writes), len(c.kq.backlog))
 	}
-	c.transmit([]byte("held"), nil, p.otherAddr, &codec.Head{})
+	c.transmit([]byte("held"), nil, p.otherAddr, &codec.Head{}, nil)
 	if len(c.out) != 0 || len(c.kq.held) != 1 {
 		t.Fatal("a datagram to an address with a write under way was not held")
 	}
