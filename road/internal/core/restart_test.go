@@ -16,8 +16,8 @@ import (
 // join), none of which answers.
 func restartedMain(tb testing.TB, n int, cfg Config) (*Core, time.Time) {
 	now := time.Unix(1_700_000_000, 0)
-	st := newMemStore(keep.AutoAlways)
-	cfg.Name, cfg.Main = "main", true
+	st := newMemStore()
+	cfg.Name, cfg.Main, cfg.Auto = "main", true, keep.AutoAlways
 	if _, err := New(&cfg, st, now); err != nil { // makes the local estate
 		tb.Fatal(err)
 	}
