@@ -359,14 +359,16 @@ func TestAttackPlaintextCoat(t *testing.T) {
 	p.stillWorks(t, delivered)
 }
 
-// The replay window remembers ids for the whole session in fixed memory.
+// The replay window remembers ids for the whole session in bounded memory:
+// holes kept for ever make it grow to its largest, and it covers that.
 func TestReplayWindow(t *testing.T) {
 	var w replayWindow
+	now, hold := time.Unix(0, 0), replayHold(-1)
 	if w.state(1) != replayFresh {
 		t.Fatal("empty window")
 	}
 	for ti := uint32(1); ti <= 3*replayIDs; ti += 2 { // every other id, as messages between alives
-		w.mark(ti)
+		w.mark(ti, now, hold)
 	}
 	top := uint32(3*replayIDs - 1)
 	for _, c := range []struct {
@@ -380,10 +382,13 @@ func TestReplayWindow(t *testing.T) {
 			t.Errorf("state(%d) = %d, want %d", c.ti, got, c.want)
 		}
 	}
+	if len(w.bits) != replayMaxWords {
+		t.Fatalf("the window has %d words, want %d", len(w.bits), replayMaxWords)
+	}
 	// Ids roll over from 0xffffffff to 1.
 	w.reset()
-	w.mark(0xfffffffe)
-	w.mark(2)
+	w.mark(0xfffffffe, now, hold)
+	w.mark(2, now, hold)
 	if w.state(0xfffffffe) != replayUsed || w.state(2) != replayUsed || w.state(1) != replayFresh || w.state(0xffffffff) != replayFresh {
 		t.Fatal("rollover")
 	}

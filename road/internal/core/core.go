@@ -88,6 +88,9 @@ type Core struct {
 	// rekeyAt: a session whose AEAD coat has less than this left to seal
 	// (packet.AEADCoat.Remaining) is allowed again (rekey).
 	rekeyAt uint64
+	// replayHold is how long a replay window keeps a hole (replay.go): the
+	// longest a remote may retry the first packet of a transaction.
+	replayHold uint16
 }
 
 // defaultRekeyAt allows a session again once its AEAD coat may seal less
@@ -164,6 +167,10 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 		roles: map[string]*keptRole{},
 		reasm: packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
 		stats: newStats(), keysAll: true, rekeyAt: defaultRekeyAt,
+		replayHold: replayHold(max(cfg.MessageTimeout, cfg.AllowTimeout, cfg.AliveTimeout)),
+	}
+	if cfg.MessageTimeout < 0 {
+		c.replayHold = replayHold(-1) // messages are retried for ever
 	}
 	if err := c.loadLocal(); err != nil {
 		return nil, err
@@ -244,8 +251,7 @@ func (c *Core) restore(est keep.RemoteEstate) *remote {
 	}
 	r := &remote{nuid: est.UID, fuid: est.FUID, name: est.Name, role: est.Role, ha: ha,
 		main: est.Main, kind: est.Kind, fqdn: est.FQDN, verify: kr.rec.Verify, pub: kr.rec.Public,
-		sid: est.SID, joined: est.Joined != nil && *est.Joined,
-		txns: map[txnKey]txn{}}
+		sid: est.SID, joined: est.Joined != nil && *est.Joined}
 	if !r.joined || kr.rec.Acceptance != keep.Accepted {
 		// Only keys an operator (or the policy) accepted make a joined
 		// remote: a kept "joined" of keys not accepted is not trusted.
@@ -288,8 +294,7 @@ func (c *Core) nextUid() uint32 {
 
 // newRemote makes a remote for address ha, not yet added.
 func (c *Core) newRemote(ha netip.AddrPort, fuid, sid uint32) *remote {
-	return &remote{nuid: c.nextUid(), fuid: fuid, sid: sid, ha: ha, name: "estate_" + randomHex(16),
-		txns: map[txnKey]txn{}}
+	return &remote{nuid: c.nextUid(), fuid: fuid, sid: sid, ha: ha, name: "estate_" + randomHex(16)}
 }
 
 // addRemote adds r, forgetting the longest silent remote when there are
@@ -354,6 +359,9 @@ func (c *Core) removeRemote(r *remote, reason error) {
 
 // addTxn registers t with r.
 func (c *Core) addTxn(r *remote, t txn) {
+	if r.txns == nil {
+		r.txns = make(map[txnKey]txn, 1)
+	}
 	r.txns[t.key()] = t
 	c.touch(r)
 }
@@ -362,6 +370,9 @@ func (c *Core) addTxn(r *remote, t txn) {
 func (c *Core) removeTxn(r *remote, t txn) {
 	if r.txns[t.key()] == t {
 		delete(r.txns, t.key())
+		if len(r.txns) == 0 {
+			r.txns = nil // an idle remote holds no table
+		}
 	}
 	c.touch(r)
 }

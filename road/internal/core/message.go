@@ -455,7 +455,7 @@ func (m *messengent) send(c *Core, pk codec.PacketKind, body []byte, sn int) {
 func (m *messengent) remove(c *Core) {
 	c.removeTxn(m.r, m)
 	c.reasm.Drop(m.msgKey())
-	m.r.used(m.si, m.ti)
+	c.used(m.r, m.si, m.ti)
 }
 
 func (m *messengent) nack(c *Core) {

@@ -69,36 +69,44 @@ func sealWithID(coat packet.Coat, id MsgID, body []byte) ([]byte, error) {
 
 // midFilter remembers the message ids a remote's messages carried.
 type midFilter struct {
-	streams []*midStream // at most midStreams
+	streams []midStream // at most midStreams
 }
 
 // midStream tracks one stream: every seq below base is done; bits marks
-// the delivered seqs of [base, base+MidWindow), at seq % MidWindow.
+// the delivered seqs of [base, base+MidWindow), word w (seqs 64w..64w+63)
+// at w % len(bits). The ring holds the words from base's up to the highest
+// seq delivered (hi), so it stays one word while the sender's floor keeps
+// up with its messages, and grows (up to midMaxWords) only while a sender
+// has more under way; a seq in no word of the ring was not delivered.
 type midStream struct {
-	stream, base uint64
-	bits         [MidWindow / 64]uint64
-	used         time.Time
+	stream, base, hi uint64
+	used             int64 // unix ns
+	bits             []uint64
 }
+
+// midMaxWords covers MidWindow seqs from any base.
+const midMaxWords = MidWindow/64 + 1
 
 // lookup returns the stream's record, made (in place of the one used
 // least recently, when there are midStreams) if new.
 func (f *midFilter) lookup(stream uint64, now time.Time) *midStream {
+	at := now.UnixNano()
 	var oldest *midStream
-	for _, s := range f.streams {
+	for i := range f.streams {
+		s := &f.streams[i]
 		if s.stream == stream {
-			s.used = now
+			s.used = at
 			return s
 		}
-		if oldest == nil || s.used.Before(oldest.used) {
+		if oldest == nil || s.used < oldest.used {
 			oldest = s
 		}
 	}
 	if len(f.streams) < midStreams {
-		s := &midStream{stream: stream, used: now}
-		f.streams = append(f.streams, s)
-		return s
+		f.streams = append(f.streams, midStream{stream: stream, used: at})
+		return &f.streams[len(f.streams)-1]
 	}
-	*oldest = midStream{stream: stream, used: now}
+	*oldest = midStream{stream: stream, used: at}
 	return oldest
 }
 
@@ -109,33 +117,60 @@ func (f *midFilter) repeated(id MsgID, now time.Time) bool {
 	if id.Seq < s.base {
 		return true
 	}
-	if id.Seq-s.base >= MidWindow {
+	if id.Seq/64-s.base/64 >= uint64(len(s.bits)) {
 		return false
 	}
-	return s.bits[id.Seq%MidWindow/64]&(1<<(id.Seq%64)) != 0
+	return s.bits[id.Seq/64%uint64(len(s.bits))]&(1<<(id.Seq%64)) != 0
 }
 
 // delivered marks id; a seq beyond the window moves the window up (a
 // sender that keeps to MidWindow never makes it).
 func (f *midFilter) delivered(id MsgID, now time.Time) {
 	s := f.lookup(id.Stream, now)
+	if id.Seq < s.base {
+		return
+	}
 	if id.Seq-s.base >= MidWindow {
 		s.advance(id.Seq - MidWindow + 1)
 	}
-	s.bits[id.Seq%MidWindow/64] |= 1 << (id.Seq % 64)
+	if w := id.Seq/64 - s.base/64 + 1; w > uint64(len(s.bits)) {
+		s.resize(min(max(2*len(s.bits), int(w)), midMaxWords))
+	}
+	s.hi = max(s.hi, id.Seq)
+	s.bits[id.Seq/64%uint64(len(s.bits))] |= 1 << (id.Seq % 64)
 }
 
-// advance moves base up to floor, forgetting the marks below it.
+// advance moves base up to floor, forgetting the marks below it, and
+// shrinks the ring to the words still needed.
 func (s *midStream) advance(floor uint64) {
 	if floor <= s.base {
 		return
 	}
-	if floor-s.base >= MidWindow {
-		clear(s.bits[:])
+	n := uint64(len(s.bits))
+	if floor/64-s.base/64 >= n {
+		clear(s.bits)
 	} else {
-		for q := s.base; q < floor; q++ {
-			s.bits[q%MidWindow/64] &^= 1 << (q % 64)
+		for w := s.base / 64; w < floor/64; w++ {
+			s.bits[w%n] = 0
 		}
 	}
 	s.base = floor
+	need := 1
+	if s.hi >= floor {
+		need = int(s.hi/64 - floor/64 + 1)
+	}
+	if need <= len(s.bits)/2 {
+		s.resize(need)
+	}
+}
+
+// resize lays the words from base's up out in a ring of n words.
+func (s *midStream) resize(n int) {
+	bits := make([]uint64, n)
+	if old := uint64(len(s.bits)); old > 0 {
+		for w := s.base / 64; w < s.base/64+min(old, uint64(n)); w++ {
+			bits[w%uint64(n)] = s.bits[w%old]
+		}
+	}
+	s.bits = bits
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -69,5 +70,54 @@ func TestMidFilter(t *testing.T) {
 	}
 	if !f.repeated(id(10+midStreams, 5, 1), now) {
 		t.Fatal("the newest stream was forgotten")
+	}
+}
+
+// The filter says repeated exactly for the seqs below the highest floor and
+// those delivered, whatever the order, and its ring stays within
+// midMaxWords words, back to one once the floor catches up.
+func TestMidFilterMatchesModel(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		var f midFilter
+		now := time.Unix(100, 0)
+		base, next := uint64(1), uint64(1)
+		delivered := map[uint64]bool{}
+		for range 20_000 {
+			seq := next
+			switch r := rng.IntN(100); {
+			case r < 70:
+				next++
+			case r < 95:
+				seq = base + uint64(rng.IntN(int(next-base)+1)) // a repeat, or one left behind
+			default:
+				seq = next + uint64(rng.IntN(3*MidWindow)) // far ahead: moves the window
+			}
+			floor := base
+			if rng.IntN(4) == 0 {
+				floor = min(seq, base+uint64(rng.IntN(8)))
+			}
+			id := MsgID{Stream: 1, Seq: seq, Floor: floor}
+			base = max(base, floor)
+			want := seq < base || delivered[seq]
+			if got := f.repeated(id, now); got != want {
+				t.Fatalf("seed %d: seq %d (base %d): repeated %v, want %v", seed, seq, base, got, want)
+			}
+			if !want {
+				f.delivered(id, now)
+				delivered[seq] = true
+				if seq >= base+MidWindow {
+					base = seq - MidWindow + 1
+				}
+				next = max(next, seq+1)
+			}
+			if n := len(f.streams[0].bits); n > midMaxWords {
+				t.Fatalf("seed %d: a ring of %d words", seed, n)
+			}
+		}
+		f.repeated(MsgID{Stream: 1, Seq: next, Floor: next}, now)
+		if n := len(f.streams[0].bits); n != 1 {
+			t.Fatalf("seed %d: the floor caught up, the ring keeps %d words", seed, n)
+		}
 	}
 }

@@ -333,7 +333,7 @@ type sessionOf struct {
 	verify, pub            [32]byte
 	coat                   packet.Coat
 	prof                   *profile
-	window                 replayWindow
+	window                 string // the replay window's top, span and bits
 	ha                     netip.AddrPort
 	name, role             string
 	messengents, allowents int
@@ -342,7 +342,7 @@ type sessionOf struct {
 func snapshot(r *remote) sessionOf {
 	s := sessionOf{sid: r.sid, rsid: r.rsid, fuid: r.fuid, allowed: r.allowed, joined: r.joined, added: r.added,
 		short: r.short.Private, peerShort: r.peerShort, verify: r.verify, pub: r.pub,
-		coat: r.coat, prof: r.prof, window: r.window, ha: r.ha, name: r.name, role: r.role}
+		coat: r.coat, prof: r.prof, window: fmt.Sprintf("%d %d %x", r.window.top, r.window.span, r.window.bits), ha: r.ha, name: r.name, role: r.role}
 	for k, t := range r.txns {
 		if !k.rf {
 			continue

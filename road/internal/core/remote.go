@@ -51,7 +51,7 @@ type remote struct {
 	// fewer needless retransmissions. Zero srtt: no sample yet.
 	srtt, rttvar time.Duration
 
-	txns map[txnKey]txn
+	txns map[txnKey]txn // nil when it has none
 	// window holds the transaction ids it used in its session rsid;
 	// sessionReset says it joined afresh (vacuously) since, so that its next
 	// allow may set rsid back (see route).
@@ -147,11 +147,11 @@ func (r *remote) nextSid() {
 	}
 }
 
-// used records that the remote's transaction ti of session si is over:
-// the window remembers it while si is the remote's session.
-func (r *remote) used(si, ti uint32) {
+// used records that r's transaction ti of session si is over: the window
+// remembers it while si is the remote's session.
+func (c *Core) used(r *remote, si, ti uint32) {
 	if si == r.rsid {
-		r.window.mark(ti)
+		r.window.mark(ti, c.now, c.replayHold)
 	}
 }
 

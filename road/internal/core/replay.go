@@ -13,13 +13,16 @@ import (
 // Replay protection and the budgets that keep floods cheap (see
 // docs/security.md).
 
-// replayIDs is how many transaction ids before the newest one a session's
-// replay window remembers: 8192 bits, 1 KiB per remote. A remote that starts
-// more than that many transactions while one of its messages is still
-// unfinished has that message refused as too old.
+// The replay window of a session remembers, for every transaction id
+// since the session began, whether the remote used it, up to
+// replayMaxWords words of 64 ids behind the newest (8,192 ids, 1 KiB).
+// It starts at one word and grows only while a remote's traffic needs the
+// room (see replayWindow.slide); a window refuses whatever it does not
+// remember, so its size never lets a replay in.
 const (
-	replayWords = 128
-	replayIDs   = replayWords * 64
+	replayMaxWords = 128
+	replayIDs      = replayMaxWords * 64
+	replayWordMask = 1<<26 - 1 // word numbers (ti/64) wrap with the ids
 )
 
 // replayWindow records the transaction ids a remote used in its current
@@ -29,12 +32,35 @@ const (
 // only after an authenticated packet) starts a new window, and the older
 // session's packets are refused by their si. The ids are a counter per
 // remote (§8.1), so a sliding window of bits behind the newest id is
-// enough: ids older than the window are refused, which costs nothing to
-// remember. The memory is fixed whatever the traffic.
+// enough: ids older than the window are refused (too old), which costs
+// nothing to remember.
+//
+// The window covers the span words up to the newest id's word, in a ring
+// of a power of two words (word w, ids 64w..64w+63, at w % len(bits)).
+// Sliding up, it drops its oldest words, unless one of them has a hole (an
+// id not yet used) that entered the window less than the hold ago (the
+// longest an honest remote may still send a transaction's first packet):
+// then the ring doubles, up to replayMaxWords, so that a late first packet
+// finds its id fresh. Older holes are given up: their ids become too old.
+// The ring halves again once its older half holds no such hole. A remote
+// that starts transactions in order, each answered, keeps one word.
 type replayWindow struct {
-	top  uint32 // the newest id marked, when any
-	any  bool
-	bits [replayWords]uint64 // bit ti%replayIDs, for ids in (top-replayIDs, top]
+	top  uint32   // the newest id marked (when bits is not nil)
+	span uint32   // the words covered, top's and span-1 below it (1..len(bits))
+	bits []uint64 // the ring; nil: nothing marked in this session
+	at   []uint16 // at[i]: when bits[i]'s word entered the window (replaySecond)
+}
+
+// replaySecond is the clock of the window's ages: seconds, mod 2^16.
+func replaySecond(now time.Time) uint16 { return uint16(now.Unix()) }
+
+// replayHold is the window's hold in seconds: for how long a hole is kept
+// (0xffff: as long as room allows).
+func replayHold(d time.Duration) uint16 {
+	if d <= 0 || d >= 0xffff*time.Second {
+		return 0xffff
+	}
+	return uint16((d + time.Second - 1) / time.Second)
 }
 
 // replayState is what a window says of a transaction id.
@@ -46,45 +72,104 @@ const (
 	replayTooOld                    // behind the window: refused unseen
 )
 
+// newer reports whether id a comes after b (ids roll over).
+func newer(a, b uint32) bool { d := a - b; return d != 0 && d < 1<<31 }
+
 func (w *replayWindow) state(ti uint32) replayState {
-	if !w.any {
+	if w.bits == nil || newer(ti, w.top) {
 		return replayFresh
 	}
-	if d := ti - w.top; d != 0 && d < 1<<31 {
-		return replayFresh // newer than anything marked
-	}
-	if w.top-ti >= replayIDs {
+	if (w.top>>6-ti>>6)&replayWordMask >= w.span {
 		return replayTooOld
 	}
-	if w.bits[ti/64%replayWords]&(1<<(ti%64)) != 0 {
+	if w.bits[ti>>6&uint32(len(w.bits)-1)]&(1<<(ti%64)) != 0 {
 		return replayUsed
 	}
 	return replayFresh
 }
 
-// mark records ti as used; an id behind the window is already refused.
-func (w *replayWindow) mark(ti uint32) {
+// mark records ti as used at now, keeping holes for hold seconds
+// (replayHold); an id behind the window is already refused.
+func (w *replayWindow) mark(ti uint32, now time.Time, hold uint16) {
 	switch {
-	case !w.any:
-		w.any, w.top = true, ti
-		clear(w.bits[:])
-	case ti-w.top != 0 && ti-w.top < 1<<31:
-		// Slide: forget the ids the window no longer covers.
-		if gap := ti - w.top; gap >= replayIDs {
-			clear(w.bits[:])
-		} else {
-			for id := w.top + 1; id != ti; id++ {
-				w.bits[id/64%replayWords] &^= 1 << (id % 64)
-			}
-		}
-		w.top = ti
-	case w.top-ti >= replayIDs:
+	case w.bits == nil:
+		w.bits, w.at = make([]uint64, 1), []uint16{replaySecond(now)}
+		w.top, w.span = ti, 1
+	case newer(ti, w.top):
+		w.slide(ti, replaySecond(now), hold)
+	case (w.top>>6-ti>>6)&replayWordMask >= w.span:
 		return
 	}
-	w.bits[ti/64%replayWords] |= 1 << (ti % 64)
+	w.bits[ti>>6&uint32(len(w.bits)-1)] |= 1 << (ti % 64)
 }
 
-func (w *replayWindow) reset() { w.any, w.top = false, 0 }
+// slide moves the window's top up to ti, at second sec.
+func (w *replayWindow) slide(ti uint32, sec, hold uint16) {
+	adv := (ti>>6 - w.top>>6) & replayWordMask
+	w.top = ti
+	if adv == 0 {
+		return
+	}
+	// Grow to cover the new words (those between the old top and the new
+	// one are holes: ids the remote skipped, so far) and every old word
+	// from the oldest young hole up.
+	need := adv
+	for k := range w.span {
+		if w.young(ti>>6-adv-(w.span-1)+k, 1, sec, hold) {
+			need += w.span - k
+			break
+		}
+	}
+	if n := len(w.bits); n < int(need) && n < replayMaxWords {
+		for n < int(need) && n < replayMaxWords {
+			n *= 2
+		}
+		w.resize(n, ti>>6-adv, w.span)
+	}
+	n := uint32(len(w.bits))
+	for k := range min(adv, n) {
+		i := (ti>>6 - k) & (n - 1)
+		w.bits[i], w.at[i] = 0, sec
+	}
+	w.span = min(w.span+adv, n)
+	// Halve while the older half holds no young hole.
+	for n > 1 {
+		keep := min(w.span, n/2)
+		if w.young(ti>>6-(w.span-1), w.span-keep, sec, hold) {
+			break
+		}
+		w.span, n = keep, n/2
+		w.resize(int(n), ti>>6, keep)
+	}
+}
+
+// young reports whether one of the n words from word number low up has a
+// hole that entered the window less than hold seconds before sec.
+func (w *replayWindow) young(low, n uint32, sec, hold uint16) bool {
+	mask := uint32(len(w.bits) - 1)
+	for k := range n {
+		i := (low + k) & mask
+		if w.bits[i] != ^uint64(0) && (hold == 0xffff || sec-w.at[i] < hold) {
+			return true
+		}
+	}
+	return false
+}
+
+// resize lays the span words up to word number top out in a new ring of n
+// words (span ≤ n, a power of two).
+func (w *replayWindow) resize(n int, top, span uint32) {
+	bits, at := make([]uint64, n), make([]uint16, n)
+	old, m := uint32(len(w.bits)-1), uint32(n-1)
+	for k := range span {
+		wn := top - k
+		bits[wn&m], at[wn&m] = w.bits[wn&old], w.at[wn&old]
+	}
+	w.bits, w.at = bits, at
+}
+
+// reset forgets the session's ids (a new session starts a new window).
+func (w *replayWindow) reset() { *w = replayWindow{} }
 
 // bucket is a token bucket: rate tokens a second, up to burst.
 type bucket struct {

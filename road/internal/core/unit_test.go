@@ -23,12 +23,13 @@ func TestIDsRollOver(t *testing.T) {
 		t.Fatal("sid")
 	}
 	var w replayWindow
-	w.mark(10)
-	w.mark(10 + 3*replayIDs) // far ahead: the window starts afresh
+	now, hold := time.Unix(0, 0), replayHold(-1)
+	w.mark(10, now, hold)
+	w.mark(10+3*replayIDs, now, hold) // far ahead: the window starts afresh
 	if w.state(10) != replayTooOld || w.state(10+3*replayIDs) != replayUsed {
 		t.Fatal("a far jump")
 	}
-	w.mark(11) // behind the window: refused unseen, not marked
+	w.mark(11, now, hold) // behind the window: refused unseen, not marked
 	if w.state(11) != replayTooOld {
 		t.Fatal("marked behind the window")
 	}
