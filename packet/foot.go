@@ -259,13 +259,43 @@ func follows(signed, foot []byte) bool {
 // non-repudiation (the receiver could forge packets to itself, which gives
 // it nothing). Join and allow packets cannot use it: there is no session
 // key yet.
+//
+// A MACFoot holds only its two keys: HMAC-SHA-256 is computed with a hash
+// from a pool shared by all sessions (two more SHA-256 blocks a packet than
+// a keyed state, instead of pools of keyed states per session on a main of
+// many remotes).
 type MACFoot struct {
-	send, recv sync.Pool // of *macState, keyed with K(us→them), K(them→us)
+	send, recv [32]byte // K(us→them), K(them→us)
 }
+
+// macHashes are the SHA-256 states of the MAC feet of every session.
+var macHashes = sync.Pool{New: func() any { return &macState{h: sha256.New()} }}
 
 type macState struct {
 	h   hash.Hash
+	pad [sha256.BlockSize]byte
 	sum [sha256.Size]byte
+}
+
+// tag is HMAC-SHA-256 (RFC 2104) of msg under key, in st.sum.
+func (st *macState) tag(key *[32]byte, msg []byte) []byte {
+	for i := range st.pad {
+		st.pad[i] = 0x36
+	}
+	for i, k := range key {
+		st.pad[i] ^= k
+	}
+	st.h.Reset()
+	st.h.Write(st.pad[:])
+	st.h.Write(msg)
+	inner := st.h.Sum(st.sum[:0])
+	for i := range st.pad {
+		st.pad[i] ^= 0x36 ^ 0x5c
+	}
+	st.h.Reset()
+	st.h.Write(st.pad[:])
+	st.h.Write(inner)
+	return st.h.Sum(st.sum[:0])
 }
 
 // NewMACFoot derives the two direction keys from our short-term private
@@ -280,10 +310,7 @@ func NewMACFoot(ourShortPriv, theirShortPub *[32]byte) (*MACFoot, error) {
 	if err != nil {
 		return fail(err)
 	}
-	f := &MACFoot{}
-	f.send.New = func() any { return &macState{h: hmac.New(sha256.New, sendKey)} }
-	f.recv.New = func() any { return &macState{h: hmac.New(sha256.New, recvKey)} }
-	return f, nil
+	return &MACFoot{send: [32]byte(sendKey), recv: [32]byte(recvKey)}, nil
 }
 
 // directionKeys derives the n-byte keys of the two directions of a session
@@ -330,11 +357,9 @@ func (f *MACFoot) Size() int { return MACFootSize }
 
 // Sign appends the 16-byte tag of pkt under K(us→them).
 func (f *MACFoot) Sign(pkt []byte) ([]byte, error) {
-	st := f.send.Get().(*macState)
-	st.h.Reset()
-	st.h.Write(pkt)
-	pkt = append(pkt, st.h.Sum(st.sum[:0])[:MACFootSize]...)
-	f.send.Put(st)
+	st := macHashes.Get().(*macState)
+	pkt = append(pkt, st.tag(&f.send, pkt)[:MACFootSize]...)
+	macHashes.Put(st)
 	return pkt, nil
 }
 
@@ -344,11 +369,9 @@ func (f *MACFoot) Verify(signed, foot []byte, de uint32) error {
 	if len(foot) != MACFootSize {
 		return &FootError{Kind: codec.FootKindMAC, Op: "verify", De: de, Err: ErrFootLength}
 	}
-	st := f.recv.Get().(*macState)
-	st.h.Reset()
-	st.h.Write(signed)
-	ok := hmac.Equal(st.h.Sum(st.sum[:0])[:MACFootSize], foot)
-	f.recv.Put(st)
+	st := macHashes.Get().(*macState)
+	ok := hmac.Equal(st.tag(&f.recv, signed)[:MACFootSize], foot)
+	macHashes.Put(st)
 	if !ok {
 		return &FootError{Kind: codec.FootKindMAC, Op: "verify", De: de, Err: ErrFootVerify}
 	}

@@ -88,6 +88,9 @@ type Core struct {
 	// rekeyAt: a session whose AEAD coat has less than this left to seal
 	// (packet.AEADCoat.Remaining) is allowed again (rekey).
 	rekeyAt uint64
+	// sharedCaps are the peers' advertisements, by canonical form, that
+	// their remotes share (shareCaps).
+	sharedCaps map[string]*caps
 	// replayHold is how long a replay window keeps a hole (replay.go): the
 	// longest a remote may retry the first packet of a transaction.
 	replayHold uint16

@@ -119,4 +119,3 @@ func profName(p Profile) string {
 	}
 	return "fast"
 }
-

@@ -423,7 +423,7 @@ func (j *joiner) accept(c *Core, p *rxPacket) {
 		c.failJoin(r, err)
 		return
 	}
-	r.peerCaps = b.caps
+	r.peerCaps = c.shareCaps(b.caps)
 	j.completify(c)
 }
 
@@ -788,7 +788,7 @@ func (j *joinent) complete(c *Core) {
 			return
 		}
 	}
-	r.peerCaps = j.b.caps
+	r.peerCaps = c.shareCaps(j.b.caps)
 	c.joined(r, j.vacuous)
 	j.remove(c)
 	c.event(EventJoined, r)

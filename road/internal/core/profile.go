@@ -233,6 +233,33 @@ func parseAlivePeriod(v any) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
+// maxSharedCaps bounds the advertisements shareCaps keeps: estates of a
+// few versions advertise a few, and strangers cannot grow the table.
+const maxSharedCaps = 16
+
+// shareCaps returns the one copy of an advertisement equal to k that the
+// remotes share (they are never changed), k itself when it is new and the
+// table full. An advertisement's presence period moves with the peer's
+// remotes, so peers of one version share few copies but not always one.
+func (c *Core) shareCaps(k *caps) *caps {
+	if k == nil {
+		return nil
+	}
+	// The canonical form says only whether a period was advertised: the
+	// period itself is part of the key.
+	key := k.canonical() + "/" + strconv.FormatInt(k.alive.Milliseconds(), 10)
+	if s := c.sharedCaps[key]; s != nil {
+		return s
+	}
+	if len(c.sharedCaps) < maxSharedCaps {
+		if c.sharedCaps == nil {
+			c.sharedCaps = map[string]*caps{}
+		}
+		c.sharedCaps[key] = k
+	}
+	return k
+}
+
 // profile is how packets to one remote are made after its allow.
 type profile struct {
 	codec codec.Codec
