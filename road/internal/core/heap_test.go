@@ -27,7 +27,7 @@ func fleet(tb testing.TB, n int, prof Profile) *pair {
 		p.other = p.newCore(&estate{Config: Config{Name: fmt.Sprint("other", i), AlivePeriod: -1, Profile: prof},
 			Auto: keep.AutoAlways}, nil)
 		p.other.Start(p.otherAddr, p.now)
-		p.advance(time.Second / strangerRate) // within the strangers' join budget
+		p.advance(time.Second / DefaultStrangerJoinRate) // within the strangers' join budget
 		p.join()
 		for k := range 3 {
 			id := MsgID{Stream: uint64(i) + 1, Seq: uint64(k) + 1, Floor: 1}
@@ -35,7 +35,6 @@ func fleet(tb testing.TB, n int, prof Profile) *pair {
 			p.sendID(p.main, body, id)
 		}
 		delete(p.feet, p.other)
-		delete(p.keys, p.other)
 		delete(p.delivered, p.other)
 		delete(p.events, p.other)
 		p.other = nil

@@ -562,10 +562,10 @@ func (c *Core) reassemblyFull(r *remote, err error) {
 		reason = dropReassemblyRemoteFull
 	}
 	c.stats.drop(reason)
-	if c.now.Before(r.reasmWarned) {
+	if c.now.UnixNano() < r.reasmWarned {
 		return
 	}
-	r.reasmWarned = c.now.Add(time.Minute)
+	r.reasmWarned = c.now.Add(time.Minute).UnixNano()
 	c.log.Warn("raet: segments dropped, no reassembly room (logged once a minute per remote)",
 		"remote", r.name, "reason", reason, "err", err)
 }

@@ -17,8 +17,6 @@ type remote struct {
 	name string
 	role string
 	ha   netip.AddrPort
-	main bool
-	kind uint8
 	fqdn string
 
 	verify keys.VerifyKey
@@ -28,12 +26,19 @@ type remote struct {
 	rsid uint32 // last session of transactions it started
 	tid  uint32 // last transaction id we gave
 
+	// The flags sit together: the struct is one of the costs of a remote.
+	main       bool
+	kind       uint8
 	joined     bool
 	allowed    bool
 	alived     bool
 	aliveKnown bool
 	reaped     bool
 	added      bool // in core.remotes (a vacuous joinent's remote is not, until accepted)
+	capsFresh  bool // peerCaps come from a join of this run (not lost in a restart)
+	// sessionReset says it joined afresh (vacuously) since the window's
+	// session began, so that its next allow may set rsid back (see route).
+	sessionReset bool
 	// unconfirmed: we joined it vacuously and have allowed no session
 	// since, so it may never have seen our join complete (renew).
 	unconfirmed bool
@@ -41,8 +46,7 @@ type remote struct {
 	short     keys.Box       // our short-term pair for this session (privee)
 	peerShort keys.PublicKey // its short-term public key (publee)
 	coat      packet.Coat    // the session's coat: NaCl, or a negotiated coat (Config.Coat)
-	peerCaps  *caps          // what it advertised in the last join; nil: nothing (the reference)
-	capsFresh bool           // peerCaps come from a join of this run (not lost in a restart)
+	peerCaps  *caps          // what it advertised in the last join; nil: nothing (the reference), shared (shareCaps)
 	prof      *profile       // the negotiated profile of this session; nil: the reference's
 
 	// srtt and rttvar estimate, as TCP does (RFC 6298), how long the remote
@@ -52,18 +56,15 @@ type remote struct {
 	srtt, rttvar time.Duration
 
 	txns map[txnKey]txn // nil when it has none
-	// window holds the transaction ids it used in its session rsid;
-	// sessionReset says it joined afresh (vacuously) since, so that its next
-	// allow may set rsid back (see route).
-	window       replayWindow
-	sessionReset bool
+	// window holds the transaction ids it used in its session rsid.
+	window replayWindow
 	// replies and joins are its budgets of replies to packets of no live
 	// transaction and of join requests.
 	replies, joins bucket
 	mids           midFilter // message ids delivered, across sessions
 
 	presence    time.Time // next alive
-	reasmWarned time.Time // no reassembly warning logged for it before this
+	reasmWarned int64     // unix ns: no reassembly warning logged for it before this
 	reapAt      time.Time // reaped if no alive success by then
 	forgetAt    time.Time // once reaped: forgotten if still silent then (forget.go)
 	heard       time.Time // its last authenticated packet (or when we added it)

@@ -171,19 +171,21 @@ func (w *replayWindow) resize(n int, top, span uint32) {
 // reset forgets the session's ids (a new session starts a new window).
 func (w *replayWindow) reset() { *w = replayWindow{} }
 
-// bucket is a token bucket: rate tokens a second, up to burst.
+// bucket is a token bucket: rate tokens a second, up to burst. It is 16
+// bytes: every remote has two.
 type bucket struct {
-	tokens float64
-	at     time.Time
+	tokens float32
+	at     int64 // unix ns of the last take; 0: never
 }
 
 func (b *bucket) take(now time.Time, rate, burst float64) bool {
-	if b.at.IsZero() {
-		b.tokens = burst
-	} else if d := now.Sub(b.at).Seconds(); d > 0 {
-		b.tokens = min(burst, b.tokens+d*rate)
+	t := now.UnixNano()
+	if b.at == 0 {
+		b.tokens = float32(burst)
+	} else if d := time.Duration(t - b.at).Seconds(); d > 0 {
+		b.tokens = float32(min(burst, float64(b.tokens)+d*rate))
 	}
-	b.at = now
+	b.at = t
 	if b.tokens < 1 {
 		return false
 	}
@@ -213,24 +215,43 @@ const (
 // limits holds the stack-wide budgets.
 type limits struct {
 	strangers bucket
-	sources   map[netip.Addr]*bucket
+	sources   map[netip.Addr]bucket
+	sweepAt   int    // sweep sources when it has this many
 	renews    bucket // renews and other replies to no known remote
 }
+
+// minSweep is the fewest sources swept at once.
+const minSweep = 64
 
 // stranger reports whether a join request from a stranger at from may be
 // handled now, rate a second for all strangers (bursts of as many).
 func (l *limits) stranger(now time.Time, from netip.Addr, rate float64) bool {
-	if l.sources == nil || len(l.sources) >= maxSources {
-		// Spoofed sources fill any table: start it afresh; the stack-wide
-		// budget still holds.
-		l.sources = make(map[netip.Addr]*bucket)
+	if len(l.sources) >= l.sweepAt {
+		l.sweep(now)
 	}
 	b := l.sources[from]
-	if b == nil {
-		b = &bucket{}
-		l.sources[from] = b
+	ok := b.take(now, sourceRate, sourceBurst)
+	l.sources[from] = b
+	return ok && l.strangers.take(now, rate, rate)
+}
+
+// sweep forgets the sources whose buckets have refilled (a full bucket is
+// no bucket: a main that thousands joined keeps none of theirs), in a new
+// table so that the memory goes too. Spoofed sources that fill the table
+// even so make it start afresh: the stack-wide budget still holds.
+func (l *limits) sweep(now time.Time) {
+	t := now.UnixNano()
+	kept := make(map[netip.Addr]bucket)
+	for a, b := range l.sources {
+		if float64(b.tokens)+time.Duration(t-b.at).Seconds()*sourceRate < sourceBurst {
+			kept[a] = b
+		}
 	}
-	return b.take(now, sourceRate, sourceBurst) && l.strangers.take(now, rate, rate)
+	if len(kept) >= maxSources {
+		clear(kept)
+	}
+	l.sources = kept
+	l.sweepAt = min(max(minSweep, 2*len(kept)), maxSources)
 }
 
 // FootChecker parses received datagrams and checks their Ed25519 feet for

@@ -298,3 +298,28 @@ func keyTableOf(uid uint32, k *peerKeys) *KeyTable {
 	t.shards[uid%keyShards].Store(&keyShard{map[uint32]*peerKeys{uid: k}})
 	return t
 }
+
+// The strangers' source buckets are forgotten once full again (a main that
+// thousands joined keeps a few), never while a source is still limited.
+func TestStrangerSourcesSwept(t *testing.T) {
+	var l limits
+	now := time.Unix(1_700_000_000, 0)
+	hot := netip.MustParseAddr("10.9.9.9")
+	for range sourceBurst {
+		l.stranger(now, hot, DefaultStrangerJoinRate)
+	}
+	for i := range 200 { // sweeps within 0.2 s
+		now = now.Add(time.Millisecond)
+		l.stranger(now, netip.AddrFrom4([4]byte{10, 1, 0, byte(i)}), DefaultStrangerJoinRate)
+	}
+	if l.stranger(now, hot, DefaultStrangerJoinRate) {
+		t.Fatal("a source over its budget forgotten by a sweep")
+	}
+	for i := range 1000 { // 1000 sources in 20 s, each joining once
+		now = now.Add(20 * time.Millisecond)
+		l.stranger(now, netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), DefaultStrangerJoinRate)
+	}
+	if n := len(l.sources); n > 2*minSweep {
+		t.Fatalf("%d sources kept, want at most %d", n, 2*minSweep)
+	}
+}
