@@ -5,7 +5,7 @@ SMOKETIME ?= 4s
 TESTFLAGS ?= -race -timeout 30m -tags pcap
 DEMO_DIR  ?= $(or $(TMPDIR),/tmp)/raet-demo
 
-.PHONY: all help install demo test deps generate check-gen fmt-check vet lint tidy-check unit allocs flood fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check bench-fleet clean
+.PHONY: all help install demo test deps generate check-gen fmt-check vet lint tidy-check unit allocs flood heap fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check bench-fleet clean
 
 all: test
 
@@ -38,7 +38,7 @@ demo:
 		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -T
 
 ## test: everything CI checks (.ci/run calls this).
-test: deps check-gen fmt-check vet lint tidy-check unit allocs flood fuzz-smoke bench-peers-check
+test: deps check-gen fmt-check vet lint tidy-check unit allocs flood heap fuzz-smoke bench-peers-check
 
 ## deps: install what the tests need when it is missing (Debian packages when root).
 deps:
@@ -62,11 +62,11 @@ fmt-check:
 ## vet: go vet, with and without the pcap tag.
 vet:
 	$(GO) vet ./...
-	$(GO) vet -tags pcap,flood ./...
+	$(GO) vet -tags pcap,flood,heap ./...
 
 ## lint: staticcheck, pinned in go.mod (the layering rules are a test, internal/layering).
 lint:
-	$(GO) tool staticcheck -tags pcap,flood ./...
+	$(GO) tool staticcheck -tags pcap,flood,heap ./...
 
 ## tidy-check: fail when go.mod or go.sum is not tidy.
 tidy-check:
@@ -85,6 +85,11 @@ allocs:
 ## flooded), alone, since they time the known peer (part of make test).
 flood:
 	$(GO) test -race -timeout 10m -tags pcap,flood -count=1 -run Flood ./road/
+
+## heap: the memory bounds, alone and without the race detector, since they
+## measure the process's heap: a main core's heap per remote (part of make test).
+heap:
+	$(GO) test -count=1 -timeout 10m -tags heap -run 'Heap' ./road/internal/core/
 
 ## fuzz: run every fuzz target for FUZZTIME each.
 fuzz:
