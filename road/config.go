@@ -178,9 +178,11 @@ type Config struct {
 	// once with ErrQueueFull when FailFast is set.
 	SendQueue int
 	FailFast  bool
-	// ReceiveQueue bounds delivered messages not yet read from Receive; 0
-	// means 1024. While it is full, completed messages are held (and not
-	// acknowledged) instead of dropped, so senders slow down.
+	// ReceiveQueue bounds delivered messages not yet read from Receive:
+	// those waiting in the stack for room in the Receive channel, which
+	// holds up to 128 more (or ReceiveQueue, when smaller); 0 means 1024.
+	// While it is full, completed messages are held (and not acknowledged)
+	// instead of dropped, so senders slow down.
 	ReceiveQueue int
 	// Reassembly bounds unfinished segmented messages, per remote and in
 	// all (defaults: 64 MiB per message as the reference; per remote 32

@@ -2,6 +2,7 @@ package road
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -38,6 +39,11 @@ type mmsgIO struct {
 	// gro is non-nil when UDP_GRO is on: read receives into its buffers
 	// and hands out one datagram per caller buffer.
 	gro *groBuffers
+	// readable waits (in RawConn.Read) until a datagram is there, without
+	// taking it: a GRO read holds no buffer while it waits.
+	readable func(fd uintptr) bool
+	peek     [1]byte
+	waits    atomic.Uint64 // readable's calls
 
 	r, w mmsgSide
 }
@@ -51,8 +57,9 @@ const (
 	// groBufs is the most buffers one read takes while UDP_GRO is on: as
 	// many as without it, since most may hold one datagram each. A read
 	// takes twice as many as the last one when it filled them all, else as
-	// many as it filled (at least one), and gives the others back to
-	// groPool: an idle socket holds one.
+	// many as it filled (at least one), from groPool, and gives them back
+	// once their datagrams are handed out, and while it waits for the
+	// socket: an idle socket holds none.
 	groBufs = ioBatch
 	// ctrlWords is the room of one control message: a header and an int,
 	// in uint64s so that the header is aligned.
@@ -71,19 +78,22 @@ type mmsgSide struct {
 	count int                            // headers in use
 	n     int                            // the call's result
 	errno syscall.Errno
+	once  bool // call returns EAGAIN rather than wait
 	call  func(fd uintptr) bool
 	calls atomic.Uint64 // system calls made (EAGAIN included)
 }
 
-// groBuffers are read's buffers while UDP_GRO is on, and what is left of
-// the last recvmmsg: buffers next to count, the first from byte off.
 // groPool holds the GRO buffers no read holds, for every socket of the
-// process: the number a read takes goes up and down with the traffic,
-// and making a 64 KiB buffer each time it went up again was most of what
-// a busy stack allocated (and so of its garbage collection).
+// process: the number a read takes goes up and down with the traffic, and
+// making a 64 KiB buffer each time it went up again was most of what a
+// busy stack allocated (and so of its garbage collection); an idle socket
+// holds none.
 var groPool = sync.Pool{New: func() any { return new([maxDatagram]byte) }}
 
+// groBuffers are read's buffers while UDP_GRO is on, and what is left of
+// the last recvmmsg: buffers next to count, the first from byte off.
 type groBuffers struct {
+	arrs  [groBufs]*[maxDatagram]byte // from groPool; nil when given back
 	bufs  [groBufs][]byte
 	ns    [groBufs]int // bytes received; < 0: skip the buffer
 	seg   [groBufs]int // the size of each datagram in it but the last
@@ -115,6 +125,16 @@ func newMmsgIO(c *net.UDPConn, offload bool) (*mmsgIO, error) {
 	m := &mmsgIO{rc: rc, v6: domain == unix.AF_INET6}
 	m.r.call = m.r.syscall(unix.SYS_RECVMMSG)
 	m.w.call = m.w.syscall(unix.SYS_SENDMMSG)
+	m.readable = func(fd uintptr) bool {
+		m.waits.Add(1)
+		for {
+			_, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&m.peek[0])), 1,
+				unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+			if e != unix.EINTR {
+				return e != unix.EAGAIN // a datagram, or an error recvmmsg will report
+			}
+		}
+	}
 	for _, s := range []*mmsgSide{&m.r, &m.w} {
 		for i := range s.hdrs {
 			h := &s.hdrs[i].Hdr
@@ -154,16 +174,17 @@ func (m *mmsgIO) offload(gso, gro bool) error {
 
 // syscall returns the function RawConn.Read or Write calls: one recvmmsg or
 // sendmmsg of the headers from off to count. It reports false (wait for
-// the socket) on EAGAIN.
+// the socket) on EAGAIN, unless once is set: then it reports EAGAIN in
+// errno.
 func (s *mmsgSide) syscall(trap uintptr) func(fd uintptr) bool {
 	return func(fd uintptr) bool {
 		for {
 			s.calls.Add(1)
 			n, _, e := unix.Syscall6(trap, fd, uintptr(unsafe.Pointer(&s.hdrs[s.off])), uintptr(s.count-s.off), 0, 0, 0)
-			switch e {
-			case unix.EINTR:
+			switch {
+			case e == unix.EINTR:
 				continue
-			case unix.EAGAIN:
+			case e == unix.EAGAIN && !s.once:
 				return false
 			}
 			s.n, s.errno = int(n), e
@@ -209,7 +230,9 @@ func (m *mmsgIO) recv(bufs [][]byte, ctrl bool) (int, error) {
 			h.Hdr.SetControllen(ctrlWords * 8)
 		}
 	}
-	if err := m.rc.Read(s.call); err != nil {
+	err := m.rc.Read(s.call)
+	s.forget()
+	if err != nil {
 		return 0, err
 	}
 	if s.errno != 0 {
@@ -218,23 +241,40 @@ func (m *mmsgIO) recv(bufs [][]byte, ctrl bool) (int, error) {
 	return s.n, nil
 }
 
+// forget drops the iovecs' pointers once a call is over, so that the side
+// does not keep its last buffers alive (an idle GRO socket would keep
+// its 64 KiB buffers, given back to their pool, out of the collector's
+// reach).
+func (s *mmsgSide) forget() {
+	for i := range s.iovs {
+		s.iovs[i].Base = nil
+	}
+}
+
 // readGRO hands out the datagrams of the buffers received before, one per
 // caller buffer, in the order they came, and receives more when none is
 // left.
 func (m *mmsgIO) readGRO(bufs [][]byte, ns []int, froms []netip.AddrPort) (int, error) {
 	g := m.gro
-	if g.next == g.count {
-		for i := range g.bufs {
-			switch {
-			case i >= g.want && g.bufs[i] != nil:
-				groPool.Put((*[maxDatagram]byte)(g.bufs[i]))
-				g.bufs[i] = nil
-			case i < g.want && g.bufs[i] == nil:
-				g.bufs[i] = groPool.Get().(*[maxDatagram]byte)[:]
-			}
+	for g.next == g.count {
+		g.giveBack()
+		for i := range g.want {
+			g.arrs[i] = groPool.Get().(*[maxDatagram]byte)
+			g.bufs[i] = g.arrs[i][:]
 		}
+		m.r.once = true
 		n, err := m.recv(g.bufs[:g.want], true)
+		m.r.once = false
+		if errors.Is(err, unix.EAGAIN) {
+			// Nothing yet: wait with no buffer taken.
+			g.giveBack()
+			if err := m.rc.Read(m.readable); err != nil {
+				return 0, err
+			}
+			continue
+		}
 		if err != nil {
+			g.giveBack()
 			return 0, err
 		}
 		if n == g.want {
@@ -274,7 +314,20 @@ func (m *mmsgIO) readGRO(bufs [][]byte, ns []int, froms []netip.AddrPort) (int, 
 			g.next, g.off = g.next+1, 0
 		}
 	}
+	if g.next == g.count {
+		g.giveBack() // all handed out
+	}
 	return k, nil
+}
+
+// giveBack returns the buffers to groPool.
+func (g *groBuffers) giveBack() {
+	for i, a := range g.arrs {
+		if a != nil {
+			groPool.Put(a)
+			g.arrs[i], g.bufs[i] = nil, nil
+		}
+	}
 }
 
 // groSegment is the datagram size of a coalesced buffer (the UDP_GRO
@@ -299,6 +352,7 @@ func groSegment(h *unix.Msghdr) int {
 }
 
 func (m *mmsgIO) write(ds []datagram) (int, error) {
+	defer m.w.forget()
 	failed := 0
 	plain := 0 // how many datagrams at the start of ds to send one by one
 	for len(ds) > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -307,5 +308,76 @@ func TestPacketIOOffload(t *testing.T) {
 			}
 			t.Logf("%d datagrams: %d sendmmsg, %d recvmmsg", len(ds), sends, recvs)
 		})
+	}
+}
+
+// A UDP_GRO socket waiting for datagrams holds none of its 64 KiB buffers,
+// and one whose datagrams were all handed out has given them back.
+func TestGROIdleHoldsNoBuffer(t *testing.T) {
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC() // the pool's victims too
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	const n = 8
+	before := heap()
+	ios := make([]*mmsgIO, n)
+	conns := make([]*net.UDPConn, n)
+	for i := range ios {
+		c, io := listenIO(t, "127.0.0.1:0")
+		conns[i], ios[i] = c, io.(*mmsgIO)
+		if ios[i].gro == nil {
+			t.Fatal("this kernel (loopback) should offer UDP_GRO")
+		}
+	}
+	// One datagram each, read: the buffers go back once handed out.
+	for i, m := range ios {
+		if _, err := conns[(i+1)%n].WriteToUDPAddrPort([]byte("hello"), localAP(conns[i])); err != nil {
+			t.Fatal(err)
+		}
+		if got, _, _ := readAll(t, m, 1); string(got[0]) != "hello" {
+			t.Fatalf("read %q", got[0])
+		}
+		for _, a := range m.gro.arrs {
+			if a != nil {
+				t.Fatal("a buffer kept after its datagrams were handed out")
+			}
+		}
+	}
+	waits := make([]uint64, n)
+	for i, m := range ios {
+		waits[i] = m.waits.Load()
+	}
+	done := make(chan error, n)
+	for _, m := range ios {
+		go func() {
+			var bufs [1][]byte
+			bufs[0] = make([]byte, 2048)
+			var ns [1]int
+			var froms [1]netip.AddrPort
+			_, err := m.read(bufs[:], ns[:], froms[:])
+			done <- err
+		}()
+	}
+	for j, m := range ios { // until each waits for its socket
+		for i := 0; m.waits.Load() == waits[j]; i++ {
+			if i > 10_000 {
+				t.Fatal("a reader never waited")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if grown := int64(heap()) - int64(before); grown > n*maxDatagram/2 {
+		t.Errorf("%d GRO sockets, read from and waiting, hold %d KiB of heap", n, grown>>10)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	for range n {
+		if err := <-done; err == nil {
+			t.Error("a read on a closed socket succeeded")
+		}
 	}
 }

@@ -109,6 +109,22 @@ type rxDatagram struct {
 	in  core.Inbound
 }
 
+// The channels' room, sized to need: every slot is heap a stack holds,
+// idle or not (an rxDatagram is 224 bytes).
+const (
+	// inboundQueue is the readers' room ahead of the owner: four full
+	// reads; a reader that finds it full waits, and the socket buffer
+	// holds what comes meanwhile.
+	inboundQueue = 4 * ioBatch
+	// recvChannel is the most delivered messages the Receive channel
+	// holds; the rest of ReceiveQueue waits in the core, and the owner
+	// hands them over as the channel empties (deliverRetry).
+	recvChannel = 128
+	// deliverRetry is how soon the owner tries again to hand over
+	// messages that found the Receive channel full.
+	deliverRetry = time.Millisecond
+)
+
 // maxDatagram is the largest UDP payload.
 const maxDatagram = 65535
 
@@ -140,9 +156,9 @@ func New(cfg *Config) (*Stack, error) {
 	s := &Stack{
 		cfg:      c,
 		cmds:     make(chan func(*core.Core), 64),
-		inbound:  make(chan rxDatagram, 256),
+		inbound:  make(chan rxDatagram, inboundQueue),
 		outbound: make(chan *[]core.Datagram, 64),
-		recv:     make(chan Message, c.ReceiveQueue),
+		recv:     make(chan Message, min(c.ReceiveQueue, recvChannel)),
 		events:   make(chan Event, 256),
 		sendSem:  make(chan struct{}, c.SendQueue),
 		started:  make(chan struct{}),
@@ -152,7 +168,6 @@ func New(cfg *Config) (*Stack, error) {
 		keep:     k,
 		durableC: make(chan struct{}, 1),
 		decodeCh: make(chan decodeJob, 2*maxCallBatch),
-		encodeCh: make(chan encodeJob, 2*maxCallBatch),
 	}
 	s.life, s.endLife = context.WithCancelCause(context.Background())
 	var stream uint64 // a durable queue's ids are stable: their stream is its store
@@ -167,6 +182,9 @@ func New(cfg *Config) (*Stack, error) {
 		if s.ser, err = packet.Builtin(cc.BodyKind); err != nil {
 			return nil, err
 		}
+	}
+	if _, ok := s.ser.(packet.BatchSerializer); ok {
+		s.encodeCh = make(chan encodeJob, 2*maxCallBatch)
 	}
 	if err := s.openKeyLog(cc); err != nil {
 		lock.Unlock()
@@ -796,7 +814,7 @@ func (s *Stack) flush() (time.Time, bool) {
 	}
 	c.Delivered(n)
 	if len(c.Deliveries()) > 0 {
-		retry = time.Now().Add(5 * time.Millisecond)
+		retry = time.Now().Add(deliverRetry)
 	}
 	for _, e := range c.Events() {
 		select {
