@@ -15,7 +15,8 @@ import (
 
 // The replay window of a session remembers, for every transaction id
 // since the session began, whether the remote used it, up to
-// replayMaxWords words of 64 ids behind the newest (8,192 ids, 1 KiB).
+// replayMaxWords words of 64 ids behind the newest (8,192 ids: 1 KiB of
+// bits and 256 bytes of ages).
 // It starts at one word and grows only while a remote's traffic needs the
 // room (see replayWindow.slide); a window refuses whatever it does not
 // remember, so its size never lets a replay in.
