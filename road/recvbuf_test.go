@@ -28,31 +28,48 @@ func liveHeap() uint64 {
 // when each reader kept 32) and without. The main's share for each remote
 // is counted in.
 func TestIdleStackHeap(t *testing.T) {
-	for _, tc := range []struct {
-		noOffload bool
-		limit     uint64
-	}{{false, 256 << 10}, {true, 256 << 10}} {
+	const limit = 256 << 10
+	for _, noOffload := range []bool{false, true} {
 		for _, prof := range []road.Profile{road.ProfileAuto, road.ProfileReference} {
-			name := fmt.Sprintf("profile %d, no offload %v", prof, tc.noOffload)
-			main := newStack(t, road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, Profile: prof, NoOffload: tc.noOffload})
-			const n = 16
-			before := liveHeap()
-			for i := range n {
-				// Each from its own loopback address, as the main's budget
-				// for joins from strangers is per address.
-				c := newStack(t, road.Config{Name: fmt.Sprintf("c%d", i), Auto: keep.AutoAlways, Profile: prof,
-					NoOffload: tc.noOffload, Listen: fmt.Sprintf("127.1.%d.%d:0", main.Addr().Port()%250, 1+i)})
-				if _, err := c.Join(ctxT(t, 20*time.Second), main.Addr().String()); err != nil {
-					t.Fatal(err)
+			name := fmt.Sprintf("profile %d, no offload %v", prof, noOffload)
+			// The least of a few tries: what the rest of the process
+			// allocates meanwhile does not count, and a try in which the heap
+			// fell (garbage of an earlier test freed) measured nothing. Each
+			// try's stacks close at the end of its subtest.
+			least := int64(1 << 62)
+			for try := range 3 {
+				t.Run(fmt.Sprintf("%s, try %d", name, try), func(t *testing.T) {
+					if per := idleStackHeap(t, prof, noOffload); per > 0 {
+						least = min(least, per)
+					}
+				})
+				if least <= limit {
+					break
 				}
 			}
-			per := (liveHeap() - before) / n
-			t.Logf("%s: %.1f KiB of heap per idle client stack", name, float64(per)/1024)
-			if per > tc.limit {
-				t.Errorf("%s: %d KiB of heap per idle client stack, want at most %d", name, per>>10, tc.limit>>10)
+			t.Logf("%s: %.1f KiB of heap per idle client stack", name, float64(least)/1024)
+			if least > limit {
+				t.Errorf("%s: %d KiB of heap per idle client stack, want at most %d", name, least>>10, limit>>10)
 			}
 		}
 	}
+}
+
+// idleStackHeap is the heap per client stack of 16 joined to a main and idle.
+func idleStackHeap(t *testing.T, prof road.Profile, noOffload bool) int64 {
+	main := newStack(t, road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, Profile: prof, NoOffload: noOffload})
+	const n = 16
+	before := liveHeap()
+	for i := range n {
+		// Each from its own loopback address, as the main's budget for
+		// joins from strangers is per address.
+		c := newStack(t, road.Config{Name: fmt.Sprintf("c%d", i), Auto: keep.AutoAlways, Profile: prof,
+			NoOffload: noOffload, Listen: fmt.Sprintf("127.1.%d.%d:0", main.Addr().Port()%250, 1+i)})
+		if _, err := c.Join(ctxT(t, 20*time.Second), main.Addr().String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return (int64(liveHeap()) - int64(before)) / n
 }
 
 // TestOversizedDatagramCounted: a datagram longer than the largest the
