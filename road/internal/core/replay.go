@@ -257,30 +257,33 @@ func (l *limits) sweep(now time.Time) {
 
 // FootChecker parses received datagrams and checks their Ed25519 feet for
 // one reader goroutine, with the key table the owner publishes (KeyTable).
-// It remembers the feet it checked: a datagram seen before (a retransmission, a replay, a flood
-// of one captured packet) gets the same answer without a second
-// verification, and a signature seen valid on other bytes fails at once,
-// since an Ed25519 signature is deterministic: one key signs one message
-// one way. Its memory is bounded (maxSeenFeet).
+// It remembers the feet it checked: a datagram seen before (a retransmission,
+// a replay, a flood of one captured packet) gets the same answer without a
+// second verification, and a signature seen valid on other bytes fails at
+// once, since an Ed25519 signature is deterministic: one key signs one
+// message one way. Its memory is fixed: seenFeet slots of 32 bytes, by the
+// keyed hash of the signature (a flood of one signature always meets its
+// own slot), taken at the first check.
 type FootChecker struct {
 	seed maphash.Seed
-	seen map[[packet.NaClFootSize]byte]seenFoot
+	seen *[seenFeet]seenFoot
 	foot *packet.NaClFoot
 	key  *[32]byte      // the key foot's resolver gives: the packet's being checked
 	n    *atomic.Uint64 // counts the verifications
 }
 
 type seenFoot struct {
+	sig uint64    // of the signature
 	sum uint64    // of the signed bytes
-	key *[32]byte // checked with (an entry of the key table)
+	key *[32]byte // checked with (an entry of the key table); nil: an empty slot
 	ok  bool
 }
 
-const maxSeenFeet = 2048
+const seenFeet = 1024
 
 // NewFootChecker makes a checker that counts its verifications in n.
 func NewFootChecker(n *atomic.Uint64) *FootChecker {
-	f := &FootChecker{seed: maphash.MakeSeed(), seen: make(map[[packet.NaClFootSize]byte]seenFoot), n: n}
+	f := &FootChecker{seed: maphash.MakeSeed(), n: n}
 	f.foot = packet.NewNaClFoot(nil, func(uint32) (*[32]byte, bool) { return f.key, f.key != nil })
 	return f
 }
@@ -317,9 +320,13 @@ func (f *FootChecker) check(p *packet.Packet, table *KeyTable) footCheck {
 		return footCheck{}
 	}
 	key := &k.verify
-	sig := [packet.NaClFootSize]byte(p.Foot)
+	sig := maphash.Bytes(f.seed, p.Foot)
 	sum := maphash.Bytes(f.seed, p.Raw[:len(p.Raw)-len(p.Foot)])
-	if s, ok := f.seen[sig]; ok && s.key == key {
+	if f.seen == nil {
+		f.seen = new([seenFeet]seenFoot)
+	}
+	s := &f.seen[sig%seenFeet]
+	if s.key == key && s.sig == sig {
 		switch {
 		case s.sum == sum:
 			return footCheck{key: key, ok: s.ok}
@@ -330,9 +337,6 @@ func (f *FootChecker) check(p *packet.Packet, table *KeyTable) footCheck {
 	f.key = key
 	f.n.Add(1)
 	ok := p.Verify(f.foot) == nil
-	if len(f.seen) >= maxSeenFeet {
-		clear(f.seen)
-	}
-	f.seen[sig] = seenFoot{sum: sum, key: key, ok: ok}
+	*s = seenFoot{sig: sig, sum: sum, key: key, ok: ok}
 	return footCheck{key: key, ok: ok}
 }
