@@ -93,18 +93,21 @@ var (
 // than the body for Seal) and does not overlap the input; on error they
 // return dst unchanged.
 type AEADCoat struct {
-	kind      codec.CoatKind
-	send      cipher.AEAD
-	recv      cipher.AEAD
-	sendIV    [12]byte
-	recvIV    [12]byte
-	next      atomic.Uint64 // the counter of our next packet
-	blocks    atomic.Uint64 // AES-GCM blocks sealed
-	blockCap  uint64        // AES256GCMBlockLimit, or 0: no limit
-	mu        sync.Mutex    // guards window
-	window    replay.Filter // of the counters of their packets
-	nonceBufs sync.Pool     // of *[12]byte: a nonce handed to the AEAD escapes
+	kind     codec.CoatKind
+	send     cipher.AEAD
+	recv     cipher.AEAD
+	sendIV   [12]byte
+	recvIV   [12]byte
+	next     atomic.Uint64 // the counter of our next packet
+	blocks   atomic.Uint64 // AES-GCM blocks sealed
+	blockCap uint64        // AES256GCMBlockLimit, or 0: no limit
+	mu       sync.Mutex    // guards window
+	window   replay.Filter // of the counters of their packets
 }
+
+// aeadNonces are the nonce buffers of every AEAD coat (*[12]byte: a nonce
+// handed to the AEAD escapes), one pool for all sessions.
+var aeadNonces = sync.Pool{New: func() any { return new([12]byte) }}
 
 // NewAEADCoat derives the two direction keys of an AEAD coat of kind
 // (codec.CoatKindAES256GCM or codec.CoatKindChaCha20Poly1305) from our
@@ -129,7 +132,6 @@ func NewAEADCoat(kind codec.CoatKind, ourShortPriv, theirShortPub *[32]byte) (*A
 		return fail(err)
 	}
 	c := &AEADCoat{kind: kind}
-	c.nonceBufs.New = func() any { return new([12]byte) }
 	copy(c.sendIV[:], sendKey[32:])
 	copy(c.recvIV[:], recvKey[32:])
 	if c.send, err = newAEAD(kind, sendKey[:32]); err != nil {
@@ -255,7 +257,7 @@ func (c *AEADCoat) Seal(dst, head, plain []byte) ([]byte, error) {
 	out = binary.BigEndian.AppendUint64(out, n)
 	nonce := c.nonce(&c.sendIV, n)
 	out = c.send.Seal(out, nonce[:], plain, head)
-	c.nonceBufs.Put(nonce)
+	aeadNonces.Put(nonce)
 	return out, nil
 }
 
@@ -289,7 +291,7 @@ func (c *AEADCoat) Open(dst, head, coat []byte) ([]byte, error) {
 	}
 	nonce := c.nonce(&c.recvIV, n)
 	out, err := c.recv.Open(out, nonce[:], sealed, head)
-	c.nonceBufs.Put(nonce)
+	aeadNonces.Put(nonce)
 	if err != nil {
 		return fail(ErrCoatOpen)
 	}
@@ -313,7 +315,7 @@ func verdictError(v replay.Verdict) error {
 
 // nonce returns a pooled buffer holding iv xor (0^32 || n).
 func (c *AEADCoat) nonce(iv *[12]byte, n uint64) *[12]byte {
-	b := c.nonceBufs.Get().(*[12]byte)
+	b := aeadNonces.Get().(*[12]byte)
 	*b = *iv
 	binary.BigEndian.PutUint64(b[4:], binary.BigEndian.Uint64(b[4:])^n)
 	return b

@@ -133,3 +133,98 @@ func TestFilterMatchesModel(t *testing.T) {
 		}
 	}
 }
+
+// fixed is the filter as a full ring of 128 words: what Filter must agree
+// with, whatever its ring's size.
+type fixed struct {
+	top  uint64
+	bits [words]uint64
+}
+
+func (f *fixed) check(n uint64) Verdict {
+	switch {
+	case n > f.top:
+		return Fresh
+	case f.top-n >= Window:
+		return TooOld
+	case f.bits[n/64%words]&(1<<(n%64)) != 0:
+		return Seen
+	}
+	return Fresh
+}
+
+func (f *fixed) accept(n uint64) Verdict {
+	if n > f.top {
+		if from, to := f.top/64, n/64; to-from >= words {
+			clear(f.bits[:])
+		} else {
+			for b := from + 1; b <= to; b++ {
+				f.bits[b%words] = 0
+			}
+		}
+		f.top = n
+	} else if v := f.check(n); v != Fresh {
+		return v
+	}
+	f.bits[n/64%words] |= 1 << (n % 64)
+	return Fresh
+}
+
+// step is the next counter of a lossy, reordering, replaying, jumping peer.
+func step(rng *rand.Rand, n, top uint64) uint64 {
+	switch r := rng.IntN(100); {
+	case r < 75:
+		return n + 1
+	case r < 85:
+		return n + uint64(rng.IntN(100)) // losses
+	case r < 97:
+		return n - min(n, uint64(rng.IntN(3000))) // late, or replayed
+	case r < 99:
+		return n + uint64(rng.IntN(2*Window)) // a jump
+	}
+	return top + 1
+}
+
+// The filter says what a full ring says of every counter, under losses,
+// reordering, replays and jumps; in order it keeps one word, and after a
+// loss it is back to a few once the hole is out of the window.
+func TestFilterAgreesWithFullRing(t *testing.T) {
+	for seed := range uint64(30) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		var f Filter
+		var g fixed
+		var n uint64
+		for i := range 50_000 {
+			if i%1000 < 300 { // runs in order, then replays of them
+				n = g.top + 1
+				if i%1000 >= 200 {
+					n = g.top - min(g.top, uint64(rng.IntN(3000)))
+				}
+			} else {
+				n = step(rng, n, g.top)
+			}
+			if c, w := f.Check(n), g.check(n); c != w {
+				t.Fatalf("seed %d, step %d: Check(%d) = %v, a full ring says %v", seed, i, n, c, w)
+			}
+			if a, w := f.Accept(n), g.accept(n); a != w {
+				t.Fatalf("seed %d, step %d: Accept(%d) = %v, a full ring says %v", seed, i, n, a, w)
+			}
+			if len(f.bits) > words {
+				t.Fatalf("a ring of %d words", len(f.bits))
+			}
+		}
+		for n = g.top + 1; n < g.top+2*Window; n++ { // in order again
+			f.Accept(n)
+		}
+		if len(f.bits) > 2 {
+			t.Fatalf("seed %d: in order again, the ring keeps %d words", seed, len(f.bits))
+		}
+	}
+	var f Filter
+	for n := range uint64(100_000) {
+		f.Accept(n)
+	}
+	if len(f.bits) != 1 {
+		t.Fatalf("in order: %d words", len(f.bits))
+	}
+}
