@@ -39,6 +39,7 @@ type remote struct {
 	// sessionReset says it joined afresh (vacuously) since the window's
 	// session began, so that its next allow may set rsid back (see route).
 	sessionReset bool
+	marked       bool // waits in core.touched (timers.go)
 	// unconfirmed: we joined it vacuously and have allowed no session
 	// since, so it may never have seen our join complete (renew).
 	unconfirmed bool
@@ -52,8 +53,9 @@ type remote struct {
 	// srtt and rttvar estimate, as TCP does (RFC 6298), how long the remote
 	// takes to answer a message's last packet sent: the message timers
 	// start from it, so a remote (or a machine) slowed down by load gets
-	// fewer needless retransmissions. Zero srtt: no sample yet.
-	srtt, rttvar time.Duration
+	// fewer needless retransmissions. Zero srtt: no sample yet. In µs: the
+	// struct is a cost of every remote.
+	srtt, rttvar int32
 
 	txns map[txnKey]txn // nil when it has none
 	// window holds the transaction ids it used in its session rsid.
@@ -73,10 +75,12 @@ type remote struct {
 	older, newer *remote
 
 	// due is its key in the core's timer heap, slot 1 + its index there
-	// (0: not in it), marked that it waits in core.touched (timers.go).
-	due    time.Time
-	slot   int32
-	marked bool
+	// (0: not in it), marked (with the flags) that it waits in
+	// core.touched (timers.go).
+	due  time.Time
+	slot int32
+	// joinAckTi is the transaction of joinAck.
+	joinAckTi uint32
 
 	// saved holds messages whose messenger a new session made stale; they
 	// are sent again after the next allow.
@@ -85,8 +89,7 @@ type remote struct {
 	waiters []chan error
 	// joinAck is the ack of the last join we completed as joiner, sent
 	// again if the joinent repeats its response (joinAckTi).
-	joinAck   []byte
-	joinAckTi uint32
+	joinAck []byte
 }
 
 // txnKey indexes a remote's transactions (§8.1): who started it, session
@@ -210,12 +213,14 @@ const (
 // observeRTT takes a sample of the time from a message's last packet sent
 // to its answer (never of a packet sent again: Karn's rule).
 func (r *remote) observeRTT(d time.Duration) {
+	us := max(1, int64(min(d, maxMessageRedo)/time.Microsecond))
 	if r.srtt == 0 {
-		r.srtt, r.rttvar = d, d/2
+		r.srtt, r.rttvar = int32(us), int32(us/2)
 		return
 	}
-	r.rttvar = (3*r.rttvar + (r.srtt - d).Abs()) / 4
-	r.srtt = (7*r.srtt + d) / 8
+	srtt := int64(r.srtt)
+	r.rttvar = int32((3*int64(r.rttvar) + max(srtt-us, us-srtt)) / 4)
+	r.srtt = int32((7*srtt + us) / 8)
 }
 
 // messageRedo is the retransmission timer of a new message transaction:
@@ -224,7 +229,8 @@ func (r *remote) observeRTT(d time.Duration) {
 func (r *remote) messageRedo() redo {
 	rto := minMessageRedo
 	if r.srtt > 0 {
-		rto = min(max(r.srtt+4*r.rttvar, minMessageRedo), maxMessageRedo)
+		est := time.Duration(r.srtt+4*r.rttvar) * time.Microsecond
+		rto = min(max(est, minMessageRedo), maxMessageRedo)
 	}
 	return newRedo(rto, rto*5/2)
 }
