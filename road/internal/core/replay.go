@@ -261,15 +261,18 @@ func (l *limits) sweep(now time.Time) {
 // a replay, a flood of one captured packet) gets the same answer without a
 // second verification, and a signature seen valid on other bytes fails at
 // once, since an Ed25519 signature is deterministic: one key signs one
-// message one way. Its memory is fixed: seenFeet slots of 32 bytes, by the
-// keyed hash of the signature (a flood of one signature always meets its
-// own slot), taken at the first check.
+// message one way. Its memory is bounded: slots of 32 bytes, by the keyed
+// hash of the signature (a flood of one signature always meets its own
+// slot), minSeenFeet at the first check, doubling up to maxSeenFeet each
+// time it has verified as many feet as it has slots (an idle client's
+// reader keeps 2 KiB, a busy main's 32 KiB).
 type FootChecker struct {
-	seed maphash.Seed
-	seen *[seenFeet]seenFoot
-	foot *packet.NaClFoot
-	key  *[32]byte      // the key foot's resolver gives: the packet's being checked
-	n    *atomic.Uint64 // counts the verifications
+	seed  maphash.Seed
+	seen  []seenFoot
+	fresh int // verifications since seen last grew
+	foot  *packet.NaClFoot
+	key   *[32]byte      // the key foot's resolver gives: the packet's being checked
+	n     *atomic.Uint64 // counts the verifications
 }
 
 type seenFoot struct {
@@ -279,7 +282,18 @@ type seenFoot struct {
 	ok  bool
 }
 
-const seenFeet = 1024
+const minSeenFeet, maxSeenFeet = 64, 1024
+
+// grow doubles the remembered feet, keeping them.
+func (f *FootChecker) grow() {
+	seen := make([]seenFoot, 2*len(f.seen))
+	for _, s := range f.seen {
+		if s.key != nil {
+			seen[s.sig%uint64(len(seen))] = s
+		}
+	}
+	f.seen, f.fresh = seen, 0
+}
 
 // NewFootChecker makes a checker that counts its verifications in n.
 func NewFootChecker(n *atomic.Uint64) *FootChecker {
@@ -323,9 +337,9 @@ func (f *FootChecker) check(p *packet.Packet, table *KeyTable) footCheck {
 	sig := maphash.Bytes(f.seed, p.Foot)
 	sum := maphash.Bytes(f.seed, p.Raw[:len(p.Raw)-len(p.Foot)])
 	if f.seen == nil {
-		f.seen = new([seenFeet]seenFoot)
+		f.seen = make([]seenFoot, minSeenFeet)
 	}
-	s := &f.seen[sig%seenFeet]
+	s := &f.seen[sig%uint64(len(f.seen))]
 	if s.key == key && s.sig == sig {
 		switch {
 		case s.sum == sum:
@@ -338,5 +352,8 @@ func (f *FootChecker) check(p *packet.Packet, table *KeyTable) footCheck {
 	f.n.Add(1)
 	ok := p.Verify(f.foot) == nil
 	*s = seenFoot{sig: sig, sum: sum, key: key, ok: ok}
+	if f.fresh++; f.fresh >= len(f.seen) && len(f.seen) < maxSeenFeet {
+		f.grow()
+	}
 	return footCheck{key: key, ok: ok}
 }
