@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"maps"
 	"runtime"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/raet-go/raet/bus"
+	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/internal/netsim"
+	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/road"
 )
 
@@ -271,7 +276,9 @@ func TestHWMOverRoad(t *testing.T) {
 				}
 				return n
 			}
-			deadline := time.After(30 * time.Second)
+			// A guard against a hang, not a timed assertion: far beyond
+			// the second it takes, so load cannot reach it.
+			deadline := time.After(2 * time.Minute)
 			for !cut && uint64(len(got))+reported() < n {
 				select {
 				case d := <-s.Messages():
@@ -334,4 +341,112 @@ func TestHWMOverRoad(t *testing.T) {
 			t.Logf("%s: got %d, dropped %d (%v)", pol, len(got), dropped, subSide)
 		})
 	}
+}
+
+// heldPubs is a publisher's transport that holds its sends of published
+// messages while shut, and fails the first of them with index 1 once it
+// opens (as a road send that timed out under load); the rest go through.
+type heldPubs struct {
+	bus.Transport
+	open   chan struct{}
+	failed atomic.Bool
+}
+
+func (h *heldPubs) Send(ctx context.Context, to string, body any) error {
+	if kind, ix := kindIndex(body); kind == codec.BusKindPub {
+		select {
+		case <-h.open:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if ix == 1 && h.failed.CompareAndSwap(false, true) {
+			return errors.New("send timed out")
+		}
+	}
+	return h.Transport.Send(ctx, to, body)
+}
+
+// kindIndex reads the kind and stream index of an envelope being sent.
+func kindIndex(body any) (codec.BusKind, uint64) {
+	var kind codec.BusKind
+	var ix uint64
+	m, _ := body.(packet.OrderedMap)
+	for _, kv := range m {
+		switch kv.Key {
+		case "ek":
+			v, _ := kv.Value.(uint8)
+			kind = codec.BusKind(v)
+		case "ix":
+			ix, _ = kv.Value.(uint64)
+		}
+	}
+	return kind, ix
+}
+
+// A subscription cut off while a message sent before the cut notice is
+// still retrying: the message goes out all the same, so the subscriber
+// gets everything up to the notice, then the notice. (The subscription
+// used to end when the notice went out, which abandoned the retry and
+// left the notice held behind the hole for ever.)
+func TestCutWaitsForSendsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := bus.NewMemNet(0)
+		var trs []*bus.MemTransport
+		for _, name := range []string{"pub", "sub"} {
+			tr, err := net.Transport(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { tr.Close() })
+			trs = append(trs, tr)
+		}
+		held := &heldPubs{Transport: trs[0], open: make(chan struct{})}
+		pub := newNode(t, held, &bus.Config{Heartbeat: -1})
+		sn := newNode(t, trs[1], &bus.Config{Heartbeat: -1})
+		s, err := sn.Subscribe("pub", []string{"x.*"}, &bus.SubOptions{Policy: bus.Cut, HWM: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready(t, s)
+		for i := 1; i <= 5; i++ {
+			publish(t, pub, i)
+		}
+		synctest.Wait()
+		if st := pub.Subscribers()[0]; st.InFlight != 5 {
+			t.Fatalf("in flight %d, want 5", st.InFlight)
+		}
+		publish(t, pub, 6) // beyond the HWM: the cut notice goes out
+		synctest.Wait()
+		if st := pub.Subscribers(); len(st) != 1 || !st[0].Cut {
+			t.Fatalf("not cut: %+v", st)
+		}
+		close(held.open) // message 1 fails once and is sent again
+		var got []uint64
+		for {
+			select {
+			case d := <-s.Messages():
+				switch d.Kind {
+				case bus.DeliveryMessage:
+					got = append(got, d.Seq)
+					continue
+				case bus.DeliveryCut:
+				default:
+					t.Fatalf("unexpected delivery %+v", d)
+				}
+			case <-time.After(time.Minute): // in the bubble: only when nothing else can move
+				t.Fatalf("no cut notice; got %v", got)
+			}
+			break
+		}
+		if !slices.Equal(got, []uint64{1, 2, 3, 4, 5}) {
+			t.Fatalf("got %v before the cut, want 1..5", got)
+		}
+		if d := s.Stats().Drops; !maps.Equal(d, dropsOf(6, 6)) {
+			t.Fatalf("drops %v, want %v", d, dropsOf(6, 6))
+		}
+		synctest.Wait() // the publisher's senders are done
+		if st := pub.Subscribers()[0]; st.Ended != "cut" || st.InFlight != 0 {
+			t.Fatalf("publisher side %+v", st)
+		}
+	})
 }

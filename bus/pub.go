@@ -74,6 +74,7 @@ type outSub struct {
 	retired  bool          // out of subs: nothing more is queued
 	why      string        // why it was retired
 	ended    bool          // done is closed
+	cutSent  bool          // the cut notice went out: done closes when nothing is in flight
 }
 
 // SubscriberStats describe one subscription at the publisher.
@@ -519,7 +520,12 @@ func (p *publisher) send(s *outSub, e envelope.Envelope) {
 	if sent {
 		s.stats.Sent++
 	}
-	if e.Kind == codec.BusKindCut {
+	// The cut notice is the last item, but items sent before it may still
+	// be retrying: the subscription ends when the last of them is done, so
+	// none is abandoned (the subscriber restores the order by index and
+	// would hold the cut behind the hole for ever).
+	s.cutSent = s.cutSent || e.Kind == codec.BusKindCut
+	if s.cutSent && s.inflight == 0 {
 		p.endLocked(s, "cut")
 	}
 	p.room.Broadcast()
