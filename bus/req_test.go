@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,14 +98,32 @@ func TestTimedOutRequestsLeaveNothing(t *testing.T) {
 	}
 }
 
-// A queue group of 3 shares 3000 requests within 20% of a third each.
+// A queue group of 3: requests made one at a time take turns exactly (each
+// finds the members equally busy); a member holding a request is passed
+// over while the others are less busy; and 3000 requests made by 30
+// requesters at once are each served exactly once, by every member. (How
+// they share those 3000 is not promised: the least busy member gets the
+// next one, so a member that is scheduled less serves less.)
 func TestQueueGroupShares(t *testing.T) {
 	trs := memKind().make(t, "client", "r1", "r2", "r3")
 	ns := nodes(t, trs, &bus.Config{Heartbeat: -1})
 	var counts [3]atomic.Int64
+	var served sync.Map // request number -> member
+	var twice atomic.Int64
+	hold := make(chan struct{})
+	holding := make(chan int, 1)
 	for i := range 3 {
 		h := func(ctx context.Context, r *bus.Request) (any, error) {
 			counts[i].Add(1)
+			if r.Subject == "work.hold" {
+				holding <- i
+				<-hold
+			}
+			if body, ok := r.Body.(map[string]any); ok && body["i"] != nil {
+				if _, dup := served.LoadOrStore(fmt.Sprint(body["i"]), i); dup {
+					twice.Add(1)
+				}
+			}
 			return map[string]any{"by": i}, nil
 		}
 		if _, err := ns[i+1].Serve("work.>", h, &bus.ServeOptions{Group: "workers"}); err != nil {
@@ -115,6 +132,54 @@ func TestQueueGroupShares(t *testing.T) {
 	}
 	waitMembers(t, ns[0], "workers", 3)
 	ctx := ctxT(t, time.Minute)
+	get := func() [3]int64 {
+		var c [3]int64
+		for i := range counts {
+			c[i] = counts[i].Load()
+		}
+		return c
+	}
+
+	// One at a time: turns.
+	for range 300 {
+		if _, err := ns[0].RequestGroup(ctx, "workers", "work.turn", map[string]any{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := get(); c != [3]int64{100, 100, 100} {
+		t.Fatalf("300 requests one at a time served %v, want 100 each", c)
+	}
+
+	// A member busy with one request is passed over.
+	held := make(chan error, 1)
+	go func() {
+		_, err := ns[0].RequestGroup(ctx, "workers", "work.hold", map[string]any{})
+		held <- err
+	}()
+	busy := <-holding
+	before := get()
+	for range 20 {
+		if _, err := ns[0].RequestGroup(ctx, "workers", "work.free", map[string]any{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(hold)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	after := get()
+	for i := range after {
+		want := int64(10)
+		if i == busy {
+			want = 0
+		}
+		if d := after[i] - before[i]; d != want {
+			t.Fatalf("member %d busy: 20 requests served %v more, want 10 by each other member", busy+1, [3]int64{after[0] - before[0], after[1] - before[1], after[2] - before[2]})
+		}
+	}
+
+	// 30 requesters at once: every request served exactly once.
+	before = get()
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	for w := range 30 {
@@ -122,21 +187,34 @@ func TestQueueGroupShares(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < 3000; i += 30 {
-				if _, err := ns[0].RequestGroup(ctx, "workers", "work.item", map[string]any{"i": i}); err != nil {
+				rep, err := ns[0].RequestGroup(ctx, "workers", "work.item", map[string]any{"i": i})
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				if by, ok := served.Load(fmt.Sprint(i)); !ok || fmt.Sprint(rep.Body.(map[string]any)["by"]) != fmt.Sprint(by) {
 					failed.Add(1)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if failed.Load() != 0 {
-		t.Fatalf("%d requests failed", failed.Load())
+	after = get()
+	if failed.Load() != 0 || twice.Load() != 0 {
+		t.Fatalf("%d requests failed or answered by another member than served them, %d served twice", failed.Load(), twice.Load())
 	}
-	for i := range counts {
-		if c := counts[i].Load(); math.Abs(float64(c)-1000) > 200 {
-			t.Fatalf("member %d served %d of 3000 (want 1000 ± 200): %d %d %d", i+1, c, counts[0].Load(), counts[1].Load(), counts[2].Load())
+	var sum int64
+	for i := range after {
+		d := after[i] - before[i]
+		if d == 0 {
+			t.Fatalf("member %d served none of 3000", i+1)
 		}
+		sum += d
 	}
+	if sum != 3000 {
+		t.Fatalf("3000 requests served %d times: %v", sum, after)
+	}
+	t.Logf("3000 at once shared %d %d %d", after[0]-before[0], after[1]-before[1], after[2]-before[2])
 }
 
 func waitMembers(t *testing.T, n *bus.Node, group string, want int) {
