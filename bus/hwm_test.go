@@ -287,7 +287,7 @@ func TestHWMOverRoad(t *testing.T) {
 					}
 					cut = cut || d.Kind == bus.DeliveryCut
 				case <-deadline:
-					t.Fatalf("got %d, told of %d drops, of %d", len(got), reported(), n)
+					t.Fatalf("got %d, told of %d drops, of %d; subscription %+v; subscriber node %+v; publisher %+v", len(got), reported(), n, s.Stats(), sn.Stats(), pub.Subscribers())
 				}
 			}
 			subs := pub.Subscribers()
