@@ -140,6 +140,15 @@ func TestDissectBundle(t *testing.T) {
 			if len(p.Answers) != 1 || p.Answers[0].Count != 5 {
 				t.Fatalf("frame %d: answers %+v", p.N, p.Answers)
 			}
+			// Each transaction it answers is ended by it, in order.
+			if len(p.Answered) != 5 {
+				t.Fatalf("frame %d: %d answered, want 5", p.N, len(p.Answered))
+			}
+			for i, n := range p.Answered {
+				if n.Txn == nil || n.Txn.TID != uint32(10+i) || n.Outcome != dissect.Done {
+					t.Fatalf("frame %d: answered %d: %+v", p.N, i, n)
+				}
+			}
 		}
 		var js map[string]any
 		if err := json.Unmarshal(p.AppendJSON(nil), &js); err != nil {

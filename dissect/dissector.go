@@ -80,6 +80,9 @@ type Packet struct {
 	// done or ack of each transaction they name.
 	Bundle  []BundledMessage
 	Answers []packet.AnswerRange
+	// Answered holds the tracker's note for each transaction Answers
+	// name, in their order (an answers packet ends many transactions).
+	Answered []Note
 
 	// Err is why the packet could not be decoded: its frame, head or
 	// framing (Parsed false), or, with Parsed true, a coat that does not
@@ -552,7 +555,7 @@ func (d *Dissector) decodeBundle(p *Packet, flow flowKey, coat []byte) {
 	ids := 0
 	for _, r := range rs {
 		for i := range r.Count {
-			d.tracker.ObserveAnswer(p.Time, p.Src, p.Dst, h, r.Kind, r.First+i, d.seed)
+			p.Answered = append(p.Answered, d.tracker.ObserveAnswer(p.Time, p.Src, p.Dst, h, r.Kind, r.First+i, d.seed))
 		}
 		ids += int(r.Count)
 	}

@@ -272,6 +272,17 @@ func (p *Packet) AppendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
+	if len(p.Answered) > 0 {
+		b = appendKey(b, &first, "answered")
+		b = append(b, '[')
+		for i := range p.Answered {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendTxn(b, &p.Answered[i])
+		}
+		b = append(b, ']')
+	}
 	if p.Err != nil {
 		b = appendKey(b, &first, "error")
 		b = appendString(b, p.Err.Error())
