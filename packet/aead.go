@@ -88,14 +88,24 @@ var (
 // authenticate. A retransmission must therefore be sealed again, under a
 // new counter.
 //
+// Cipher states. The coat always keeps the two 32-byte direction keys,
+// the counters and the replay window; the expanded cipher states (for
+// AES-256-GCM the key schedules and GHASH tables of the standard library,
+// ~1.5 KiB a session) are built at the first Seal or Open and dropped by
+// DropIdle once the coat goes unused, then built again at the next use
+// (BenchmarkAEADCoatRebuild). Nonces come from the counters only, never
+// from the states, so a rebuild cannot repeat one.
+//
 // AEADCoat is safe for concurrent use. Seal and Open append to dst like
 // Coat's methods, and allocate nothing when dst has the room (Overhead more
-// than the body for Seal) and does not overlap the input; on error they
-// return dst unchanged.
+// than the body for Seal) and does not overlap the input and the cipher
+// states are built; on error they return dst unchanged.
 type AEADCoat struct {
 	kind     codec.CoatKind
-	send     cipher.AEAD
-	recv     cipher.AEAD
+	used     atomic.Bool                // sealed or opened since the last DropIdle
+	state    atomic.Pointer[aeadCipher] // nil: not built (or dropped)
+	sendKey  [32]byte
+	recvKey  [32]byte
 	sendIV   [12]byte
 	recvIV   [12]byte
 	next     atomic.Uint64 // the counter of our next packet
@@ -103,6 +113,12 @@ type AEADCoat struct {
 	blockCap uint64        // AES256GCMBlockLimit, or 0: no limit
 	mu       sync.Mutex    // guards window
 	window   replay.Filter // of the counters of their packets
+}
+
+// aeadCipher is the expanded cipher state of a coat's two directions. A
+// goroutine that loaded it keeps using it safely after DropIdle.
+type aeadCipher struct {
+	send, recv cipher.AEAD
 }
 
 // aeadNonces are the nonce buffers of every AEAD coat (*[12]byte: a nonce
@@ -132,18 +148,54 @@ func NewAEADCoat(kind codec.CoatKind, ourShortPriv, theirShortPub *[32]byte) (*A
 		return fail(err)
 	}
 	c := &AEADCoat{kind: kind}
+	copy(c.sendKey[:], sendKey[:32])
+	copy(c.recvKey[:], recvKey[:32])
 	copy(c.sendIV[:], sendKey[32:])
 	copy(c.recvIV[:], recvKey[32:])
-	if c.send, err = newAEAD(kind, sendKey[:32]); err != nil {
-		return fail(err)
-	}
-	if c.recv, err = newAEAD(kind, recvKey[:32]); err != nil {
-		return fail(err)
-	}
 	if kind == codec.CoatKindAES256GCM {
 		c.blockCap = AES256GCMBlockLimit
 	}
 	return c, nil
+}
+
+// ciphers returns the coat's cipher states, building them if they are not
+// (a rebuild allocates; see DropIdle), and marks the coat used.
+func (c *AEADCoat) ciphers() (*aeadCipher, error) {
+	if !c.used.Load() {
+		c.used.Store(true)
+	}
+	if s := c.state.Load(); s != nil {
+		return s, nil
+	}
+	send, err := newAEAD(c.kind, c.sendKey[:])
+	if err != nil {
+		return nil, err
+	}
+	recv, err := newAEAD(c.kind, c.recvKey[:])
+	if err != nil {
+		return nil, err
+	}
+	s := &aeadCipher{send: send, recv: recv}
+	if !c.state.CompareAndSwap(nil, s) {
+		if other := c.state.Load(); other != nil {
+			s = other // another goroutine built them first
+		}
+	}
+	return s, nil
+}
+
+// DropIdle drops the coat's cipher states when nothing was sealed or
+// opened with it since the last call, and reports whether it did (or they
+// were not built); else it only starts a new period of watching and
+// reports false. A session calls it once per idle period, so its states
+// go between one and two periods after its last packet; the next Seal or
+// Open builds them again. Counters and replay window are kept.
+func (c *AEADCoat) DropIdle() bool {
+	if c.used.Swap(false) {
+		return false
+	}
+	c.state.Store(nil)
+	return true
 }
 
 func newAEAD(kind codec.CoatKind, key []byte) (cipher.AEAD, error) {
@@ -248,6 +300,10 @@ func (c *AEADCoat) Seal(dst, head, plain []byte) ([]byte, error) {
 	if c.blockCap != 0 && c.blocks.Add(uint64(len(plain)+15)/16+1) > c.blockCap {
 		return dst, &CoatError{Kind: c.kind, Op: "seal", Len: len(plain), Err: ErrRekey}
 	}
+	st, err := c.ciphers()
+	if err != nil {
+		return dst, &CoatError{Kind: c.kind, Op: "seal", Len: len(plain), Err: err}
+	}
 	start, total := len(dst), len(plain)+AEADOverhead
 	out := slices.Grow(dst, total)
 	if region := out[start : start+total]; anyOverlap(region, plain) || anyOverlap(region, head) {
@@ -256,7 +312,7 @@ func (c *AEADCoat) Seal(dst, head, plain []byte) ([]byte, error) {
 	}
 	out = binary.BigEndian.AppendUint64(out, n)
 	nonce := c.nonce(&c.sendIV, n)
-	out = c.send.Seal(out, nonce[:], plain, head)
+	out = st.send.Seal(out, nonce[:], plain, head)
 	aeadNonces.Put(nonce)
 	return out, nil
 }
@@ -281,6 +337,10 @@ func (c *AEADCoat) Open(dst, head, coat []byte) ([]byte, error) {
 	if v != replay.Fresh {
 		return fail(verdictError(v))
 	}
+	st, err := c.ciphers()
+	if err != nil {
+		return fail(err)
+	}
 	sealed := coat[AEADCounterSize:]
 	start, m := len(dst), len(sealed)-AEADTagSize
 	out := slices.Grow(dst, m)
@@ -290,7 +350,7 @@ func (c *AEADCoat) Open(dst, head, coat []byte) ([]byte, error) {
 		copy(out, dst)
 	}
 	nonce := c.nonce(&c.recvIV, n)
-	out, err := c.recv.Open(out, nonce[:], sealed, head)
+	out, err = st.recv.Open(out, nonce[:], sealed, head)
 	aeadNonces.Put(nonce)
 	if err != nil {
 		return fail(ErrCoatOpen)
