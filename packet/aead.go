@@ -91,8 +91,8 @@ var (
 // Cipher states. The coat always keeps the two 32-byte direction keys,
 // the counters and the replay window; the expanded cipher states (for
 // AES-256-GCM the key schedules and GHASH tables of the standard library,
-// ~1.5 KiB a session) are built at the first Seal or Open and dropped by
-// DropIdle once the coat goes unused, then built again at the next use
+// ~1.5 KiB a session) are built at the first Seal or Open, dropped by Drop
+// when the session's owner finds it idle, and built again at the next use
 // (BenchmarkAEADCoatRebuild). Nonces come from the counters only, never
 // from the states, so a rebuild cannot repeat one.
 //
@@ -102,7 +102,6 @@ var (
 // states are built; on error they return dst unchanged.
 type AEADCoat struct {
 	kind     codec.CoatKind
-	used     atomic.Bool                // sealed or opened since the last DropIdle
 	state    atomic.Pointer[aeadCipher] // nil: not built (or dropped)
 	sendKey  [32]byte
 	recvKey  [32]byte
@@ -116,7 +115,7 @@ type AEADCoat struct {
 }
 
 // aeadCipher is the expanded cipher state of a coat's two directions. A
-// goroutine that loaded it keeps using it safely after DropIdle.
+// goroutine that loaded it keeps using it safely after Drop.
 type aeadCipher struct {
 	send, recv cipher.AEAD
 }
@@ -159,11 +158,8 @@ func NewAEADCoat(kind codec.CoatKind, ourShortPriv, theirShortPub *[32]byte) (*A
 }
 
 // ciphers returns the coat's cipher states, building them if they are not
-// (a rebuild allocates; see DropIdle), and marks the coat used.
+// (a rebuild allocates; see Drop).
 func (c *AEADCoat) ciphers() (*aeadCipher, error) {
-	if !c.used.Load() {
-		c.used.Store(true)
-	}
 	if s := c.state.Load(); s != nil {
 		return s, nil
 	}
@@ -184,19 +180,10 @@ func (c *AEADCoat) ciphers() (*aeadCipher, error) {
 	return s, nil
 }
 
-// DropIdle drops the coat's cipher states when nothing was sealed or
-// opened with it since the last call, and reports whether it did (or they
-// were not built); else it only starts a new period of watching and
-// reports false. A session calls it once per idle period, so its states
-// go between one and two periods after its last packet; the next Seal or
-// Open builds them again. Counters and replay window are kept.
-func (c *AEADCoat) DropIdle() bool {
-	if c.used.Swap(false) {
-		return false
-	}
-	c.state.Store(nil)
-	return true
-}
+// Drop drops the coat's cipher states, for a session gone idle: the next
+// Seal or Open builds them again, and a Seal or Open under way finishes
+// with the states it loaded. Counters and replay window are kept.
+func (c *AEADCoat) Drop() { c.state.Store(nil) }
 
 func newAEAD(kind codec.CoatKind, key []byte) (cipher.AEAD, error) {
 	if kind == codec.CoatKindChaCha20Poly1305 {

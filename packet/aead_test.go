@@ -723,31 +723,28 @@ func TestAEADCoatRemaining(t *testing.T) {
 	}
 }
 
-// TestAEADCoatDropIdle: DropIdle drops the cipher states only after a
-// period with no Seal or Open, and a dropped coat seals and opens again
-// as before: the counters go on (no nonce repeats across a rebuild) and
-// the replay window still refuses what it accepted.
-func TestAEADCoatDropIdle(t *testing.T) {
+// TestAEADCoatDrop: the cipher states are built at the first Seal or
+// Open, and a dropped coat seals and opens again as before: the counters go
+// on (no nonce repeats across a rebuild) and the replay window still
+// refuses what it accepted.
+func TestAEADCoatDrop(t *testing.T) {
 	pk := aeadPacker(t)
 	for _, kind := range aeadKinds {
 		a, b := aeadPair(t, kind)
-		if !a.DropIdle() || a.state.Load() != nil {
+		if a.state.Load() != nil {
 			t.Fatalf("%v: a coat never used holds cipher states", kind)
 		}
 		first := sealPacket(t, pk, a, []byte("first"))
 		if a.state.Load() == nil {
 			t.Fatalf("%v: no cipher states after a seal", kind)
 		}
-		if _, err := openPacket(first, b); err != nil {
-			t.Fatalf("%v: open: %v", kind, err)
+		if _, err := openPacket(first, b); err != nil || b.state.Load() == nil {
+			t.Fatalf("%v: open: %v, states %p", kind, err, b.state.Load())
 		}
-		for _, c := range []*AEADCoat{a, b} {
-			if c.DropIdle() || c.state.Load() == nil {
-				t.Fatalf("%v: states dropped in the period they were used", kind)
-			}
-			if !c.DropIdle() || c.state.Load() != nil {
-				t.Fatalf("%v: states kept after an idle period", kind)
-			}
+		a.Drop()
+		b.Drop()
+		if a.state.Load() != nil || b.state.Load() != nil {
+			t.Fatalf("%v: states kept after Drop", kind)
 		}
 		second := sealPacket(t, pk, a, []byte("second"))
 		if got, want := binary.BigEndian.Uint64(second[len(second)-len("second")-AEADOverhead:]), uint64(1); got != want {
@@ -756,18 +753,20 @@ func TestAEADCoatDropIdle(t *testing.T) {
 		if body, err := openPacket(second, b); err != nil || string(body) != "second" {
 			t.Errorf("%v: open after a rebuild: %q, %v", kind, body, err)
 		}
-		b.DropIdle()
-		b.DropIdle()
+		b.Drop()
 		if _, err := openPacket(first, b); !errors.Is(err, ErrReplayed) {
 			t.Errorf("%v: replay after a rebuild: %v, want ErrReplayed", kind, err)
+		}
+		if b.state.Load() != nil {
+			t.Errorf("%v: a replay refused by the window built the states", kind)
 		}
 	}
 }
 
-// TestAEADCoatDropIdleConcurrent: readers open and the owner seals while
-// the states are dropped again and again (run with -race): every packet
-// opens, whichever state each goroutine held.
-func TestAEADCoatDropIdleConcurrent(t *testing.T) {
+// TestAEADCoatDropConcurrent: readers open and the owner seals while the
+// states are dropped again and again (run with -race): every packet opens,
+// whichever state each goroutine held.
+func TestAEADCoatDropConcurrent(t *testing.T) {
 	pk := aeadPacker(t)
 	const readers, per = 4, 200
 	for _, kind := range aeadKinds {
@@ -791,7 +790,7 @@ func TestAEADCoatDropIdleConcurrent(t *testing.T) {
 		wg.Go(func() {
 			out := make([]byte, 0, 64)
 			for range readers * per {
-				b.DropIdle()
+				b.Drop()
 				if _, err := b.Seal(out, []byte("head"), []byte("back")); err != nil {
 					errs <- err
 					return
@@ -808,8 +807,7 @@ func TestAEADCoatDropIdleConcurrent(t *testing.T) {
 
 // BenchmarkAEADCoatRebuild measures what a dropped coat's next packet
 // costs: sealing 64 bytes with the cipher states built (warm) and right
-// after DropIdle dropped them (rebuilt: both directions' states built
-// again). The difference is the rebuild.
+// after Drop (rebuilt: both directions' states built again). The difference is the rebuild.
 //
 //	go test -run '^$' -bench AEADCoatRebuild -benchtime 20000x ./packet
 func BenchmarkAEADCoatRebuild(b *testing.B) {
@@ -827,8 +825,7 @@ func BenchmarkAEADCoatRebuild(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					if drop {
-						a.DropIdle()
-						a.DropIdle()
+						a.Drop()
 					}
 					if _, err := a.Seal(dst, head, body); err != nil {
 						b.Fatal(err)

@@ -1,6 +1,7 @@
 package packet_test
 
 import (
+	"bytes"
 	"crypto/ecdh"
 	"errors"
 	"fmt"
@@ -91,26 +92,26 @@ func ExamplePacker_PackSegmentAEAD() {
 	// true false
 }
 
-// A session's coat drops its cipher states once a period passes with no
-// packet (DropIdle called once a period by its owner) and builds them again
-// at the next packet; its counters go on, so no nonce repeats.
-func ExampleAEADCoat_DropIdle() {
+// A session's coat drops its cipher states when its owner finds it idle,
+// and builds them again at the next packet; its counters go on, so no
+// nonce repeats.
+func ExampleAEADCoat_Drop() {
 	a, _ := ecdh.X25519().GenerateKey(nil)
 	b, _ := ecdh.X25519().GenerateKey(nil)
 	atB, _ := packet.NewAEADCoat(codec.CoatKindChaCha20Poly1305, (*[32]byte)(a.Bytes()), (*[32]byte)(b.PublicKey().Bytes()))
 	atA, _ := packet.NewAEADCoat(codec.CoatKindChaCha20Poly1305, (*[32]byte)(b.Bytes()), (*[32]byte)(a.PublicKey().Bytes()))
 	head := []byte("head")
 	first, _ := atB.Seal(nil, head, []byte("one"))
-	fmt.Println(atB.DropIdle())                     // used in this period: kept
-	fmt.Println(atB.DropIdle())                     // a period with nothing sealed: dropped
+	atB.Drop()                                      // idle: the states go
 	second, _ := atB.Seal(nil, head, []byte("two")) // built again
 	for _, coat := range [][]byte{first, second} {
 		body, err := atA.Open(nil, head, coat)
 		fmt.Printf("%q %v\n", body, err)
+		atA.Drop()
 	}
+	fmt.Println(bytes.Equal(first[:packet.AEADCounterSize], second[:packet.AEADCounterSize]))
 	// Output:
-	// false
-	// true
 	// "one" <nil>
 	// "two" <nil>
+	// false
 }

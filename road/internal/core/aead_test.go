@@ -384,3 +384,46 @@ func TestAEADOpenedByReader(t *testing.T) {
 		}
 	}
 }
+
+// An AEAD session that carries nothing for aeadIdle drops its cipher
+// states at both ends (its remote's timer, not a walk of all remotes), and
+// its next messages build them again and go both ways; one whose presence
+// exchanges an alive every second keeps them and runs no such timer.
+func TestAEADIdleDropsCipherStates(t *testing.T) {
+	watched := func(r *remote) bool { return r.prof.aeadCheck != 0 }
+	p := joinedPair(t, aeadProfile)
+	if !watched(p.mainRemote()) || !watched(p.otherRemote()) {
+		t.Fatal("the session's coats are not watched after its allow")
+	}
+	p.stillWorks(t, len(p.delivered[p.main])) // the last packets a few ms ago
+	p.advance(aeadIdle - 10*time.Millisecond)
+	if !watched(p.mainRemote()) || !watched(p.otherRemote()) {
+		t.Fatal("states dropped before an idle period")
+	}
+	p.advance(10 * time.Millisecond)
+	if watched(p.mainRemote()) || watched(p.otherRemote()) {
+		t.Fatal("states kept after an idle period")
+	}
+	if d := p.main.Deadline(); !d.IsZero() {
+		t.Fatalf("main still has a timer at %v once its remote's states went", d)
+	}
+	p.stillWorks(t, len(p.delivered[p.main]))
+	if !watched(p.mainRemote()) || !watched(p.otherRemote()) {
+		t.Fatal("the coats are not watched again after their states were rebuilt")
+	}
+
+	p = newPair(t, keep.AutoAlways, func(m, o *estate) {
+		aeadProfile.set(m, o)
+		m.AlivePeriod, o.AlivePeriod = time.Second, time.Second
+	})
+	p.join()
+	p.advance(aeadIdle)
+	v := p.main.visits
+	p.advance(3 * aeadIdle)
+	if !watched(p.mainRemote()) || !watched(p.otherRemote()) {
+		t.Fatal("a session with an alive every second dropped its states")
+	}
+	if p.main.visits != v {
+		t.Errorf("main ran %d remotes' timers while its driver's alives came", p.main.visits-v)
+	}
+}

@@ -493,6 +493,39 @@ func (c *Core) sealedAEAD(r *remote, a *packet.AEADCoat, err error) {
 	if (err == nil && a.Remaining() < c.rekeyAt) || errors.Is(err, packet.ErrRekey) {
 		c.rekey(r)
 	}
+	c.usedAEAD(r, true)
+}
+
+// aeadIdle is how long an AEAD session may go without a packet sealed or
+// opened before its coat drops its cipher states (packet.AEADCoat.Drop;
+// ~1.5 KiB with AES-256-GCM, most of an idle remote's heap); its next
+// packet builds them again (~1.5 µs). A main's presence period grows with
+// its remotes (presence.go: past 10 s from 2000 remotes at the default
+// AliveRate), so a big main's idle remotes hold no states between their
+// alives, while a busy session never runs this timer: each packet moves it.
+const aeadIdle = 10 * time.Second
+
+// usedAEAD records a packet sealed or opened with r's AEAD coat, whose
+// cipher states are therefore built: they go aeadIdle after the last such
+// packet (remoteDeadline, idleAEAD). A coat that did not open (forged,
+// say) only starts that timer if it was not running, so forgeries cannot
+// keep the states beyond a period.
+func (c *Core) usedAEAD(r *remote, opened bool) {
+	p := r.prof
+	if p == nil || p.aead == nil || (!opened && p.aeadCheck != 0) {
+		return
+	}
+	p.aeadCheck = c.now.Add(aeadIdle).UnixNano()
+	c.touch(r)
+}
+
+// idleAEAD drops the cipher states of r's AEAD coat once its timer is due:
+// nothing was sealed or opened with it for aeadIdle.
+func (c *Core) idleAEAD(r *remote) {
+	if p := r.prof; p != nil && p.aeadCheck != 0 && c.now.UnixNano() >= p.aeadCheck {
+		p.aead.Drop()
+		p.aeadCheck = 0
+	}
 }
 
 // marshal serializes a control or message body with the stack's body kind.
@@ -738,9 +771,11 @@ func (c *Core) openAEAD(p *rxPacket, ac *aeadCheck) bool {
 	}
 	if err != nil {
 		c.stats.drop(aeadDrop(err))
+		c.usedAEAD(r, false)
 		return false
 	}
 	p.Coat = plain
+	c.usedAEAD(r, true)
 	return true
 }
 
@@ -1040,6 +1075,7 @@ func (c *Core) tickRemote(r *remote) {
 	}
 	clear(r.saved[len(kept):])
 	r.saved = kept
+	c.idleAEAD(r)
 	if !r.added {
 		return
 	}

@@ -13,7 +13,7 @@ import (
 // fleet is a main core with n remotes whose sessions are established: each
 // joined, allowed and sent messages both ways (with message ids where the
 // profile has them), then its own core was dropped, so that what the heap
-// holds is the main's. The remotes join one after another through the pair
+// holds is the main's (perRemote then lets them go idle). The remotes join one after another through the pair
 // rig on its fake clock.
 func fleet(tb testing.TB, n int, prof Profile, aead AEADMode) *pair {
 	tb.Helper()
@@ -85,6 +85,22 @@ func perRemote(tb testing.TB, n int, prof Profile, aead AEADMode) float64 {
 	tb.Helper()
 	before := heapNow()
 	p := fleet(tb, n, prof, aead)
+	// The remotes are idle (their cores are gone): the main's timers run
+	// for aeadIdle, and their AEAD cipher states go.
+	end := p.now.Add(aeadIdle)
+	for range n + 1 {
+		d := p.main.Deadline()
+		if d.IsZero() || d.After(end) {
+			break
+		}
+		p.main.Tick(d)
+	}
+	p.now = end
+	for _, r := range p.main.remotes {
+		if r.prof != nil && r.prof.aeadCheck != 0 {
+			tb.Fatalf("%s still holds its AEAD cipher states, idle for %v", r.name, aeadIdle)
+		}
+	}
 	st := p.main.store.(*memStore)
 	st.remotes, st.roles = map[string]keep.RemoteEstate{}, map[string]keep.RemoteRole{}
 	p.feet, p.air = nil, nil // the key table a stack's readers share stays
@@ -101,9 +117,8 @@ func perRemote(tb testing.TB, n int, prof Profile, aead AEADMode) float64 {
 var heldFleet *pair
 
 // BenchmarkRemoteHeap reports the main core's heap per established remote
-// (run with -benchtime=1x; -memprofile shows where it goes; the fast
-// profile's AEAD coat holds the standard library's cipher states, about 1.5
-// KiB with AES-256-GCM).
+// (run with -benchtime=1x; -memprofile shows where it goes), idle: the
+// fast profile's AEAD coats have dropped their cipher states.
 func BenchmarkRemoteHeap(b *testing.B) {
 	for _, c := range fleetKinds {
 		for _, n := range []int{1000, 10000} {

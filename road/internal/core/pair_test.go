@@ -416,6 +416,9 @@ func dueTimers(c *Core) string {
 		if !r.reapAt.IsZero() && !r.reapAt.After(c.now) {
 			fmt.Fprintf(&b, "%s reap (reaped %v); ", r.name, r.reaped)
 		}
+		if r.prof != nil && r.prof.aeadCheck != 0 && r.prof.aeadCheck <= c.now.UnixNano() {
+			fmt.Fprintf(&b, "%s aead idle check; ", r.name)
+		}
 		for k, t := range r.txns {
 			if d := t.deadline(); !d.IsZero() && !d.After(c.now) {
 				fmt.Fprintf(&b, "%s %T %+v; ", r.name, t, k)

@@ -267,12 +267,15 @@ type profile struct {
 	coat  packet.Coat      // a negotiated coat (Config.Coat); nil: NaCl
 	aead  *packet.AEADCoat // the AEAD coat (aead.go); nil: coat and foot as above
 	mps   int
-	mids  bool // messages carry ids (mid.go)
 	// alive is the remote's presence period when both ends advertised one
 	// (driven presence, presence.go): from its caps, then from its alive
 	// acks; zero: the reference's presence.
 	alive time.Duration
-	bdl   bool // small messages go in bundles, answers coalesced (bundle.go)
+	// aeadCheck is when aead is next asked to drop its cipher states if
+	// idle (unix ns, idleAEAD); zero: not watched, the states are dropped.
+	aeadCheck int64
+	mids      bool // messages carry ids (mid.go)
+	bdl       bool // small messages go in bundles, answers coalesced (bundle.go)
 }
 
 // negotiate picks the best common profile, or nil for the reference one.

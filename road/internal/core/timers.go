@@ -3,9 +3,10 @@ package core
 import "time"
 
 // Timers by what is due. Each remote has one key, the earliest of its
-// timers (its transactions', its saved messages' timeouts, its presence,
-// reaping and forgetting: remoteDeadline), and the remotes with a timer
-// sit in a binary min-heap by that key, each holding its index. Whatever
+// timers (its transactions', its saved messages' timeouts, its AEAD coat's
+// idle check, its presence, reaping and forgetting: remoteDeadline), and
+// the remotes with a timer sit in a binary min-heap by that key, each
+// holding its index. Whatever
 // may move a remote's timers marks it (touch); after each event flushWake
 // keys again only the marked remotes, and Tick runs only the remotes whose
 // key is due. So an idle tick costs O(due · log remotes), not O(remotes),
@@ -155,6 +156,9 @@ func (c *Core) remoteDeadline(r *remote) time.Time {
 	}
 	for _, m := range r.saved {
 		d = earliest(d, time.Time(m.timeout))
+	}
+	if r.prof != nil && r.prof.aeadCheck != 0 {
+		d = earliest(d, time.Unix(0, r.prof.aeadCheck))
 	}
 	if !r.added {
 		return d
