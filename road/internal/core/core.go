@@ -688,7 +688,7 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 		}
 	case codec.FootKindNada:
 		switch tk := h.TransactionKind; {
-		case packet.IsAEAD(h.CoatKind) && tk != codec.TransactionKindJoin && tk != codec.TransactionKindAllow:
+		case sessionSealed(h):
 			if !c.openAEAD(p, ac) {
 				return
 			}
@@ -777,6 +777,15 @@ func (c *Core) openAEAD(p *rxPacket, ac *aeadCheck) bool {
 	p.Coat = plain
 	c.usedAEAD(r, true)
 	return true
+}
+
+// sessionSealed says whether a packet of head h is one the session's AEAD
+// coat opens: an AEAD coat kind, and not a join or an allow (those are
+// never sealed so). The readers open only those, so that each coat a reader
+// tries reaches openAEAD, which watches its cipher states (usedAEAD).
+func sessionSealed(h *codec.Head) bool {
+	tk := h.TransactionKind
+	return packet.IsAEAD(h.CoatKind) && tk != codec.TransactionKindJoin && tk != codec.TransactionKindAllow
 }
 
 // aeadDrop is the drop reason of an AEAD coat that did not open.

@@ -318,7 +318,7 @@ func (f *FootChecker) Parse(in *Inbound, b []byte, from netip.AddrPort, table *K
 	switch {
 	case h.FootKind == codec.FootKindNaCl:
 		in.foot = f.check(&in.pkt.Packet, table)
-	case h.FootKind == codec.FootKindNada && packet.IsAEAD(h.CoatKind):
+	case h.FootKind == codec.FootKindNada && sessionSealed(h):
 		if k := table.lookup(h.DestinationID); k != nil && k.aead != nil && k.aead.Kind() == h.CoatKind {
 			in.aead.coat = k.aead
 			in.aead.plain, in.aead.err = in.pkt.OpenAEADInBuffer(k.aead)
