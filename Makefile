@@ -25,11 +25,11 @@ demo:
 	@rm -rf $(DEMO_DIR)/demo.pcapng $(DEMO_DIR)/keys.log $(DEMO_DIR)/keeps
 	$(GO) run ./examples/demo -pcap $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log -keeps $(DEMO_DIR)/keeps
 	@echo
-	@echo "== raetdump: the same traffic, signatures verified with the keeps, bodies opened with the key log (the AEAD coats of the fast profile show as sealed) =="
+	@echo "== raetdump: the same traffic, signatures verified with the keeps, bodies opened with the key log (the demo refuses the AEAD coat, which raetdump cannot open) =="
 	$(GO) run ./cmd/raetdump -r $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log \
 		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -c 12
 	@echo
-	@echo "== raetdump: the small messages in bundles, their dones in answers (AEAD coats: sealed whole) =="
+	@echo "== raetdump: the small messages in bundles, their dones in answers =="
 	@$(GO) run ./cmd/raetdump -r $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log \
 		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -q | grep -E 'RAET message (bundle|answers)'
 	@echo

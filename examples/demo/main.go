@@ -43,8 +43,11 @@ func run(pcapPath, keylogPath, keeps string) (err error) {
 	}()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	start := func(name string, main bool) (*road.Stack, error) {
+		// AEADRefuse: the NaCl coat and MAC foot, which raetdump opens
+		// and checks with the key log; the default AEAD coat has keys
+		// raetdump does not derive, so it would show its packets sealed.
 		cfg := &road.Config{Name: name, Main: main, Auto: keep.AutoAlways, Listen: "127.0.0.1:0",
-			AlivePeriod: -1, Logger: logger, KeyLogFile: keylogPath}
+			AlivePeriod: -1, Logger: logger, KeyLogFile: keylogPath, AEAD: road.AEADRefuse}
 		if main {
 			cfg.Tap = tap // one socket sees every datagram between the two
 		}

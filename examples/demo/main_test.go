@@ -79,6 +79,11 @@ func TestDemo(t *testing.T) {
 	if n == 0 || st.Errors != 0 || st.VerifyFailed != 0 {
 		t.Fatalf("%d packets, %d errors %v, %d feet failed", n, st.Errors, st.ErrorReasons, st.VerifyFailed)
 	}
+	// Every message is seen done: its done alone, in an answers packet or
+	// in a bundle, all readable with the key log.
+	if m := st.Txns[codec.TransactionKindMessage]; m.Count == 0 || m.Done != m.Count {
+		t.Errorf("message transactions %d, done %d", m.Count, m.Done)
+	}
 	// The small messages go in bundles, their dones in answers.
 	if bundles == 0 || answers == 0 {
 		t.Errorf("%d bundles and %d answers packets in the capture", bundles, answers)
