@@ -117,11 +117,13 @@ bench-plugins:
 bench-peers: deps
 	cd bench/peers && $(GO) run . -runs 3 -raet-fast-mps 8192 -modes windowed,one-way,fanout
 
-## bench-fleet: one main estate and N client stacks over a few processes: the growth table
-## (FLEET_N=100,1000,5000,10000 for the whole of issue 14's table; the keep goes under TMPDIR).
+## bench-fleet: one main estate and N client stacks over a few processes: the growth table and
+## issue 14's checks (FLEET_N=100,1000,5000,10000 for the whole table; the keep goes under TMPDIR;
+## more flags in FLEET_FLAGS, e.g. FLEET_FLAGS='-profiles fast -leave-timeout 0').
 FLEET_N ?= 100,1000
+FLEET_FLAGS ?=
 bench-fleet:
-	$(GO) run ./bench/fleet -n $(FLEET_N) -table
+	$(GO) run ./bench/fleet -n $(FLEET_N) -table $(FLEET_FLAGS)
 
 ## bench-peers-check: vet and smoke-test the nested bench/peers module (it downloads its
 ## peers; part of make test).

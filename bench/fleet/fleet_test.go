@@ -21,20 +21,31 @@ func TestMain(m *testing.M) {
 // TestFleetSmoke runs the whole benchmark with a handful of clients over two
 // processes in both profiles, and checks that every phase did what it
 // reports: all clients joined and were allowed, every message went both
-// ways and was delivered, and the measures are of the right sign.
+// ways and was delivered, each in two segments with none dropped for want
+// of reassembly room, the measures are of the right sign, and (in the fast
+// profile, to keep the test short) after the clients left the main reaped
+// them.
 func TestFleetSmoke(t *testing.T) {
-	o := options{procs: 2, dir: t.TempDir(), msgs: 12, size: 100, window: 4, joinWindow: 2,
+	o := options{procs: 2, perProc: 3, dir: t.TempDir(), msgs: 12, size: 1500, window: 4, joinWindow: 3,
 		settle: 50 * time.Millisecond, phase: time.Minute,
-		idle: 1200 * time.Millisecond} // longer than the 1 s presence period
+		idle: 1200 * time.Millisecond, // longer than the 1 s presence period
+		// A remote is found dead within 3 s of its last alive (a period of
+		// 1 s, then the alive's 2 s timeout) and reaped 2 s later.
+		main: mainConfig{Interim: 2 * time.Second}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, p := range []string{"fast", "reference"} {
 		const n = 5
-		r, err := measure(ctx, o, p, n)
+		o.leave = 0
+		if p == "fast" {
+			o.leave = 7 * time.Second
+		}
+		r, err := measure(ctx, o, p, n, t.Output())
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
 		t.Logf("%+v", r)
+		// Five clients, three a process at most: two processes.
 		if r.Joined != n || r.JoinFailed != 0 || r.Allowed != n || r.Procs != 2 {
 			t.Errorf("%s: joined %d, failed %d, allowed %d of %d over %d processes", p, r.Joined, r.JoinFailed, r.Allowed, n, r.Procs)
 		}
@@ -42,6 +53,20 @@ func TestFleetSmoke(t *testing.T) {
 		if r.FanoutMsgs != 15 || r.FanoutDelivered != 15 || r.FaninMsgs != 15 || r.FaninDelivered != 15 {
 			t.Errorf("%s: fan-out %d done, %d delivered; fan-in %d done, %d delivered; want 15 each",
 				p, r.FanoutMsgs, r.FanoutDelivered, r.FaninMsgs, r.FaninDelivered)
+		}
+		if r.FaninSegments < 2 || r.FaninReasmDrops != 0 {
+			t.Errorf("%s: fan-in %.1f segments per message, %d dropped for want of reassembly room; want 2 or more, none",
+				p, r.FaninSegments, r.FaninReasmDrops)
+		}
+		if r.Left != (o.leave > 0) {
+			t.Errorf("%s: left %v, with a leave phase of %v", p, r.Left, o.leave)
+		}
+		if r.Left && (r.MainHeapLeft == 0 || r.LeftHeapRatio <= 0 || r.RememberedRep != r.Remembered) {
+			t.Errorf("%s: after the clients left: %d remembered, %d of them reaped, heap %d (%.2f × start)",
+				p, r.Remembered, r.RememberedRep, r.MainHeapLeft, r.LeftHeapRatio)
+		}
+		if r.ClientFDsStack < 1 {
+			t.Errorf("%s: %.1f open files per client stack, want its socket at least", p, r.ClientFDsStack)
 		}
 		if r.failures() != 0 {
 			t.Errorf("%s: %d failures", p, r.failures())
@@ -58,7 +83,7 @@ func TestFleetSmoke(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
-	for _, args := range [][]string{{"-n", "0"}, {"-n", "x"}, {"-profiles", "slow"}, {"-procs", "0"}, {"extra"}} {
+	for _, args := range [][]string{{"-n", "0"}, {"-n", "x"}, {"-profiles", "slow"}, {"-procs", "0"}, {"-stacks-per-proc", "0"}, {"-leave-timeout", "-1s"}, {"extra"}} {
 		if code := run(args, os.Stdout, &discard{}); code != exitUsage {
 			t.Errorf("%q: exit %d, want %d", args, code, exitUsage)
 		}

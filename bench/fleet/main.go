@@ -8,15 +8,20 @@
 // of them are this program, started again as workers; the coordinator
 // talks to them over their stdin and stdout, one JSON line per request and
 // per reply, and each worker measures itself (CPU time from getrusage, live
-// heap after a collection, RSS from /proc). Every stack listens on its own
-// port of 127.0.0.1; each process raises its open-file limit to the hard
-// limit, as each stack holds a socket.
+// heap after a collection, RSS from /proc). Each client listens on its own
+// loopback address (127.x.y.z, up to 15 million of them), as on a real
+// network. A client process holds at most --stacks-per-proc stacks (more
+// processes are started when N needs them) and raises its limit on open
+// files to fit them, one socket each, or fails saying by how much it falls
+// short.
 //
 // For each profile and each N, in this order:
 //
-//   - join: every client joins the main (join and allow), a few at a time
-//     per process (--join-window); the wall time until all are allowed,
-//     and the main's CPU per join;
+//   - join: every client joins the main (join and allow), --join-window at
+//     a time in all; the wall time until all are allowed, and the main's
+//     CPU per join; a client that fails to join is tried twice more, and
+//     those that fail for good are counted and named on stderr with the
+//     first error;
 //   - state: after --settle, the main's heap and RSS per remote, and the
 //     heap and goroutines per client stack (the goroutine that reads a
 //     stack's Receive channel for the benchmark is not counted);
@@ -26,7 +31,16 @@
 //     over the remotes (at least one each), --window at a time; messages
 //     per second and the main's CPU per message;
 //   - fan-in: as many from the clients to the main, --window at a time per
-//     process.
+//     process; the segments each message took, and the main's drops for
+//     want of reassembly room (reassembly_* in its Counters.Drops);
+//   - leave: every client closes, and the main finds them dead, reaps them
+//     after --interim and forgets them; the phase waits, at most
+//     --leave-timeout, until the main lists no remote, and compares the
+//     main's heap then with its heap before the joins.
+//
+// The fan-out and fan-in CPU per message of each N is also given as a
+// ratio to that of the first N of its profile. With -table a second table
+// checks each row against issue 14's targets.
 //
 // A run is bounded by --timeout, and each of join, fan-out and fan-in by
 // --phase-timeout (what is not done by then counts as failed); the workers
@@ -56,14 +70,17 @@ import (
 const usage = `usage: fleet [flags]
 
 One main road estate (its own process, keep on disk) and N client stacks
-(spread over --procs processes) on 127.0.0.1. For each profile and N, one
-JSON line on stdout with the join time, the main's CPU per join, heap and
-RSS per remote, heap and goroutines per client stack, idle CPU and packet
-rate, and fan-out and fan-in message rates and CPU per message.
+(spread over --procs processes or more) on loopback. For each profile and
+N, one JSON line on stdout with the join time, the main's CPU per join,
+heap and RSS per remote, heap and goroutines per client stack, idle CPU and
+packet rate, fan-out and fan-in message rates and CPU per message (and its
+ratio to the first N's), reassembly drops, and the main's heap after the
+clients left and were forgotten.
 
 examples:
   go run ./bench/fleet                                # N=100, both profiles
   go run ./bench/fleet -n 100,1000,5000,10000 -table  # the growth table
+  go run ./bench/fleet -n 10000 -profiles fast -table -leave-timeout 0
   go run ./bench/fleet -n 1000 -profiles fast -idle 10s -msgs 20000
 
 exit status: 0 success, 1 a measurement failed (a join, a message, a
@@ -94,6 +111,9 @@ type options struct {
 	idle       time.Duration
 	oneAddr    bool          // all clients on 127.0.0.1
 	phase      time.Duration // bound on each of join, fan-out and fan-in
+	perProc    int           // client stacks per process at most
+	leave      time.Duration // bound on the leave phase; 0 skips it
+	main       mainConfig
 }
 
 func main() {
@@ -109,16 +129,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	ns := fs.String("n", "100", "client counts, comma-separated (e.g. 100,1000,5000,10000)")
 	profiles := fs.String("profiles", "fast,reference", "profiles, comma-separated: fast, reference")
-	procs := fs.Int("procs", 4, "processes the clients are spread over (at most N)")
+	procs := fs.Int("procs", 4, "processes the clients are spread over (at most N; more when N needs them, see -stacks-per-proc)")
+	perProc := fs.Int("stacks-per-proc", 2500, "client stacks in one process at most")
 	dir := fs.String("dir", "", "where the main's keep goes, in a fresh temporary directory (default: the system's)")
 	msgs := fs.Int("msgs", 5000, "messages in each of fan-out and fan-in (at least one per remote)")
-	size := fs.Int("size", 256, "message body bytes")
+	size := fs.Int("size", 1500, "message body bytes (1500: two segments in both profiles)")
 	window := fs.Int("window", 256, "messages in flight per process")
-	joinWindow := fs.Int("join-window", 16, "joins in flight per client process")
+	joinWindow := fs.Int("join-window", 64, "joins in flight in all, shared by the client processes")
 	settle := fs.Duration("settle", 2*time.Second, "wait after the joins before measuring state")
 	idle := fs.Duration("idle", 5*time.Second, "how long idle CPU and packets are measured")
 	timeout := fs.Duration("timeout", 60*time.Minute, "bound on the whole run")
 	phase := fs.Duration("phase-timeout", 10*time.Minute, "bound on each of join, fan-out and fan-in: what is not done by then counts as failed")
+	leave := fs.Duration("leave-timeout", time.Minute, "bound on the leave phase (until the main forgets every client); 0 skips it")
+	alivePeriod := fs.Duration("alive-period", 0, "the main's presence period (road.Config.AlivePeriod; 0: road's default)")
+	interim := fs.Duration("interim", 20*time.Second, "the main reaps a remote silent this long (road.Config.Interim; 0: road's default, 1h)")
 	oneAddr := fs.Bool("one-address", false, "all clients on 127.0.0.1 (default: each on its own 127.x.y.z)")
 	table := fs.Bool("table", false, "print a Markdown table instead of JSON lines")
 	version := fs.Bool("version", false, "print the version and exit")
@@ -137,10 +161,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window,
-		joinWindow: *joinWindow, settle: *settle, idle: *idle, oneAddr: *oneAddr, phase: *phase}
+		joinWindow: *joinWindow, settle: *settle, idle: *idle, oneAddr: *oneAddr, phase: *phase,
+		perProc: *perProc, leave: *leave, main: mainConfig{AlivePeriod: *alivePeriod, Interim: *interim}}
 	var err error
 	if o.ns, err = parseInts(*ns); err != nil || fs.NArg() != 0 || o.procs < 1 || o.msgs < 1 ||
-		o.size < 0 || o.window < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 || o.phase <= 0 {
+		o.size < 0 || o.window < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 || o.phase <= 0 ||
+		o.perProc < 1 || o.leave < 0 || o.main.AlivePeriod < 0 || o.main.Interim < 0 {
 		fmt.Fprintln(stderr, "fleet: bad flags (see -help):", errors.Join(err, argsErr(fs.Args())))
 		return exitUsage
 	}
@@ -164,10 +190,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var rows []row
 	code := exitOK
 	for _, p := range o.profiles {
+		var first *row // the profile's first N, for the ratios
 		for _, n := range o.ns {
-			fmt.Fprintf(stderr, "fleet: %s N=%d\n", p, n)
-			r, err := measure(ctx, o, p, n)
-			r.KeepFS = fsName
+			fmt.Fprintf(stderr, "fleet: %s N=%d (load average %s)\n", p, n, loadAvg())
+			r, err := measure(ctx, o, p, n, stderr)
+			r.KeepFS, r.LoadEnd = fsName, loadAvg()
+			if first == nil && err == nil {
+				first = &r
+			}
+			if first != nil {
+				r.FanoutCPURatio = ratio(r.FanoutCPUPerMsg, first.FanoutCPUPerMsg)
+				r.FaninCPURatio = ratio(r.FaninCPUPerMsg, first.FaninCPUPerMsg)
+			}
 			if err != nil {
 				fmt.Fprintf(stderr, "fleet: %s N=%d: %v\n", p, n, err)
 				var se *setupError
@@ -193,8 +227,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *table {
 		printTable(stdout, rows)
+		fmt.Fprintln(stdout)
+		printChecks(stdout, rows)
 	}
 	return code
+}
+
+// ratio is a/b, or 0 when b is not positive.
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// loadAvg is the system's 1-, 5- and 15-minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 func argsErr(args []string) error {
@@ -247,20 +300,29 @@ type row struct {
 	// ClientAddrs is "own" (each client on its own 127.x.y.z) or
 	// "127.0.0.1" (-one-address).
 	ClientAddrs string `json:"client_addrs"`
+	// LoadStart and LoadEnd are the system's load averages (1, 5 and 15
+	// minutes) before and after the row: the machine may be shared.
+	LoadStart string `json:"load_start"`
+	LoadEnd   string `json:"load_end"`
 
-	JoinSeconds     float64 `json:"join_s"`
-	Joined          int     `json:"joined"`
-	JoinFailed      int     `json:"join_failed"`
-	JoinRetries     int     `json:"join_retries"`
-	Allowed         int     `json:"allowed"` // remotes the main has allowed
-	MainCPUPerJoin  float64 `json:"main_cpu_per_join_us"`
-	MainHeapPerRem  float64 `json:"main_heap_per_remote_b"`
-	MainRSSPerRem   float64 `json:"main_rss_per_remote_b"`
-	ClientHeapStack float64 `json:"client_heap_per_stack_b"`
-	ClientGorStack  float64 `json:"client_goroutines_per_stack"`
+	JoinSeconds    float64 `json:"join_s"`
+	Joined         int     `json:"joined"`
+	JoinFailed     int     `json:"join_failed"`
+	JoinRetries    int     `json:"join_retries"`
+	Allowed        int     `json:"allowed"` // remotes the main has allowed
+	MainCPUPerJoin float64 `json:"main_cpu_per_join_us"`
+	// JoinDropsBy is what the main dropped during the joins, by reason.
+	JoinDropsBy     map[string]uint64 `json:"join_drops_by,omitempty"`
+	MainHeapStart   uint64            `json:"main_heap_start_b"` // before the joins
+	MainHeapPerRem  float64           `json:"main_heap_per_remote_b"`
+	MainRSSPerRem   float64           `json:"main_rss_per_remote_b"`
+	ClientHeapStack float64           `json:"client_heap_per_stack_b"`
+	ClientGorStack  float64           `json:"client_goroutines_per_stack"`
+	ClientFDsStack  float64           `json:"client_fds_per_stack"`
 
 	IdleCPUPerRemS float64 `json:"idle_cpu_us_per_remote_s"`
 	IdlePackets    float64 `json:"idle_packets_per_s"`
+	IdlePktsPerRem float64 `json:"idle_packets_per_remote_s"`
 
 	FanoutMsgs        int     `json:"fanout_msgs"`
 	FanoutFailed      int     `json:"fanout_failed"`
@@ -268,16 +330,36 @@ type row struct {
 	FanoutRate        float64 `json:"fanout_msgs_per_s"`
 	FanoutCPUPerMsg   float64 `json:"fanout_cpu_per_msg_us"`
 	FanoutRetransmits uint64  `json:"fanout_retransmits"`
+	// FanoutCPURatio is FanoutCPUPerMsg over that of the profile's first N
+	// (FaninCPURatio likewise).
+	FanoutCPURatio float64 `json:"fanout_cpu_ratio"`
 
 	FaninMsgs      int     `json:"fanin_msgs"`
 	FaninFailed    int     `json:"fanin_failed"`
 	FaninDelivered int     `json:"fanin_delivered"`
 	FaninRate      float64 `json:"fanin_msgs_per_s"`
 	FaninCPUPerMsg float64 `json:"fanin_cpu_per_msg_us"`
-	FaninDrops     uint64  `json:"fanin_drops"`
-	// FaninDropsBy is FaninDrops by the main's reasons.
+	FaninCPURatio  float64 `json:"fanin_cpu_ratio"`
+	// FaninSegments is the message segments the main received per message
+	// (resent ones too).
+	FaninSegments float64 `json:"fanin_segments_per_msg"`
+	FaninDrops    uint64  `json:"fanin_drops"`
+	// FaninDropsBy is FaninDrops by the main's reasons, and
+	// FaninReasmDrops those for want of reassembly room (reassembly_*).
 	FaninDropsBy     map[string]uint64 `json:"fanin_drops_by,omitempty"`
+	FaninReasmDrops  uint64            `json:"fanin_reassembly_drops"`
 	FaninRetransmits uint64            `json:"fanin_retransmits"`
+
+	// The leave phase (when run): the seconds from the clients' close until
+	// the main listed no remote (or the bound), the remotes it still listed
+	// then and how many of them were reaped, and its heap then.
+	Left          bool    `json:"left"`
+	LeaveSeconds  float64 `json:"leave_s,omitempty"`
+	Remembered    int     `json:"remembered,omitempty"`
+	RememberedRep int     `json:"remembered_reaped,omitempty"`
+	MainHeapLeft  uint64  `json:"main_heap_left_b,omitempty"`
+	// LeftHeapRatio is MainHeapLeft over MainHeapStart.
+	LeftHeapRatio float64 `json:"left_heap_ratio,omitempty"`
 }
 
 // failures counts what went wrong in a row: failed joins and messages, and
@@ -288,13 +370,79 @@ func (r row) failures() int {
 }
 
 func printTable(w io.Writer, rows []row) {
-	fmt.Fprintln(w, "| profile | N | join s | main CPU/join µs | main heap/remote B | main RSS/remote B | client heap/stack KiB | client goroutines/stack | idle µs/remote/s | idle pkts/s | fan-out msgs/s | fan-out µs/msg | fan-in msgs/s | fan-in µs/msg | fan-in drops | failures |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| profile | N | procs | load 1m | join s | joined | main CPU/join µs | main heap/remote B | main RSS/remote B | "+
+		"client heap/stack KiB | client goroutines/stack | idle µs/remote/s | idle pkts/s | idle pkts/remote/s | "+
+		"fan-out msgs/s | fan-out µs/msg | ×first | fan-in msgs/s | fan-in µs/msg | ×first | fan-in segs/msg | "+
+		"fan-in reassembly drops | left heap/start | left remembered | failures |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %d | %.2f | %.0f | %.0f | %.0f | %.1f | %.1f | %.2f | %.0f | %.0f | %.1f | %.0f | %.1f | %d | %d |\n",
-			r.Profile, r.N, r.JoinSeconds, r.MainCPUPerJoin, r.MainHeapPerRem, r.MainRSSPerRem,
-			r.ClientHeapStack/1024, r.ClientGorStack, r.IdleCPUPerRemS, r.IdlePackets,
-			r.FanoutRate, r.FanoutCPUPerMsg, r.FaninRate, r.FaninCPUPerMsg, r.FaninDrops, r.failures())
+		left, remembered := "-", "-"
+		if r.Left {
+			left, remembered = fmt.Sprintf("%.2f", r.LeftHeapRatio), fmt.Sprintf("%d (%d reaped)", r.Remembered, r.RememberedRep)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %.2f | %d | %.0f | %.0f | %.0f | %.1f | %.1f | %.2f | %.0f | %.2f | %.0f | %.1f | %.2f | %.0f | %.1f | %.2f | %.2f | %d | %s | %s | %d |\n",
+			r.Profile, r.N, r.Procs, load1(r.LoadStart), r.JoinSeconds, r.Joined, r.MainCPUPerJoin, r.MainHeapPerRem, r.MainRSSPerRem,
+			r.ClientHeapStack/1024, r.ClientGorStack, r.IdleCPUPerRemS, r.IdlePackets, r.IdlePktsPerRem,
+			r.FanoutRate, r.FanoutCPUPerMsg, r.FanoutCPURatio, r.FaninRate, r.FaninCPUPerMsg, r.FaninCPURatio,
+			r.FaninSegments, r.FaninReasmDrops, left, remembered, r.failures())
+	}
+}
+
+// load1 is the first of the load averages.
+func load1(avgs string) string {
+	if f := strings.Fields(avgs); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
+// check is one of issue 14's targets, met or not by one row.
+type check struct {
+	name, value, target string
+	met                 bool
+}
+
+// checks are the targets that apply to r: issue 14's "what it must show".
+// The idle target applies from N = 1000, the join target at N = 10000,
+// the ratios from the profile's second N.
+func checks(r row) []check {
+	var cs []check
+	add := func(name string, v float64, format string, target string, met bool) {
+		cs = append(cs, check{name, fmt.Sprintf(format, v), target, met})
+	}
+	if r.N >= 10000 {
+		add("joins and allows (keep on disk)", r.JoinSeconds, "%.1f s", "≤ 20 s", r.JoinSeconds <= 20 && r.Allowed == r.N)
+	}
+	if r.N >= 1000 {
+		add("idle main CPU", r.IdleCPUPerRemS, "%.2f µs/remote/s", "≤ 5", r.IdleCPUPerRemS <= 5)
+	}
+	add("main heap per remote", r.MainHeapPerRem, "%.0f B", "≤ 2048", r.MainHeapPerRem <= 2048)
+	if r.Left {
+		add("main heap after all left and were forgotten", r.LeftHeapRatio, "%.2f × start", "≤ 1.10, no remote listed",
+			r.LeftHeapRatio <= 1.10 && r.Remembered == 0)
+	}
+	if r.FanoutCPURatio > 0 && r.FanoutCPURatio != 1 {
+		add("fan-out CPU per message vs first N", r.FanoutCPURatio, "%.2f ×", "≤ 1.20", r.FanoutCPURatio <= 1.2)
+	}
+	if r.FaninCPURatio > 0 && r.FaninCPURatio != 1 {
+		add("fan-in CPU per message vs first N", r.FaninCPURatio, "%.2f ×", "≤ 1.20", r.FaninCPURatio <= 1.2)
+	}
+	add("fan-in drops for want of reassembly room", float64(r.FaninReasmDrops), "%.0f", "0", r.FaninReasmDrops == 0)
+	add("client stack heap", r.ClientHeapStack/1024, "%.1f KiB", "≤ 256", r.ClientHeapStack <= 256<<10)
+	return cs
+}
+
+func printChecks(w io.Writer, rows []row) {
+	fmt.Fprintln(w, "| check | profile | N | measured | target | met |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, r := range rows {
+		for _, c := range checks(r) {
+			met := "no"
+			if c.met {
+				met = "yes"
+			}
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s |\n", c.name, r.Profile, r.N, c.value, c.target, met)
+		}
 	}
 }
 
@@ -304,9 +452,16 @@ type setupError struct{ err error }
 func (e *setupError) Error() string { return e.err.Error() }
 func (e *setupError) Unwrap() error { return e.err }
 
-// measure runs the phases for one profile and N.
-func measure(ctx context.Context, o options, profile string, n int) (row, error) {
-	r := row{Profile: profile, N: n, Procs: min(o.procs, n), ClientAddrs: "own"}
+// procsFor is how many client processes serve n clients: -procs, at most
+// n, and enough that none holds more than -stacks-per-proc.
+func procsFor(o options, n int) int {
+	return max(min(o.procs, n), (n+o.perProc-1)/o.perProc)
+}
+
+// measure runs the phases for one profile and N; what goes wrong on the
+// way (joins that failed, messages not sent) is told on stderr.
+func measure(ctx context.Context, o options, profile string, n int, stderr io.Writer) (row, error) {
+	r := row{Profile: profile, N: n, Procs: procsFor(o, n), ClientAddrs: "own", LoadStart: loadAvg()}
 	if o.oneAddr {
 		r.ClientAddrs = "127.0.0.1"
 	}
@@ -322,7 +477,7 @@ func measure(ctx context.Context, o options, profile string, n int) (row, error)
 	defer stopWorkers(procs)
 	m, clients := procs[0], procs[1:]
 
-	rep, err := m.call(ctx, request{Op: "start", Main: true, Profile: profile, Dir: filepath.Join(dir, "main")})
+	rep, err := m.call(ctx, request{Op: "start", Main: true, Profile: profile, Dir: filepath.Join(dir, "main"), MainCfg: o.main})
 	if err != nil {
 		return r, fmt.Errorf("main: %w", err)
 	}
@@ -345,25 +500,11 @@ func measure(ctx context.Context, o options, profile string, n int) (row, error)
 	if err != nil {
 		return r, err
 	}
+	r.MainHeapStart = mBase.Heap
 
-	t := time.Now()
-	pctx, cancel := context.WithTimeout(ctx, o.phase)
-	joins, err := each(pctx, clients, func(int) request { return request{Op: "join", To: mainAddr, Window: o.joinWindow} })
-	cancel()
-	if err != nil {
+	if err := join(ctx, o, m, clients, mainAddr, mBase, &r, stderr); err != nil {
 		return r, err
 	}
-	r.JoinSeconds = time.Since(t).Seconds()
-	mJoined, err := m.stats(ctx, false)
-	if err != nil {
-		return r, err
-	}
-	for _, j := range joins {
-		r.Joined += j.Done
-		r.JoinFailed += j.Failed
-		r.JoinRetries += j.Retries
-	}
-	r.MainCPUPerJoin = float64(mJoined.CPUNs-mBase.CPUNs) / 1e3 / float64(n)
 
 	if err := sleep(ctx, o.settle); err != nil {
 		return r, err
@@ -379,18 +520,19 @@ func measure(ctx context.Context, o options, profile string, n int) (row, error)
 	r.Allowed = mState.Allowed
 	r.MainHeapPerRem = (float64(mState.Heap) - float64(mBase.Heap)) / float64(n)
 	r.MainRSSPerRem = (float64(mState.RSS) - float64(mBase.RSS)) / float64(n)
-	var heap, gor float64
+	var heap, gor, fds float64
 	for i := range clients {
 		heap += float64(cState[i].Stats.Heap) - float64(cBase[i].Stats.Heap)
 		gor += float64(cState[i].Stats.Goroutines - cBase[i].Stats.Goroutines - cState[i].Stats.Stacks)
+		fds += float64(cState[i].Stats.FDs - cBase[i].Stats.FDs)
 	}
-	r.ClientHeapStack, r.ClientGorStack = heap/float64(n), gor/float64(n)
+	r.ClientHeapStack, r.ClientGorStack, r.ClientFDsStack = heap/float64(n), gor/float64(n), fds/float64(n)
 
 	idle0, err := m.stats(ctx, false)
 	if err != nil {
 		return r, err
 	}
-	t = time.Now()
+	t := time.Now()
 	if err := sleep(ctx, o.idle); err != nil {
 		return r, err
 	}
@@ -401,12 +543,18 @@ func measure(ctx context.Context, o options, profile string, n int) (row, error)
 	secs := time.Since(t).Seconds()
 	r.IdleCPUPerRemS = float64(idle1.CPUNs-idle0.CPUNs) / 1e3 / float64(n) / secs
 	r.IdlePackets = float64(idle1.PacketsIn+idle1.PacketsOut-idle0.PacketsIn-idle0.PacketsOut) / secs
+	r.IdlePktsPerRem = r.IdlePackets / float64(n)
 
-	if err := fanout(ctx, o, m, clients, &r); err != nil {
+	if err := fanout(ctx, o, m, clients, &r, stderr); err != nil {
 		return r, err
 	}
-	if err := fanin(ctx, o, m, clients, &r); err != nil {
+	if err := fanin(ctx, o, m, clients, &r, stderr); err != nil {
 		return r, err
+	}
+	if o.leave > 0 {
+		if err := leave(ctx, o, m, clients, &r, stderr); err != nil {
+			return r, err
+		}
 	}
 	for _, p := range procs {
 		if _, err := p.call(ctx, request{Op: "quit"}); err != nil {
@@ -414,6 +562,88 @@ func measure(ctx context.Context, o options, profile string, n int) (row, error)
 		}
 	}
 	return r, nil
+}
+
+// join joins every client to the main, -join-window at a time in all.
+func join(ctx context.Context, o options, m *workerProc, clients []*workerProc, mainAddr string, mBase procStats, r *row, stderr io.Writer) error {
+	t := time.Now()
+	pctx, cancel := context.WithTimeout(ctx, o.phase)
+	window := func(i int) int { return max(1, o.joinWindow/len(clients)+b2i(i < o.joinWindow%len(clients))) }
+	joins, err := each(pctx, clients, func(i int) request { return request{Op: "join", To: mainAddr, Window: window(i)} })
+	cancel()
+	if err != nil {
+		return err
+	}
+	r.JoinSeconds = time.Since(t).Seconds()
+	mJoined, err := m.stats(ctx, false)
+	if err != nil {
+		return err
+	}
+	first := ""
+	for _, j := range joins {
+		r.Joined += j.Done
+		r.JoinFailed += j.Failed
+		r.JoinRetries += j.Retries
+		if first == "" {
+			first = j.First
+		}
+	}
+	r.MainCPUPerJoin = float64(mJoined.CPUNs-mBase.CPUNs) / 1e3 / float64(r.N)
+	r.JoinDropsBy = dropsSince(mBase, mJoined)
+	if r.Joined < r.N {
+		fmt.Fprintf(stderr, "fleet: %s N=%d: %d of %d joined in %.1f s, %d failed after %d tries each (%d retries in all); the first error: %s; the main dropped %v\n",
+			r.Profile, r.N, r.Joined, r.N, r.JoinSeconds, r.JoinFailed, joinTries, r.JoinRetries, first, r.JoinDropsBy)
+	}
+	return nil
+}
+
+// dropsSince is what the main dropped between two of its stats, by reason.
+func dropsSince(before, after procStats) map[string]uint64 {
+	var d map[string]uint64
+	for k, v := range after.DropsBy {
+		if n := v - before.DropsBy[k]; n > 0 {
+			if d == nil {
+				d = map[string]uint64{}
+			}
+			d[k] = n
+		}
+	}
+	return d
+}
+
+// leave closes every client and waits until the main lists no remote, or
+// -leave-timeout, then weighs its heap.
+func leave(ctx context.Context, o options, m *workerProc, clients []*workerProc, r *row, stderr io.Writer) error {
+	t := time.Now()
+	if _, err := each(ctx, clients, func(int) request { return request{Op: "leave"} }); err != nil {
+		return err
+	}
+	r.Left = true
+	for {
+		st, err := m.stats(ctx, false)
+		if err != nil {
+			return err
+		}
+		r.Remembered, r.RememberedRep = st.Remotes, st.Reaped
+		if st.Remotes == 0 || time.Since(t) >= o.leave {
+			break
+		}
+		if err := sleep(ctx, min(500*time.Millisecond, o.leave/10)); err != nil {
+			return err
+		}
+	}
+	r.LeaveSeconds = time.Since(t).Seconds()
+	st, err := m.stats(ctx, true)
+	if err != nil {
+		return err
+	}
+	r.MainHeapLeft = st.Heap
+	r.LeftHeapRatio = ratio(float64(st.Heap), float64(r.MainHeapStart))
+	if r.Remembered > 0 {
+		fmt.Fprintf(stderr, "fleet: %s N=%d: %.0f s after the clients left, the main still lists %d remotes (%d reaped, %d alive); its heap is %.2f × its start\n",
+			r.Profile, r.N, r.LeaveSeconds, r.Remembered, r.RememberedRep, st.Alive, r.LeftHeapRatio)
+	}
+	return nil
 }
 
 func b2i(b bool) int {
@@ -426,7 +656,7 @@ func b2i(b bool) int {
 // perEach spreads msgs over n senders or receivers, at least one each.
 func perEach(msgs, n int) int { return max(1, (msgs+n-1)/n) }
 
-func fanout(ctx context.Context, o options, m *workerProc, clients []*workerProc, r *row) error {
+func fanout(ctx context.Context, o options, m *workerProc, clients []*workerProc, r *row, stderr io.Writer) error {
 	before, err := m.stats(ctx, false)
 	if err != nil {
 		return err
@@ -446,6 +676,10 @@ func fanout(ctx context.Context, o options, m *workerProc, clients []*workerProc
 		return err
 	}
 	r.FanoutMsgs, r.FanoutFailed = rep.Done, rep.Failed
+	if rep.Failed > 0 {
+		fmt.Fprintf(stderr, "fleet: %s N=%d: fan-out: %d of %d messages failed, the first: %s\n",
+			r.Profile, r.N, rep.Failed, rep.Done+rep.Failed, rep.First)
+	}
 	r.FanoutRate = float64(rep.Done) / rep.Seconds
 	r.FanoutCPUPerMsg = float64(rep.Stats.CPUNs) / 1e3 / float64(max(1, rep.Done))
 	r.FanoutRetransmits = after.Retransmits - before.Retransmits
@@ -456,7 +690,7 @@ func fanout(ctx context.Context, o options, m *workerProc, clients []*workerProc
 	return err
 }
 
-func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc, r *row) error {
+func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc, r *row, stderr io.Writer) error {
 	before, err := m.stats(ctx, false)
 	if err != nil {
 		return err
@@ -475,19 +709,26 @@ func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 	if err != nil {
 		return err
 	}
+	first := ""
 	for _, rep := range reps {
 		r.FaninMsgs += rep.Done
 		r.FaninFailed += rep.Failed
+		if first == "" {
+			first = rep.First
+		}
+	}
+	if r.FaninFailed > 0 {
+		fmt.Fprintf(stderr, "fleet: %s N=%d: fan-in: %d of %d messages failed, the first: %s\n",
+			r.Profile, r.N, r.FaninFailed, r.FaninMsgs+r.FaninFailed, first)
 	}
 	r.FaninRate = float64(r.FaninMsgs) / secs
 	r.FaninCPUPerMsg = float64(after.CPUNs-before.CPUNs) / 1e3 / float64(max(1, r.FaninMsgs))
+	r.FaninSegments = float64(after.Segments-before.Segments) / float64(max(1, r.FaninMsgs))
 	r.FaninDrops = after.Drops - before.Drops
-	for k, v := range after.DropsBy {
-		if d := v - before.DropsBy[k]; d > 0 {
-			if r.FaninDropsBy == nil {
-				r.FaninDropsBy = map[string]uint64{}
-			}
-			r.FaninDropsBy[k] = d
+	r.FaninDropsBy = dropsSince(before, after)
+	for k, v := range r.FaninDropsBy {
+		if strings.HasPrefix(k, "reassembly_") {
+			r.FaninReasmDrops += v
 		}
 	}
 	r.FaninRetransmits = after.Retransmits - before.Retransmits

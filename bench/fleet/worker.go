@@ -27,7 +27,7 @@ const roleEnv = "RAET_FLEET_WORKER"
 
 // request is one line the coordinator writes to a worker's stdin.
 type request struct {
-	Op      string `json:"op"`                // start, join, stats, fanout, fanin, quit
+	Op      string `json:"op"`                // start, join, stats, fanout, fanin, leave, quit
 	Main    bool   `json:"main,omitempty"`    // start: be the main estate
 	Profile string `json:"profile,omitempty"` // start: fast or reference
 	Dir     string `json:"dir,omitempty"`     // start (main): the keep directory
@@ -36,26 +36,37 @@ type request struct {
 	// Base is the fleet-wide index of this process's first client; with
 	// Spread each client listens on its own loopback address (see
 	// clientAddr), else all on 127.0.0.1.
-	Base   int    `json:"base,omitempty"`
-	Spread bool   `json:"spread,omitempty"`
-	To     string `json:"to,omitempty"`     // join: the main's address
-	Count  int    `json:"count,omitempty"`  // fanout, fanin: messages per remote or stack
-	Size   int    `json:"size,omitempty"`   // fanout, fanin: body bytes
-	Window int    `json:"window,omitempty"` // join, fanout, fanin: calls in flight
-	GC     bool   `json:"gc,omitempty"`     // stats: collect garbage before reading the heap
+	Base   int  `json:"base,omitempty"`
+	Spread bool `json:"spread,omitempty"`
+	// MainCfg is the main's own settings (start, main).
+	MainCfg mainConfig `json:"main_cfg,omitzero"`
+	To      string     `json:"to,omitempty"`     // join: the main's address
+	Count   int        `json:"count,omitempty"`  // fanout, fanin: messages per remote or stack
+	Size    int        `json:"size,omitempty"`   // fanout, fanin: body bytes
+	Window  int        `json:"window,omitempty"` // join, fanout, fanin: calls in flight
+	GC      bool       `json:"gc,omitempty"`     // stats: collect garbage before reading the heap
 	// TimeoutMS bounds the operation.
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
 // reply is the line a worker writes to stdout for each request.
 type reply struct {
-	Err     string    `json:"err,omitempty"`
-	Addr    string    `json:"addr,omitempty"` // start (main)
-	Seconds float64   `json:"seconds,omitempty"`
-	Done    int       `json:"done,omitempty"`   // calls that succeeded
-	Failed  int       `json:"failed,omitempty"` // calls that failed (after retries, for joins)
-	Retries int       `json:"retries,omitempty"`
-	Stats   procStats `json:"stats"`
+	Err     string  `json:"err,omitempty"`
+	Addr    string  `json:"addr,omitempty"` // start (main)
+	Seconds float64 `json:"seconds,omitempty"`
+	Done    int     `json:"done,omitempty"`   // calls that succeeded
+	Failed  int     `json:"failed,omitempty"` // calls that failed (after retries, for joins)
+	Retries int     `json:"retries,omitempty"`
+	// First is the first error of the calls that failed.
+	First string    `json:"first,omitempty"`
+	Stats procStats `json:"stats"`
+}
+
+// mainConfig is what the benchmark sets on the main estate (flags
+// -alive-period and -interim); zero leaves road's default.
+type mainConfig struct {
+	AlivePeriod time.Duration `json:"alive_period,omitempty"`
+	Interim     time.Duration `json:"interim,omitempty"`
 }
 
 // procStats is what a worker measures of itself.
@@ -65,11 +76,18 @@ type procStats struct {
 	RSS        uint64 `json:"rss"`
 	Goroutines int    `json:"goroutines"`
 	Stacks     int    `json:"stacks"`
+	FDs        int    `json:"fds"` // open file descriptors
+	// FDLimit is the soft limit on open files, after the worker raised it.
+	FDLimit uint64 `json:"fd_limit"`
 	// Received counts messages read from the stacks' Receive channels.
 	Received uint64 `json:"received"`
-	// The main's counters (summed over kinds) and how many remotes it has
-	// allowed.
+	// The main's counters (summed over kinds), the message segments it
+	// received, and its remotes: listed, alive, reaped and allowed.
+	Remotes    int    `json:"remotes,omitempty"`
+	Alive      int    `json:"alive,omitempty"`
+	Reaped     int    `json:"reaped,omitempty"`
 	Allowed    int    `json:"allowed,omitempty"`
+	Segments   uint64 `json:"segments,omitempty"`
 	PacketsIn  uint64 `json:"packets_in,omitempty"`
 	PacketsOut uint64 `json:"packets_out,omitempty"`
 	Drops      uint64 `json:"drops,omitempty"`
@@ -133,6 +151,8 @@ func (w *worker) handle(ctx context.Context, req request) (reply, error) {
 		return reply{Stats: st}, err
 	case "fanout", "fanin":
 		return w.send(ctx, req)
+	case "leave":
+		return w.leave()
 	case "quit":
 		return reply{}, nil
 	}
@@ -163,6 +183,7 @@ func (w *worker) start(req request) (reply, error) {
 	if req.Main {
 		w.main = true
 		cfg.Name, cfg.Main, cfg.KeepDir = "main", true, req.Dir
+		cfg.AlivePeriod, cfg.Interim = req.MainCfg.AlivePeriod, req.MainCfg.Interim
 		s, err := road.New(&cfg)
 		if err != nil {
 			return reply{}, err
@@ -171,6 +192,9 @@ func (w *worker) start(req request) (reply, error) {
 			return reply{}, err
 		}
 		return reply{Addr: s.Addr().String()}, nil
+	}
+	if err := fileRoom(req.N); err != nil {
+		return reply{}, err
 	}
 	for i := range req.N {
 		c := cfg
@@ -221,13 +245,32 @@ func (w *worker) add(s *road.Stack) error {
 
 // close closes every stack and stops the drain goroutines.
 func (w *worker) close() {
+	w.closeStacks()
+	close(w.quit)
+	w.drains.Wait()
+}
+
+// closeStacks closes the stacks, all at once.
+func (w *worker) closeStacks() {
 	var wg sync.WaitGroup
 	for _, s := range w.stacks {
 		wg.Go(func() { s.Close() })
 	}
 	wg.Wait()
-	close(w.quit)
-	w.drains.Wait()
+	w.stacks = nil
+}
+
+// leave closes the client stacks: they leave the road as a minion that
+// stops does, saying nothing (RAET has no leave packet), and the main
+// finds them dead, reaps and forgets them.
+func (w *worker) leave() (reply, error) {
+	if w.main {
+		return reply{}, errors.New("the main does not leave")
+	}
+	start := time.Now()
+	n := len(w.stacks)
+	w.closeStacks()
+	return reply{Seconds: time.Since(start).Seconds(), Done: n}, nil
 }
 
 // parallel runs do(i) for i in [0, n) on window goroutines and counts the
@@ -295,7 +338,7 @@ func (w *worker) join(ctx context.Context, req request) (reply, error) {
 	})
 	rep := reply{Seconds: time.Since(start).Seconds(), Done: done, Failed: failed, Retries: int(retries.Load())}
 	if firstErr != nil {
-		fmt.Fprintln(os.Stderr, "fleet worker: join:", firstErr)
+		rep.First = firstErr.Error()
 	}
 	return rep, nil
 }
@@ -354,7 +397,7 @@ func (w *worker) send(ctx context.Context, req request) (reply, error) {
 	rep := reply{Seconds: time.Since(start).Seconds(), Done: done, Failed: failed}
 	rep.Stats.CPUNs = cpuNs() - cpu0
 	if firstErr != nil {
-		fmt.Fprintf(os.Stderr, "fleet worker: %s: %d failed, the first: %v\n", req.Op, failed, firstErr)
+		rep.First = firstErr.Error()
 	}
 	return rep, nil
 }
@@ -362,7 +405,7 @@ func (w *worker) send(ctx context.Context, req request) (reply, error) {
 // stats measures the process. The CPU time is read first, so that the
 // collection asked for is not in it.
 func (w *worker) stats(ctx context.Context, gc bool) (procStats, error) {
-	st := procStats{CPUNs: cpuNs(), Stacks: len(w.stacks), Received: w.received.Load()}
+	st := procStats{CPUNs: cpuNs(), Stacks: len(w.stacks), Received: w.received.Load(), FDs: openFiles(), FDLimit: fileLimit()}
 	if w.main && len(w.stacks) == 1 {
 		s := w.stacks[0]
 		c, err := s.Counters(ctx)
@@ -370,15 +413,16 @@ func (w *worker) stats(ctx context.Context, gc bool) (procStats, error) {
 			return st, err
 		}
 		st.PacketsIn, st.PacketsOut, st.Drops = sum(c.PacketsIn), sum(c.PacketsOut), sum(c.Drops)
-		st.Retransmits, st.DropsBy = c.Retransmits, c.Drops
+		st.Retransmits, st.DropsBy, st.Segments = c.Retransmits, c.Drops, c.PacketsIn["message/message"]
 		rs, err := s.Remotes(ctx)
 		if err != nil {
 			return st, err
 		}
+		st.Remotes = len(rs)
 		for _, r := range rs {
-			if r.Allowed {
-				st.Allowed++
-			}
+			st.Allowed += b2i(r.Allowed)
+			st.Alive += b2i(r.Alive)
+			st.Reaped += b2i(r.Reaped)
 		}
 	}
 	if gc {
@@ -429,4 +473,46 @@ func raiseFileLimit() {
 		l.Cur = l.Max
 		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
 	}
+}
+
+// filesPerStack is what a client stack holds open (its socket), and
+// filesSpare what the process needs besides (runtime, pipes, files).
+const filesPerStack, filesSpare = 1, 64
+
+// fileRoom makes room for n more stacks under the limit on open files,
+// raising the hard limit where the process may (root), or says how far
+// it falls short.
+func fileRoom(n int) error {
+	need := uint64(openFiles() + n*filesPerStack + filesSpare)
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return fmt.Errorf("open-file limit: %w", err)
+	}
+	if l.Cur >= need {
+		return nil
+	}
+	want := syscall.Rlimit{Cur: need, Max: max(l.Max, need)}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err != nil {
+		return fmt.Errorf("%d stacks need %d open files, the limit is %d (hard %d) and raising it failed: %w; "+
+			"raise ulimit -n or spread the stacks over more processes (-stacks-per-proc)", n, need, l.Cur, l.Max, err)
+	}
+	return nil
+}
+
+// fileLimit is the soft limit on open files.
+func fileLimit() uint64 {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) != nil {
+		return 0
+	}
+	return l.Cur
+}
+
+// openFiles counts the process's open file descriptors.
+func openFiles() int {
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	return len(es)
 }
