@@ -4,7 +4,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -36,9 +38,9 @@ func TestFleetSmoke(t *testing.T) {
 	defer cancel()
 	for _, p := range []string{"fast", "reference"} {
 		const n = 5
-		o.leave = 0
+		o.leave, o.pprof = 0, ""
 		if p == "fast" {
-			o.leave = 7 * time.Second
+			o.leave, o.pprof = 7*time.Second, t.TempDir()
 		}
 		r, err := measure(ctx, o, p, n, t.Output())
 		if err != nil {
@@ -64,6 +66,14 @@ func TestFleetSmoke(t *testing.T) {
 		if r.Left && (r.MainHeapLeft == 0 || r.LeftHeapRatio <= 0 || r.RememberedRep != r.Remembered) {
 			t.Errorf("%s: after the clients left: %d remembered, %d of them reaped, heap %d (%.2f × start)",
 				p, r.Remembered, r.RememberedRep, r.MainHeapLeft, r.LeftHeapRatio)
+		}
+		if o.pprof != "" {
+			for _, phase := range []string{"join", "idle", "fanout", "fanin"} {
+				path := filepath.Join(o.pprof, fmt.Sprintf("main-%s-%d-%s.pprof", p, n, phase))
+				if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+					t.Errorf("%s: the main's CPU profile of %s: %v", p, phase, err)
+				}
+			}
 		}
 		if r.ClientFDsStack < 1 {
 			t.Errorf("%s: %.1f open files per client stack, want its socket at least", p, r.ClientFDsStack)

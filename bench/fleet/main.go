@@ -38,6 +38,9 @@
 //     --leave-timeout, until the main lists no remote, and compares the
 //     main's heap then with its heap before the joins.
 //
+// With --cpuprofile the main writes a CPU profile of each of join, idle,
+// fan-out and fan-in (go tool pprof reads them).
+//
 // The fan-out and fan-in CPU per message of each N is also given as a
 // ratio to that of the first N of its profile. With -table a second table
 // checks each row against issue 14's targets.
@@ -113,6 +116,7 @@ type options struct {
 	phase      time.Duration // bound on each of join, fan-out and fan-in
 	perProc    int           // client stacks per process at most
 	leave      time.Duration // bound on the leave phase; 0 skips it
+	pprof      string        // where the main's CPU profiles go; empty: none
 	main       mainConfig
 }
 
@@ -143,8 +147,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	leave := fs.Duration("leave-timeout", time.Minute, "bound on the leave phase (until the main forgets every client); 0 skips it")
 	alivePeriod := fs.Duration("alive-period", 0, "the main's presence period (road.Config.AlivePeriod; 0: road's default)")
 	interim := fs.Duration("interim", 20*time.Second, "the main reaps a remote silent this long (road.Config.Interim; 0: road's default, 1h)")
+	pprofDir := fs.String("cpuprofile", "", "write the main's CPU profile of each phase into this directory (main-PROFILE-N-PHASE.pprof)")
 	oneAddr := fs.Bool("one-address", false, "all clients on 127.0.0.1 (default: each on its own 127.x.y.z)")
 	table := fs.Bool("table", false, "print a Markdown table instead of JSON lines")
+	jsonOut := fs.String("json", "", "also write the JSON lines to this file (with -table)")
 	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -162,7 +168,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window,
 		joinWindow: *joinWindow, settle: *settle, idle: *idle, oneAddr: *oneAddr, phase: *phase,
-		perProc: *perProc, leave: *leave, main: mainConfig{AlivePeriod: *alivePeriod, Interim: *interim}}
+		perProc: *perProc, leave: *leave, pprof: *pprofDir, main: mainConfig{AlivePeriod: *alivePeriod, Interim: *interim}}
 	var err error
 	if o.ns, err = parseInts(*ns); err != nil || fs.NArg() != 0 || o.procs < 1 || o.msgs < 1 ||
 		o.size < 0 || o.window < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 || o.phase <= 0 ||
@@ -180,17 +186,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.dir == "" {
 		o.dir = os.TempDir()
 	}
+	if o.pprof != "" {
+		if err := os.MkdirAll(o.pprof, 0o755); err != nil {
+			fmt.Fprintln(stderr, "fleet:", err)
+			return exitSetup
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	fsName := fsType(o.dir)
 	fmt.Fprintf(stderr, "fleet: keep under %s (%s)\n", o.dir, fsName)
-	enc := json.NewEncoder(stdout)
+	var out io.Writer
+	if !*table {
+		out = stdout
+	}
+	if *jsonOut != "" {
+		f, err := os.Create(*jsonOut)
+		if err != nil {
+			fmt.Fprintln(stderr, "fleet:", err)
+			return exitSetup
+		}
+		defer f.Close()
+		out = f
+		if !*table {
+			out = io.MultiWriter(stdout, f)
+		}
+	}
+	var enc *json.Encoder
+	if out != nil {
+		enc = json.NewEncoder(out)
+	}
 	var rows []row
 	code := exitOK
 	for _, p := range o.profiles {
-		var first *row // the profile's first N, for the ratios
+		var first, prev *row // the profile's first N, for the ratios, and the one before
 		for _, n := range o.ns {
 			fmt.Fprintf(stderr, "fleet: %s N=%d (load average %s)\n", p, n, loadAvg())
 			r, err := measure(ctx, o, p, n, stderr)
@@ -201,6 +232,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if first != nil {
 				r.FanoutCPURatio = ratio(r.FanoutCPUPerMsg, first.FanoutCPUPerMsg)
 				r.FaninCPURatio = ratio(r.FaninCPUPerMsg, first.FaninCPUPerMsg)
+			}
+			if prev != nil && r.N != prev.N {
+				r.MainHeapMarginal = (float64(r.MainHeap) - float64(prev.MainHeap)) / float64(r.N-prev.N)
+			}
+			if err == nil {
+				prev = &r
 			}
 			if err != nil {
 				fmt.Fprintf(stderr, "fleet: %s N=%d: %v\n", p, n, err)
@@ -218,8 +255,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 				code = exitFailure
 			}
 			rows = append(rows, r)
-			if !*table {
+			if enc != nil {
 				if err := enc.Encode(r); err != nil {
+					fmt.Fprintln(stderr, "fleet:", err)
 					return exitFailure
 				}
 			}
@@ -312,13 +350,17 @@ type row struct {
 	Allowed        int     `json:"allowed"` // remotes the main has allowed
 	MainCPUPerJoin float64 `json:"main_cpu_per_join_us"`
 	// JoinDropsBy is what the main dropped during the joins, by reason.
-	JoinDropsBy     map[string]uint64 `json:"join_drops_by,omitempty"`
-	MainHeapStart   uint64            `json:"main_heap_start_b"` // before the joins
-	MainHeapPerRem  float64           `json:"main_heap_per_remote_b"`
-	MainRSSPerRem   float64           `json:"main_rss_per_remote_b"`
-	ClientHeapStack float64           `json:"client_heap_per_stack_b"`
-	ClientGorStack  float64           `json:"client_goroutines_per_stack"`
-	ClientFDsStack  float64           `json:"client_fds_per_stack"`
+	JoinDropsBy   map[string]uint64 `json:"join_drops_by,omitempty"`
+	MainHeapStart uint64            `json:"main_heap_start_b"` // before the joins
+	MainHeap      uint64            `json:"main_heap_b"`       // after them
+	// MainHeapMarginal is the heap each remote adds from the profile's
+	// previous N to this one: the per-remote cost without the fixed one.
+	MainHeapMarginal float64 `json:"main_heap_marginal_b,omitempty"`
+	MainHeapPerRem   float64 `json:"main_heap_per_remote_b"`
+	MainRSSPerRem    float64 `json:"main_rss_per_remote_b"`
+	ClientHeapStack  float64 `json:"client_heap_per_stack_b"`
+	ClientGorStack   float64 `json:"client_goroutines_per_stack"`
+	ClientFDsStack   float64 `json:"client_fds_per_stack"`
 
 	IdleCPUPerRemS float64 `json:"idle_cpu_us_per_remote_s"`
 	IdlePackets    float64 `json:"idle_packets_per_s"`
@@ -370,21 +412,24 @@ func (r row) failures() int {
 }
 
 func printTable(w io.Writer, rows []row) {
-	fmt.Fprintln(w, "| profile | N | procs | load 1m | join s | joined | main CPU/join µs | main heap/remote B | main RSS/remote B | "+
+	fmt.Fprintln(w, "| profile | N | procs | load 1m | join s | joined | main CPU/join µs | main heap/remote B | marginal B | main RSS/remote B | "+
 		"client heap/stack KiB | client goroutines/stack | idle µs/remote/s | idle pkts/s | idle pkts/remote/s | "+
 		"fan-out msgs/s | fan-out µs/msg | ×first | fan-in msgs/s | fan-in µs/msg | ×first | fan-in segs/msg | "+
-		"fan-in reassembly drops | left heap/start | left remembered | failures |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		"fan-in drops | fan-in reassembly drops | left heap/start | left remembered | failures |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
-		left, remembered := "-", "-"
+		left, remembered, marginal := "-", "-", "-"
+		if r.MainHeapMarginal != 0 {
+			marginal = fmt.Sprintf("%.0f", r.MainHeapMarginal)
+		}
 		if r.Left {
 			left, remembered = fmt.Sprintf("%.2f", r.LeftHeapRatio), fmt.Sprintf("%d (%d reaped)", r.Remembered, r.RememberedRep)
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %s | %.2f | %d | %.0f | %.0f | %.0f | %.1f | %.1f | %.2f | %.0f | %.2f | %.0f | %.1f | %.2f | %.0f | %.1f | %.2f | %.2f | %d | %s | %s | %d |\n",
-			r.Profile, r.N, r.Procs, load1(r.LoadStart), r.JoinSeconds, r.Joined, r.MainCPUPerJoin, r.MainHeapPerRem, r.MainRSSPerRem,
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %.2f | %d | %.0f | %.0f | %s | %.0f | %.1f | %.1f | %.2f | %.0f | %.2f | %.0f | %.1f | %.2f | %.0f | %.1f | %.2f | %.2f | %d | %d | %s | %s | %d |\n",
+			r.Profile, r.N, r.Procs, load1(r.LoadStart), r.JoinSeconds, r.Joined, r.MainCPUPerJoin, r.MainHeapPerRem, marginal, r.MainRSSPerRem,
 			r.ClientHeapStack/1024, r.ClientGorStack, r.IdleCPUPerRemS, r.IdlePackets, r.IdlePktsPerRem,
 			r.FanoutRate, r.FanoutCPUPerMsg, r.FanoutCPURatio, r.FaninRate, r.FaninCPUPerMsg, r.FaninCPURatio,
-			r.FaninSegments, r.FaninReasmDrops, left, remembered, r.failures())
+			r.FaninSegments, r.FaninDrops, r.FaninReasmDrops, left, remembered, r.failures())
 	}
 }
 
@@ -417,6 +462,9 @@ func checks(r row) []check {
 		add("idle main CPU", r.IdleCPUPerRemS, "%.2f µs/remote/s", "≤ 5", r.IdleCPUPerRemS <= 5)
 	}
 	add("main heap per remote", r.MainHeapPerRem, "%.0f B", "≤ 2048", r.MainHeapPerRem <= 2048)
+	if r.MainHeapMarginal != 0 {
+		add("main heap per remote added since the previous N", r.MainHeapMarginal, "%.0f B", "≤ 2048", r.MainHeapMarginal <= 2048)
+	}
 	if r.Left {
 		add("main heap after all left and were forgotten", r.LeftHeapRatio, "%.2f × start", "≤ 1.10, no remote listed",
 			r.LeftHeapRatio <= 1.10 && r.Remembered == 0)
@@ -517,7 +565,7 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 	if err != nil {
 		return r, err
 	}
-	r.Allowed = mState.Allowed
+	r.Allowed, r.MainHeap = mState.Allowed, mState.Heap
 	r.MainHeapPerRem = (float64(mState.Heap) - float64(mBase.Heap)) / float64(n)
 	r.MainRSSPerRem = (float64(mState.RSS) - float64(mBase.RSS)) / float64(n)
 	var heap, gor, fds float64
@@ -533,7 +581,7 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 		return r, err
 	}
 	t := time.Now()
-	if err := sleep(ctx, o.idle); err != nil {
+	if err := profiled(ctx, o, m, &r, "idle", func() error { return sleep(ctx, o.idle) }); err != nil {
 		return r, err
 	}
 	idle1, err := m.stats(ctx, false)
@@ -569,7 +617,11 @@ func join(ctx context.Context, o options, m *workerProc, clients []*workerProc, 
 	t := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, o.phase)
 	window := func(i int) int { return max(1, o.joinWindow/len(clients)+b2i(i < o.joinWindow%len(clients))) }
-	joins, err := each(pctx, clients, func(i int) request { return request{Op: "join", To: mainAddr, Window: window(i)} })
+	var joins []reply
+	err := profiled(ctx, o, m, r, "join", func() (err error) {
+		joins, err = each(pctx, clients, func(i int) request { return request{Op: "join", To: mainAddr, Window: window(i)} })
+		return err
+	})
 	cancel()
 	if err != nil {
 		return err
@@ -595,6 +647,21 @@ func join(ctx context.Context, o options, m *workerProc, clients []*workerProc, 
 			r.Profile, r.N, r.Joined, r.N, r.JoinSeconds, r.JoinFailed, joinTries, r.JoinRetries, first, r.JoinDropsBy)
 	}
 	return nil
+}
+
+// profiled runs phase with the main's CPU profiled into -cpuprofile's
+// directory, when one is set.
+func profiled(ctx context.Context, o options, m *workerProc, r *row, phase string, run func() error) error {
+	if o.pprof == "" {
+		return run()
+	}
+	path := filepath.Join(o.pprof, fmt.Sprintf("main-%s-%d-%s.pprof", r.Profile, r.N, phase))
+	if _, err := m.call(ctx, request{Op: "profile", Path: path}); err != nil {
+		return err
+	}
+	err := run()
+	_, stop := m.call(ctx, request{Op: "profile"})
+	return errors.Join(err, stop)
 }
 
 // dropsSince is what the main dropped between two of its stats, by reason.
@@ -666,7 +733,11 @@ func fanout(ctx context.Context, o options, m *workerProc, clients []*workerProc
 		return err
 	}
 	pctx, cancel := context.WithTimeout(ctx, o.phase)
-	rep, err := m.call(pctx, request{Op: "fanout", Count: perEach(o.msgs, max(1, before.Allowed)), Size: o.size, Window: o.window})
+	var rep reply
+	err = profiled(ctx, o, m, r, "fanout", func() (err error) {
+		rep, err = m.call(pctx, request{Op: "fanout", Count: perEach(o.msgs, max(1, before.Allowed)), Size: o.size, Window: o.window})
+		return err
+	})
 	cancel()
 	if err != nil {
 		return err
@@ -697,8 +768,12 @@ func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 	}
 	t := time.Now()
 	pctx, cancel := context.WithTimeout(ctx, o.phase)
-	reps, err := each(pctx, clients, func(int) request {
-		return request{Op: "fanin", Count: perEach(o.msgs, r.N), Size: o.size, Window: o.window}
+	var reps []reply
+	err = profiled(ctx, o, m, r, "fanin", func() (err error) {
+		reps, err = each(pctx, clients, func(int) request {
+			return request{Op: "fanin", Count: perEach(o.msgs, r.N), Size: o.size, Window: o.window}
+		})
+		return err
 	})
 	cancel()
 	if err != nil {

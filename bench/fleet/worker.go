@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,10 +28,11 @@ const roleEnv = "RAET_FLEET_WORKER"
 
 // request is one line the coordinator writes to a worker's stdin.
 type request struct {
-	Op      string `json:"op"`                // start, join, stats, fanout, fanin, leave, quit
+	Op      string `json:"op"`                // start, join, stats, fanout, fanin, leave, profile, quit
 	Main    bool   `json:"main,omitempty"`    // start: be the main estate
 	Profile string `json:"profile,omitempty"` // start: fast or reference
 	Dir     string `json:"dir,omitempty"`     // start (main): the keep directory
+	Path    string `json:"path,omitempty"`    // profile: the CPU profile's file; empty stops it
 	N       int    `json:"n,omitempty"`       // start (client): how many stacks
 	Prefix  string `json:"prefix,omitempty"`  // start (client): their names' prefix
 	// Base is the fleet-wide index of this process's first client; with
@@ -104,6 +106,7 @@ type worker struct {
 	to       string // the main's name, once the clients have joined it
 	received atomic.Uint64
 	quit     chan struct{} // ends the drain goroutines
+	prof     *os.File      // the CPU profile being written
 	drains   sync.WaitGroup
 }
 
@@ -153,6 +156,8 @@ func (w *worker) handle(ctx context.Context, req request) (reply, error) {
 		return w.send(ctx, req)
 	case "leave":
 		return w.leave()
+	case "profile":
+		return reply{}, w.profile(req.Path)
 	case "quit":
 		return reply{}, nil
 	}
@@ -400,6 +405,33 @@ func (w *worker) send(ctx context.Context, req request) (reply, error) {
 		rep.First = firstErr.Error()
 	}
 	return rep, nil
+}
+
+// profile starts writing the process's CPU profile to path, or with an
+// empty path stops it.
+func (w *worker) profile(path string) error {
+	if path == "" {
+		if w.prof == nil {
+			return errors.New("no CPU profile to stop")
+		}
+		pprof.StopCPUProfile()
+		err := w.prof.Close()
+		w.prof = nil
+		return err
+	}
+	if w.prof != nil {
+		return errors.New("already writing a CPU profile")
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	w.prof = f
+	return nil
 }
 
 // stats measures the process. The CPU time is read first, so that the
