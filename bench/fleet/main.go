@@ -143,7 +143,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	settle := fs.Duration("settle", 2*time.Second, "wait after the joins before measuring state")
 	idle := fs.Duration("idle", 5*time.Second, "how long idle CPU and packets are measured")
 	timeout := fs.Duration("timeout", 60*time.Minute, "bound on the whole run")
-	phase := fs.Duration("phase-timeout", 10*time.Minute, "bound on each of join, fan-out and fan-in: what is not done by then counts as failed")
+	phase := fs.Duration("phase-timeout", 10*time.Minute, "bound on each of join, fan-out and fan-in: what is not done by then counts as failed (a worker that has not replied seconds later is killed)")
 	leave := fs.Duration("leave-timeout", time.Minute, "bound on the leave phase (until the main forgets every client); 0 skips it")
 	alivePeriod := fs.Duration("alive-period", 0, "the main's presence period (road.Config.AlivePeriod; 0: road's default)")
 	interim := fs.Duration("interim", 20*time.Second, "the main reaps a remote silent this long (road.Config.Interim; 0: road's default, 1h)")
@@ -218,6 +218,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if out != nil {
 		enc = json.NewEncoder(out)
 	}
+	rows, code := measureAll(ctx, o, fsName, enc, stderr)
+	if *table {
+		printTable(stdout, rows)
+		fmt.Fprintln(stdout)
+		printChecks(stdout, rows)
+	}
+	return code
+}
+
+// measureAll measures every profile and N, writes each row to enc (when
+// not nil) as soon as it is done, and returns the rows and the exit
+// status. A row whose measure failed part way is kept, with its error.
+func measureAll(ctx context.Context, o options, fsName string, enc *json.Encoder, stderr io.Writer) ([]row, int) {
 	var rows []row
 	code := exitOK
 	for _, p := range o.profiles {
@@ -238,18 +251,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			if err == nil {
 				prev = &r
-			}
-			if err != nil {
+			} else {
 				fmt.Fprintf(stderr, "fleet: %s N=%d: %v\n", p, n, err)
 				var se *setupError
 				if errors.As(err, &se) {
-					return exitSetup
+					return rows, exitSetup
 				}
-				code = exitFailure
-				if ctx.Err() != nil {
-					return code
-				}
-				continue
+				r.Error = err.Error()
 			}
 			if r.failures() > 0 {
 				code = exitFailure
@@ -258,17 +266,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if enc != nil {
 				if err := enc.Encode(r); err != nil {
 					fmt.Fprintln(stderr, "fleet:", err)
-					return exitFailure
+					return rows, exitFailure
 				}
+			}
+			if ctx.Err() != nil {
+				return rows, code
 			}
 		}
 	}
-	if *table {
-		printTable(stdout, rows)
-		fmt.Fprintln(stdout)
-		printChecks(stdout, rows)
-	}
-	return code
+	return rows, code
 }
 
 // ratio is a/b, or 0 when b is not positive.
@@ -338,15 +344,20 @@ type row struct {
 	// ClientAddrs is "own" (each client on its own 127.x.y.z) or
 	// "127.0.0.1" (-one-address).
 	ClientAddrs string `json:"client_addrs"`
+	// Error is why the row's measure stopped part way: its other fields
+	// are what was measured until then.
+	Error string `json:"error,omitempty"`
 	// LoadStart and LoadEnd are the system's load averages (1, 5 and 15
 	// minutes) before and after the row: the machine may be shared.
 	LoadStart string `json:"load_start"`
 	LoadEnd   string `json:"load_end"`
 
-	JoinSeconds    float64 `json:"join_s"`
-	Joined         int     `json:"joined"`
-	JoinFailed     int     `json:"join_failed"`
-	JoinRetries    int     `json:"join_retries"`
+	JoinSeconds float64 `json:"join_s"`
+	Joined      int     `json:"joined"`
+	JoinFailed  int     `json:"join_failed"`
+	JoinRetries int     `json:"join_retries"`
+	// JoinCut counts the failed joins that -phase-timeout cut short.
+	JoinCut        int     `json:"join_cut"`
 	Allowed        int     `json:"allowed"` // remotes the main has allowed
 	MainCPUPerJoin float64 `json:"main_cpu_per_join_us"`
 	// JoinDropsBy is what the main dropped during the joins, by reason.
@@ -404,10 +415,10 @@ type row struct {
 	LeftHeapRatio float64 `json:"left_heap_ratio,omitempty"`
 }
 
-// failures counts what went wrong in a row: failed joins and messages, and
-// messages done but not delivered.
+// failures counts what went wrong in a row: a measure that stopped part
+// way, failed joins and messages, and messages done but not delivered.
 func (r row) failures() int {
-	return r.JoinFailed + (r.N - r.Allowed) + r.FanoutFailed + r.FaninFailed +
+	return b2i(r.Error != "") + r.JoinFailed + (r.N - r.Allowed) + r.FanoutFailed + r.FaninFailed +
 		(r.FanoutMsgs - r.FanoutDelivered) + (r.FaninMsgs - r.FaninDelivered)
 }
 
@@ -615,7 +626,7 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 // join joins every client to the main, -join-window at a time in all.
 func join(ctx context.Context, o options, m *workerProc, clients []*workerProc, mainAddr string, mBase procStats, r *row, stderr io.Writer) error {
 	t := time.Now()
-	pctx, cancel := context.WithTimeout(ctx, o.phase)
+	pctx, cancel := phaseContext(ctx, o.phase)
 	window := func(i int) int { return max(1, o.joinWindow/len(clients)+b2i(i < o.joinWindow%len(clients))) }
 	var joins []reply
 	err := profiled(ctx, o, m, r, "join", func() (err error) {
@@ -636,6 +647,7 @@ func join(ctx context.Context, o options, m *workerProc, clients []*workerProc, 
 		r.Joined += j.Done
 		r.JoinFailed += j.Failed
 		r.JoinRetries += j.Retries
+		r.JoinCut += j.Cut
 		if first == "" {
 			first = j.First
 		}
@@ -643,10 +655,17 @@ func join(ctx context.Context, o options, m *workerProc, clients []*workerProc, 
 	r.MainCPUPerJoin = float64(mJoined.CPUNs-mBase.CPUNs) / 1e3 / float64(r.N)
 	r.JoinDropsBy = dropsSince(mBase, mJoined)
 	if r.Joined < r.N {
-		fmt.Fprintf(stderr, "fleet: %s N=%d: %d of %d joined in %.1f s, %d failed after %d tries each (%d retries in all); the first error: %s; the main dropped %v\n",
-			r.Profile, r.N, r.Joined, r.N, r.JoinSeconds, r.JoinFailed, joinTries, r.JoinRetries, first, r.JoinDropsBy)
+		fmt.Fprintf(stderr, "fleet: %s N=%d: %d of %d joined in %.1f s: %d were cut short by -phase-timeout %v, %d failed after %d tries (%d retries in all); the first error: %s; the main dropped %v\n",
+			r.Profile, r.N, r.Joined, r.N, r.JoinSeconds, r.JoinCut, o.phase, r.JoinFailed-r.JoinCut, joinTries, r.JoinRetries, first, r.JoinDropsBy)
 	}
 	return nil
+}
+
+// phaseContext bounds a phase of length d: a worker's bound (see call)
+// is then d, and it is killed only if it has not replied a few seconds
+// after.
+func phaseContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d+max(3*time.Second, d/19))
 }
 
 // profiled runs phase with the main's CPU profiled into -cpuprofile's
@@ -732,7 +751,7 @@ func fanout(ctx context.Context, o options, m *workerProc, clients []*workerProc
 	if err != nil {
 		return err
 	}
-	pctx, cancel := context.WithTimeout(ctx, o.phase)
+	pctx, cancel := phaseContext(ctx, o.phase)
 	var rep reply
 	err = profiled(ctx, o, m, r, "fanout", func() (err error) {
 		rep, err = m.call(pctx, request{Op: "fanout", Count: perEach(o.msgs, max(1, before.Allowed)), Size: o.size, Window: o.window})
@@ -767,7 +786,7 @@ func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 		return err
 	}
 	t := time.Now()
-	pctx, cancel := context.WithTimeout(ctx, o.phase)
+	pctx, cancel := phaseContext(ctx, o.phase)
 	var reps []reply
 	err = profiled(ctx, o, m, r, "fanin", func() (err error) {
 		reps, err = each(pctx, clients, func(int) request {
@@ -918,7 +937,7 @@ func (p *workerProc) call(ctx context.Context, req request) (reply, error) {
 		// The worker stops a little earlier, to reply with what it got done
 		// before it would be killed.
 		left := time.Until(dl)
-		req.TimeoutMS = max(1, (left - max(2*time.Second, left/20)).Milliseconds())
+		req.TimeoutMS = max(1, (left - max(3*time.Second, left/20)).Milliseconds())
 	}
 	line, err := json.Marshal(req)
 	if err != nil {

@@ -59,6 +59,8 @@ type reply struct {
 	Done    int     `json:"done,omitempty"`   // calls that succeeded
 	Failed  int     `json:"failed,omitempty"` // calls that failed (after retries, for joins)
 	Retries int     `json:"retries,omitempty"`
+	// Cut counts the joins the operation's bound cut short (among Failed).
+	Cut int `json:"cut,omitempty"`
 	// First is the first error of the calls that failed.
 	First string    `json:"first,omitempty"`
 	Stats procStats `json:"stats"`
@@ -279,13 +281,15 @@ func (w *worker) leave() (reply, error) {
 }
 
 // parallel runs do(i) for i in [0, n) on window goroutines and counts the
-// successes and failures.
-func parallel(n, window int, do func(i int) error) (done, failed int) {
+// successes and failures; once ctx ends it starts no more, and those not
+// started count as failed (and as skipped), so that a worker replies soon
+// after its bound however much was left.
+func parallel(ctx context.Context, n, window int, do func(i int) error) (done, failed, skipped int) {
 	var next, ok, bad atomic.Int64
 	var wg sync.WaitGroup
 	for range max(1, min(window, n)) {
 		wg.Go(func() {
-			for {
+			for ctx.Err() == nil {
 				i := int(next.Add(1) - 1)
 				if i >= n {
 					return
@@ -299,7 +303,8 @@ func parallel(n, window int, do func(i int) error) (done, failed int) {
 		})
 	}
 	wg.Wait()
-	return int(ok.Load()), int(bad.Load())
+	done, failed = int(ok.Load()), int(bad.Load())
+	return done, n - done, n - done - failed
 }
 
 // joinTries is how often a client tries to join before it counts as failed.
@@ -311,10 +316,10 @@ func (w *worker) join(ctx context.Context, req request) (reply, error) {
 		return reply{}, errors.New("the main does not join")
 	}
 	var mu sync.Mutex
-	var retries atomic.Int64
+	var retries, cut atomic.Int64
 	var firstErr error
 	start := time.Now()
-	done, failed := parallel(len(w.stacks), req.Window, func(i int) error {
+	done, failed, skipped := parallel(ctx, len(w.stacks), req.Window, func(i int) error {
 		var err error
 		for try := range joinTries {
 			if try > 0 {
@@ -331,6 +336,7 @@ func (w *worker) join(ctx context.Context, req request) (reply, error) {
 				return nil
 			}
 			if ctx.Err() != nil {
+				cut.Add(1)
 				break
 			}
 		}
@@ -341,7 +347,7 @@ func (w *worker) join(ctx context.Context, req request) (reply, error) {
 		mu.Unlock()
 		return err
 	})
-	rep := reply{Seconds: time.Since(start).Seconds(), Done: done, Failed: failed, Retries: int(retries.Load())}
+	rep := reply{Seconds: time.Since(start).Seconds(), Done: done, Failed: failed, Retries: int(retries.Load()), Cut: skipped + int(cut.Load())}
 	if firstErr != nil {
 		rep.First = firstErr.Error()
 	}
@@ -391,11 +397,11 @@ func (w *worker) send(ctx context.Context, req request) (reply, error) {
 		return err
 	}
 	if w.main {
-		done, failed = parallel(len(targets)*req.Count, req.Window, func(i int) error {
+		done, failed, _ = parallel(ctx, len(targets)*req.Count, req.Window, func(i int) error {
 			return fail(w.stacks[0].Send(ctx, targets[i%len(targets)], body))
 		})
 	} else {
-		done, failed = parallel(len(w.stacks)*req.Count, req.Window, func(i int) error {
+		done, failed, _ = parallel(ctx, len(w.stacks)*req.Count, req.Window, func(i int) error {
 			return fail(w.stacks[i%len(w.stacks)].Send(ctx, w.to, body))
 		})
 	}
