@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -89,6 +90,45 @@ func TestFleetSmoke(t *testing.T) {
 		if r.ClientGorStack < 4 {
 			t.Errorf("%s: %.1f goroutines per client stack, want at least 4", p, r.ClientGorStack)
 		}
+	}
+}
+
+// TestChecks checks that each of issue 14's targets applies where the
+// issue puts it and is met on its side of the bound only.
+func TestChecks(t *testing.T) {
+	good := row{N: 10000, JoinSeconds: 19, Allowed: 10000, IdleCPUPerRemS: 4, IdleRatio: 1.1,
+		MainHeapPerRem: 2000, MainHeapMarginal: 1900, Left: true, LeftHeapRatio: 1.05,
+		FanoutCPURatio: 1.15, FaninCPURatio: 1.19, ClientHeapStack: 200 << 10}
+	cs := checks(good)
+	if len(cs) != 10 {
+		t.Fatalf("%d checks at N=10000, want 10: %+v", len(cs), cs)
+	}
+	for _, c := range cs {
+		if !c.met {
+			t.Errorf("%s: %s not met against %s", c.name, c.value, c.target)
+		}
+	}
+	bad := good
+	bad.JoinSeconds, bad.IdleCPUPerRemS, bad.IdleRatio, bad.MainHeapPerRem, bad.MainHeapMarginal = 21, 6, 1.3, 3000, 2100
+	bad.LeftHeapRatio, bad.FanoutCPURatio, bad.FaninCPURatio, bad.FaninReasmDrops, bad.ClientHeapStack = 1.2, 1.3, 1.25, 1, 300<<10
+	for _, c := range checks(bad) {
+		if c.met {
+			t.Errorf("%s: %s met against %s", c.name, c.value, c.target)
+		}
+	}
+	// All joined in time, but one remote was not allowed; all left, but
+	// one is still listed.
+	short := good
+	short.Allowed, short.Remembered = 9999, 1
+	for _, c := range checks(short) {
+		if want := !strings.HasPrefix(c.name, "joins") && !strings.HasPrefix(c.name, "main heap after"); c.met != want {
+			t.Errorf("%s: met %v with one remote not allowed and one remembered", c.name, c.met)
+		}
+	}
+	// At N=100, the first of its profile, with no leave phase: only the
+	// heap, reassembly and client targets apply.
+	if cs := checks(row{N: 100, FanoutCPURatio: 1, FaninCPURatio: 1}); len(cs) != 3 {
+		t.Errorf("%d checks at the first N=100, want 3: %+v", len(cs), cs)
 	}
 }
 
