@@ -422,8 +422,12 @@ type row struct {
 	Remembered    int     `json:"remembered,omitempty"`
 	RememberedRep int     `json:"remembered_reaped,omitempty"`
 	MainHeapLeft  uint64  `json:"main_heap_left_b,omitempty"`
-	// LeftHeapRatio is MainHeapLeft over MainHeapStart.
+	// LeftHeapRatio is MainHeapLeft over MainHeapStart, and LeftPerRemote
+	// what the main kept per departed remote ((MainHeapLeft -
+	// MainHeapStart) / N): a fixed cost (buffers made at first use) shows
+	// as a ratio above 1 but a small LeftPerRemote at large N.
 	LeftHeapRatio float64 `json:"left_heap_ratio,omitempty"`
+	LeftPerRemote float64 `json:"left_heap_per_remote_b,omitempty"`
 }
 
 // failures counts what went wrong in a row: a measure that stopped part
@@ -437,10 +441,10 @@ func printTable(w io.Writer, rows []row) {
 	fmt.Fprintln(w, "| profile | N | procs | load 1m | join s | joined | main CPU/join µs | main heap/remote B | marginal B | main RSS/remote B | "+
 		"client heap/stack KiB | client goroutines/stack | idle µs/remote/s | ×first ≥ 1000 | idle pkts/s | idle pkts/remote/s | "+
 		"fan-out msgs/s | fan-out µs/msg | ×first | fan-in msgs/s | fan-in µs/msg | ×first | fan-in segs/msg | "+
-		"fan-in drops | fan-in reassembly drops | left heap/start | left remembered | failures |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		"fan-in drops | fan-in reassembly drops | left heap/start | left B/remote | left remembered | failures |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
-		left, remembered, marginal, idle := "-", "-", "-", "-"
+		left, leftPer, remembered, marginal, idle := "-", "-", "-", "-", "-"
 		if r.IdleRatio > 0 {
 			idle = fmt.Sprintf("%.2f", r.IdleRatio)
 		}
@@ -448,13 +452,14 @@ func printTable(w io.Writer, rows []row) {
 			marginal = fmt.Sprintf("%.0f", r.MainHeapMarginal)
 		}
 		if r.Left {
-			left, remembered = fmt.Sprintf("%.2f", r.LeftHeapRatio), fmt.Sprintf("%d (%d reaped)", r.Remembered, r.RememberedRep)
+			left, leftPer = fmt.Sprintf("%.2f", r.LeftHeapRatio), fmt.Sprintf("%.0f", r.LeftPerRemote)
+			remembered = fmt.Sprintf("%d (%d reaped)", r.Remembered, r.RememberedRep)
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %s | %.2f | %d | %.0f | %.0f | %s | %.0f | %.1f | %.1f | %.2f | %s | %.0f | %.2f | %.0f | %.1f | %.2f | %.0f | %.1f | %.2f | %.2f | %d | %d | %s | %s | %d |\n",
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %.2f | %d | %.0f | %.0f | %s | %.0f | %.1f | %.1f | %.2f | %s | %.0f | %.2f | %.0f | %.1f | %.2f | %.0f | %.1f | %.2f | %.2f | %d | %d | %s | %s | %s | %d |\n",
 			r.Profile, r.N, r.Procs, load1(r.LoadStart), r.JoinSeconds, r.Joined, r.MainCPUPerJoin, r.MainHeapPerRem, marginal, r.MainRSSPerRem,
 			r.ClientHeapStack/1024, r.ClientGorStack, r.IdleCPUPerRemS, idle, r.IdlePackets, r.IdlePktsPerRem,
 			r.FanoutRate, r.FanoutCPUPerMsg, r.FanoutCPURatio, r.FaninRate, r.FaninCPUPerMsg, r.FaninCPURatio,
-			r.FaninSegments, r.FaninDrops, r.FaninReasmDrops, left, remembered, r.failures())
+			r.FaninSegments, r.FaninDrops, r.FaninReasmDrops, left, leftPer, remembered, r.failures())
 	}
 }
 
@@ -744,6 +749,7 @@ func leave(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 	}
 	r.MainHeapLeft = st.Heap
 	r.LeftHeapRatio = ratio(float64(st.Heap), float64(r.MainHeapStart))
+	r.LeftPerRemote = (float64(st.Heap) - float64(r.MainHeapStart)) / float64(r.N)
 	if r.Remembered > 0 {
 		fmt.Fprintf(stderr, "fleet: %s N=%d: %.0f s after the clients left, the main still lists %d remotes (%d reaped, %d alive); its heap is %.2f × its start\n",
 			r.Profile, r.N, r.LeaveSeconds, r.Remembered, r.RememberedRep, st.Alive, r.LeftHeapRatio)
