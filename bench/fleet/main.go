@@ -38,8 +38,9 @@
 //     --leave-timeout, until the main lists no remote, and compares the
 //     main's heap then with its heap before the joins.
 //
-// With --cpuprofile the main writes a CPU profile of each of join, idle,
-// fan-out and fan-in (go tool pprof reads them).
+// With --pprof the main writes a CPU profile of each of join, idle,
+// fan-out and fan-in, and a heap profile after the joins (state) and after
+// the leave (go tool pprof reads them).
 //
 // The fan-out and fan-in CPU per message of each N is also given as a
 // ratio to that of the first N of its profile. With -table a second table
@@ -147,7 +148,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	leave := fs.Duration("leave-timeout", time.Minute, "bound on the leave phase (until the main forgets every client); 0 skips it")
 	alivePeriod := fs.Duration("alive-period", 0, "the main's presence period (road.Config.AlivePeriod; 0: road's default)")
 	interim := fs.Duration("interim", 20*time.Second, "the main reaps a remote silent this long (road.Config.Interim; 0: road's default, 1h)")
-	pprofDir := fs.String("cpuprofile", "", "write the main's CPU profile of each phase into this directory (main-PROFILE-N-PHASE.pprof)")
+	pprofDir := fs.String("pprof", "", "write the main's CPU profile of each phase and its heap after the joins and after the leave into this directory (main-PROFILE-N-PHASE.pprof, main-PROFILE-N-state.heap.pprof)")
 	oneAddr := fs.Bool("one-address", false, "all clients on 127.0.0.1 (default: each on its own 127.x.y.z)")
 	table := fs.Bool("table", false, "print a Markdown table instead of JSON lines")
 	jsonOut := fs.String("json", "", "also write the JSON lines to this file (with -table)")
@@ -601,6 +602,9 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 		return r, err
 	}
 	r.Allowed, r.MainHeap = mState.Allowed, mState.Heap
+	if err := heapProfile(ctx, o, m, &r, "state"); err != nil {
+		return r, err
+	}
 	r.MainHeapPerRem = (float64(mState.Heap) - float64(mBase.Heap)) / float64(n)
 	r.MainRSSPerRem = (float64(mState.RSS) - float64(mBase.RSS)) / float64(n)
 	var heap, gor, fds float64
@@ -692,19 +696,33 @@ func phaseContext(ctx context.Context, d time.Duration) (context.Context, contex
 	return context.WithTimeout(ctx, d+max(3*time.Second, d/19))
 }
 
-// profiled runs phase with the main's CPU profiled into -cpuprofile's
+// profiled runs phase with the main's CPU profiled into -pprof's
 // directory, when one is set.
 func profiled(ctx context.Context, o options, m *workerProc, r *row, phase string, run func() error) error {
 	if o.pprof == "" {
 		return run()
 	}
-	path := filepath.Join(o.pprof, fmt.Sprintf("main-%s-%d-%s.pprof", r.Profile, r.N, phase))
-	if _, err := m.call(ctx, request{Op: "profile", Path: path}); err != nil {
+	if _, err := m.call(ctx, request{Op: "profile", Path: profilePath(o, r, phase)}); err != nil {
 		return err
 	}
 	err := run()
 	_, stop := m.call(ctx, request{Op: "profile"})
 	return errors.Join(err, stop)
+}
+
+// heapProfile has the main write its heap profile (after a collection)
+// into -pprof's directory, when one is set.
+func heapProfile(ctx context.Context, o options, m *workerProc, r *row, phase string) error {
+	if o.pprof == "" {
+		return nil
+	}
+	_, err := m.call(ctx, request{Op: "heapprofile", Path: profilePath(o, r, phase+".heap")})
+	return err
+}
+
+// profilePath names the profile of a phase of row r.
+func profilePath(o options, r *row, phase string) string {
+	return filepath.Join(o.pprof, fmt.Sprintf("main-%s-%d-%s.pprof", r.Profile, r.N, phase))
 }
 
 // dropsSince is what the main dropped between two of its stats, by reason.
@@ -748,6 +766,9 @@ func leave(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 		return err
 	}
 	r.MainHeapLeft = st.Heap
+	if err := heapProfile(ctx, o, m, r, "left"); err != nil {
+		return err
+	}
 	r.LeftHeapRatio = ratio(float64(st.Heap), float64(r.MainHeapStart))
 	r.LeftPerRemote = (float64(st.Heap) - float64(r.MainHeapStart)) / float64(r.N)
 	if r.Remembered > 0 {

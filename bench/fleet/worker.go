@@ -28,11 +28,11 @@ const roleEnv = "RAET_FLEET_WORKER"
 
 // request is one line the coordinator writes to a worker's stdin.
 type request struct {
-	Op      string `json:"op"`                // start, join, stats, fanout, fanin, leave, profile, quit
+	Op      string `json:"op"`                // start, join, stats, fanout, fanin, leave, profile, heapprofile, quit
 	Main    bool   `json:"main,omitempty"`    // start: be the main estate
 	Profile string `json:"profile,omitempty"` // start: fast or reference
 	Dir     string `json:"dir,omitempty"`     // start (main): the keep directory
-	Path    string `json:"path,omitempty"`    // profile: the CPU profile's file; empty stops it
+	Path    string `json:"path,omitempty"`    // profile: the CPU profile's file, empty stops it; heapprofile: the file
 	N       int    `json:"n,omitempty"`       // start (client): how many stacks
 	Prefix  string `json:"prefix,omitempty"`  // start (client): their names' prefix
 	// Base is the fleet-wide index of this process's first client; with
@@ -160,6 +160,8 @@ func (w *worker) handle(ctx context.Context, req request) (reply, error) {
 		return w.leave()
 	case "profile":
 		return reply{}, w.profile(req.Path)
+	case "heapprofile":
+		return reply{}, writeHeapProfile(req.Path)
 	case "quit":
 		return reply{}, nil
 	}
@@ -438,6 +440,17 @@ func (w *worker) profile(path string) error {
 	}
 	w.prof = f
 	return nil
+}
+
+// writeHeapProfile writes the live heap's profile to path, after a collection.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	err = pprof.Lookup("heap").WriteTo(f, 0)
+	return errors.Join(err, f.Close())
 }
 
 // stats measures the process. The CPU time is read first, so that the
