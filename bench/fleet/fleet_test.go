@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raet-go/raet/road"
 )
 
 // TestMain makes the test binary a fleet worker when the coordinator under
@@ -26,15 +30,16 @@ func TestMain(m *testing.M) {
 // reports: all clients joined and were allowed, every message went both
 // ways and was delivered, each in two segments with none dropped for want
 // of reassembly room, the measures are of the right sign, and (in the fast
-// profile, to keep the test short) after the clients left the main reaped
-// them.
+// profile, to keep the test short) after the clients left the main forgot
+// them (or, on a road that does not forget yet, reaped them).
 func TestFleetSmoke(t *testing.T) {
 	o := options{procs: 2, perProc: 3, dir: t.TempDir(), msgs: 12, size: 1500, window: 4, joinWindow: 3,
 		settle: 50 * time.Millisecond, phase: time.Minute,
 		idle: 1200 * time.Millisecond, // longer than the 1 s presence period
-		// A remote is found dead within 3 s of its last alive (a period of
-		// 1 s, then the alive's 2 s timeout) and reaped 2 s later.
-		main: mainConfig{Interim: 2 * time.Second}}
+		// A remote silent for 2 s is reaped, and forgotten 1 s later
+		// where the road forgets (road.Config.ForgetAfter).
+		main: mainConfig{Interim: 2 * time.Second, Knobs: map[string]float64{"ForgetAfter": float64(time.Second)}}}
+	_, forgets := reflect.TypeFor[road.Config]().FieldByName("ForgetAfter")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, p := range []string{"fast", "reference"} {
@@ -64,9 +69,14 @@ func TestFleetSmoke(t *testing.T) {
 		if r.Left != (o.leave > 0) {
 			t.Errorf("%s: left %v, with a leave phase of %v", p, r.Left, o.leave)
 		}
-		if r.Left && (r.MainHeapLeft == 0 || r.LeftHeapRatio <= 0 || r.RememberedRep != r.Remembered) {
-			t.Errorf("%s: after the clients left: %d remembered, %d of them reaped, heap %d (%.2f × start)",
-				p, r.Remembered, r.RememberedRep, r.MainHeapLeft, r.LeftHeapRatio)
+		// Forgotten, or on a road that does not forget, all reaped.
+		if r.Left && (r.MainHeapLeft == 0 || r.LeftHeapRatio <= 0 || r.RememberedRep != r.Remembered ||
+			forgets && r.Remembered != 0 || !forgets && r.Remembered != n) {
+			t.Errorf("%s: %.1f s after the clients left: %d remembered, %d of them reaped (the road forgets: %v), heap %d (%.2f × start)",
+				p, r.LeaveSeconds, r.Remembered, r.RememberedRep, forgets, r.MainHeapLeft, r.LeftHeapRatio)
+		}
+		if slices.Contains(r.MissingKnobs, "ForgetAfter") == forgets {
+			t.Errorf("%s: missing knobs %q, and the road forgets: %v", p, r.MissingKnobs, forgets)
 		}
 		if o.pprof != "" {
 			for _, phase := range []string{"join", "idle", "fanout", "fanin", "state.heap", "left.heap"} {
@@ -133,7 +143,7 @@ func TestChecks(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
-	for _, args := range [][]string{{"-n", "0"}, {"-n", "x"}, {"-profiles", "slow"}, {"-procs", "0"}, {"-stacks-per-proc", "0"}, {"-leave-timeout", "-1s"}, {"extra"}} {
+	for _, args := range [][]string{{"-n", "0"}, {"-n", "x"}, {"-profiles", "slow"}, {"-procs", "0"}, {"-stacks-per-proc", "0"}, {"-leave-timeout", "-1s"}, {"-forget-after", "-1s"}, {"extra"}} {
 		if code := run(args, os.Stdout, &discard{}); code != exitUsage {
 			t.Errorf("%q: exit %d, want %d", args, code, exitUsage)
 		}

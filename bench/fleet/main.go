@@ -34,9 +34,15 @@
 //     process; the segments each message took, and the main's drops for
 //     want of reassembly room (reassembly_* in its Counters.Drops);
 //   - leave: every client closes, and the main finds them dead, reaps them
-//     after --interim and forgets them; the phase waits, at most
-//     --leave-timeout, until the main lists no remote, and compares the
-//     main's heap then with its heap before the joins.
+//     after --interim and forgets them after --forget-after; the phase
+//     waits, at most --leave-timeout, until the main lists no remote, and
+//     compares the main's heap then with its heap before the joins.
+//
+// The main's presence, forgetting and join budget are set by flags
+// (--alive-period, --alive-rate, --interim, --forget-after,
+// --stranger-join-rate, --stranger-joins). Some name road.Config fields
+// that issue 14 brings one by one: a road without one is measured without
+// it, and says so on stderr and in the row (missing_knobs).
 //
 // With --pprof the main writes a CPU profile of each of join, idle,
 // fan-out and fan-in, and a heap profile after the joins (state) and after
@@ -64,6 +70,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,6 +155,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	leave := fs.Duration("leave-timeout", time.Minute, "bound on the leave phase (until the main forgets every client); 0 skips it")
 	alivePeriod := fs.Duration("alive-period", 0, "the main's presence period (road.Config.AlivePeriod; 0: road's default)")
 	interim := fs.Duration("interim", 20*time.Second, "the main reaps a remote silent this long (road.Config.Interim; 0: road's default, 1h)")
+	forget := fs.Duration("forget-after", 5*time.Second, "the main forgets a remote reaped this long ago (road.Config.ForgetAfter; 0: road's default)")
+	aliveRate := fs.Int("alive-rate", 0, "the main's alive exchanges a second in all, which lengthen its presence period with many remotes (road.Config.AliveRate; 0: road's default)")
+	joinRate := fs.Float64("stranger-join-rate", 0, "the main's budget of join requests from estates it does not know yet, a second in all (road.Config.StrangerJoinRate; 0: road's default)")
+	joins := fs.Int("stranger-joins", 0, "the main's bound on strangers' joins under way (road.Config.StrangerJoins; 0: road's default)")
 	pprofDir := fs.String("pprof", "", "write the main's CPU profile of each phase and its heap after the joins and after the leave into this directory (main-PROFILE-N-PHASE.pprof, main-PROFILE-N-state.heap.pprof)")
 	oneAddr := fs.Bool("one-address", false, "all clients on 127.0.0.1 (default: each on its own 127.x.y.z)")
 	table := fs.Bool("table", false, "print a Markdown table instead of JSON lines")
@@ -170,6 +181,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window,
 		joinWindow: *joinWindow, settle: *settle, idle: *idle, oneAddr: *oneAddr, phase: *phase,
 		perProc: *perProc, leave: *leave, pprof: *pprofDir, main: mainConfig{AlivePeriod: *alivePeriod, Interim: *interim}}
+	knobs := map[string]float64{"ForgetAfter": float64(*forget), "AliveRate": float64(*aliveRate),
+		"StrangerJoinRate": *joinRate, "StrangerJoins": float64(*joins)}
+	for k, v := range knobs {
+		if v < 0 {
+			fmt.Fprintf(stderr, "fleet: bad flags (see -help): the %s knob is negative\n", k)
+			return exitUsage
+		}
+		if v != 0 {
+			if o.main.Knobs == nil {
+				o.main.Knobs = map[string]float64{}
+			}
+			o.main.Knobs[k] = v
+		}
+	}
 	var err error
 	if o.ns, err = parseInts(*ns); err != nil || fs.NArg() != 0 || o.procs < 1 || o.msgs < 1 ||
 		o.size < 0 || o.window < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 || o.phase <= 0 ||
@@ -356,6 +381,9 @@ type row struct {
 	// Error is why the row's measure stopped part way: its other fields
 	// are what was measured until then.
 	Error string `json:"error,omitempty"`
+	// MissingKnobs are the road.Config fields asked for by flags that this
+	// road does not have (see setKnobs).
+	MissingKnobs []string `json:"missing_knobs,omitempty"`
 	// LoadStart and LoadEnd are the system's load averages (1, 5 and 15
 	// minutes) before and after the row: the machine may be shared.
 	LoadStart string `json:"load_start"`
@@ -566,6 +594,15 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 		return r, fmt.Errorf("main: %w", err)
 	}
 	mainAddr := rep.Addr
+	r.MissingKnobs = rep.Missing
+	if len(rep.Missing) > 0 {
+		note := ""
+		if slices.Contains(rep.Missing, "ForgetAfter") && o.leave > 0 {
+			note = "; a main that does not forget holds its remotes to the end of the leave phase (-leave-timeout)"
+		}
+		fmt.Fprintf(stderr, "fleet: %s N=%d: this road.Config has no %s, so the main runs without them%s\n",
+			profile, n, strings.Join(rep.Missing, ", "), note)
+	}
 	cBase, err := each(ctx, clients, func(int) request { return request{Op: "stats", GC: true} })
 	if err != nil {
 		return r, err

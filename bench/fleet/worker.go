@@ -9,9 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"reflect"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,15 +65,45 @@ type reply struct {
 	// Cut counts the joins the operation's bound cut short (among Failed).
 	Cut int `json:"cut,omitempty"`
 	// First is the first error of the calls that failed.
-	First string    `json:"first,omitempty"`
-	Stats procStats `json:"stats"`
+	First string `json:"first,omitempty"`
+	// Missing names the road.Config knobs asked for that this road lacks
+	// (start, main).
+	Missing []string  `json:"missing,omitempty"`
+	Stats   procStats `json:"stats"`
 }
 
 // mainConfig is what the benchmark sets on the main estate (flags
-// -alive-period and -interim); zero leaves road's default.
+// -alive-period, -alive-rate, -interim, -forget-after, -stranger-join-rate
+// and -stranger-joins); zero leaves road's default.
 type mainConfig struct {
 	AlivePeriod time.Duration `json:"alive_period,omitempty"`
 	Interim     time.Duration `json:"interim,omitempty"`
+	// Knobs are the road.Config fields issue 14 brings, by name, set when
+	// this road has them (see setKnobs).
+	Knobs map[string]float64 `json:"knobs,omitempty"`
+}
+
+// setKnobs sets each of cfg's fields named in knobs (the numbers are
+// converted to the field's type: a time.Duration takes nanoseconds) and
+// returns the names this road.Config does not have. The knobs land in road
+// one by one (presence and forgetting, the strangers' join budget), and a
+// benchmark of a road without one says so instead of failing to build.
+func setKnobs(cfg *road.Config, knobs map[string]float64) (missing []string) {
+	v := reflect.ValueOf(cfg).Elem()
+	for _, name := range slices.Sorted(maps.Keys(knobs)) {
+		f := v.FieldByName(name)
+		switch {
+		case !f.IsValid() || !f.CanSet():
+			missing = append(missing, name)
+		case f.CanInt():
+			f.SetInt(int64(knobs[name]))
+		case f.CanFloat():
+			f.SetFloat(knobs[name])
+		default:
+			missing = append(missing, name)
+		}
+	}
+	return missing
 }
 
 // procStats is what a worker measures of itself.
@@ -193,6 +226,7 @@ func (w *worker) start(req request) (reply, error) {
 		w.main = true
 		cfg.Name, cfg.Main, cfg.KeepDir = "main", true, req.Dir
 		cfg.AlivePeriod, cfg.Interim = req.MainCfg.AlivePeriod, req.MainCfg.Interim
+		missing := setKnobs(&cfg, req.MainCfg.Knobs)
 		s, err := road.New(&cfg)
 		if err != nil {
 			return reply{}, err
@@ -200,7 +234,7 @@ func (w *worker) start(req request) (reply, error) {
 		if err := w.add(s); err != nil {
 			return reply{}, err
 		}
-		return reply{Addr: s.Addr().String()}, nil
+		return reply{Addr: s.Addr().String(), Missing: missing}, nil
 	}
 	if err := fileRoom(req.N); err != nil {
 		return reply{}, err
