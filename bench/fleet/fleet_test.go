@@ -142,6 +142,20 @@ func TestChecks(t *testing.T) {
 	}
 }
 
+// TestAutoInterim checks that the main's Interim outlasts its presence
+// period (N / AliveRate seconds) three times, and is 20 s at least.
+func TestAutoInterim(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		rate float64
+		want time.Duration
+	}{{100, 0, 20 * time.Second}, {1000, 0, 20 * time.Second}, {10000, 0, 150 * time.Second}, {10000, 100, 300 * time.Second}} {
+		if got := autoInterim(c.n, c.rate); got != c.want {
+			t.Errorf("autoInterim(%d, %v) = %v, want %v", c.n, c.rate, got, c.want)
+		}
+	}
+}
+
 func TestParseFlags(t *testing.T) {
 	for _, args := range [][]string{{"-n", "0"}, {"-n", "x"}, {"-profiles", "slow"}, {"-procs", "0"}, {"-stacks-per-proc", "0"}, {"-leave-timeout", "-1s"}, {"-forget-after", "-1s"}, {"extra"}} {
 		if code := run(args, os.Stdout, &discard{}); code != exitUsage {

@@ -152,9 +152,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	idle := fs.Duration("idle", 5*time.Second, "how long idle CPU and packets are measured")
 	timeout := fs.Duration("timeout", 60*time.Minute, "bound on the whole run")
 	phase := fs.Duration("phase-timeout", 10*time.Minute, "bound on each of join, fan-out and fan-in: what is not done by then counts as failed (a worker that has not replied seconds later is killed)")
-	leave := fs.Duration("leave-timeout", time.Minute, "bound on the leave phase (until the main forgets every client); 0 skips it")
+	leave := fs.Duration("leave-timeout", 5*time.Minute, "bound on the leave phase (until the main forgets every client); 0 skips it")
 	alivePeriod := fs.Duration("alive-period", 0, "the main's presence period (road.Config.AlivePeriod; 0: road's default)")
-	interim := fs.Duration("interim", 20*time.Second, "the main reaps a remote silent this long (road.Config.Interim; 0: road's default, 1h)")
+	interim := fs.Duration("interim", 0, "the main reaps a remote silent this long (road.Config.Interim); 0: 20 s, or three of the presence periods of a main with N remotes (N / -alive-rate s) when longer")
 	forget := fs.Duration("forget-after", 5*time.Second, "the main forgets a remote reaped this long ago (road.Config.ForgetAfter; 0: road's default)")
 	aliveRate := fs.Int("alive-rate", 0, "the main's alive exchanges a second in all, which lengthen its presence period with many remotes (road.Config.AliveRate; 0: road's default)")
 	joinRate := fs.Float64("stranger-join-rate", 0, "the main's budget of join requests from estates it does not know yet, a second in all (road.Config.StrangerJoinRate; 0: road's default)")
@@ -381,6 +381,8 @@ type row struct {
 	// Error is why the row's measure stopped part way: its other fields
 	// are what was measured until then.
 	Error string `json:"error,omitempty"`
+	// MainInterim is the main's Interim in seconds (-interim).
+	MainInterim float64 `json:"main_interim_s"`
 	// MissingKnobs are the road.Config fields asked for by flags that this
 	// road does not have (see setKnobs).
 	MissingKnobs []string `json:"missing_knobs,omitempty"`
@@ -564,6 +566,21 @@ type setupError struct{ err error }
 func (e *setupError) Error() string { return e.err.Error() }
 func (e *setupError) Unwrap() error { return e.err }
 
+// defaultAliveRate is road.Config.AliveRate's default: the alive
+// exchanges a second a main makes with all its raet-go remotes.
+const defaultAliveRate = 200
+
+// autoInterim is the -interim for a main with n remotes: 20 s, or three
+// presence periods when longer, a period being n / aliveRate seconds (the
+// road's, see road.Config.AliveRate); a main whose Interim is shorter than
+// its period reaps, and then forgets, remotes that are only between alives.
+func autoInterim(n int, aliveRate float64) time.Duration {
+	if aliveRate <= 0 {
+		aliveRate = defaultAliveRate
+	}
+	return max(20*time.Second, time.Duration(3*float64(n)/aliveRate*float64(time.Second)))
+}
+
 // procsFor is how many client processes serve n clients: -procs, at most
 // n, and enough that none holds more than -stacks-per-proc.
 func procsFor(o options, n int) int {
@@ -589,7 +606,12 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 	defer stopWorkers(procs)
 	m, clients := procs[0], procs[1:]
 
-	rep, err := m.call(ctx, request{Op: "start", Main: true, Profile: profile, Dir: filepath.Join(dir, "main"), MainCfg: o.main})
+	mc := o.main
+	if mc.Interim == 0 {
+		mc.Interim = autoInterim(n, mc.Knobs["AliveRate"])
+	}
+	r.MainInterim = mc.Interim.Seconds()
+	rep, err := m.call(ctx, request{Op: "start", Main: true, Profile: profile, Dir: filepath.Join(dir, "main"), MainCfg: mc})
 	if err != nil {
 		return r, fmt.Errorf("main: %w", err)
 	}
@@ -809,8 +831,8 @@ func leave(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 	r.LeftHeapRatio = ratio(float64(st.Heap), float64(r.MainHeapStart))
 	r.LeftPerRemote = (float64(st.Heap) - float64(r.MainHeapStart)) / float64(r.N)
 	if r.Remembered > 0 {
-		fmt.Fprintf(stderr, "fleet: %s N=%d: %.0f s after the clients left, the main still lists %d remotes (%d reaped, %d alive); its heap is %.2f × its start\n",
-			r.Profile, r.N, r.LeaveSeconds, r.Remembered, r.RememberedRep, st.Alive, r.LeftHeapRatio)
+		fmt.Fprintf(stderr, "fleet: %s N=%d: %.0f s after the clients left (Interim %.0f s), the main still lists %d remotes (%d reaped, %d alive); its heap is %.2f × its start\n",
+			r.Profile, r.N, r.LeaveSeconds, r.MainInterim, r.Remembered, r.RememberedRep, st.Alive, r.LeftHeapRatio)
 	}
 	return nil
 }
