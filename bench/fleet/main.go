@@ -40,9 +40,9 @@
 //
 // The main's presence, forgetting and join budget are set by flags
 // (--alive-period, --alive-rate, --interim, --forget-after,
-// --stranger-join-rate, --stranger-joins). Some name road.Config fields
-// that issue 14 brings one by one: a road without one is measured without
-// it, and says so on stderr and in the row (missing_knobs).
+// --stranger-join-rate, --stranger-joins). The last two name road.Config
+// fields that issue 14 brings later: a road without them is measured
+// without, and says so on stderr and in the row (missing_knobs).
 //
 // With --pprof the main writes a CPU profile of each of join, idle,
 // fan-out and fan-in, and a heap profile after the joins (state) and after
@@ -70,7 +70,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -180,9 +179,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window,
 		joinWindow: *joinWindow, settle: *settle, idle: *idle, oneAddr: *oneAddr, phase: *phase,
-		perProc: *perProc, leave: *leave, pprof: *pprofDir, main: mainConfig{AlivePeriod: *alivePeriod, Interim: *interim}}
-	knobs := map[string]float64{"ForgetAfter": float64(*forget), "AliveRate": float64(*aliveRate),
-		"StrangerJoinRate": *joinRate, "StrangerJoins": float64(*joins)}
+		perProc: *perProc, leave: *leave, pprof: *pprofDir, main: mainConfig{AlivePeriod: *alivePeriod, AliveRate: *aliveRate, Interim: *interim, ForgetAfter: *forget}}
+	knobs := map[string]float64{"StrangerJoinRate": *joinRate, "StrangerJoins": float64(*joins)}
 	for k, v := range knobs {
 		if v < 0 {
 			fmt.Fprintf(stderr, "fleet: bad flags (see -help): the %s knob is negative\n", k)
@@ -198,7 +196,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var err error
 	if o.ns, err = parseInts(*ns); err != nil || fs.NArg() != 0 || o.procs < 1 || o.msgs < 1 ||
 		o.size < 0 || o.window < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 || o.phase <= 0 ||
-		o.perProc < 1 || o.leave < 0 || o.main.AlivePeriod < 0 || o.main.Interim < 0 {
+		o.perProc < 1 || o.leave < 0 || o.main.AlivePeriod < 0 || o.main.AliveRate < 0 || o.main.Interim < 0 || o.main.ForgetAfter < 0 {
 		fmt.Fprintln(stderr, "fleet: bad flags (see -help):", errors.Join(err, argsErr(fs.Args())))
 		return exitUsage
 	}
@@ -574,11 +572,11 @@ const defaultAliveRate = 200
 // presence periods when longer, a period being n / aliveRate seconds (the
 // road's, see road.Config.AliveRate); a main whose Interim is shorter than
 // its period reaps, and then forgets, remotes that are only between alives.
-func autoInterim(n int, aliveRate float64) time.Duration {
+func autoInterim(n, aliveRate int) time.Duration {
 	if aliveRate <= 0 {
 		aliveRate = defaultAliveRate
 	}
-	return max(20*time.Second, time.Duration(3*float64(n)/aliveRate*float64(time.Second)))
+	return max(20*time.Second, time.Duration(3*n)*time.Second/time.Duration(aliveRate))
 }
 
 // procsFor is how many client processes serve n clients: -procs, at most
@@ -608,7 +606,7 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 
 	mc := o.main
 	if mc.Interim == 0 {
-		mc.Interim = autoInterim(n, mc.Knobs["AliveRate"])
+		mc.Interim = autoInterim(n, mc.AliveRate)
 	}
 	r.MainInterim = mc.Interim.Seconds()
 	rep, err := m.call(ctx, request{Op: "start", Main: true, Profile: profile, Dir: filepath.Join(dir, "main"), MainCfg: mc})
@@ -618,12 +616,8 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 	mainAddr := rep.Addr
 	r.MissingKnobs = rep.Missing
 	if len(rep.Missing) > 0 {
-		note := ""
-		if slices.Contains(rep.Missing, "ForgetAfter") && o.leave > 0 {
-			note = "; a main that does not forget holds its remotes to the end of the leave phase (-leave-timeout)"
-		}
-		fmt.Fprintf(stderr, "fleet: %s N=%d: this road.Config has no %s, so the main runs without them%s\n",
-			profile, n, strings.Join(rep.Missing, ", "), note)
+		fmt.Fprintf(stderr, "fleet: %s N=%d: this road.Config has no %s, so the main runs without\n",
+			profile, n, strings.Join(rep.Missing, ", "))
 	}
 	cBase, err := each(ctx, clients, func(int) request { return request{Op: "stats", GC: true} })
 	if err != nil {

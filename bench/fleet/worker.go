@@ -77,16 +77,18 @@ type reply struct {
 // and -stranger-joins); zero leaves road's default.
 type mainConfig struct {
 	AlivePeriod time.Duration `json:"alive_period,omitempty"`
+	AliveRate   int           `json:"alive_rate,omitempty"`
 	Interim     time.Duration `json:"interim,omitempty"`
-	// Knobs are the road.Config fields issue 14 brings, by name, set when
-	// this road has them (see setKnobs).
+	ForgetAfter time.Duration `json:"forget_after,omitempty"`
+	// Knobs are the road.Config fields issue 14 brings that a road may not
+	// have yet, by name, set when it has them (see setKnobs).
 	Knobs map[string]float64 `json:"knobs,omitempty"`
 }
 
 // setKnobs sets each of cfg's fields named in knobs (the numbers are
 // converted to the field's type: a time.Duration takes nanoseconds) and
 // returns the names this road.Config does not have. The knobs land in road
-// one by one (presence and forgetting, the strangers' join budget), and a
+// one by one (the strangers' join budget is still to come), and a
 // benchmark of a road without one says so instead of failing to build.
 func setKnobs(cfg *road.Config, knobs map[string]float64) (missing []string) {
 	v := reflect.ValueOf(cfg).Elem()
@@ -225,8 +227,9 @@ func (w *worker) start(req request) (reply, error) {
 	if req.Main {
 		w.main = true
 		cfg.Name, cfg.Main, cfg.KeepDir = "main", true, req.Dir
-		cfg.AlivePeriod, cfg.Interim = req.MainCfg.AlivePeriod, req.MainCfg.Interim
-		missing := setKnobs(&cfg, req.MainCfg.Knobs)
+		mc := req.MainCfg
+		cfg.AlivePeriod, cfg.AliveRate, cfg.Interim, cfg.ForgetAfter = mc.AlivePeriod, mc.AliveRate, mc.Interim, mc.ForgetAfter
+		missing := setKnobs(&cfg, mc.Knobs)
 		s, err := road.New(&cfg)
 		if err != nil {
 			return reply{}, err
