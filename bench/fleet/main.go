@@ -24,7 +24,10 @@
 //     first error;
 //   - state: after --settle, the main's heap and RSS per remote, and the
 //     heap and goroutines per client stack (the goroutine that reads a
-//     stack's Receive channel for the benchmark is not counted);
+//     stack's Receive channel for the benchmark is not counted); "per
+//     remote" here and in idle is per remote the main allowed, and the
+//     CPU per join is per client that joined, so that a run whose joins
+//     partly failed still tells the cost of each;
 //   - idle: for --idle, the main's CPU in µs per remote per second and the
 //     packets it sends and receives per second (presence);
 //   - fan-out: the main sends --msgs messages of --size bytes spread evenly
@@ -658,8 +661,10 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 	if err := heapProfile(ctx, o, m, &r, "state"); err != nil {
 		return r, err
 	}
-	r.MainHeapPerRem = (float64(mState.Heap) - float64(mBase.Heap)) / float64(n)
-	r.MainRSSPerRem = (float64(mState.RSS) - float64(mBase.RSS)) / float64(n)
+	// Per remote the main holds: all N unless some joins failed.
+	held := float64(max(1, r.Allowed))
+	r.MainHeapPerRem = (float64(mState.Heap) - float64(mBase.Heap)) / held
+	r.MainRSSPerRem = (float64(mState.RSS) - float64(mBase.RSS)) / held
 	var heap, gor, fds float64
 	for i := range clients {
 		heap += float64(cState[i].Stats.Heap) - float64(cBase[i].Stats.Heap)
@@ -681,9 +686,9 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 		return r, err
 	}
 	secs := time.Since(t).Seconds()
-	r.IdleCPUPerRemS = float64(idle1.CPUNs-idle0.CPUNs) / 1e3 / float64(n) / secs
+	r.IdleCPUPerRemS = float64(idle1.CPUNs-idle0.CPUNs) / 1e3 / held / secs
 	r.IdlePackets = float64(idle1.PacketsIn+idle1.PacketsOut-idle0.PacketsIn-idle0.PacketsOut) / secs
-	r.IdlePktsPerRem = r.IdlePackets / float64(n)
+	r.IdlePktsPerRem = r.IdlePackets / held
 
 	if err := fanout(ctx, o, m, clients, &r, stderr); err != nil {
 		return r, err
@@ -733,7 +738,7 @@ func join(ctx context.Context, o options, m *workerProc, clients []*workerProc, 
 			first = j.First
 		}
 	}
-	r.MainCPUPerJoin = float64(mJoined.CPUNs-mBase.CPUNs) / 1e3 / float64(r.N)
+	r.MainCPUPerJoin = float64(mJoined.CPUNs-mBase.CPUNs) / 1e3 / float64(max(1, r.Joined))
 	r.JoinDropsBy = dropsSince(mBase, mJoined)
 	if r.Joined < r.N {
 		fmt.Fprintf(stderr, "fleet: %s N=%d: %d of %d joined in %.1f s: %d were cut short by -phase-timeout %v, %d failed after %d tries (%d retries in all); the first error: %s; the main dropped %v\n",
