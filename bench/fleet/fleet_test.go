@@ -146,7 +146,7 @@ func TestAutoInterim(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
-	for _, args := range [][]string{{"-n", "0"}, {"-n", "x"}, {"-profiles", "slow"}, {"-procs", "0"}, {"-stacks-per-proc", "0"}, {"-leave-timeout", "-1s"}, {"-forget-after", "-1s"}, {"extra"}} {
+	for _, args := range [][]string{{"-n", "0"}, {"-n", "x"}, {"-profiles", "slow"}, {"-procs", "0"}, {"-stacks-per-proc", "0"}, {"-leave-timeout", "-1s"}, {"-forget-after", "-1s"}, {"-stranger-joins", "-1"}, {"-stranger-join-rate", "-1"}, {"extra"}} {
 		if code := run(args, os.Stdout, &discard{}); code != exitUsage {
 			t.Errorf("%q: exit %d, want %d", args, code, exitUsage)
 		}

@@ -43,9 +43,8 @@
 //
 // The main's presence, forgetting and join budget are set by flags
 // (--alive-period, --alive-rate, --interim, --forget-after,
-// --stranger-join-rate, --stranger-joins). The last two name road.Config
-// fields that issue 14 brings later: a road without them is measured
-// without, and says so on stderr and in the row (missing_knobs).
+// --stranger-join-rate, --stranger-joins), each the road.Config field of
+// its name.
 //
 // With --pprof the main writes a CPU profile of each of join, idle,
 // fan-out and fan-in, and a heap profile after the joins (state) and after
@@ -182,24 +181,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window,
 		joinWindow: *joinWindow, settle: *settle, idle: *idle, oneAddr: *oneAddr, phase: *phase,
-		perProc: *perProc, leave: *leave, pprof: *pprofDir, main: mainConfig{AlivePeriod: *alivePeriod, AliveRate: *aliveRate, Interim: *interim, ForgetAfter: *forget}}
-	knobs := map[string]float64{"StrangerJoinRate": *joinRate, "StrangerJoins": float64(*joins)}
-	for k, v := range knobs {
-		if v < 0 {
-			fmt.Fprintf(stderr, "fleet: bad flags (see -help): the %s knob is negative\n", k)
-			return exitUsage
-		}
-		if v != 0 {
-			if o.main.Knobs == nil {
-				o.main.Knobs = map[string]float64{}
-			}
-			o.main.Knobs[k] = v
-		}
-	}
+		perProc: *perProc, leave: *leave, pprof: *pprofDir, main: mainConfig{AlivePeriod: *alivePeriod, AliveRate: *aliveRate, Interim: *interim, ForgetAfter: *forget,
+			StrangerJoinRate: *joinRate, StrangerJoins: *joins}}
 	var err error
 	if o.ns, err = parseInts(*ns); err != nil || fs.NArg() != 0 || o.procs < 1 || o.msgs < 1 ||
 		o.size < 0 || o.window < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 || o.phase <= 0 ||
-		o.perProc < 1 || o.leave < 0 || o.main.AlivePeriod < 0 || o.main.AliveRate < 0 || o.main.Interim < 0 || o.main.ForgetAfter < 0 {
+		o.perProc < 1 || o.leave < 0 || o.main.AlivePeriod < 0 || o.main.AliveRate < 0 || o.main.Interim < 0 || o.main.ForgetAfter < 0 ||
+		o.main.StrangerJoinRate < 0 || o.main.StrangerJoins < 0 {
 		fmt.Fprintln(stderr, "fleet: bad flags (see -help):", errors.Join(err, argsErr(fs.Args())))
 		return exitUsage
 	}
@@ -384,9 +372,6 @@ type row struct {
 	Error string `json:"error,omitempty"`
 	// MainInterim is the main's Interim in seconds (-interim).
 	MainInterim float64 `json:"main_interim_s"`
-	// MissingKnobs are the road.Config fields asked for by flags that this
-	// road does not have (see setKnobs).
-	MissingKnobs []string `json:"missing_knobs,omitempty"`
 	// LoadStart and LoadEnd are the system's load averages (1, 5 and 15
 	// minutes) before and after the row: the machine may be shared.
 	LoadStart string `json:"load_start"`
@@ -617,11 +602,6 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 		return r, fmt.Errorf("main: %w", err)
 	}
 	mainAddr := rep.Addr
-	r.MissingKnobs = rep.Missing
-	if len(rep.Missing) > 0 {
-		fmt.Fprintf(stderr, "fleet: %s N=%d: this road.Config has no %s, so the main runs without\n",
-			profile, n, strings.Join(rep.Missing, ", "))
-	}
 	cBase, err := each(ctx, clients, func(int) request { return request{Op: "stats", GC: true} })
 	if err != nil {
 		return r, err

@@ -9,12 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"reflect"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,47 +62,21 @@ type reply struct {
 	// Cut counts the joins the operation's bound cut short (among Failed).
 	Cut int `json:"cut,omitempty"`
 	// First is the first error of the calls that failed.
-	First string `json:"first,omitempty"`
-	// Missing names the road.Config knobs asked for that this road lacks
-	// (start, main).
-	Missing []string  `json:"missing,omitempty"`
-	Stats   procStats `json:"stats"`
+	First string    `json:"first,omitempty"`
+	Stats procStats `json:"stats"`
 }
 
 // mainConfig is what the benchmark sets on the main estate (flags
 // -alive-period, -alive-rate, -interim, -forget-after, -stranger-join-rate
-// and -stranger-joins); zero leaves road's default.
+// and -stranger-joins), each the road.Config field of its name; zero
+// leaves road's default.
 type mainConfig struct {
-	AlivePeriod time.Duration `json:"alive_period,omitempty"`
-	AliveRate   int           `json:"alive_rate,omitempty"`
-	Interim     time.Duration `json:"interim,omitempty"`
-	ForgetAfter time.Duration `json:"forget_after,omitempty"`
-	// Knobs are the road.Config fields issue 14 brings that a road may not
-	// have yet, by name, set when it has them (see setKnobs).
-	Knobs map[string]float64 `json:"knobs,omitempty"`
-}
-
-// setKnobs sets each of cfg's fields named in knobs (the numbers are
-// converted to the field's type: a time.Duration takes nanoseconds) and
-// returns the names this road.Config does not have. The knobs land in road
-// one by one (the strangers' join budget is still to come), and a
-// benchmark of a road without one says so instead of failing to build.
-func setKnobs(cfg *road.Config, knobs map[string]float64) (missing []string) {
-	v := reflect.ValueOf(cfg).Elem()
-	for _, name := range slices.Sorted(maps.Keys(knobs)) {
-		f := v.FieldByName(name)
-		switch {
-		case !f.IsValid() || !f.CanSet():
-			missing = append(missing, name)
-		case f.CanInt():
-			f.SetInt(int64(knobs[name]))
-		case f.CanFloat():
-			f.SetFloat(knobs[name])
-		default:
-			missing = append(missing, name)
-		}
-	}
-	return missing
+	AlivePeriod      time.Duration `json:"alive_period,omitempty"`
+	AliveRate        int           `json:"alive_rate,omitempty"`
+	Interim          time.Duration `json:"interim,omitempty"`
+	ForgetAfter      time.Duration `json:"forget_after,omitempty"`
+	StrangerJoinRate float64       `json:"stranger_join_rate,omitempty"`
+	StrangerJoins    int           `json:"stranger_joins,omitempty"`
 }
 
 // procStats is what a worker measures of itself.
@@ -229,7 +200,7 @@ func (w *worker) start(req request) (reply, error) {
 		cfg.Name, cfg.Main, cfg.KeepDir = "main", true, req.Dir
 		mc := req.MainCfg
 		cfg.AlivePeriod, cfg.AliveRate, cfg.Interim, cfg.ForgetAfter = mc.AlivePeriod, mc.AliveRate, mc.Interim, mc.ForgetAfter
-		missing := setKnobs(&cfg, mc.Knobs)
+		cfg.StrangerJoinRate, cfg.StrangerJoins = mc.StrangerJoinRate, mc.StrangerJoins
 		s, err := road.New(&cfg)
 		if err != nil {
 			return reply{}, err
@@ -237,7 +208,7 @@ func (w *worker) start(req request) (reply, error) {
 		if err := w.add(s); err != nil {
 			return reply{}, err
 		}
-		return reply{Addr: s.Addr().String(), Missing: missing}, nil
+		return reply{Addr: s.Addr().String()}, nil
 	}
 	if err := fileRoom(req.N); err != nil {
 		return reply{}, err
