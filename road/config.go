@@ -146,7 +146,13 @@ type Config struct {
 	AliveTimeout   time.Duration // an alive we start; then the remote is dead: 2s
 	AlivePeriod    time.Duration // presence: an alive after this long of silence from a remote: 1s; negative: no presence
 	AliveOffset    time.Duration // added to the first period of a non-main estate: 0.5s
-	Interim        time.Duration // a main estate reaps a remote silent this long: 1h; negative: never
+	// Interim: a main estate reaps a remote this long after presence
+	// found it dead, or silent this long: 1h; negative: never. It reaps
+	// none silent for less than presence takes to find it dead (its
+	// period with the remote, which grows with its remotes, see AliveRate,
+	// plus twice AliveTimeout), so that a remote between its alives is not
+	// reaped however short Interim is.
+	Interim        time.Duration
 	MessageTimeout time.Duration // a message not done by then fails with ErrTimeout: 1m; negative: never (the reference)
 	// AliveRate bounds the presence of a stack with many raet-go remotes:
 	// its period with them is max(AlivePeriod, remotes/AliveRate seconds),

@@ -67,8 +67,10 @@
 // AliveTimeout of its last packet by the end that drives, within period +
 // 2·AliveTimeout by the end that answers: with the defaults (1 s, 2 s) 3 s
 // and 5 s; for a main with 10000 raet-go remotes, 52 s and 54 s. A main
-// reaps a remote silent for Interim (EventReaped, 1 h) and forgets it
-// (EventForgotten, ReasonSilent) when it is still silent ForgetAfter later
+// reaps a remote Interim after it found it dead (EventReaped, 1 h), and
+// none sooner than that detection time however short Interim is, so a
+// remote between its alives stays; it forgets a reaped remote
+// (EventForgotten, ReasonSilent) still silent ForgetAfter later
 // (24 h); beyond MaxRemotes (65536) the longest silent remote is forgotten
 // (ReasonTooMany). A forgotten remote leaves the stack's memory but not
 // its keep: when it comes back it is loaded from the keep and allows

@@ -33,7 +33,10 @@ import (
 //
 // Detection: the driver finds a dead answerer within period + AliveTimeout
 // of its last packet, the answerer a dead driver within period +
-// 2·AliveTimeout.
+// 2·AliveTimeout. A main reaps a remote Interim after it found it dead,
+// and a silent remote never sooner than that detection time (reapDelay),
+// though Interim be shorter: a remote merely between its alives (a period
+// grown with many remotes) is not reaped.
 //
 // Restart: remotes loaded from the keep have no session. Their first
 // presence is spread over its delay, in uid order (startPresence), not
@@ -102,6 +105,18 @@ func (c *Core) presenceDelay(r *remote, first bool) time.Duration {
 	return p + c.cfg.AliveTimeout
 }
 
+// reapDelay is how long after its last word a silent r is reaped (once
+// presence found it dead, refresh reaps it Interim on): Interim, or the
+// answerer's detection time (period + 2·AliveTimeout, see above) when that
+// is longer.
+func (c *Core) reapDelay(r *remote) time.Duration {
+	p := c.pairPeriod(r)
+	if p == 0 { // the reference's presence
+		p = c.cfg.AlivePeriod
+	}
+	return max(c.cfg.Interim, p+2*c.cfg.AliveTimeout)
+}
+
 // reaps says whether this estate reaps silent remotes (a main, §8.4).
 func (c *Core) reaps() bool { return c.mainFlag && c.cfg.Interim > 0 && c.cfg.AlivePeriod >= 0 }
 
@@ -127,7 +142,7 @@ func (c *Core) schedulePresence(r *remote, first bool) {
 	}
 	r.presence = c.now.Add(c.presenceDelay(r, first))
 	if r.reapAt.IsZero() && c.cfg.Interim > 0 {
-		r.reapAt = c.now.Add(c.cfg.Interim)
+		r.reapAt = c.now.Add(c.reapDelay(r))
 	}
 	c.touch(r)
 }
@@ -144,13 +159,13 @@ func (c *Core) heard(r *remote) {
 	}
 	r.presence = c.now.Add(c.presenceDelay(r, false))
 	if c.cfg.Interim > 0 {
-		r.reapAt = c.now.Add(c.cfg.Interim)
+		r.reapAt = c.now.Add(c.reapDelay(r))
 	}
 	c.touch(r)
 }
 
 // managePresence starts an alive when r's presence timer is due, lets a
-// main estate reap a remote silent for Interim (§8.4), and forgets one
+// main estate reap a silent remote (§8.4, reapDelay), and forgets one
 // reaped for ForgetAfter (forget.go).
 func (c *Core) managePresence(r *remote) {
 	if c.cfg.AlivePeriod < 0 {
@@ -185,7 +200,11 @@ func (c *Core) refresh(r *remote, alived *bool) {
 		return
 	}
 	if r.alived || *alived {
-		if c.cfg.Interim > 0 {
+		switch {
+		case c.cfg.Interim <= 0:
+		case *alived:
+			r.reapAt = c.now.Add(c.reapDelay(r))
+		default: // found dead just now: reaped Interim on
 			r.reapAt = c.now.Add(c.cfg.Interim)
 		}
 		if r.reaped {

@@ -172,6 +172,49 @@ func TestPresenceDetection(t *testing.T) {
 	}
 }
 
+// A main whose Interim is shorter than its presence period (grown with its
+// remotes) reaps no remote whose driver keeps sending alives: the reap
+// waits for presence to find the remote dead (period + 2·AliveTimeout).
+// Once they all fall silent each is found dead within that time, reaped
+// Interim later, and then forgotten.
+func TestReapAfterDetection(t *testing.T) {
+	const n, rate, timeout = 40, 10, time.Second
+	p := newFleet(t, n, func(m, o *estate) {
+		m.AlivePeriod, m.AliveRate, m.AliveTimeout, o.AlivePeriod = time.Second, rate, timeout, time.Second
+		m.Interim, m.ForgetAfter = time.Second, time.Second
+	})
+	period := 4 * time.Second // 40 remotes at 10 exchanges a second
+	if got := p.main.alivePeriod(); got != period {
+		t.Fatalf("main's period %v, want %v", got, period)
+	}
+	p.advance(2 * time.Minute)
+	for _, e := range p.events[p.main] {
+		if e.Kind == EventReaped || e.Kind == EventForgotten || e.Kind == EventDead {
+			t.Fatalf("%v %s at %v while its driver sent alives every %v", e.Kind, e.Remote, e.Time, period)
+		}
+	}
+	if len(p.main.remotes) != n {
+		t.Fatalf("main lists %d remotes, want %d", len(p.main.remotes), n)
+	}
+	before, silent := len(p.events[p.main]), p.now
+	p.cut = func(wired) bool { return true }
+	p.advance(period + 2*timeout + time.Second + 2*time.Second) // found dead, then Interim
+	reaped := map[string]time.Duration{}
+	for _, e := range p.events[p.main][before:] {
+		if e.Kind == EventReaped {
+			reaped[e.Remote] = e.Time.Sub(silent)
+		}
+	}
+	if len(reaped) != n || len(p.main.remotes) != 0 {
+		t.Fatalf("%d of %d reaped, %d still listed, %v after they fell silent", len(reaped), n, len(p.main.remotes), p.now.Sub(silent))
+	}
+	for name, d := range reaped {
+		if bound := period + 2*timeout + time.Second; d > bound+10*time.Millisecond {
+			t.Errorf("%s reaped %v after the silence, want within %v (found dead, then Interim)", name, d, bound)
+		}
+	}
+}
+
 // Timers cost what is due, not the number of remotes: with remotes that
 // never drive presence (the reference's profile, no timer of their own)
 // main asks each after every period + AliveTimeout of silence (3 s), and
