@@ -32,8 +32,10 @@ func TestFleetSmoke(t *testing.T) {
 	o := options{procs: 2, perProc: 3, dir: t.TempDir(), msgs: 12, size: 1500, window: 4, joinWindow: 3,
 		settle: 50 * time.Millisecond, phase: time.Minute,
 		idle: 1200 * time.Millisecond, // longer than the 1 s presence period
-		// A remote silent for 2 s is reaped, and forgotten 1 s later.
-		main: mainConfig{Interim: 2 * time.Second, ForgetAfter: time.Second}}
+		// A silent remote is found dead within 1.5 s (its 1 s period and
+		// two AliveTimeouts), reaped 0.2 s later and forgotten 0.2 s after
+		// that: the warm-up's and the leave's.
+		main: mainConfig{AliveTimeout: 250 * time.Millisecond, Interim: 200 * time.Millisecond, ForgetAfter: 200 * time.Millisecond}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, p := range []string{"fast", "reference"} {
@@ -131,22 +133,8 @@ func TestChecks(t *testing.T) {
 	}
 }
 
-// TestAutoInterim checks that the main's Interim outlasts its presence
-// period (N / AliveRate seconds) three times, and is 20 s at least.
-func TestAutoInterim(t *testing.T) {
-	for _, c := range []struct {
-		n    int
-		rate int
-		want time.Duration
-	}{{100, 0, 20 * time.Second}, {1000, 0, 20 * time.Second}, {10000, 0, 150 * time.Second}, {10000, 100, 300 * time.Second}, {10001, 0, 150015 * time.Millisecond}} {
-		if got := autoInterim(c.n, c.rate); got != c.want {
-			t.Errorf("autoInterim(%d, %v) = %v, want %v", c.n, c.rate, got, c.want)
-		}
-	}
-}
-
 func TestParseFlags(t *testing.T) {
-	for _, args := range [][]string{{"-n", "0"}, {"-n", "x"}, {"-profiles", "slow"}, {"-procs", "0"}, {"-stacks-per-proc", "0"}, {"-leave-timeout", "-1s"}, {"-forget-after", "-1s"}, {"-stranger-joins", "-1"}, {"-stranger-join-rate", "-1"}, {"extra"}} {
+	for _, args := range [][]string{{"-n", "0"}, {"-n", "x"}, {"-profiles", "slow"}, {"-procs", "0"}, {"-stacks-per-proc", "0"}, {"-leave-timeout", "-1s"}, {"-alive-timeout", "-1s"}, {"-forget-after", "-1s"}, {"-stranger-joins", "-1"}, {"-stranger-join-rate", "-1"}, {"extra"}} {
 		if code := run(args, os.Stdout, &discard{}); code != exitUsage {
 			t.Errorf("%q: exit %d, want %d", args, code, exitUsage)
 		}

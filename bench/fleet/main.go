@@ -36,13 +36,17 @@
 //   - fan-in: as many from the clients to the main, --window at a time per
 //     process; the segments each message took, and the main's drops for
 //     want of reassembly room (reassembly_* in its Counters.Drops);
-//   - leave: every client closes, and the main finds them dead, reaps them
-//     after --interim and forgets them after --forget-after; the phase
-//     waits, at most --leave-timeout, until the main lists no remote, and
-//     compares the main's heap then with its heap before the joins.
+//   - leave: every client closes, and the main finds them dead (within its
+//     presence period + 2 × AliveTimeout), reaps them --interim later and
+//     forgets them after --forget-after; the phase waits, at most
+//     --leave-timeout, until the main lists no remote, and compares the
+//     main's heap then with its heap before the joins. That start is
+//     measured after a warm-up (three clients join, send a message each
+//     way, leave and are forgotten), so that what a main makes once at
+//     first use (read buffers, pools) is in it.
 //
 // The main's presence, forgetting and join budget are set by flags
-// (--alive-period, --alive-rate, --interim, --forget-after,
+// (--alive-period, --alive-timeout, --alive-rate, --interim, --forget-after,
 // --stranger-join-rate, --stranger-joins), each the road.Config field of
 // its name.
 //
@@ -155,7 +159,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	phase := fs.Duration("phase-timeout", 10*time.Minute, "bound on each of join, fan-out and fan-in: what is not done by then counts as failed (a worker that has not replied seconds later is killed)")
 	leave := fs.Duration("leave-timeout", 5*time.Minute, "bound on the leave phase (until the main forgets every client); 0 skips it")
 	alivePeriod := fs.Duration("alive-period", 0, "the main's presence period (road.Config.AlivePeriod; 0: road's default)")
-	interim := fs.Duration("interim", 0, "the main reaps a remote silent this long (road.Config.Interim); 0: 20 s, or three of the presence periods of a main with N remotes (N / -alive-rate s) when longer")
+	aliveTimeout := fs.Duration("alive-timeout", 0, "the main's wait for an alive's answer, before it finds the remote dead (road.Config.AliveTimeout; 0: road's default)")
+	interim := fs.Duration("interim", 20*time.Second, "the main reaps a remote this long after it found it dead (road.Config.Interim: never before its presence could, however short; 0: road's default)")
 	forget := fs.Duration("forget-after", 5*time.Second, "the main forgets a remote reaped this long ago (road.Config.ForgetAfter; 0: road's default)")
 	aliveRate := fs.Int("alive-rate", 0, "the main's alive exchanges a second in all, which lengthen its presence period with many remotes (road.Config.AliveRate; 0: road's default)")
 	joinRate := fs.Float64("stranger-join-rate", 0, "the main's budget of join requests from estates it does not know yet, a second in all (road.Config.StrangerJoinRate; 0: road's default)")
@@ -181,12 +186,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window,
 		joinWindow: *joinWindow, settle: *settle, idle: *idle, oneAddr: *oneAddr, phase: *phase,
-		perProc: *perProc, leave: *leave, pprof: *pprofDir, main: mainConfig{AlivePeriod: *alivePeriod, AliveRate: *aliveRate, Interim: *interim, ForgetAfter: *forget,
+		perProc: *perProc, leave: *leave, pprof: *pprofDir, main: mainConfig{AlivePeriod: *alivePeriod, AliveTimeout: *aliveTimeout, AliveRate: *aliveRate, Interim: *interim, ForgetAfter: *forget,
 			StrangerJoinRate: *joinRate, StrangerJoins: *joins}}
 	var err error
 	if o.ns, err = parseInts(*ns); err != nil || fs.NArg() != 0 || o.procs < 1 || o.msgs < 1 ||
 		o.size < 0 || o.window < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 || o.phase <= 0 ||
-		o.perProc < 1 || o.leave < 0 || o.main.AlivePeriod < 0 || o.main.AliveRate < 0 || o.main.Interim < 0 || o.main.ForgetAfter < 0 ||
+		o.perProc < 1 || o.leave < 0 || o.main.AlivePeriod < 0 || o.main.AliveTimeout < 0 || o.main.AliveRate < 0 || o.main.Interim < 0 || o.main.ForgetAfter < 0 ||
 		o.main.StrangerJoinRate < 0 || o.main.StrangerJoins < 0 {
 		fmt.Fprintln(stderr, "fleet: bad flags (see -help):", errors.Join(err, argsErr(fs.Args())))
 		return exitUsage
@@ -387,7 +392,7 @@ type row struct {
 	MainCPUPerJoin float64 `json:"main_cpu_per_join_us"`
 	// JoinDropsBy is what the main dropped during the joins, by reason.
 	JoinDropsBy   map[string]uint64 `json:"join_drops_by,omitempty"`
-	MainHeapStart uint64            `json:"main_heap_start_b"` // before the joins
+	MainHeapStart uint64            `json:"main_heap_start_b"` // before the joins (after the warm-up, see warmUp)
 	MainHeap      uint64            `json:"main_heap_b"`       // after them
 	// MainHeapMarginal is the heap each remote adds from the profile's
 	// previous N to this one: the per-remote cost without the fixed one.
@@ -441,8 +446,8 @@ type row struct {
 	MainHeapLeft  uint64  `json:"main_heap_left_b,omitempty"`
 	// LeftHeapRatio is MainHeapLeft over MainHeapStart, and LeftPerRemote
 	// what the main kept per departed remote ((MainHeapLeft -
-	// MainHeapStart) / N): a fixed cost (buffers made at first use) shows
-	// as a ratio above 1 but a small LeftPerRemote at large N.
+	// MainHeapStart) / N); what the main makes at first use is in the
+	// start (warmUp).
 	LeftHeapRatio float64 `json:"left_heap_ratio,omitempty"`
 	LeftPerRemote float64 `json:"left_heap_per_remote_b,omitempty"`
 }
@@ -552,21 +557,6 @@ type setupError struct{ err error }
 func (e *setupError) Error() string { return e.err.Error() }
 func (e *setupError) Unwrap() error { return e.err }
 
-// defaultAliveRate is road.Config.AliveRate's default: the alive
-// exchanges a second a main makes with all its raet-go remotes.
-const defaultAliveRate = 200
-
-// autoInterim is the -interim for a main with n remotes: 20 s, or three
-// presence periods when longer, a period being n / aliveRate seconds (the
-// road's, see road.Config.AliveRate); a main whose Interim is shorter than
-// its period reaps, and then forgets, remotes that are only between alives.
-func autoInterim(n, aliveRate int) time.Duration {
-	if aliveRate <= 0 {
-		aliveRate = defaultAliveRate
-	}
-	return max(20*time.Second, time.Duration(3*n)*time.Second/time.Duration(aliveRate))
-}
-
 // procsFor is how many client processes serve n clients: -procs, at most
 // n, and enough that none holds more than -stacks-per-proc.
 func procsFor(o options, n int) int {
@@ -592,16 +582,17 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 	defer stopWorkers(procs)
 	m, clients := procs[0], procs[1:]
 
-	mc := o.main
-	if mc.Interim == 0 {
-		mc.Interim = autoInterim(n, mc.AliveRate)
-	}
-	r.MainInterim = mc.Interim.Seconds()
-	rep, err := m.call(ctx, request{Op: "start", Main: true, Profile: profile, Dir: filepath.Join(dir, "main"), MainCfg: mc})
+	r.MainInterim = o.main.Interim.Seconds()
+	rep, err := m.call(ctx, request{Op: "start", Main: true, Profile: profile, Dir: filepath.Join(dir, "main"), MainCfg: o.main})
 	if err != nil {
 		return r, fmt.Errorf("main: %w", err)
 	}
 	mainAddr := rep.Addr
+	if o.leave > 0 {
+		if err := warmUp(ctx, o, profile, m, clients[0], mainAddr, n); err != nil {
+			return r, err
+		}
+	}
 	cBase, err := each(ctx, clients, func(int) request { return request{Op: "stats", GC: true} })
 	if err != nil {
 		return r, err
@@ -785,21 +776,13 @@ func leave(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 		return err
 	}
 	r.Left = true
-	for {
-		st, err := m.stats(ctx, false)
-		if err != nil {
-			return err
-		}
-		r.Remembered, r.RememberedRep = st.Remotes, st.Reaped
-		if st.Remotes == 0 || time.Since(t) >= o.leave {
-			break
-		}
-		if err := sleep(ctx, min(500*time.Millisecond, o.leave/10)); err != nil {
-			return err
-		}
+	st, err := forgotten(ctx, m, o.leave)
+	if err != nil {
+		return err
 	}
+	r.Remembered, r.RememberedRep = st.Remotes, st.Reaped
 	r.LeaveSeconds = time.Since(t).Seconds()
-	st, err := m.stats(ctx, true)
+	st, err = m.stats(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -812,6 +795,66 @@ func leave(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 	if r.Remembered > 0 {
 		fmt.Fprintf(stderr, "fleet: %s N=%d: %.0f s after the clients left (Interim %.0f s), the main still lists %d remotes (%d reaped, %d alive); its heap is %.2f × its start\n",
 			r.Profile, r.N, r.LeaveSeconds, r.MainInterim, r.Remembered, r.RememberedRep, st.Alive, r.LeftHeapRatio)
+	}
+	return nil
+}
+
+// forgotten waits until the main lists no remote, at most bound, and
+// returns its stats then.
+func forgotten(ctx context.Context, m *workerProc, bound time.Duration) (procStats, error) {
+	t := time.Now()
+	for {
+		st, err := m.stats(ctx, false)
+		if err != nil || st.Remotes == 0 || time.Since(t) >= bound {
+			return st, err
+		}
+		if err := sleep(ctx, min(500*time.Millisecond, bound/10)); err != nil {
+			return st, err
+		}
+	}
+}
+
+// warmClients is how many clients the warm-up joins and lets go.
+const warmClients = 3
+
+// warmUp, before the leave phase's start is measured, has warmClients
+// clients of c join the main, send a message each way and leave, and waits
+// until the main forgot them: what a main makes once and keeps (read
+// buffers, pools, tables sized at first use) is then in its heap at the
+// start, and the heap after the leave shows what it keeps of departed
+// remotes, not its first use.
+func warmUp(ctx context.Context, o options, profile string, m, c *workerProc, mainAddr string, n int) error {
+	pctx, cancel := phaseContext(ctx, o.phase)
+	defer cancel()
+	// Past the fleet's addresses, and names of their own.
+	if _, err := c.call(pctx, request{Op: "start", Profile: profile, N: warmClients, Prefix: "warm", Base: n, Spread: !o.oneAddr}); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	steps := []request{
+		{Op: "join", To: mainAddr, Window: warmClients},
+		{Op: "fanout", Count: 1, Size: o.size, Window: o.window},
+		{Op: "fanin", Count: 1, Size: o.size, Window: o.window},
+		{Op: "leave"},
+	}
+	for _, req := range steps {
+		p := c
+		if req.Op == "fanout" {
+			p = m
+		}
+		rep, err := p.call(pctx, req)
+		if err == nil && rep.Failed > 0 {
+			err = fmt.Errorf("%d failed, the first: %s", rep.Failed, rep.First)
+		}
+		if err != nil {
+			return fmt.Errorf("warm-up: %s: %w", req.Op, err)
+		}
+	}
+	st, err := forgotten(ctx, m, o.leave)
+	if err == nil && st.Remotes > 0 {
+		err = fmt.Errorf("the main still lists %d remotes (%d reaped) after %v", st.Remotes, st.Reaped, o.leave)
+	}
+	if err != nil {
+		return fmt.Errorf("warm-up: %w", err)
 	}
 	return nil
 }

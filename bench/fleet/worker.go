@@ -67,11 +67,12 @@ type reply struct {
 }
 
 // mainConfig is what the benchmark sets on the main estate (flags
-// -alive-period, -alive-rate, -interim, -forget-after, -stranger-join-rate
+// -alive-period, -alive-timeout, -alive-rate, -interim, -forget-after, -stranger-join-rate
 // and -stranger-joins), each the road.Config field of its name; zero
 // leaves road's default.
 type mainConfig struct {
 	AlivePeriod      time.Duration `json:"alive_period,omitempty"`
+	AliveTimeout     time.Duration `json:"alive_timeout,omitempty"`
 	AliveRate        int           `json:"alive_rate,omitempty"`
 	Interim          time.Duration `json:"interim,omitempty"`
 	ForgetAfter      time.Duration `json:"forget_after,omitempty"`
@@ -199,7 +200,7 @@ func (w *worker) start(req request) (reply, error) {
 		w.main = true
 		cfg.Name, cfg.Main, cfg.KeepDir = "main", true, req.Dir
 		mc := req.MainCfg
-		cfg.AlivePeriod, cfg.AliveRate, cfg.Interim, cfg.ForgetAfter = mc.AlivePeriod, mc.AliveRate, mc.Interim, mc.ForgetAfter
+		cfg.AlivePeriod, cfg.AliveTimeout, cfg.AliveRate, cfg.Interim, cfg.ForgetAfter = mc.AlivePeriod, mc.AliveTimeout, mc.AliveRate, mc.Interim, mc.ForgetAfter
 		cfg.StrangerJoinRate, cfg.StrangerJoins = mc.StrangerJoinRate, mc.StrangerJoins
 		s, err := road.New(&cfg)
 		if err != nil {
@@ -238,7 +239,8 @@ func clientAddr(g int) string {
 	return fmt.Sprintf("127.%d.%d.%d:0", 1+g/62500, g/250%250, 1+g%250)
 }
 
-// add starts s and a goroutine that counts what it receives.
+// add starts s and a goroutine that counts what it receives until s or
+// the worker closes.
 func (w *worker) add(s *road.Stack) error {
 	if err := s.Start(); err != nil {
 		s.Close()
@@ -252,6 +254,8 @@ func (w *worker) add(s *road.Stack) error {
 			select {
 			case <-s.Receive():
 				w.received.Add(1)
+			case <-s.Done(): // left (the warm-up's clients, see warmUp)
+				return
 			case <-w.quit:
 				return
 			}
