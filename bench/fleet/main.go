@@ -41,9 +41,9 @@
 //     forgets them after --forget-after; the phase waits, at most
 //     --leave-timeout, until the main lists no remote, and compares the
 //     main's heap then with its heap before the joins. That start is
-//     measured after a warm-up (three clients join, send a message each
-//     way, leave and are forgotten), so that what a main makes once at
-//     first use (read buffers, pools) is in it.
+//     measured after a warm-up (three clients join, send --window
+//     messages each way, leave and are forgotten), so that what a main
+//     makes once at first use (read buffers, pools) is in it.
 //
 // The main's presence, forgetting and join budget are set by flags
 // (--alive-period, --alive-timeout, --alive-rate, --interim, --forget-after,
@@ -818,10 +818,10 @@ func forgotten(ctx context.Context, m *workerProc, bound time.Duration) (procSta
 const warmClients = 3
 
 // warmUp, before the leave phase's start is measured, has warmClients
-// clients of c join the main, send a message each way and leave, and waits
-// until the main forgot them: what a main makes once and keeps (read
-// buffers, pools, tables sized at first use) is then in its heap at the
-// start, and the heap after the leave shows what it keeps of departed
+// clients of c join the main, send -window messages each way and leave,
+// and waits until the main forgot them: what a main makes once and keeps
+// (read buffers, pools, tables sized at first use) is then in its heap at
+// the start, and the heap after the leave shows what it keeps of departed
 // remotes, not its first use.
 func warmUp(ctx context.Context, o options, profile string, m, c *workerProc, mainAddr string, n int) error {
 	pctx, cancel := phaseContext(ctx, o.phase)
@@ -832,8 +832,10 @@ func warmUp(ctx context.Context, o options, profile string, m, c *workerProc, ma
 	}
 	steps := []request{
 		{Op: "join", To: mainAddr, Window: warmClients},
-		{Op: "fanout", Count: 1, Size: o.size, Window: o.window},
-		{Op: "fanin", Count: 1, Size: o.size, Window: o.window},
+		// A window's worth each way, so that what grows with the load
+		// (the readers' remembered feet, buffer pools) grows here first.
+		{Op: "fanout", Count: perEach(o.window, warmClients), Size: o.size, Window: o.window},
+		{Op: "fanin", Count: perEach(o.window, warmClients), Size: o.size, Window: o.window},
 		{Op: "leave"},
 	}
 	for _, req := range steps {
