@@ -128,6 +128,13 @@ func (p *pair) entriesOf(pp *packet.Packet, to *Core) []uint32 {
 // fastProfiles are the fast profile's two coats: bundles work in both.
 var fastProfiles = []testProfile{macProfile, aeadProfile}
 
+// eachFastProfile runs test as a subtest for each of fastProfiles.
+func eachFastProfile(t *testing.T, test func(*testing.T, testProfile)) {
+	for _, tp := range fastProfiles {
+		t.Run(tp.name, func(t *testing.T) { test(t, tp) })
+	}
+}
+
 // Fifty small messages started at once go out in a few bundles, are each
 // delivered once and answered in one answers datagram; without bundling
 // (either end) they are fifty messages and fifty dones.
@@ -190,9 +197,7 @@ func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
 // A lost bundle is sent again for its entries only: the messages of the
 // bundles that arrived are done and never sent again.
 func TestBundleLossResendsOnlyMissing(t *testing.T) {
-	for _, tp := range fastProfiles {
-		t.Run(tp.name, func(t *testing.T) { testBundleLoss(t, tp) })
-	}
+	eachFastProfile(t, testBundleLoss)
 }
 
 func testBundleLoss(t *testing.T, tp testProfile) {
@@ -243,9 +248,7 @@ func testBundleLoss(t *testing.T, tp testProfile) {
 // When the answers are lost, every message is sent again (bundled again)
 // and answered again from the replay window: none is delivered twice.
 func TestBundleLostAnswers(t *testing.T) {
-	for _, tp := range fastProfiles {
-		t.Run(tp.name, func(t *testing.T) { testBundleLostAnswers(t, tp) })
-	}
+	eachFastProfile(t, testBundleLostAnswers)
 }
 
 func testBundleLostAnswers(t *testing.T, tp testProfile) {
@@ -312,9 +315,7 @@ func (p *pair) entry(ti uint32, n int) packet.BundleEntry {
 // delivers only the fresh one; and a bundle that does not authenticate
 // changes nothing.
 func TestBundleReplayedAndMixed(t *testing.T) {
-	for _, tp := range fastProfiles {
-		t.Run(tp.name, func(t *testing.T) { testBundleReplayed(t, tp) })
-	}
+	eachFastProfile(t, testBundleReplayed)
 }
 
 func testBundleReplayed(t *testing.T, tp testProfile) {
@@ -402,9 +403,7 @@ func (p *pair) crossSend(n, m int) (fromOther, fromMain []chan error) {
 // Dones owed to a remote ride in a bundle going to it in the same moment:
 // no answers packet of their own.
 func TestBundleAnswersPiggybacked(t *testing.T) {
-	for _, tp := range fastProfiles {
-		t.Run(tp.name, func(t *testing.T) { testBundlePiggyback(t, tp) })
-	}
+	eachFastProfile(t, testBundlePiggyback)
 }
 
 func testBundlePiggyback(t *testing.T, tp testProfile) {
@@ -435,9 +434,7 @@ func testBundlePiggyback(t *testing.T, tp testProfile) {
 // large one is segmented as ever; all arrive once, and every done goes in
 // the answers.
 func TestBundleWithSegmented(t *testing.T) {
-	for _, tp := range fastProfiles {
-		t.Run(tp.name, func(t *testing.T) { testBundleWithSegmented(t, tp) })
-	}
+	eachFastProfile(t, testBundleWithSegmented)
 }
 
 func testBundleWithSegmented(t *testing.T, tp testProfile) {
@@ -482,9 +479,7 @@ func testBundleWithSegmented(t *testing.T, tp testProfile) {
 // is given at random, the pools (buffers, MAC and coat states) may miss, a
 // few times a packet: still fewer than one allocation for two messages.
 func TestBundleFlushAllocs(t *testing.T) {
-	for _, tp := range fastProfiles {
-		t.Run(tp.name, func(t *testing.T) { testBundleFlushAllocs(t, tp) })
-	}
+	eachFastProfile(t, testBundleFlushAllocs)
 }
 
 func testBundleFlushAllocs(t *testing.T, tp testProfile) {
