@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -76,7 +77,7 @@ type BridgeCounters struct {
 }
 
 // A Bridge forwards envelopes between a road estate and the yards of its
-// lane. Create it with NewBridge, run it with Start, stop it with Close;
+// lane. Create it with NewBridge, run it with Start, stop it with Shutdown (which passes on what it has taken) or Close;
 // the stacks stay the caller's, to close after the bridge.
 type Bridge struct {
 	cfg    BridgeConfig
@@ -84,13 +85,16 @@ type Bridge struct {
 	toLane []chan job // by yard
 	toRoad []chan job // by estate
 
-	ctx     context.Context // canceled by Close: ends the sends in flight
-	cancel  context.CancelFunc
-	closing chan struct{}
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	started bool
-	closed  bool
+	ctx      context.Context // canceled by Close: ends the sends in flight
+	cancel   context.CancelFunc
+	draining chan struct{} // closed by Shutdown: the readers stop
+	closing  chan struct{}
+	wg       sync.WaitGroup // every goroutine
+	readers  sync.WaitGroup // the two readers
+	pending  sync.WaitGroup // jobs queued or being sent
+	mu       sync.Mutex
+	started  bool
+	closed   bool
 
 	fromRoad, toLaneN, fromLane, toRoadN atomic.Uint64
 	malformed, failed, notices, lost     atomic.Uint64
@@ -127,7 +131,7 @@ func NewBridge(cfg BridgeConfig) (*Bridge, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	b := &Bridge{cfg: cfg, log: cfg.Logger, closing: make(chan struct{})}
+	b := &Bridge{cfg: cfg, log: cfg.Logger, draining: make(chan struct{}), closing: make(chan struct{})}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	for range cfg.Workers {
 		b.toLane = append(b.toLane, make(chan job, cfg.Queue))
@@ -149,6 +153,7 @@ func (b *Bridge) Start() error {
 	}
 	b.started = true
 	b.wg.Add(2 + 2*len(b.toLane))
+	b.readers.Add(2)
 	go b.readRoad()
 	go b.readLane()
 	for i := range b.toLane {
@@ -159,9 +164,51 @@ func (b *Bridge) Start() error {
 	return nil
 }
 
+// Shutdown stops the bridge gracefully: it stops taking envelopes from
+// either stack, waits until every envelope already taken has been passed on
+// (or has failed and been answered with a notice), and then closes as
+// Close does. If ctx ends first, the sends still in flight are canceled and
+// Shutdown returns ctx's error. The counters are final once it returns.
+func (b *Bridge) Shutdown(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	started := b.started
+	if started {
+		select {
+		case <-b.draining:
+		default:
+			close(b.draining)
+		}
+	}
+	b.mu.Unlock()
+	if !started {
+		return b.Close()
+	}
+	drained := make(chan struct{})
+	go func() {
+		// The readers first: from then on only the workers' notices add
+		// jobs, each while the job it answers is pending.
+		b.readers.Wait()
+		b.pending.Wait()
+		close(drained)
+	}()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		err = fmt.Errorf("bridge: shutdown: %w (sends in flight canceled)", ctx.Err())
+	}
+	b.Close()
+	<-drained // Close ends or drops every job
+	return err
+}
+
 // Close stops the bridge and waits for its goroutines. Sends in flight
-// are canceled; envelopes still queued are dropped. Close does not close
-// the stacks. It is idempotent.
+// are canceled; envelopes still queued are dropped (logged, with their
+// count). Close does not close the stacks. It is idempotent.
 func (b *Bridge) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -173,6 +220,19 @@ func (b *Bridge) Close() error {
 	close(b.closing)
 	b.cancel()
 	b.wg.Wait()
+	dropped := 0
+	for _, qs := range [][]chan job{b.toLane, b.toRoad} {
+		for _, q := range qs {
+			for len(q) > 0 {
+				<-q
+				b.pending.Done()
+				dropped++
+			}
+		}
+	}
+	if dropped > 0 {
+		b.log.Warn("bridge: closed with envelopes still queued; dropped", "dropped", dropped)
+	}
 	return nil
 }
 
@@ -206,10 +266,13 @@ func shard(qs []chan job, name string) chan job {
 // readRoad takes envelopes from estates and queues them for their yards.
 func (b *Bridge) readRoad() {
 	defer b.wg.Done()
+	defer b.readers.Done()
 	for {
 		var m road.Message
 		select {
 		case m = <-b.cfg.Road.Receive():
+		case <-b.draining:
+			return
 		case <-b.closing:
 			return
 		}
@@ -229,6 +292,7 @@ func (b *Bridge) readRoad() {
 // readLane takes envelopes from yards and queues them for their estates.
 func (b *Bridge) readLane() {
 	defer b.wg.Done()
+	defer b.readers.Done()
 	for {
 		var m lane.Message
 		var ok bool
@@ -237,6 +301,8 @@ func (b *Bridge) readLane() {
 			if !ok {
 				return // the lane stack was closed
 			}
+		case <-b.draining:
+			return
 		case <-b.closing:
 			return
 		}
@@ -255,10 +321,12 @@ func (b *Bridge) readLane() {
 
 // enqueue waits for room in q; it returns false when the bridge closes.
 func (b *Bridge) enqueue(q chan job, j job) bool {
+	b.pending.Add(1)
 	select {
 	case q <- j:
 		return true
 	case <-b.closing:
+		b.pending.Done()
 		return false
 	}
 }
@@ -270,6 +338,7 @@ func (b *Bridge) forward(q chan job, send func(job)) {
 		select {
 		case j := <-q:
 			send(j)
+			b.pending.Done()
 		case <-b.closing:
 			return
 		}
@@ -329,9 +398,11 @@ func (b *Bridge) done(j job, err error, sent *atomic.Uint64, notify func()) {
 // notify queues a notice without waiting: a full queue loses it, so that
 // the two directions never wait for each other.
 func (b *Bridge) notify(qs []chan job, n job) {
+	b.pending.Add(1) // within the failed job's, so never from zero
 	select {
 	case shard(qs, n.to) <- n:
 	default:
+		b.pending.Done()
 		b.lost.Add(1)
 	}
 }

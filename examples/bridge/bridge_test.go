@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -263,6 +264,55 @@ func TestBridgeEstatesToYards(t *testing.T) {
 	f.waitCounters(t, BridgeCounters{FromRoad: n, ToLane: n, FromLane: n, ToRoad: n})
 }
 
+// Shutdown passes on every envelope the bridge has taken before it stops:
+// the counters it leaves count them all, and nothing taken is lost.
+func TestBridgeShutdownPassesOnTaken(t *testing.T) {
+	testutil.CheckLeaks(t)
+	f := newFixture(t, nil)
+	sink := newYard(t, f.dir, "sink", nil)
+	alpha := f.remote(t, "alpha")
+	const n = 40
+	ctx := ctxT(t)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- alpha.Send(ctx, "bridge", map[string]any{"yard": "sink", "body": map[string]any{"i": i}})
+		}()
+	}
+	for range n { // each is done once the bridge has taken it
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(wait); f.bridge.Counters().FromRoad < n; time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the bridge took %d of %d", f.bridge.Counters().FromRoad, n)
+		}
+	}
+	if err := f.bridge.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.bridge.Counters(); c.FromRoad != n || c.ToLane != n || c.Failed != 0 {
+		t.Fatalf("after Shutdown: %+v, want %d taken and delivered", c, n)
+	}
+	got := map[int64]bool{}
+	for range n {
+		m := laneRecv(t, sink)
+		_, body, ok := envelope(m.Body, keyEstate)
+		if !ok || got[num(body["i"])] {
+			t.Fatalf("sink got %+v", m.Body)
+		}
+		got[num(body["i"])] = true
+	}
+	// Stopped: what comes now is not taken.
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	alpha.Send(sctx, "bridge", map[string]any{"yard": "sink", "body": map[string]any{"i": -1}})
+	if c := f.bridge.Counters(); c.FromRoad != n {
+		t.Fatalf("taken after Shutdown: %+v", c)
+	}
+}
+
 // A yard starts a conversation with an estate, which answers it.
 func TestBridgeYardToEstate(t *testing.T) {
 	testutil.CheckLeaks(t)
@@ -407,33 +457,49 @@ func TestBridgeBusyYard(t *testing.T) {
 }
 
 // Close returns at once with sends in flight (a delivery waiting for a
-// busy yard, envelopes queued behind it) and leaves no goroutine.
+// busy yard, envelopes queued behind it) and leaves no goroutine; so does
+// Shutdown when its context ends first, and it says so.
 func TestBridgeCloseInFlight(t *testing.T) {
-	testutil.CheckLeaks(t)
-	f := newFixture(t, func(c *BridgeConfig) { c.LaneTimeout = time.Hour; c.Workers = 1; c.Queue = 1 })
-	newYard(t, f.dir, "stuck", func(c *lane.Config) { c.ReceiveQueue = 1 })
-	alpha := f.remote(t, "alpha")
-	ctx := ctxT(t)
-	body := map[string]any{"pad": strings.Repeat("x", 4000)}
-	for range 60 { // more than the socket and the stack hold
-		if err := alpha.Send(ctx, "bridge", map[string]any{"yard": "stuck", "body": body}); err != nil {
-			t.Fatal(err)
-		}
+	stops := map[string]func(*Bridge) error{
+		"Close": (*Bridge).Close,
+		"Shutdown": func(b *Bridge) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			if err := b.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("Shutdown with a stuck yard: %v, want the deadline", err)
+			}
+			return nil
+		},
 	}
-	for deadline := time.Now().Add(wait); f.lane.Counters().Retries == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the bridge never waited for the stuck yard")
-		}
-	}
-	start := time.Now()
-	if err := f.bridge.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("Close took %v", d)
-	}
-	if err := f.bridge.Start(); err == nil {
-		t.Fatal("Start after Close worked")
+	for name, stop := range stops {
+		t.Run(name, func(t *testing.T) {
+			testutil.CheckLeaks(t)
+			f := newFixture(t, func(c *BridgeConfig) { c.LaneTimeout = time.Hour; c.Workers = 1; c.Queue = 1 })
+			newYard(t, f.dir, "stuck", func(c *lane.Config) { c.ReceiveQueue = 1 })
+			alpha := f.remote(t, "alpha")
+			ctx := ctxT(t)
+			body := map[string]any{"pad": strings.Repeat("x", 4000)}
+			for range 60 { // more than the socket and the stack hold
+				if err := alpha.Send(ctx, "bridge", map[string]any{"yard": "stuck", "body": body}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for deadline := time.Now().Add(wait); f.lane.Counters().Retries == 0; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the bridge never waited for the stuck yard")
+				}
+			}
+			start := time.Now()
+			if err := stop(f.bridge); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Fatalf("%s took %v", name, d)
+			}
+			if err := f.bridge.Start(); err == nil {
+				t.Fatalf("Start after %s worked", name)
+			}
+		})
 	}
 }
 

@@ -213,6 +213,9 @@ func demo(c demoConfig) (err error) {
 	case <-ctx.Done():
 		return fmt.Errorf("no notice for ghost: %w", ctx.Err())
 	}
+	if err := b.Shutdown(ctx); err != nil {
+		return err
+	}
 	fmt.Fprintf(c.Out, "bridge counters: %+v\n", b.Counters())
 	return nil
 }

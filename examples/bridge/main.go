@@ -53,7 +53,9 @@
 //	bridge worker -dir DIR -name worker1
 //	bridge demo   [-workers 3] [-pcap FILE]
 //
-// serve runs a bridge until SIGINT or SIGTERM. worker runs a worker yard
+// serve runs a bridge until SIGINT or SIGTERM; then it stops taking
+// envelopes, passes on those it has taken (for up to 10 s) and prints its
+// counters. worker runs a worker yard
 // that answers every envelope with {"yard", "pid", "n", "echo"} (see
 // serveWorker). demo runs it all on this host: a bridge, worker processes
 // (this program again), and a remote estate alpha that sends a task to
@@ -72,11 +74,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/lane"
 	"github.com/raet-go/raet/road"
 )
+
+// shutdownWait bounds how long serve, told to stop, waits for the envelopes
+// it has taken to be passed on before it cancels them.
+const shutdownWait = 10 * time.Second
 
 const usage = `usage:
   bridge serve  [-name NAME] [-listen HOST:PORT] [-main=false] [-keep DIR] [-auto always|once|never]
@@ -212,8 +219,12 @@ func runServe(args []string, stderr io.Writer) (err error) {
 	}
 	fmt.Fprintf(stderr, "bridge serve: estate %s on %s, yard %s\n", rs.Name(), rs.Addr(), ls.Path())
 	<-ctx.Done()
-	c := b.Counters()
-	fmt.Fprintf(stderr, "bridge serve: %+v\n", c)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
+	defer cancel()
+	if err := b.Shutdown(sctx); err != nil {
+		log.Warn("bridge serve: stopped before every envelope was passed on", "err", err)
+	}
+	fmt.Fprintf(stderr, "bridge serve: %+v\n", b.Counters())
 	return nil
 }
 
