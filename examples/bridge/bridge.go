@@ -77,8 +77,9 @@ type BridgeCounters struct {
 }
 
 // A Bridge forwards envelopes between a road estate and the yards of its
-// lane. Create it with NewBridge, run it with Start, stop it with Shutdown (which passes on what it has taken) or Close;
-// the stacks stay the caller's, to close after the bridge.
+// lane. Create it with NewBridge, run it with Start, stop it with Shutdown
+// (which passes on what it has taken) or Close; the stacks stay the
+// caller's, to close after the bridge.
 type Bridge struct {
 	cfg    BridgeConfig
 	log    *slog.Logger
