@@ -154,11 +154,13 @@ type Config struct {
 	// reaped however short Interim is.
 	Interim        time.Duration
 	MessageTimeout time.Duration // a message not done by then fails with ErrTimeout: 1m; negative: never (the reference)
-	// AliveRate bounds the presence of a stack with many raet-go remotes:
-	// its period with them is max(AlivePeriod, remotes/AliveRate seconds),
-	// in whole AlivePeriods, so that they make about AliveRate alive
-	// exchanges a second in all (see Presence in the package doc). 0 means
-	// 200; negative: AlivePeriod however many remotes.
+	// AliveRate bounds the presence of a stack with many remotes: its
+	// period is max(AlivePeriod, remotes/AliveRate seconds), in whole
+	// AlivePeriods, so that raet-go remotes make about AliveRate alive
+	// exchanges a second in all, and the stack asks reference remotes
+	// (which keep their own timer) at most about AliveRate alives a second
+	// (see Presence in the package doc). 0 means 200; negative:
+	// AlivePeriod however many remotes.
 	AliveRate int
 	// ForgetAfter is how long a remote a main estate reaped (silent for
 	// Interim) stays in memory before it is forgotten (EventForgotten,

@@ -45,8 +45,15 @@
 // first) sends an alive after each period of silence; the other sends none
 // while those come, and asks only after a silence of the period and
 // AliveTimeout. So a pair makes at most one alive exchange (2 packets) per
-// period. The reference keeps its own timer (1 s) whichever end it is;
-// nothing on the wire changes for it.
+// period. The reference keeps its own timer (its period, 1 s by default)
+// whichever end it is, and nothing on the wire tells it ours; toward it a
+// raet-go estate keeps its own period (below), so a main with 10000
+// reference remotes asks each at most once per 50 s of silence (plus
+// AliveTimeout) and answers whatever they send. For a big fleet of
+// reference-profile remotes set their AlivePeriod to about what the
+// main's period would be (remotes/AliveRate seconds): a main answers
+// every alive they send, AliveRate a second then, 10000 a second with
+// their default 1 s.
 //
 // Between two raet-go estates the period also adapts: the answering end
 // tells its period in each ack, the pair uses the larger of the two

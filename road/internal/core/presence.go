@@ -20,8 +20,14 @@ import (
 // none while those come and probes only after a silence of the period
 // plus AliveTimeout (the driver's resends fit in it). So a pair makes at
 // most one alive exchange per period. The reference (and a raet-go estate
-// of ProfileReference) keeps its own timer, AlivePeriod (1 s), whichever
-// end it is; nothing on the wire changes for it.
+// of ProfileReference) keeps its own timer, its AlivePeriod (1 s by
+// default), whichever end it is, and nothing on the wire tells it ours.
+// Toward it a raet-go estate keeps its own period as below (alivePeriod),
+// so that a main with many reference remotes probes each at most once per
+// that period plus AliveTimeout of silence: about AliveRate alives a
+// second in all, however many remotes it has. What the remotes send is
+// theirs to set (Config.AlivePeriod per road); the main answers each
+// alive, and each counts as a sign of life.
 //
 // Between two raet-go estates that both advertised a period (caps "ap",
 // profile.go) the answerer also tells its period in the body of each ack,
@@ -29,7 +35,7 @@ import (
 // period grows with its remotes: max(AlivePeriod, remotes/AliveRate,
 // rounded up to whole AlivePeriods), so that a main's presence costs about
 // AliveRate exchanges a second however many remotes it has. With the
-// reference the period is AlivePeriod.
+// reference the period is this estate's own.
 //
 // Detection: the driver finds a dead answerer within period + AliveTimeout
 // of its last packet, the answerer a dead driver within period +
@@ -91,7 +97,7 @@ func (c *Core) drives(r *remote) bool {
 func (c *Core) presenceDelay(r *remote, first bool) time.Duration {
 	p := c.pairPeriod(r)
 	if p == 0 { // the reference's presence
-		p = c.cfg.AlivePeriod
+		p = c.alivePeriod()
 		if first && !c.mainFlag {
 			p += c.cfg.AliveOffset
 		}
@@ -112,7 +118,7 @@ func (c *Core) presenceDelay(r *remote, first bool) time.Duration {
 func (c *Core) reapDelay(r *remote) time.Duration {
 	p := c.pairPeriod(r)
 	if p == 0 { // the reference's presence
-		p = c.cfg.AlivePeriod
+		p = c.alivePeriod()
 	}
 	return max(c.cfg.Interim, p+2*c.cfg.AliveTimeout)
 }

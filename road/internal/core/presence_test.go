@@ -129,6 +129,45 @@ func TestPresenceAdapts(t *testing.T) {
 	}
 }
 
+// Toward reference remotes (no caps: they cannot learn its period) a main
+// keeps its own period, grown with its remotes: 40 remotes at AliveRate 10
+// make a 4 s period, so a remote that never asks is asked once per 6 s of
+// silence (period + AliveTimeout), under 10 alives a second in all (a
+// fixed 1 s period would ask 13 a second), and stays alive; remotes that
+// ask every second themselves (the reference's timer) are answered and
+// never asked.
+func TestPresenceReferenceBounded(t *testing.T) {
+	const n, rate = 40, 10
+	for _, own := range []time.Duration{-1, time.Second} {
+		t.Run(fmt.Sprint("remotes' period ", own), func(t *testing.T) {
+			p := newFleet(t, n, func(m, o *estate) {
+				m.AlivePeriod, m.AliveRate = time.Second, rate
+				o.AlivePeriod, o.Profile = own, ProfileReference
+			})
+			if got := p.main.alivePeriod(); got != 4*time.Second {
+				t.Fatalf("main's period %v, want 4s", got)
+			}
+			p.advance(30 * time.Second)
+			w, e := len(p.wire), len(p.events[p.main])
+			p.advance(2 * time.Minute)
+			asked := float64(p.countSince(w, p.main, codec.TransactionKindAlive, codec.PacketKindRequest)) / 120
+			acks := float64(p.countSince(w, p.main, codec.TransactionKindAlive, codec.PacketKindAck)) / 120
+			t.Logf("main asked %.2f alives a second, answered %.2f", asked, acks)
+			switch {
+			case own < 0 && (asked > rate || asked < 0.9*n/6):
+				t.Errorf("main asked %.2f alives a second, want about %d/6 s and at most AliveRate %d", asked, n, rate)
+			case own > 0 && (asked != 0 || acks < 0.99*n):
+				t.Errorf("main asked %.2f and answered %.2f alives a second; want none asked, %d answered", asked, acks, n)
+			}
+			for _, ev := range p.events[p.main][e:] {
+				if ev.Kind == EventDead || ev.Kind == EventReaped {
+					t.Fatalf("%v %s at %v", ev.Kind, ev.Remote, ev.Time)
+				}
+			}
+		})
+	}
+}
+
 // The documented detection times: the driver finds its answerer dead
 // within period + AliveTimeout of the silence, the answerer its driver
 // within period + 2·AliveTimeout, though an attacker replays the driver's
