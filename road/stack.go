@@ -718,21 +718,17 @@ func (s *Stack) run() {
 			now := time.Now()
 			c.Receive(&d.in, now)
 			s.bufs.Put(d.buf)
-			// Take what else has arrived before flushing.
-			for range 64 {
-				select {
-				case d = <-s.inbound:
-					c.Receive(&d.in, now)
-					s.bufs.Put(d.buf)
-					continue
-				default:
-				}
-				break
-			}
+			s.moreInbound(&d, now) // what else has arrived, before flushing
 		case f := <-s.cmds:
 			f(c)
 			s.moreCommands()
-		case now := <-timerC:
+		case <-timerC:
+			now := time.Now()
+			// What arrived meanwhile first: an owner that wakes late (a
+			// loaded machine) finds the timer and the answer it waits for
+			// both ready, and a select takes either; the answer must win,
+			// or the timer resends what was answered already.
+			s.moreInbound(&d, now)
 			c.Tick(now)
 		case <-s.durableC:
 			s.takeDurable()
@@ -747,6 +743,20 @@ func (s *Stack) run() {
 			case <-timer.C:
 			default:
 			}
+		}
+	}
+}
+
+// moreInbound hands the core the datagrams that wait in inbound (up to
+// 64), through d, as received at now.
+func (s *Stack) moreInbound(d *rxDatagram, now time.Time) {
+	for range 64 {
+		select {
+		case *d = <-s.inbound:
+			s.core.Receive(&d.in, now)
+			s.bufs.Put(d.buf)
+		default:
+			return
 		}
 	}
 }
