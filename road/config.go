@@ -260,6 +260,28 @@ type TapPacket struct {
 	Data   []byte
 }
 
+// PresencePeriod is the presence period a stack of config c (nil: the
+// defaults) takes with that many remotes: max(AlivePeriod,
+// remotes/AliveRate seconds) in whole AlivePeriods, at most an hour;
+// negative (no presence) when c.AlivePeriod is. Its raet-go remotes learn
+// it from the stack; remotes of ProfileReference (and the reference) keep
+// their own AlivePeriod, which for a big main their operator sets to about
+// this, so that the main answers about AliveRate alives a second (see
+// Presence in the package doc).
+func PresencePeriod(c *Config, remotes int) time.Duration {
+	cc := core.Config{}
+	if c != nil {
+		cc.AlivePeriod, cc.AliveRate = c.AlivePeriod, c.AliveRate
+	}
+	if cc.AlivePeriod == 0 {
+		cc.AlivePeriod = core.DefaultAlivePeriod
+	}
+	if cc.AliveRate == 0 {
+		cc.AliveRate = core.DefaultAliveRate
+	}
+	return cc.PresencePeriod(remotes)
+}
+
 // populate returns a copy of cfg with every default filled in, and the
 // core's configuration from it (core.Config.Populate has the protocol's
 // defaults).

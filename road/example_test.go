@@ -209,3 +209,14 @@ func ExampleConfig_strangerJoins() {
 	fmt.Println("kept when joined:", e.Name, *e.Joined, err)
 	// Output: kept when joined: minion true <nil>
 }
+
+// Minions of the reference profile cannot learn their main's presence
+// period: their operator sets it, here to what a main of default
+// presence (AliveRate 200) takes with 10000 remotes, so that it answers
+// about 200 alives a second, not 10000.
+func ExamplePresencePeriod() {
+	period := road.PresencePeriod(nil, 10000)
+	minion := road.Config{Name: "minion1", Profile: road.ProfileReference, AlivePeriod: period}
+	fmt.Println(minion.AlivePeriod, road.PresencePeriod(nil, 100))
+	// Output: 50s 1s
+}

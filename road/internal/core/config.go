@@ -85,7 +85,7 @@ func (c *Config) Populate() error {
 	def(&c.PendTimeout, 10*time.Minute)
 	def(&c.AllowTimeout, 4*time.Second)
 	def(&c.AliveTimeout, 2*time.Second)
-	def(&c.AlivePeriod, time.Second)
+	def(&c.AlivePeriod, DefaultAlivePeriod)
 	def(&c.AliveOffset, 500*time.Millisecond)
 	def(&c.Interim, time.Hour)
 	def(&c.MessageTimeout, time.Minute)
@@ -143,10 +143,11 @@ func (c *Config) Populate() error {
 	return nil
 }
 
-// The defaults of Config.AliveRate and Config.MaxRemotes.
+// The defaults of Config.AlivePeriod, AliveRate and MaxRemotes.
 const (
-	DefaultAliveRate  = 200
-	DefaultMaxRemotes = 1 << 16
+	DefaultAlivePeriod = time.Second
+	DefaultAliveRate   = 200
+	DefaultMaxRemotes  = 1 << 16
 )
 
 // The defaults of Config.KeepQueue, StrangerJoinRate and StrangerJoins.

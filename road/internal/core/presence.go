@@ -53,13 +53,19 @@ import (
 // remotes it kept; the drivers mend them from their end too.
 
 // alivePeriod is this estate's presence period now (see above).
-func (c *Core) alivePeriod() time.Duration {
-	p := c.cfg.AlivePeriod
+func (c *Core) alivePeriod() time.Duration { return c.cfg.PresencePeriod(len(c.remotes)) }
+
+// PresencePeriod is the presence period of an estate of the populated
+// config c with that many remotes: max(AlivePeriod, remotes/AliveRate
+// seconds) in whole AlivePeriods, at most an hour; AlivePeriod itself when
+// it is not positive (no presence) or AliveRate is negative.
+func (c *Config) PresencePeriod(remotes int) time.Duration {
+	p := c.AlivePeriod
 	if p <= 0 {
 		return p
 	}
-	if c.cfg.AliveRate > 0 {
-		need := time.Duration(len(c.remotes)) * time.Second / time.Duration(c.cfg.AliveRate)
+	if c.AliveRate > 0 {
+		need := time.Duration(remotes) * time.Second / time.Duration(c.AliveRate)
 		if need > p {
 			p *= (need + p - 1) / p
 		}
