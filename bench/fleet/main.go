@@ -81,6 +81,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/raet-go/raet/road"
 )
 
 const usage = `usage: fleet [flags]
@@ -129,8 +131,11 @@ type options struct {
 	phase      time.Duration // bound on each of join, fan-out and fan-in
 	perProc    int           // client stacks per process at most
 	leave      time.Duration // bound on the leave phase; 0 skips it
-	pprof      string        // where the main's CPU profiles go; empty: none
-	main       mainConfig
+	// clientAlive is the clients' AlivePeriod (-client-alive-period); 0:
+	// see clientAlivePeriod.
+	clientAlive time.Duration
+	pprof       string // where the main's CPU profiles go; empty: none
+	main        mainConfig
 }
 
 func main() {
@@ -162,6 +167,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	aliveTimeout := fs.Duration("alive-timeout", 0, "the main's wait for an alive's answer, before it finds the remote dead (road.Config.AliveTimeout; 0: road's default)")
 	interim := fs.Duration("interim", 20*time.Second, "the main reaps a remote this long after it found it dead (road.Config.Interim: never before its presence could, however short; 0: road's default)")
 	forget := fs.Duration("forget-after", 5*time.Second, "the main forgets a remote reaped this long ago (road.Config.ForgetAfter; 0: road's default)")
+	clientAlive := fs.Duration("client-alive-period", 0, "the clients' presence period (road.Config.AlivePeriod of each client stack; 0: for the reference profile the period the main takes with N remotes, road.PresencePeriod, for the fast profile road's default, since its clients learn the main's period)")
 	aliveRate := fs.Int("alive-rate", 0, "the main's alive exchanges a second in all, which lengthen its presence period with many remotes (road.Config.AliveRate; 0: road's default)")
 	joinRate := fs.Float64("stranger-join-rate", 0, "the main's budget of join requests from estates it does not know yet, a second in all (road.Config.StrangerJoinRate; 0: road's default)")
 	joins := fs.Int("stranger-joins", 0, "the main's bound on strangers' joins under way (road.Config.StrangerJoins; 0: road's default)")
@@ -186,12 +192,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window,
 		joinWindow: *joinWindow, settle: *settle, idle: *idle, oneAddr: *oneAddr, phase: *phase,
-		perProc: *perProc, leave: *leave, pprof: *pprofDir, main: mainConfig{AlivePeriod: *alivePeriod, AliveTimeout: *aliveTimeout, AliveRate: *aliveRate, Interim: *interim, ForgetAfter: *forget,
+		perProc: *perProc, leave: *leave, pprof: *pprofDir, clientAlive: *clientAlive, main: mainConfig{AlivePeriod: *alivePeriod, AliveTimeout: *aliveTimeout, AliveRate: *aliveRate, Interim: *interim, ForgetAfter: *forget,
 			StrangerJoinRate: *joinRate, StrangerJoins: *joins}}
 	var err error
 	if o.ns, err = parseInts(*ns); err != nil || fs.NArg() != 0 || o.procs < 1 || o.msgs < 1 ||
 		o.size < 0 || o.window < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 || o.phase <= 0 ||
-		o.perProc < 1 || o.leave < 0 || o.main.AlivePeriod < 0 || o.main.AliveTimeout < 0 || o.main.AliveRate < 0 || o.main.Interim < 0 || o.main.ForgetAfter < 0 ||
+		o.perProc < 1 || o.leave < 0 || o.main.AlivePeriod < 0 || o.clientAlive < 0 || o.main.AliveTimeout < 0 || o.main.AliveRate < 0 || o.main.Interim < 0 || o.main.ForgetAfter < 0 ||
 		o.main.StrangerJoinRate < 0 || o.main.StrangerJoins < 0 {
 		fmt.Fprintln(stderr, "fleet: bad flags (see -help):", errors.Join(err, argsErr(fs.Args())))
 		return exitUsage
@@ -377,6 +383,9 @@ type row struct {
 	Error string `json:"error,omitempty"`
 	// MainInterim is the main's Interim in seconds (-interim).
 	MainInterim float64 `json:"main_interim_s"`
+	// ClientAlive is the clients' presence period in seconds (0: road's
+	// default), see clientAlivePeriod.
+	ClientAlive float64 `json:"client_alive_period_s"`
 	// LoadStart and LoadEnd are the system's load averages (1, 5 and 15
 	// minutes) before and after the row: the machine may be shared.
 	LoadStart string `json:"load_start"`
@@ -435,6 +444,9 @@ type row struct {
 	FaninDropsBy     map[string]uint64 `json:"fanin_drops_by,omitempty"`
 	FaninReasmDrops  uint64            `json:"fanin_reassembly_drops"`
 	FaninRetransmits uint64            `json:"fanin_retransmits"`
+	// FaninClientResends is the packets the clients sent again during the
+	// fan-in (the segments and packets the main got twice), per message.
+	FaninClientResends float64 `json:"fanin_client_resends_per_msg"`
 
 	// The leave phase (when run): the seconds from the clients' close until
 	// the main listed no remote (or the bound), the remotes it still listed
@@ -463,8 +475,8 @@ func printTable(w io.Writer, rows []row) {
 	fmt.Fprintln(w, "| profile | N | procs | load 1m | join s | joined | main CPU/join µs | main heap/remote B | marginal B | main RSS/remote B | "+
 		"client heap/stack KiB | client goroutines/stack | idle µs/remote/s | ×first ≥ 1000 | idle pkts/s | idle pkts/remote/s | "+
 		"fan-out msgs/s | fan-out µs/msg | ×first | fan-in msgs/s | fan-in µs/msg | ×first | fan-in segs/msg | "+
-		"fan-in drops | fan-in reassembly drops | left heap/start | left B/remote | left remembered | failures |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		"fan-in drops | fan-in reassembly drops | fan-in client resends/msg | client alive s | left heap/start | left B/remote | left remembered | failures |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		left, leftPer, remembered, marginal, idle := "-", "-", "-", "-", "-"
 		if r.IdleRatio > 0 {
@@ -477,11 +489,11 @@ func printTable(w io.Writer, rows []row) {
 			left, leftPer = fmt.Sprintf("%.2f", r.LeftHeapRatio), fmt.Sprintf("%.0f", r.LeftPerRemote)
 			remembered = fmt.Sprintf("%d (%d reaped)", r.Remembered, r.RememberedRep)
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %s | %.2f | %d | %.0f | %.0f | %s | %.0f | %.1f | %.1f | %.2f | %s | %.0f | %.2f | %.0f | %.1f | %.2f | %.0f | %.1f | %.2f | %.2f | %d | %d | %s | %s | %s | %d |\n",
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %.2f | %d | %.0f | %.0f | %s | %.0f | %.1f | %.1f | %.2f | %s | %.0f | %.2f | %.0f | %.1f | %.2f | %.0f | %.1f | %.2f | %.2f | %d | %d | %.2f | %.0f | %s | %s | %s | %d |\n",
 			r.Profile, r.N, r.Procs, load1(r.LoadStart), r.JoinSeconds, r.Joined, r.MainCPUPerJoin, r.MainHeapPerRem, marginal, r.MainRSSPerRem,
 			r.ClientHeapStack/1024, r.ClientGorStack, r.IdleCPUPerRemS, idle, r.IdlePackets, r.IdlePktsPerRem,
 			r.FanoutRate, r.FanoutCPUPerMsg, r.FanoutCPURatio, r.FaninRate, r.FaninCPUPerMsg, r.FaninCPURatio,
-			r.FaninSegments, r.FaninDrops, r.FaninReasmDrops, left, leftPer, remembered, r.failures())
+			r.FaninSegments, r.FaninDrops, r.FaninReasmDrops, r.FaninClientResends, r.ClientAlive, left, leftPer, remembered, r.failures())
 	}
 }
 
@@ -563,6 +575,20 @@ func procsFor(o options, n int) int {
 	return max(min(o.procs, n), (n+o.perProc-1)/o.perProc)
 }
 
+// clientAlivePeriod is the clients' presence period: -client-alive-period,
+// or else, for the reference profile, the main's own period with n remotes
+// (road.PresencePeriod of its settings). A reference-profile stack cannot
+// learn the main's period on the wire, so an operator of a big fleet sets
+// it per road; left at road's 1 s, 10000 of them would make the main
+// answer 10000 alives a second. A fast-profile client learns the main's
+// period, and keeps road's default.
+func clientAlivePeriod(o options, profile string, n int) time.Duration {
+	if o.clientAlive > 0 || profile != "reference" {
+		return o.clientAlive
+	}
+	return road.PresencePeriod(&road.Config{AlivePeriod: o.main.AlivePeriod, AliveRate: o.main.AliveRate}, n)
+}
+
 // measure runs the phases for one profile and N; what goes wrong on the
 // way (joins that failed, messages not sent) is told on stderr.
 func measure(ctx context.Context, o options, profile string, n int, stderr io.Writer) (row, error) {
@@ -583,6 +609,8 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 	m, clients := procs[0], procs[1:]
 
 	r.MainInterim = o.main.Interim.Seconds()
+	clientAlive := clientAlivePeriod(o, profile, n)
+	r.ClientAlive = clientAlive.Seconds()
 	rep, err := m.call(ctx, request{Op: "start", Main: true, Profile: profile, Dir: filepath.Join(dir, "main"), MainCfg: o.main})
 	if err != nil {
 		return r, fmt.Errorf("main: %w", err)
@@ -603,7 +631,7 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 		for j := range i {
 			base += share(j)
 		}
-		return request{Op: "start", Profile: profile, N: share(i), Prefix: fmt.Sprintf("c%d", i), Base: base, Spread: !o.oneAddr}
+		return request{Op: "start", Profile: profile, N: share(i), Prefix: fmt.Sprintf("c%d", i), Base: base, Spread: !o.oneAddr, AlivePeriod: clientAlive}
 	}); err != nil {
 		return r, err
 	}
@@ -827,7 +855,8 @@ func warmUp(ctx context.Context, o options, profile string, m, c *workerProc, ma
 	pctx, cancel := phaseContext(ctx, o.phase)
 	defer cancel()
 	// Past the fleet's addresses, and names of their own.
-	if _, err := c.call(pctx, request{Op: "start", Profile: profile, N: warmClients, Prefix: "warm", Base: n, Spread: !o.oneAddr}); err != nil {
+	if _, err := c.call(pctx, request{Op: "start", Profile: profile, N: warmClients, Prefix: "warm", Base: n, Spread: !o.oneAddr,
+		AlivePeriod: clientAlivePeriod(o, profile, n)}); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
 	steps := []request{
@@ -914,6 +943,10 @@ func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 	if err != nil {
 		return err
 	}
+	cBefore, err := each(ctx, clients, func(int) request { return request{Op: "stats", Counters: true} })
+	if err != nil {
+		return err
+	}
 	t := time.Now()
 	pctx, cancel := phaseContext(ctx, o.phase)
 	var reps []reply
@@ -955,6 +988,15 @@ func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 		}
 	}
 	r.FaninRetransmits = after.Retransmits - before.Retransmits
+	cAfter, err := each(ctx, clients, func(int) request { return request{Op: "stats", Counters: true} })
+	if err != nil {
+		return err
+	}
+	var resends uint64
+	for i := range clients {
+		resends += cAfter[i].Stats.Retransmits - cBefore[i].Stats.Retransmits
+	}
+	r.FaninClientResends = float64(resends) / float64(max(1, r.FaninMsgs))
 	r.FaninDelivered, err = delivered(ctx, r.FaninMsgs, func() (int, error) {
 		st, err := m.stats(ctx, false)
 		return int(st.Received - before.Received), err

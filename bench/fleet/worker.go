@@ -47,6 +47,11 @@ type request struct {
 	Size    int        `json:"size,omitempty"`   // fanout, fanin: body bytes
 	Window  int        `json:"window,omitempty"` // join, fanout, fanin: calls in flight
 	GC      bool       `json:"gc,omitempty"`     // stats: collect garbage before reading the heap
+	// Counters (stats, clients) sums the stacks' counters into the reply.
+	Counters bool `json:"counters,omitempty"`
+	// AlivePeriod is the clients' road.Config.AlivePeriod (start, client;
+	// 0: road's default).
+	AlivePeriod time.Duration `json:"alive_period,omitempty"`
 	// TimeoutMS bounds the operation.
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
@@ -159,7 +164,7 @@ func (w *worker) handle(ctx context.Context, req request) (reply, error) {
 	case "join":
 		return w.join(ctx, req)
 	case "stats":
-		st, err := w.stats(ctx, req.GC)
+		st, err := w.stats(ctx, req.GC, req.Counters)
 		return reply{Stats: st}, err
 	case "fanout", "fanin":
 		return w.send(ctx, req)
@@ -214,6 +219,7 @@ func (w *worker) start(req request) (reply, error) {
 	if err := fileRoom(req.N); err != nil {
 		return reply{}, err
 	}
+	cfg.AlivePeriod = req.AlivePeriod
 	for i := range req.N {
 		c := cfg
 		c.Name = fmt.Sprintf("%s_%d", req.Prefix, i)
@@ -466,9 +472,22 @@ func writeHeapProfile(path string) error {
 }
 
 // stats measures the process. The CPU time is read first, so that the
-// collection asked for is not in it.
-func (w *worker) stats(ctx context.Context, gc bool) (procStats, error) {
+// collection asked for is not in it. The main's counters are always read;
+// with counters a client process sums its stacks' (retransmits and
+// packets).
+func (w *worker) stats(ctx context.Context, gc, counters bool) (procStats, error) {
 	st := procStats{CPUNs: cpuNs(), Stacks: len(w.stacks), Received: w.received.Load(), FDs: openFiles(), FDLimit: fileLimit()}
+	if !w.main && counters {
+		for _, s := range w.stacks {
+			c, err := s.Counters(ctx)
+			if err != nil {
+				return st, err
+			}
+			st.PacketsIn += sum(c.PacketsIn)
+			st.PacketsOut += sum(c.PacketsOut)
+			st.Retransmits += c.Retransmits
+		}
+	}
 	if w.main && len(w.stacks) == 1 {
 		s := w.stacks[0]
 		c, err := s.Counters(ctx)
