@@ -53,7 +53,11 @@
 // reference-profile remotes set their AlivePeriod to about what the
 // main's period would be (remotes/AliveRate seconds): a main answers
 // every alive they send, AliveRate a second then, 10000 a second with
-// their default 1 s.
+// their default 1 s (road.PresencePeriod tells the period). A stack whose
+// readers cannot keep up (a full batch in one read) sheds presence first:
+// the alive requests of that batch go unchecked and unanswered (drop
+// reason presence_shed), so that joins, allows and messages keep their
+// share; their senders ask again, and other traffic counts as alive.
 //
 // Between two raet-go estates the period also adapts: the answering end
 // tells its period in each ack, the pair uses the larger of the two

@@ -604,6 +604,7 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 			fails = 0
 		}
 		k := 0
+		feet.Shed = n == ioBatch
 		for i := range n {
 			if ns[i] < 0 {
 				s.unreadable.Add(1)
@@ -615,7 +616,8 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 			}
 			// Parse and verify here, off the owner goroutine, so that the
 			// signature checks of received packets run beside the owner's
-			// work; the owner never verifies them again.
+			// work; the owner never verifies them again. A full batch says
+			// the socket holds more: presence is shed (FootChecker.Shed).
 			ds[k].buf = ptrs[i]
 			ptrs[i] = nil
 			feet.Parse(&ds[k].in, b, froms[i], s.keys)

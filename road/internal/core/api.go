@@ -28,6 +28,7 @@ type Inbound struct {
 	parseErr error
 	foot     footCheck
 	aead     aeadCheck
+	shed     bool // an alive request FootChecker.Shed left unchecked
 }
 
 // Receive handles one received datagram at now (§8.6). Anything malformed
@@ -35,6 +36,10 @@ type Inbound struct {
 // in or its bytes.
 func (c *Core) Receive(in *Inbound, now time.Time) {
 	c.now = now
+	if in.shed {
+		c.stats.drop(dropPresenceShed)
+		return
+	}
 	c.handle(&in.pkt, in.parseErr, &in.foot, &in.aead)
 }
 

@@ -168,6 +168,51 @@ func TestPresenceReferenceBounded(t *testing.T) {
 	}
 }
 
+// A reader that cannot keep up sheds presence first (FootChecker.Shed):
+// the alive requests of its remotes go unchecked and unanswered
+// (presence_shed), while a message is delivered and a new estate joins and
+// allows; once it keeps up again, the alives are answered.
+func TestShedPresence(t *testing.T) {
+	p := newFleet(t, 2, func(m, o *estate) {
+		m.Profile, o.Profile, m.AlivePeriod, o.AlivePeriod = ProfileReference, ProfileReference, time.Second, time.Second
+	})
+	p.advance(3 * time.Second)
+	p.feet[p.main].Shed = true
+	w, e := len(p.wire), len(p.events[p.other])
+	p.advance(10 * time.Second)
+	if err := p.send(p.other, map[string]any{"while": "shedding"}); err != nil {
+		t.Fatal(err)
+	}
+	newcomer := p.extra[0]
+	r := newcomer.byName["main"]
+	r.joined, r.allowed = false, false
+	res := make(chan error, 1)
+	newcomer.Join(p.mainAddr, res, p.now)
+	p.advance(5 * time.Second)
+	if err, ok := outcome(res); !ok || err != nil {
+		t.Fatalf("a join while shedding: %v (done %v)", err, ok)
+	}
+	shed := p.main.Counters().Drops["presence_shed"]
+	acks := p.countSince(w, p.main, codec.TransactionKindAlive, codec.PacketKindAck)
+	t.Logf("shedding: %d alive requests shed, %d answered", shed, acks)
+	if shed < 10 || acks != 0 {
+		t.Errorf("%d alive requests shed and %d answered in 15 s of shedding", shed, acks)
+	}
+	dead := false
+	for _, ev := range p.events[p.other][e:] {
+		dead = dead || ev.Kind == EventDead
+	}
+	if !dead {
+		t.Error("other never missed the main's answers")
+	}
+	p.feet[p.main].Shed = false
+	w = len(p.wire)
+	p.advance(5 * time.Second)
+	if acks := p.countSince(w, p.main, codec.TransactionKindAlive, codec.PacketKindAck); acks < 8 || !p.otherRemote().alived {
+		t.Errorf("after shedding: %d alives answered, other finds the main alive: %v", acks, p.otherRemote().alived)
+	}
+}
+
 // The documented detection times: the driver finds its answerer dead
 // within period + AliveTimeout of the silence, the answerer its driver
 // within period + 2·AliveTimeout, though an attacker replays the driver's

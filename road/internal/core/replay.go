@@ -267,6 +267,13 @@ func (l *limits) sweep(now time.Time) {
 // time it has verified as many feet as it has slots (an idle client's
 // reader keeps 2 KiB, a busy main's 32 KiB).
 type FootChecker struct {
+	// Shed, set while the reader cannot keep up (its socket holds more
+	// than it reads at once), leaves alive requests unchecked, and Receive
+	// drops them (presence_shed): presence is what an overloaded stack
+	// sheds first, so that the signatures it checks and makes are those of
+	// joins, allows and messages. The remote asks again (its alive's
+	// resends), and whatever else it sends counts as alive meanwhile.
+	Shed  bool
 	seed  maphash.Seed
 	seen  []seenFoot
 	fresh int // verifications since seen last grew
@@ -315,6 +322,10 @@ func (f *FootChecker) Parse(in *Inbound, b []byte, from netip.AddrPort, table *K
 		return
 	}
 	h := &in.pkt.Head
+	if f.Shed && h.TransactionKind == codec.TransactionKindAlive && h.PacketKind == codec.PacketKindRequest && !h.Correspondent() {
+		in.shed = true
+		return
+	}
 	switch {
 	case h.FootKind == codec.FootKindNaCl:
 		in.foot = f.check(&in.pkt.Packet, table)
