@@ -45,6 +45,13 @@
 //     messages each way, leave and are forgotten), so that what a main
 //     makes once at first use (read buffers, pools) is in it.
 //
+// The clients' presence period is --client-alive-period; by default a
+// reference-profile client, which cannot learn the main's period on the
+// wire, takes the period the main takes with N remotes
+// (road.PresencePeriod: 50 s at N = 10000 with the default AliveRate), as
+// an operator of a big fleet would set it, and a fast-profile client keeps
+// road's default and learns the main's.
+//
 // The main's presence, forgetting and join budget are set by flags
 // (--alive-period, --alive-timeout, --alive-rate, --interim, --forget-after,
 // --stranger-join-rate, --stranger-joins), each the road.Config field of
@@ -445,7 +452,8 @@ type row struct {
 	FaninReasmDrops  uint64            `json:"fanin_reassembly_drops"`
 	FaninRetransmits uint64            `json:"fanin_retransmits"`
 	// FaninClientResends is the packets the clients sent again during the
-	// fan-in (the segments and packets the main got twice), per message.
+	// fan-in, per message: message segments the main got twice, and alive
+	// requests asked again (those the main shed, presence_shed).
 	FaninClientResends float64 `json:"fanin_client_resends_per_msg"`
 
 	// The leave phase (when run): the seconds from the clients' close until
