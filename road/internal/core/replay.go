@@ -38,13 +38,16 @@ const (
 //
 // The window covers the span words up to the newest id's word, in a ring
 // of a power of two words (word w, ids 64w..64w+63, at w % len(bits)).
-// Sliding up, it drops its oldest words, unless one of them has a hole (an
-// id not yet used) that entered the window less than the hold ago (the
-// longest an honest remote may still send a transaction's first packet):
-// then the ring doubles, up to replayMaxWords, so that a late first packet
-// finds its id fresh. Older holes are given up: their ids become too old.
-// The ring halves again once its older half holds no such hole. A remote
-// that starts transactions in order, each answered, keeps one word.
+// Sliding up, it drops its oldest words, unless one of them entered the
+// window less than the hold ago (the longest an honest remote may still
+// send a packet of a transaction: its first, or one sent again because
+// our answer was lost): then the ring doubles, up to replayMaxWords, so
+// that a late first packet finds its id fresh and a late repeat finds it
+// used (answered done, not nacked as too old: its message was delivered).
+// Older words are given up: their ids become too old. The ring halves
+// again once its older half holds no word that young. A remote that uses
+// fewer than 64 ids a hold keeps one word; a busy one at most
+// replayMaxWords.
 type replayWindow struct {
 	top  uint32   // the newest id marked (when bits is not nil)
 	span uint32   // the words covered, top's and span-1 below it (1..len(bits))
@@ -55,7 +58,7 @@ type replayWindow struct {
 // replaySecond is the clock of the window's ages: seconds, mod 2^16.
 func replaySecond(now time.Time) uint16 { return uint16(now.Unix()) }
 
-// replayHold is the window's hold in seconds: for how long a hole is kept
+// replayHold is the window's hold in seconds: for how long a word is kept
 // (0xffff: as long as room allows).
 func replayHold(d time.Duration) uint16 {
 	if d <= 0 || d >= 0xffff*time.Second {
@@ -89,7 +92,7 @@ func (w *replayWindow) state(ti uint32) replayState {
 	return replayFresh
 }
 
-// mark records ti as used at now, keeping holes for hold seconds
+// mark records ti as used at now, keeping words for hold seconds
 // (replayHold); an id behind the window is already refused.
 func (w *replayWindow) mark(ti uint32, now time.Time, hold uint16) {
 	switch {
@@ -113,7 +116,7 @@ func (w *replayWindow) slide(ti uint32, sec, hold uint16) {
 	}
 	// Grow to cover the new words (those between the old top and the new
 	// one are holes: ids the remote skipped, so far) and every old word
-	// from the oldest young hole up.
+	// from the oldest young one up.
 	need := adv
 	for k := range w.span {
 		if w.young(ti>>6-adv-(w.span-1)+k, 1, sec, hold) {
@@ -133,7 +136,7 @@ func (w *replayWindow) slide(ti uint32, sec, hold uint16) {
 		w.bits[i], w.at[i] = 0, sec
 	}
 	w.span = min(w.span+adv, n)
-	// Halve while the older half holds no young hole.
+	// Halve while the older half holds no young word.
 	for n > 1 {
 		keep := min(w.span, n/2)
 		if w.young(ti>>6-(w.span-1), w.span-keep, sec, hold) {
@@ -144,13 +147,13 @@ func (w *replayWindow) slide(ti uint32, sec, hold uint16) {
 	}
 }
 
-// young reports whether one of the n words from word number low up has a
-// hole that entered the window less than hold seconds before sec.
+// young reports whether one of the n words from word number low up
+// entered the window less than hold seconds before sec.
 func (w *replayWindow) young(low, n uint32, sec, hold uint16) bool {
 	mask := uint32(len(w.bits) - 1)
 	for k := range n {
 		i := (low + k) & mask
-		if w.bits[i] != ^uint64(0) && (hold == 0xffff || sec-w.at[i] < hold) {
+		if hold == 0xffff || sec-w.at[i] < hold {
 			return true
 		}
 	}

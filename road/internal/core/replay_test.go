@@ -6,23 +6,34 @@ import (
 	"time"
 )
 
-// A remote that uses its ids in order keeps a window of one word, however
-// many it uses; one that leaves a hole grows the window while the hole is
-// younger than the hold, so the late id is still fresh, and shrinks it once
-// the hole is older: the id is then too old, never fresh.
+// A remote that uses its ids in order, fewer than 64 a hold, keeps a
+// window of one word or two, however many it uses; a busy one keeps every
+// id younger than the hold, used ones too (a message sent again after its
+// done was lost is answered done, not refused as too old), up to the
+// largest window. One that leaves a hole grows the window while the hole
+// is younger than the hold, so the late id is still fresh, and shrinks it
+// once the hole is older: the id is then too old, never fresh.
 func TestReplayWindowGrowsAndShrinks(t *testing.T) {
 	now, hold := time.Unix(1_700_000_000, 0), replayHold(time.Minute)
 	var w replayWindow
-	for ti := uint32(1); ti <= 100_000; ti++ {
+	ti := uint32(1)
+	for ; ti <= 1000; ti++ { // one every 2 s
+		w.mark(ti, now, hold)
+		now = now.Add(2 * time.Second)
+	}
+	if len(w.bits) > 2 || w.state(1000) != replayUsed || w.state(990) != replayUsed {
+		t.Fatalf("in order: %d words, states %d %d", len(w.bits), w.state(1000), w.state(990))
+	}
+	for ; ti <= 100_000; ti++ { // one a millisecond
 		w.mark(ti, now, hold)
 		now = now.Add(time.Millisecond)
 	}
-	if len(w.bits) > 2 || w.state(100_000) != replayUsed || w.state(99_990) != replayUsed {
-		t.Fatalf("in order: %d words, states %d %d", len(w.bits), w.state(100_000), w.state(99_990))
+	if len(w.bits) != replayMaxWords || w.state(100_000-replayIDs+64) != replayUsed || w.state(100_000-replayIDs-64) != replayTooOld {
+		t.Fatalf("busy: %d words, states %d %d", len(w.bits), w.state(100_000-replayIDs+64), w.state(100_000-replayIDs-64))
 	}
 
 	const hole = 100_001
-	ti := uint32(hole + 1)
+	ti = hole + 1
 	for ; ti < hole+5000; ti++ { // 5 s of ids after the hole
 		w.mark(ti, now, hold)
 		now = now.Add(time.Millisecond)
@@ -32,8 +43,9 @@ func TestReplayWindowGrowsAndShrinks(t *testing.T) {
 	}
 	grown := len(w.bits)
 	now = now.Add(time.Minute + time.Second)
-	for end := ti + 256; ti < end; ti++ { // the hole is older than the hold
+	for end := ti + 256; ti < end; ti++ { // the hole is older than the hold, one id a second
 		w.mark(ti, now, hold)
+		now = now.Add(time.Second)
 	}
 	if len(w.bits) > 2 {
 		t.Fatalf("after the hold the window keeps %d words (had grown to %d)", len(w.bits), grown)
@@ -47,15 +59,15 @@ func TestReplayWindowGrowsAndShrinks(t *testing.T) {
 	for ti++; ti < hole2+2*replayIDs; ti++ {
 		w.mark(ti, now, replayHold(-1))
 	}
-	if w.state(hole2) != replayTooOld || len(w.bits) > 2 {
+	if w.state(hole2) != replayTooOld || len(w.bits) != replayMaxWords { // kept for ever: the largest ring
 		t.Fatalf("beyond the largest window: state %d, %d words", w.state(hole2), len(w.bits))
 	}
 }
 
 // Whatever the order and timing of the ids a remote uses, the window never
 // calls a used id fresh (a replay is always refused), never calls an unused
-// id used, keeps every unused id within the largest window fresh while it
-// is younger than the hold, and never holds more than its largest ring.
+// id used, keeps every id within the largest window (fresh or used) while
+// it is younger than the hold, and never holds more than its largest ring.
 func TestReplayWindowNeverForgetsAUse(t *testing.T) {
 	for seed := range uint64(40) {
 		rng := rand.New(rand.NewPCG(seed, 7))
@@ -86,10 +98,10 @@ func TestReplayWindowNeverForgetsAUse(t *testing.T) {
 				t.Fatalf("seed %d: used id %d is fresh", seed, ti)
 			case !used[ti] && before == replayUsed:
 				t.Fatalf("seed %d: unused id %d is used", seed, ti)
-			case !used[ti] && before == replayTooOld && newer(ti, top-replayIDs+64) && !entered[ti>>6].IsZero() &&
+			case before == replayTooOld && newer(ti, top-replayIDs+64) && !entered[ti>>6].IsZero() &&
 				now.Sub(entered[ti>>6]) < time.Duration(hold-1)*time.Second:
-				t.Fatalf("seed %d: unused id %d, %v young, within the largest window, refused (top %d, span %d, ring %d)",
-					seed, ti, now.Sub(entered[ti>>6]), w.top, w.span, len(w.bits))
+				t.Fatalf("seed %d: id %d (used %v), %v young, within the largest window, refused (top %d, span %d, ring %d)",
+					seed, ti, used[ti], now.Sub(entered[ti>>6]), w.top, w.span, len(w.bits))
 			}
 			if before == replayFresh {
 				w.mark(ti, now, hold)
