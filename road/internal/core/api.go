@@ -189,7 +189,7 @@ func (c *Core) Send(to string, body []byte, bk codec.BodyKind, id MsgID, res cha
 		res <- ErrUnknownRemote
 		return
 	}
-	c.startMessenger(r, body, bk, id, res, started)
+	c.begin(r, body, bk, id, res, started)
 }
 
 // Counters returns a snapshot of the core's statistics.

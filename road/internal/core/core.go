@@ -1044,6 +1044,7 @@ func (c *Core) replaceStaleInitiators(r *remote) {
 			continue
 		}
 		if m, ok := t.(*messenger); ok {
+			c.ended(m)
 			r.saved = append(r.saved, m)
 			m.abort(c, codec.PacketKindNack)
 			c.removeTxn(r, t)
@@ -1054,14 +1055,9 @@ func (c *Core) replaceStaleInitiators(r *remote) {
 	}
 }
 
-// sendSaved sends again the messages saved when the session changed.
-func (c *Core) sendSaved(r *remote) {
-	saved := r.saved
-	r.saved = nil
-	for _, m := range saved {
-		c.startMessenger(r, m.body, m.bk, m.id, m.result, m.started)
-	}
-}
+// sendSaved sends again the messages saved when the session changed, and
+// those waiting for the send window, as far as it lets them (sendwin.go).
+func (c *Core) sendSaved(r *remote) { c.startHeld(r) }
 
 // --- timers --------------------------------------------------------------
 
@@ -1084,6 +1080,7 @@ func (c *Core) tickRemote(r *remote) {
 	}
 	clear(r.saved[len(kept):])
 	r.saved = kept
+	c.startHeld(r)
 	c.idleAEAD(r)
 	if !r.added {
 		return

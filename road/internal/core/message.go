@@ -66,6 +66,8 @@ type messenger struct {
 	// bundled: it travels as an entry of bundles (bundle.go), queued for
 	// the flush of this moment; retry: the next one is a retransmission.
 	bundled, queued, retry bool
+	// large: it is counted in its remote's send window (sendwin.go).
+	large bool
 }
 
 func (m *messenger) kind() codec.TransactionKind { return codec.TransactionKindMessage }
@@ -278,6 +280,7 @@ func (m *messenger) receive(c *Core, p *rxPacket) {
 		c.refresh(r, yes)
 		c.removeTxn(r, m)
 		m.finish(c, ErrRejected)
+		c.startHeld(r)
 	}
 }
 
@@ -288,6 +291,7 @@ func (m *messenger) done(c *Core) {
 	c.removeTxn(m.r, m)
 	c.stats.rtt(c.now.Sub(m.started))
 	m.finish(c, nil)
+	c.startHeld(m.r)
 }
 
 // sendMisseds sends the segments asked for again: af on all, wf only on the
@@ -354,6 +358,7 @@ func (m *messenger) abort(c *Core, pk codec.PacketKind) {
 
 // finish reports the outcome to Send.
 func (m *messenger) finish(c *Core, err error) {
+	c.ended(m)
 	if err == nil {
 		c.stats.c.MessagesOut++
 	} else {

@@ -82,9 +82,12 @@ type remote struct {
 	// joinAckTi is the transaction of joinAck.
 	joinAckTi uint32
 
-	// saved holds messages whose messenger a new session made stale; they
-	// are sent again after the next allow.
+	// saved holds messages waiting to start, in order: those whose
+	// messenger a new session made stale (sent again after the next
+	// allow) and those the send window holds back (sendwin.go).
 	saved []*messenger
+	// win is what its messages under way hold (sendwin.go); nil: none.
+	win *sendWindow
 	// waiters are Join calls waiting for this remote to be allowed.
 	waiters []chan error
 	// joinAck is the ack of the last join we completed as joiner, sent

@@ -1,0 +1,110 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raet-go/raet/internal/netsim"
+	"github.com/raet-go/raet/keep"
+)
+
+// On the fake clock, a sender keeps far more segmented messages in flight
+// than the receiver has reassembly room for (1024 Sends of 16 KiB, 12
+// segments each, against 32 messages of room per remote, and against 4),
+// over a link that loses, duplicates and reorders: every message is
+// delivered exactly once and none is rejected or times out. The sender's
+// window holds back what the receiver has no room for (sendwin.go); what
+// the receiver still refuses (a smaller room than the sender assumes) is
+// sent again, never nacked; a message whose done was lost and that is sent
+// again finds its id used, not too old (replay.go).
+func TestReassemblyRoomNeverRejects(t *testing.T) {
+	// More than the replay window's ids (replayIDs): before the send
+	// window, messages starved of room were nacked as too old.
+	n := 12000
+	switch {
+	case raceEnabled:
+		n = 1500
+	case testing.Short():
+		n = 3000
+	}
+	for _, tc := range []struct {
+		name string
+		room int // the receiver's messages per remote; 0: the default
+		loss float64
+	}{{"room32", 0, 0.02}, {"room4", 4, 0.02}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+				aeadProfile.set(m, o)
+				m.Reassembly.MaxPerRemote = tc.room
+				m.MessageTimeout, o.MessageTimeout = 10*time.Minute, 10*time.Minute
+			})
+			p.join()
+			p.impair(t, netsim.Impairment{Loss: tc.loss, Duplicate: 0.02, Reorder: 0.10,
+				Delay: 200 * time.Microsecond, Jitter: 100 * time.Microsecond, Seed: 7})
+			data := strings.Repeat("d", 16<<10)
+			to := p.otherRemote().name
+			results := make([]chan error, n)
+			failed, finished, next := 0, 0, 0
+			done := make([]bool, n)
+			end := p.now.Add(10 * time.Minute)
+			for finished < n && p.now.Before(end) {
+				for next < n && next-finished < 1024 {
+					b, err := p.other.marshal(map[string]any{"id": next, "data": data})
+					if err != nil {
+						t.Fatal(err)
+					}
+					results[next] = make(chan error, 1)
+					p.other.Send(to, b, p.other.cfg.BodyKind, MsgID{}, results[next], p.now, p.now)
+					next++
+				}
+				p.pump()
+				p.advance(time.Millisecond)
+				for i := range next {
+					if done[i] {
+						continue
+					}
+					if err, ok := outcome(results[i]); ok {
+						done[i] = true
+						finished++
+						if err != nil {
+							failed++
+							if failed <= 5 {
+								t.Errorf("send %d: %v", i, err)
+							}
+							if !errors.Is(err, ErrRejected) && !errors.Is(err, ErrTimeout) {
+								t.Fatalf("send %d: %v", i, err)
+							}
+						}
+					}
+				}
+			}
+			if finished < n {
+				t.Fatalf("%d of %d sends finished in 10 min of the fake clock", finished, n)
+			}
+			p.advance(2 * time.Second) // late duplicates and retransmissions
+			got := make([]int, n)
+			for _, m := range p.delivered[p.main] {
+				var id int
+				fmt.Sscan(fmt.Sprint(m.Body["id"]), &id)
+				got[id]++
+			}
+			wrong := 0
+			for i, k := range got {
+				if k != 1 {
+					wrong++
+					if wrong <= 5 {
+						t.Errorf("message %d delivered %d times", i, k)
+					}
+				}
+			}
+			c := p.main.Counters()
+			t.Logf("%d sent, %d failed, %d not delivered once; receiver drops %v", n, failed, wrong, c.Drops)
+			if failed > 0 || wrong > 0 {
+				t.Fatalf("%d of %d rejected or timed out, %d not delivered exactly once", failed, n, wrong)
+			}
+		})
+	}
+}
