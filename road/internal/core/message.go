@@ -579,7 +579,14 @@ func (c *Core) reassemblyFull(r *remote, err error) {
 func (m *messengent) askMore(c *Core) {
 	missing, high := c.reasm.Missing(nil, m.msgKey())
 	if high < 0 {
-		m.lowest = 0 // evicted, or nothing stored yet: ask for everything again
+		// Evicted, or refused for room so far: nothing is stored. An ack
+		// would tell the sender that all came up to the highest; ask for
+		// the first segments again instead (the acks that follow their
+		// burst ask for the rest).
+		m.lowest = 0
+		for s := range min(m.highest+1, maxMisseds) {
+			missing = append(missing, uint16(s))
+		}
 	}
 	var misseds []int
 	for _, s := range missing {

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/internal/netsim"
 	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/packet"
 )
 
 // On the fake clock, a sender keeps far more segmented messages in flight
@@ -106,5 +108,51 @@ func TestReassemblyRoomNeverRejects(t *testing.T) {
 				t.Fatalf("%d of %d rejected or timed out, %d not delivered exactly once", failed, n, wrong)
 			}
 		})
+	}
+}
+
+// A message whose stored segments were evicted asks for its first
+// segments again when its timer runs; it does not ack the highest it saw,
+// which would tell the sender that all came.
+func TestEvictedMessageAsksAgain(t *testing.T) {
+	p := joinedPair(t, macProfile)
+	passed := 0 // of other's message packets, only the first with wf passes
+	p.cut = func(w wired) bool {
+		var pk packet.Packet
+		if w.from != p.other || packet.Parse(w.b, &pk) != nil || pk.Head.TransactionKind != codec.TransactionKindMessage {
+			return false
+		}
+		if pk.Head.Wait() && passed == 0 {
+			passed++
+			return false
+		}
+		return true
+	}
+	b, err := p.other.marshal(map[string]any{"data": strings.Repeat("e", 5000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	p.other.Send(p.otherRemote().name, b, p.other.cfg.BodyKind, MsgID{}, res, p.now, p.now)
+	p.pump()
+	if passed != 1 || p.main.reasm.Pending() != 1 {
+		t.Fatalf("%d segments passed, %d messages held", passed, p.main.reasm.Pending())
+	}
+	for _, tx := range p.mainRemote().txns {
+		if m, ok := tx.(*messengent); ok {
+			p.main.reasm.Drop(m.msgKey()) // as an eviction does
+		}
+	}
+	from := len(p.wire)
+	p.advance(2 * maxMessageRedo)
+	kinds := map[codec.PacketKind]int{}
+	for _, w := range p.wire[from:] {
+		var pk packet.Packet
+		if w.from == p.main && packet.Parse(w.b, &pk) == nil && pk.Head.TransactionKind == codec.TransactionKindMessage {
+			kinds[pk.Head.PacketKind]++
+		}
+	}
+	if kinds[codec.PacketKindResend] == 0 || kinds[codec.PacketKindAck] != 0 {
+		t.Fatalf("after the eviction main sent %v, want resends and no ack", kinds)
 	}
 }
