@@ -200,7 +200,12 @@ type Config struct {
 	// (the total, while the remote holds the most) and "reassembly_evicted"
 	// (a heavier remote's message made room for a lighter one's). An
 	// unfinished message waits MessageTimeout for a new segment (repeats
-	// do not count) and 10 minutes in all.
+	// do not count) and 10 minutes in all. A sender takes its own room per
+	// remote for its peers': its Sends to one remote keep at most
+	// MaxPerRemote segmented messages under way, charged within
+	// MaxBufferedPerRemote (one always goes), and none more than 4096
+	// transaction ids after the oldest under way; the others wait in order
+	// (their MessageTimeout running) and start as earlier ones end.
 	Reassembly packet.ReassemblyConfig
 
 	// KeyLog, when set, receives one line per short-term key pair made by

@@ -28,7 +28,7 @@ func TestReassemblyRoomNeverRejects(t *testing.T) {
 	n := 12000
 	switch {
 	case raceEnabled:
-		n = 1500
+		n = 1000
 	case testing.Short():
 		n = 3000
 	}
