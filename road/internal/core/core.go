@@ -779,6 +779,19 @@ func (c *Core) openAEAD(p *rxPacket, ac *aeadCheck) bool {
 	return true
 }
 
+// sealedFresh says whether a packet of head h that reached the core from
+// r was sealed with r's AEAD coat: it opened, under a counter never seen
+// before (openAEAD), so it is no replay but a packet r sent just now (a
+// message sent again after our done was lost, say). A reply to it needs no
+// budget: r could as well send a new message for each.
+func sealedFresh(h *codec.Head, r *remote) bool {
+	if r == nil || !sessionSealed(h) {
+		return false
+	}
+	a := r.aead()
+	return a != nil && a.Kind() == h.CoatKind
+}
+
 // sessionSealed says whether a packet of head h is one the session's AEAD
 // coat opens: an AEAD coat kind, and not a join or an allow (those are
 // never sealed so). The readers open only those, so that each coat a reader
@@ -1010,7 +1023,7 @@ func (c *Core) replyStaleTo(h *codec.Head, from netip.AddrPort, r *remote, pk co
 	if r != nil {
 		b = &r.replies
 	}
-	if !b.take(c.now, replyRate, replyBurst) {
+	if !sealedFresh(h, r) && !b.take(c.now, replyRate, replyBurst) {
 		c.stats.drop(dropReplyBudget)
 		return
 	}

@@ -199,7 +199,8 @@ func (b *bucket) take(now time.Time, rate, burst float64) bool {
 
 // Budgets. Replies to packets that belong to no live transaction (stale
 // nacks, repeated dones and acks, renews) are limited per remote, so that
-// replayed packets cannot make us sign and send at their rate. Join
+// replayed packets cannot make us sign and send at their rate (a packet
+// sealed with the session's AEAD coat is never a replay: sealedFresh). Join
 // requests from strangers (a name not known at that address) are limited
 // per source address and in all (Config.StrangerJoinRate), and the
 // strangers' joins under way (accepted, not yet acknowledged) are bounded

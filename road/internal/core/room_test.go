@@ -50,6 +50,8 @@ func TestReassemblyRoomNeverRejects(t *testing.T) {
 			to := p.otherRemote().name
 			results := make([]chan error, n)
 			failed, finished, next := 0, 0, 0
+			startAt := make([]time.Time, n)
+			var worst time.Duration
 			done := make([]bool, n)
 			end := p.now.Add(10 * time.Minute)
 			for finished < n && p.now.Before(end) {
@@ -60,6 +62,7 @@ func TestReassemblyRoomNeverRejects(t *testing.T) {
 					}
 					results[next] = make(chan error, 1)
 					p.other.Send(to, b, p.other.cfg.BodyKind, MsgID{}, results[next], p.now, p.now)
+					startAt[next] = p.now
 					next++
 				}
 				p.pump()
@@ -71,6 +74,7 @@ func TestReassemblyRoomNeverRejects(t *testing.T) {
 					if err, ok := outcome(results[i]); ok {
 						done[i] = true
 						finished++
+						worst = max(worst, p.now.Sub(startAt[i]))
 						if err != nil {
 							failed++
 							if failed <= 5 {
@@ -103,7 +107,9 @@ func TestReassemblyRoomNeverRejects(t *testing.T) {
 				}
 			}
 			c := p.main.Counters()
-			t.Logf("%d sent, %d failed, %d not delivered once; receiver drops %v", n, failed, wrong, c.Drops)
+			t.Logf("sender: %d retransmissions, packets out %v", p.other.Counters().Retransmits, p.other.Counters().PacketsOut)
+			t.Logf("%d sent in %v of the fake clock (the slowest Send %v), %d failed, %d not delivered once; receiver drops %v",
+				n, p.now.Sub(end.Add(-10*time.Minute)), worst, failed, wrong, c.Drops)
 			if failed > 0 || wrong > 0 {
 				t.Fatalf("%d of %d rejected or timed out, %d not delivered exactly once", failed, n, wrong)
 			}
@@ -154,5 +160,44 @@ func TestEvictedMessageAsksAgain(t *testing.T) {
 	}
 	if kinds[codec.PacketKindResend] == 0 || kinds[codec.PacketKindAck] != 0 {
 		t.Fatalf("after the eviction main sent %v, want resends and no ack", kinds)
+	}
+}
+
+// A message delivered whose done was lost, sent again while the reply
+// budget is spent: in an AEAD session the repeat opened under a new
+// counter, so it is no replay and its done goes at once; in a session
+// whose packets may be replayed (the MAC foot) the budget holds it back
+// (the sender asks again later).
+func TestLostDoneAnsweredBeyondTheBudget(t *testing.T) {
+	for _, tc := range []struct {
+		tp     testProfile
+		budget bool // the repeat meets the budget
+	}{{aeadProfile, false}, {macProfile, true}} {
+		t.Run(tc.tp.name, func(t *testing.T) {
+			p := joinedPair(t, tc.tp)
+			p.cut = func(w wired) bool { return w.from == p.main } // the done is lost
+			b, err := p.other.marshal(map[string]any{"data": "once"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := make(chan error, 1)
+			p.other.Send(p.otherRemote().name, b, p.other.cfg.BodyKind, MsgID{}, res, p.now, p.now)
+			p.pump()
+			if len(p.delivered[p.main]) != 1 {
+				t.Fatalf("%d delivered", len(p.delivered[p.main]))
+			}
+			p.cut = nil
+			p.mainRemote().replies = bucket{at: p.now.Add(time.Hour).UnixNano()} // spent, not refilling
+			budget := p.main.stats.drops[dropReplyBudget]
+			p.advance(minMessageRedo + minMessageRedo/2) // one repeat
+			err, ok := outcome(res)
+			spent := p.main.stats.drops[dropReplyBudget] > budget
+			if spent != tc.budget || ok == tc.budget || (ok && err != nil) {
+				t.Fatalf("after one repeat: outcome %v (%v), the budget refused it: %v", err, ok, spent)
+			}
+			if len(p.delivered[p.main]) != 1 {
+				t.Fatalf("%d delivered", len(p.delivered[p.main]))
+			}
+		})
 	}
 }
