@@ -194,7 +194,7 @@ func (a *allower) receive(c *Core, p *rxPacket) {
 			c.failAllow(r, err)
 			return
 		}
-		c.sendSaved(r)
+		c.startHeld(r)
 		if a.cascade {
 			c.startAliver(r, true)
 		}
@@ -371,7 +371,7 @@ func (a *allowent) receive(c *Core, p *rxPacket) {
 		}
 	case codec.PacketKindAck:
 		a.remove(c)
-		c.sendSaved(r)
+		c.startHeld(r)
 	case codec.PacketKindNack, codec.PacketKindRefuse:
 		a.remove(c)
 	case codec.PacketKindReject:
@@ -388,7 +388,7 @@ func (a *allowent) tick(c *Core) {
 			// Allowed, but the final ack was lost: the session is up all
 			// the same, so the saved messages go now.
 			a.remove(c)
-			c.sendSaved(a.r)
+			c.startHeld(a.r)
 			return
 		}
 		a.nack(c, codec.PacketKindRefuse)

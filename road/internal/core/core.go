@@ -1068,10 +1068,6 @@ func (c *Core) replaceStaleInitiators(r *remote) {
 	}
 }
 
-// sendSaved sends again the messages saved when the session changed, and
-// those waiting for the send window, as far as it lets them (sendwin.go).
-func (c *Core) sendSaved(r *remote) { c.startHeld(r) }
-
 // --- timers --------------------------------------------------------------
 
 // tickRemote runs r's timers that are due (see remoteDeadline and tick in

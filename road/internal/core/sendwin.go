@@ -24,9 +24,7 @@ import (
 //     bytes, counted as the Reassembler counts them; one message always
 //     goes), which the sender takes as the receiver's. A receiver with
 //     less room refuses the excess for now and the messenger sends it
-//     again (its redo timer); the receiver lets the messages the sender
-//     started first in first (Reassembler.AddAged), so none waits for
-//     ever.
+//     again (its redo timer); nothing is nacked for want of room.
 //
 // Messages waiting for the window sit in remote.saved, with the ones a new
 // session made stale, and time out there (MessageTimeout from Send).
@@ -140,8 +138,8 @@ func (c *Core) ended(m *messenger) {
 }
 
 // startHeld starts the messages waiting in r.saved, in order, while the
-// window lets them and r is allowed; it drops the window once nothing is
-// under way.
+// window lets them and r is allowed (after an allow, those a new session
+// made stale go again); it drops the window once nothing is under way.
 func (c *Core) startHeld(r *remote) {
 	for len(r.saved) > 0 && r.allowed && r.coat != nil && c.opens(r) {
 		m := r.saved[0]
