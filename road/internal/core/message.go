@@ -501,6 +501,12 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 		}
 	} else {
 		m.highest = max(m.highest, int(h.SegmentNumber))
+		fresh := r.txns[m.key()] == nil
+		if fresh && c.reserved(m) {
+			// The last free slot is kept for an older message (fair.go).
+			c.reassemblyFull(r, packet.ErrRemoteQuota)
+			return
+		}
 		evicted := c.reasm.Evicted()
 		got, prog, err := c.reasm.Add(r.nuid, m.msgKey(), h, p.Coat)
 		if n := c.reasm.Evicted() - evicted; n > 0 {
@@ -510,13 +516,16 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 		case errors.Is(err, packet.ErrRemoteQuota), errors.Is(err, packet.ErrTooManyMessages), errors.Is(err, packet.ErrReassemblyMemory):
 			// Out of room for now: drop it; the sender will send it again.
 			c.reassemblyFull(r, err)
-			if r.txns[m.key()] == nil {
+			if fresh {
+				c.starve(m, err)
 				return
 			}
 		case err != nil:
 			c.stats.drop(dropSegment)
 			m.nack(c)
 			return
+		default:
+			c.fed(m)
 		}
 		whole, complete, progress = got, got != nil, prog
 	}

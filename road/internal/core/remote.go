@@ -88,6 +88,9 @@ type remote struct {
 	saved []*messenger
 	// win is what its messages under way hold (sendwin.go); nil: none.
 	win *sendWindow
+	// starved is its oldest message refused for room, while it waits
+	// (fair.go); nil: none.
+	starved *starved
 	// waiters are Join calls waiting for this remote to be allowed.
 	waiters []chan error
 	// joinAck is the ack of the last join we completed as joiner, sent

@@ -201,3 +201,40 @@ func TestLostDoneAnsweredBeyondTheBudget(t *testing.T) {
 		})
 	}
 }
+
+// At its quota, a remote's oldest message refused for room gets the next
+// slot that frees: a newer message's first segment waits for it, though it
+// came first.
+func TestStarvedMessageGetsTheFreedSlot(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { macProfile.set(m, o); m.Reassembly.MaxPerRemote = 2 })
+	p.join()
+	a, b, c, d := p.segmentsFrom(5000), p.segmentsFrom(5000), p.segmentsFrom(5000), p.segmentsFrom(5000)
+	held := func() int { n, _ := p.main.reasm.Owner(p.mainRemote().nuid); return n }
+	p.inject(p.main, b[0], p.otherAddr)
+	p.inject(p.main, c[0], p.otherAddr)
+	p.inject(p.main, a[0], p.otherAddr) // no room: a, the oldest, is refused
+	if held() != 2 || p.mainRemote().starved == nil {
+		t.Fatalf("%d held, starved %v", held(), p.mainRemote().starved)
+	}
+	for _, s := range b[1:] { // b completes: a slot frees
+		p.inject(p.main, s, p.otherAddr)
+	}
+	if held() != 1 || len(p.delivered[p.main]) != 1 {
+		t.Fatalf("b: %d held, %d delivered", held(), len(p.delivered[p.main]))
+	}
+	p.inject(p.main, d[0], p.otherAddr) // newer than a: waits
+	if held() != 1 {
+		t.Fatalf("d took the slot kept for a: %d held", held())
+	}
+	p.inject(p.main, a[0], p.otherAddr) // a, sent again, has it
+	if held() != 2 || p.mainRemote().starved != nil {
+		t.Fatalf("a: %d held, starved %v", held(), p.mainRemote().starved)
+	}
+	for _, s := range a[1:] {
+		p.inject(p.main, s, p.otherAddr)
+	}
+	p.inject(p.main, d[0], p.otherAddr) // and then d goes
+	if held() != 2 || len(p.delivered[p.main]) != 2 {
+		t.Fatalf("after a: %d held, %d delivered", held(), len(p.delivered[p.main]))
+	}
+}
