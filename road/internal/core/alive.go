@@ -128,7 +128,7 @@ func (c *Core) startAlivent(p *rxPacket, r *remote) {
 		body = c.periodBody()
 	}
 	c.sendNew(r, &h, body, r.ha)
-	c.used(r, p.Head.SessionID, p.Head.TransactionID)
+	c.used(r, p.Head.SessionID, p.Head.TransactionID, false)
 	if pk == codec.PacketKindAck {
 		c.refresh(r, yes)
 	} else {

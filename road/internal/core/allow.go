@@ -267,7 +267,7 @@ func (a *allowent) nack(c *Core, pk codec.PacketKind) {
 // remove ends the allowent; its id is used.
 func (a *allowent) remove(c *Core) {
 	c.removeTxn(a.r, a)
-	c.used(a.r, a.si, a.ti)
+	c.used(a.r, a.si, a.ti, false)
 }
 
 func (a *allowent) abort(c *Core, pk codec.PacketKind) { a.nack(c, pk) }

@@ -368,7 +368,7 @@ func TestReplayWindow(t *testing.T) {
 		t.Fatal("empty window")
 	}
 	for ti := uint32(1); ti <= 3*replayIDs; ti += 2 { // every other id, as messages between alives
-		w.mark(ti, now, hold)
+		w.mark(ti, now, hold, false)
 	}
 	top := uint32(3*replayIDs - 1)
 	for _, c := range []struct {
@@ -387,8 +387,8 @@ func TestReplayWindow(t *testing.T) {
 	}
 	// Ids roll over from 0xffffffff to 1.
 	w.reset()
-	w.mark(0xfffffffe, now, hold)
-	w.mark(2, now, hold)
+	w.mark(0xfffffffe, now, hold, false)
+	w.mark(2, now, hold, false)
 	if w.state(0xfffffffe) != replayUsed || w.state(2) != replayUsed || w.state(1) != replayFresh || w.state(0xffffffff) != replayFresh {
 		t.Fatal("rollover")
 	}

@@ -427,6 +427,10 @@ func (c *Core) bundledMessage(p *rxPacket, r *remote, e *packet.BundleEntry) boo
 		c.stats.drop(dropReplayed)
 		c.replyStaleTo(&eh, p.from, r, codec.PacketKindDone)
 		return false
+	case replayRefused:
+		c.stats.drop(dropReplayed)
+		c.replyStaleTo(&eh, p.from, r, codec.PacketKindNack)
+		return false
 	case replayTooOld:
 		c.stats.drop(dropReplayTooOld)
 		c.replyStaleTo(&eh, p.from, r, codec.PacketKindNack)

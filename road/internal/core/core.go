@@ -918,13 +918,17 @@ func (c *Core) route(p *rxPacket) *remote {
 func (c *Core) correspond(p *rxPacket, r *remote) {
 	h := &p.Head
 	if h.TransactionKind != codec.TransactionKindJoin {
-		switch r.window.state(h.TransactionID) {
-		case replayUsed:
+		switch st := r.window.state(h.TransactionID); st {
+		case replayUsed, replayRefused:
 			c.stats.drop(dropReplayed)
 			switch {
+			case h.TransactionKind == codec.TransactionKindMessage && h.PacketKind == codec.PacketKindMessage && st == replayRefused:
+				// Refused in this session, and the nack was lost: refused
+				// again (done would tell its sender it was delivered).
+				c.replyStale(p, r, codec.PacketKindNack)
 			case h.TransactionKind == codec.TransactionKindMessage && h.PacketKind == codec.PacketKindMessage:
-				// Finished in this session: its done was lost. The reference
-				// answers nack; done tells the sender the truth.
+				// Delivered in this session: its done was lost. The
+				// reference answers nack; done tells the sender the truth.
 				c.replyStale(p, r, codec.PacketKindDone)
 			case h.TransactionKind == codec.TransactionKindAlive && h.PacketKind == codec.PacketKindRequest:
 				c.replyStale(p, r, codec.PacketKindAck)

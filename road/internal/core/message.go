@@ -457,15 +457,16 @@ func (m *messengent) send(c *Core, pk codec.PacketKind, body []byte, sn int) {
 	}
 }
 
-func (m *messengent) remove(c *Core) {
+// remove ends the transaction, delivered or (refused) not.
+func (m *messengent) remove(c *Core, refused bool) {
 	c.removeTxn(m.r, m)
 	c.reasm.Drop(m.msgKey())
-	c.used(m.r, m.si, m.ti)
+	c.used(m.r, m.si, m.ti, refused)
 }
 
 func (m *messengent) nack(c *Core) {
 	m.send(c, codec.PacketKindNack, nil, 0)
-	m.remove(c)
+	m.remove(c, true)
 }
 
 func (m *messengent) abort(c *Core, pk codec.PacketKind) { m.nack(c) }
@@ -476,7 +477,7 @@ func (m *messengent) receive(c *Core, p *rxPacket) {
 		m.message(c, p)
 	case codec.PacketKindNack:
 		c.refresh(m.r, yes)
-		m.remove(c)
+		m.remove(c, true) // the sender gave it up
 	}
 }
 
@@ -628,7 +629,7 @@ func (m *messengent) complete(c *Core) {
 		// restarted on its durable queue): done, and not again.
 		c.stats.drop(dropMessageIDRepeated)
 		m.done(c)
-		m.remove(c)
+		m.remove(c, false)
 		return
 	}
 	if len(c.delivery) >= c.cfg.ReceiveQueue {
@@ -643,7 +644,7 @@ func (m *messengent) complete(c *Core) {
 	c.delivery = append(c.delivery, *m.pending)
 	c.stats.c.MessagesIn++
 	m.done(c)
-	m.remove(c)
+	m.remove(c, false)
 }
 
 // done answers the message done: in the answers of this moment to a

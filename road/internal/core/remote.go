@@ -157,11 +157,12 @@ func (r *remote) nextSid() {
 	}
 }
 
-// used records that r's transaction ti of session si is over: the window
-// remembers it while si is the remote's session.
-func (c *Core) used(r *remote, si, ti uint32) {
+// used records that r's transaction ti of session si is over, done or (with
+// refused) refused: the window remembers which while si is the remote's
+// session.
+func (c *Core) used(r *remote, si, ti uint32, refused bool) {
 	if si == r.rsid {
-		r.window.mark(ti, c.now, c.replayHold)
+		r.window.mark(ti, c.now, c.replayHold, refused)
 	}
 }
 

@@ -48,11 +48,17 @@ const (
 // again once its older half holds no word that young. A remote that uses
 // fewer than 64 ids a hold keeps one word; a busy one at most
 // replayMaxWords.
+//
+// A finished id is either delivered or refused (we answered nack, or the
+// remote gave it up): a repeat of a refused message is refused again, never
+// answered done, since its sender would take done for delivered. The
+// refusals are a second ring beside bits, made on the first refusal.
 type replayWindow struct {
-	top  uint32   // the newest id marked (when bits is not nil)
-	span uint32   // the words covered, top's and span-1 below it (1..len(bits))
-	bits []uint64 // the ring; nil: nothing marked in this session
-	at   []uint16 // at[i]: when bits[i]'s word entered the window (replaySecond)
+	top     uint32   // the newest id marked (when bits is not nil)
+	span    uint32   // the words covered, top's and span-1 below it (1..len(bits))
+	bits    []uint64 // the ring; nil: nothing marked in this session
+	at      []uint16 // at[i]: when bits[i]'s word entered the window (replaySecond)
+	refused []uint64 // beside bits: the ids of bits refused; nil: none so far
 }
 
 // replaySecond is the clock of the window's ages: seconds, mod 2^16.
@@ -71,9 +77,10 @@ func replayHold(d time.Duration) uint16 {
 type replayState uint8
 
 const (
-	replayFresh  replayState = iota // never finished in this session
-	replayUsed                      // finished in this session
-	replayTooOld                    // behind the window: refused unseen
+	replayFresh   replayState = iota // never finished in this session
+	replayUsed                       // finished in this session: delivered
+	replayRefused                    // finished in this session: refused
+	replayTooOld                     // behind the window: refused unseen
 )
 
 // newer reports whether id a comes after b (ids roll over).
@@ -86,15 +93,20 @@ func (w *replayWindow) state(ti uint32) replayState {
 	if (w.top>>6-ti>>6)&replayWordMask >= w.span {
 		return replayTooOld
 	}
-	if w.bits[ti>>6&uint32(len(w.bits)-1)]&(1<<(ti%64)) != 0 {
-		return replayUsed
+	i, bit := ti>>6&uint32(len(w.bits)-1), uint64(1)<<(ti%64)
+	switch {
+	case w.bits[i]&bit == 0:
+		return replayFresh
+	case w.refused != nil && w.refused[i]&bit != 0:
+		return replayRefused
 	}
-	return replayFresh
+	return replayUsed
 }
 
-// mark records ti as used at now, keeping words for hold seconds
-// (replayHold); an id behind the window is already refused.
-func (w *replayWindow) mark(ti uint32, now time.Time, hold uint16) {
+// mark records ti as finished at now, delivered or refused, keeping words
+// for hold seconds (replayHold); an id behind the window is already
+// refused.
+func (w *replayWindow) mark(ti uint32, now time.Time, hold uint16, refused bool) {
 	switch {
 	case w.bits == nil:
 		w.bits, w.at = make([]uint64, 1), []uint16{replaySecond(now)}
@@ -104,7 +116,15 @@ func (w *replayWindow) mark(ti uint32, now time.Time, hold uint16) {
 	case (w.top>>6-ti>>6)&replayWordMask >= w.span:
 		return
 	}
-	w.bits[ti>>6&uint32(len(w.bits)-1)] |= 1 << (ti % 64)
+	i, bit := ti>>6&uint32(len(w.bits)-1), uint64(1)<<(ti%64)
+	w.bits[i] |= bit
+	switch {
+	case refused && w.refused == nil:
+		w.refused = make([]uint64, len(w.bits))
+		fallthrough
+	case refused:
+		w.refused[i] |= bit
+	}
 }
 
 // slide moves the window's top up to ti, at second sec.
@@ -134,6 +154,9 @@ func (w *replayWindow) slide(ti uint32, sec, hold uint16) {
 	for k := range min(adv, n) {
 		i := (ti>>6 - k) & (n - 1)
 		w.bits[i], w.at[i] = 0, sec
+		if w.refused != nil {
+			w.refused[i] = 0
+		}
 	}
 	w.span = min(w.span+adv, n)
 	// Halve while the older half holds no young word.
@@ -164,12 +187,19 @@ func (w *replayWindow) young(low, n uint32, sec, hold uint16) bool {
 // words (span ≤ n, a power of two).
 func (w *replayWindow) resize(n int, top, span uint32) {
 	bits, at := make([]uint64, n), make([]uint16, n)
+	var refused []uint64
+	if w.refused != nil {
+		refused = make([]uint64, n)
+	}
 	old, m := uint32(len(w.bits)-1), uint32(n-1)
 	for k := range span {
 		wn := top - k
 		bits[wn&m], at[wn&m] = w.bits[wn&old], w.at[wn&old]
+		if refused != nil {
+			refused[wn&m] = w.refused[wn&old]
+		}
 	}
-	w.bits, w.at = bits, at
+	w.bits, w.at, w.refused = bits, at, refused
 }
 
 // reset forgets the session's ids (a new session starts a new window).

@@ -238,3 +238,49 @@ func TestStarvedMessageGetsTheFreedSlot(t *testing.T) {
 		t.Fatalf("after a: %d held, %d delivered", held(), len(p.delivered[p.main]))
 	}
 }
+
+// A message the receiver refused (here: its reassembly timed out) and whose
+// nack was lost is refused again when its sender repeats it, never answered
+// done: done would tell the sender it was delivered.
+func TestRefusedRepeatIsRefusedAgain(t *testing.T) {
+	for _, tp := range profiles {
+		t.Run(tp.name, func(t *testing.T) {
+			p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+				tp.set(m, o)
+				m.MessageTimeout = 2 * time.Second // the receiver gives up first
+			})
+			p.join()
+			passed := 0
+			p.cut = func(w wired) bool { // the first segment only; the nack is lost
+				if w.from == p.other && passed == 0 {
+					passed++
+					return false
+				}
+				return true
+			}
+			b, err := p.other.marshal(map[string]any{"data": strings.Repeat("x", 5000)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := make(chan error, 1)
+			p.other.Send(p.otherRemote().name, b, p.other.cfg.BodyKind, MsgID{}, res, p.now, p.now)
+			p.pump()
+			p.advance(3 * time.Second) // the main nacks, unheard
+			if passed != 1 || p.main.stats.c.MessagesIn != 0 {
+				t.Fatalf("%d packets passed, %d delivered", passed, p.main.stats.c.MessagesIn)
+			}
+			if err, ok := outcome(res); ok {
+				t.Fatalf("the sender knows already: %v", err)
+			}
+			p.cut = nil
+			p.advance(10 * time.Second) // the sender repeats
+			err, ok := outcome(res)
+			if !ok || !errors.Is(err, ErrRejected) {
+				t.Fatalf("outcome %v (%v), want rejected", err, ok)
+			}
+			if n := len(p.delivered[p.main]); n != 0 {
+				t.Fatalf("%d delivered", n)
+			}
+		})
+	}
+}

@@ -31,7 +31,7 @@ func TestRouteRefusals(t *testing.T) {
 	}
 	window := mr.window
 	mr.window = replayWindow{}
-	mr.window.mark(20_000, p.now, 1) // other's ids far ahead: its small ones are behind
+	mr.window.mark(20_000, p.now, 1, false) // other's ids far ahead: its small ones are behind
 	stranger := netip.MustParseAddrPort("127.0.0.9:7531")
 	for _, tc := range []struct {
 		name string

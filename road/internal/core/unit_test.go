@@ -24,12 +24,12 @@ func TestIDsRollOver(t *testing.T) {
 	}
 	var w replayWindow
 	now, hold := time.Unix(0, 0), replayHold(-1)
-	w.mark(10, now, hold)
-	w.mark(10+3*replayIDs, now, hold) // far ahead: the window starts afresh
+	w.mark(10, now, hold, false)
+	w.mark(10+3*replayIDs, now, hold, false) // far ahead: the window starts afresh
 	if w.state(10) != replayTooOld || w.state(10+3*replayIDs) != replayUsed {
 		t.Fatal("a far jump")
 	}
-	w.mark(11, now, hold) // behind the window: refused unseen, not marked
+	w.mark(11, now, hold, false) // behind the window: refused unseen, not marked
 	if w.state(11) != replayTooOld {
 		t.Fatal("marked behind the window")
 	}
