@@ -78,3 +78,26 @@ func ExampleVerifyKey_UnmarshalText() {
 	fmt.Println(string(text))
 	// Output: 551238481fe3504ca9c287ae062e72a2cf3c82cbb4fa16e3b1a24f3db75ec62e
 }
+
+// Two estates' Curve25519 pairs give the same crypto_box key, each from its
+// own private key and the other's public key: computed once, it seals and
+// opens every box between them (golang.org/x/crypto/nacl/box's
+// SealAfterPrecomputation and OpenAfterPrecomputation).
+func ExamplePrivateKey_SharedKey() {
+	a, _ := keys.GenerateBox()
+	b, _ := keys.GenerateBox()
+	ab, err := a.Private.SharedKey(b.Public)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ba, _ := b.Private.SharedKey(a.Public)
+	fmt.Println(ab == ba)
+
+	var zero keys.PublicKey // of low order: refused
+	_, err = a.Private.SharedKey(zero)
+	fmt.Println(err)
+	// Output:
+	// true
+	// keys: low-order public key
+}

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 
-	"golang.org/x/crypto/curve25519"
+	"github.com/oasisprotocol/curve25519-voi/primitives/x25519"
+	//lint:ignore SA1019 HSalsa20 is NaCl's crypto_box_beforenm key derivation, which the reference's boxes need and x/crypto exposes only here
+	"golang.org/x/crypto/salsa20/salsa"
 )
 
 // Size is the length in bytes of every key type in this package.
@@ -25,6 +27,10 @@ var (
 	ErrLength = errors.New("keys: wrong length")
 	// ErrNotHex means the input contains a character that is not a hex digit.
 	ErrNotHex = errors.New("keys: not hexadecimal")
+	// ErrLowOrder means a Curve25519 public key is of low order: the X25519
+	// shared secret with it would be all zeros, whatever the private key,
+	// so libsodium (and so the reference) refuses it (SharedKey).
+	ErrLowOrder = errors.New("keys: low-order public key")
 )
 
 // SigningSeed is an Ed25519 seed ("sighex" in the reference), the secret from
@@ -258,17 +264,35 @@ func (k VerifyKey) Ed25519() ed25519.PublicKey {
 }
 
 // PublicKey derives the Curve25519 public key, X25519(k, basepoint), as
-// libsodium crypto_scalarmult_base does. The error is not expected with the
-// base point; it is returned rather than hidden in case the underlying
-// implementation refuses (for example in a restricted FIPS mode).
+// libsodium crypto_scalarmult_base does (with a precomputed table of the
+// base point: about a fifth of a scalar multiplication of another point).
+// The error is not expected; it is kept for callers written when another
+// implementation could refuse (a restricted FIPS mode).
 func (k PrivateKey) PublicKey() (PublicKey, error) {
-	out, err := curve25519.X25519(k[:], curve25519.Basepoint)
+	out, err := x25519.X25519(k[:], x25519.Basepoint)
 	if err != nil {
 		return PublicKey{}, fmt.Errorf("keys: derive pubhex: %w", err)
 	}
-	var p PublicKey
-	copy(p[:], out)
-	return p, nil
+	return PublicKey(out), nil
+}
+
+// SharedKey is crypto_box_beforenm(pub, k): HSalsa20 (zero input, sigma)
+// of the X25519 shared secret of k and pub, the key every NaCl box between
+// the two pairs is sealed and opened with, either way (the private key of
+// each side and the public key of the other give the same key). It costs
+// one scalar multiplication; a caller that boxes more than once between
+// the same pairs computes it once. It fails with ErrLowOrder when pub is of
+// low order, as libsodium does (golang.org/x/crypto/nacl/box.Precompute
+// would accept it).
+func (k PrivateKey) SharedKey(pub PublicKey) ([Size]byte, error) {
+	out, err := x25519.X25519(k[:], pub[:])
+	if err != nil {
+		return [Size]byte{}, ErrLowOrder // its only failure with keys of the right size
+	}
+	s := [Size]byte(out)
+	var zero [16]byte
+	salsa.HSalsa20(&s, &zero, &s, &salsa.Sigma)
+	return s, nil
 }
 
 // Signing is an estate's Ed25519 key pair: the secret seed and the verify key

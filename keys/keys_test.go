@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"strings"
 	"testing"
 
 	"golang.org/x/crypto/curve25519"
+	"golang.org/x/crypto/nacl/box"
 )
 
 // Vectors captured from the reference (raet-protocol.md §7.4).
@@ -327,5 +329,65 @@ func TestSecretsRedacted(t *testing.T) {
 	verify := seed.VerifyKey()
 	if fmt.Sprint(verify) != vectors[0].verhex {
 		t.Errorf("public key prints as %q, want hex", fmt.Sprint(verify))
+	}
+}
+
+// TestSharedKey checks SharedKey against golang.org/x/crypto's
+// crypto_box_beforenm (box.Precompute) and PublicKey against its X25519
+// with the base point, for random pairs (the private keys unclamped, their
+// top bits set or not, as the reference stores them), and that both sides
+// get the same key.
+func TestSharedKey(t *testing.T) {
+	rnd := mathrand.New(mathrand.NewPCG(1, 2))
+	for i := range 64 {
+		var a, b PrivateKey
+		for j := range Size {
+			a[j], b[j] = byte(rnd.Uint32()), byte(rnd.Uint32())
+		}
+		if i%2 == 0 {
+			a[Size-1] |= 0x80 // not clamped: X25519 clamps
+		}
+		pa, err := a.PublicKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := curve25519.X25519(a[:], curve25519.Basepoint)
+		if err != nil || !bytes.Equal(pa[:], want) {
+			t.Fatalf("PublicKey = %x, want %x (%v)", pa, want, err)
+		}
+		pb, _ := b.PublicKey()
+		ab, err := a.SharedKey(pb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ba, err := b.SharedKey(pa)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ref [Size]byte
+		box.Precompute(&ref, (*[Size]byte)(&pb), (*[Size]byte)(&a))
+		if ab != ref || ba != ref {
+			t.Fatalf("SharedKey: %x and %x, box.Precompute %x", ab, ba, ref)
+		}
+	}
+}
+
+// TestSharedKeyLowOrder checks that SharedKey refuses the public keys of
+// low order, whose shared secret is all zeros, as libsodium does.
+func TestSharedKeyLowOrder(t *testing.T) {
+	pri, _ := ParsePrivateKey(vectors[0].prihex)
+	for _, h := range []string{
+		"0000000000000000000000000000000000000000000000000000000000000000", // 0
+		"0100000000000000000000000000000000000000000000000000000000000000", // 1
+		"e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800", // order 8
+		"ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f", // p - 1
+	} {
+		pub, err := ParsePublicKey(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k, err := pri.SharedKey(pub); !errors.Is(err, ErrLowOrder) || k != [Size]byte{} {
+			t.Errorf("SharedKey(%s) = %x, %v; want ErrLowOrder", h, k, err)
+		}
 	}
 }

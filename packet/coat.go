@@ -11,8 +11,8 @@ import (
 	"unsafe"
 
 	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/keys"
 
-	"golang.org/x/crypto/curve25519"
 	"golang.org/x/crypto/nacl/box"
 )
 
@@ -129,17 +129,16 @@ func NewNaClCoat(ourShortPriv, theirShortPub *[32]byte, rand io.Reader) (*NaClCo
 
 var cryptoRand = rand.Reader
 
-// sharedKey is crypto_box_beforenm: HSalsa20 of the X25519 shared secret.
+// sharedKey is crypto_box_beforenm: HSalsa20 of the X25519 shared secret
+// (keys.PrivateKey.SharedKey, which refuses a low-order public key).
 func sharedKey(priv, pub *[32]byte) ([32]byte, error) {
-	var k [32]byte
 	if priv == nil || pub == nil {
-		return k, ErrWeakKey
+		return [32]byte{}, ErrWeakKey
 	}
-	// box.Precompute does not reject a low-order public key; X25519 does.
-	if _, err := curve25519.X25519(priv[:], pub[:]); err != nil {
-		return k, fmt.Errorf("%w: %w", ErrWeakKey, err)
+	k, err := keys.PrivateKey(*priv).SharedKey(keys.PublicKey(*pub))
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("%w: %w", ErrWeakKey, err)
 	}
-	box.Precompute(&k, pub, priv)
 	return k, nil
 }
 

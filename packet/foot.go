@@ -12,9 +12,9 @@ import (
 	"sync"
 
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
-	"golang.org/x/crypto/curve25519"
 
 	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/keys"
 )
 
 // Foot sizes (fl).
@@ -327,10 +327,11 @@ func directionKeys(ourShortPriv, theirShortPub *[32]byte, label string, n int) (
 	if err != nil {
 		return nil, nil, err
 	}
-	ourPub, err := curve25519.X25519(ourShortPriv[:], curve25519.Basepoint)
+	pub, err := keys.PrivateKey(*ourShortPriv).PublicKey()
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrWeakKey, err)
 	}
+	ourPub := pub[:]
 	if hmac.Equal(ourPub, theirShortPub[:]) {
 		return nil, nil, fmt.Errorf("%w: both ends have the same short-term key", ErrWeakKey)
 	}

@@ -7,11 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"golang.org/x/crypto/curve25519"
 	"golang.org/x/crypto/nacl/box"
-
-	//lint:ignore SA1019 HSalsa20 is NaCl's crypto_box_beforenm key derivation, which the reference's boxes need and x/crypto exposes only here
-	"golang.org/x/crypto/salsa20/salsa"
 
 	"github.com/raet-go/raet/keys"
 )
@@ -147,18 +143,13 @@ func readRandom(r io.Reader, b []byte, step Step, what string) error {
 	return nil
 }
 
-// sharedKey is crypto_box_beforenm: HSalsa20 (zero input, sigma) of the
-// X25519 shared secret of priv and pub. Unlike box.Precompute it refuses a
-// low-order pub, as libsodium does.
+// sharedKey is crypto_box_beforenm (keys.PrivateKey.SharedKey): unlike
+// box.Precompute it refuses a low-order pub, as libsodium does.
 func sharedKey(priv keys.PrivateKey, pub keys.PublicKey) (*[32]byte, error) {
-	s, err := curve25519.X25519(priv[:], pub[:])
+	k, err := priv.SharedKey(pub)
 	if err != nil {
 		return nil, ErrKey
 	}
-	var k [32]byte
-	copy(k[:], s)
-	var zero [16]byte
-	salsa.HSalsa20(&k, &zero, &k, &salsa.Sigma)
 	return &k, nil
 }
 
