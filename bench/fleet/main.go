@@ -59,7 +59,8 @@
 //
 // With --pprof the main writes a CPU profile of each of join, idle,
 // fan-out and fan-in, and a heap profile after the joins (state) and after
-// the leave (go tool pprof reads them).
+// the leave (go tool pprof reads them); the first client process writes a
+// CPU profile of each of those phases too.
 //
 // The fan-out and fan-in CPU per message of each N is also given as a
 // ratio to that of the first N of its profile. With -table a second table
@@ -178,7 +179,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	aliveRate := fs.Int("alive-rate", 0, "the main's alive exchanges a second in all, which lengthen its presence period with many remotes (road.Config.AliveRate; 0: road's default)")
 	joinRate := fs.Float64("stranger-join-rate", 0, "the main's budget of join requests from estates it does not know yet, a second in all (road.Config.StrangerJoinRate; 0: road's default)")
 	joins := fs.Int("stranger-joins", 0, "the main's bound on strangers' joins under way (road.Config.StrangerJoins; 0: road's default)")
-	pprofDir := fs.String("pprof", "", "write the main's CPU profile of each phase and its heap after the joins and after the leave into this directory (main-PROFILE-N-PHASE.pprof, main-PROFILE-N-state.heap.pprof)")
+	pprofDir := fs.String("pprof", "", "write the main's CPU profile of each phase and its heap after the joins and after the leave into this directory (main-PROFILE-N-PHASE.pprof, main-PROFILE-N-state.heap.pprof), and the first client process's CPU profile of each phase (client-PROFILE-N-PHASE.pprof)")
 	oneAddr := fs.Bool("one-address", false, "all clients on 127.0.0.1 (default: each on its own 127.x.y.z)")
 	table := fs.Bool("table", false, "print a Markdown table instead of JSON lines")
 	jsonOut := fs.String("json", "", "also write the JSON lines to this file (with -table)")
@@ -406,6 +407,16 @@ type row struct {
 	JoinCut        int     `json:"join_cut"`
 	Allowed        int     `json:"allowed"` // remotes the main has allowed
 	MainCPUPerJoin float64 `json:"main_cpu_per_join_us"`
+	// ClientCPUPerJoin is the CPU of all client processes during the
+	// joins, per client that joined: they share the machine's cores with
+	// the main.
+	ClientCPUPerJoin float64 `json:"client_cpu_per_join_us"`
+	// JoinPacketsIn is what the main received during the joins per client
+	// that joined (a join and an allow without loss: 5, see
+	// JoinPacketsBy), and JoinRetransmits what the main sent again.
+	JoinPacketsIn   float64           `json:"join_main_packets_in_per_join"`
+	JoinPacketsBy   map[string]uint64 `json:"join_main_packets_in_by,omitempty"`
+	JoinRetransmits uint64            `json:"join_main_retransmits"`
 	// JoinDropsBy is what the main dropped during the joins, by reason.
 	JoinDropsBy   map[string]uint64 `json:"join_drops_by,omitempty"`
 	MainHeapStart uint64            `json:"main_heap_start_b"` // before the joins (after the warm-up, see warmUp)
@@ -480,11 +491,11 @@ func (r row) failures() int {
 }
 
 func printTable(w io.Writer, rows []row) {
-	fmt.Fprintln(w, "| profile | N | procs | load 1m | join s | joined | main CPU/join µs | main heap/remote B | marginal B | main RSS/remote B | "+
+	fmt.Fprintln(w, "| profile | N | procs | load 1m | join s | joined | main CPU/join µs | clients CPU/join µs | main heap/remote B | marginal B | main RSS/remote B | "+
 		"client heap/stack KiB | client goroutines/stack | idle µs/remote/s | ×first ≥ 1000 | idle pkts/s | idle pkts/remote/s | "+
 		"fan-out msgs/s | fan-out µs/msg | ×first | fan-in msgs/s | fan-in µs/msg | ×first | fan-in segs/msg | "+
 		"fan-in drops | fan-in reassembly drops | fan-in client resends/msg | client alive s | left heap/start | left B/remote | left remembered | failures |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		left, leftPer, remembered, marginal, idle := "-", "-", "-", "-", "-"
 		if r.IdleRatio > 0 {
@@ -497,8 +508,8 @@ func printTable(w io.Writer, rows []row) {
 			left, leftPer = fmt.Sprintf("%.2f", r.LeftHeapRatio), fmt.Sprintf("%.0f", r.LeftPerRemote)
 			remembered = fmt.Sprintf("%d (%d reaped)", r.Remembered, r.RememberedRep)
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %s | %.2f | %d | %.0f | %.0f | %s | %.0f | %.1f | %.1f | %.2f | %s | %.0f | %.2f | %.0f | %.1f | %.2f | %.0f | %.1f | %.2f | %.2f | %d | %d | %.2f | %.0f | %s | %s | %s | %d |\n",
-			r.Profile, r.N, r.Procs, load1(r.LoadStart), r.JoinSeconds, r.Joined, r.MainCPUPerJoin, r.MainHeapPerRem, marginal, r.MainRSSPerRem,
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %.2f | %d | %.0f | %.0f | %.0f | %s | %.0f | %.1f | %.1f | %.2f | %s | %.0f | %.2f | %.0f | %.1f | %.2f | %.0f | %.1f | %.2f | %.2f | %d | %d | %.2f | %.0f | %s | %s | %s | %d |\n",
+			r.Profile, r.N, r.Procs, load1(r.LoadStart), r.JoinSeconds, r.Joined, r.MainCPUPerJoin, r.ClientCPUPerJoin, r.MainHeapPerRem, marginal, r.MainRSSPerRem,
 			r.ClientHeapStack/1024, r.ClientGorStack, r.IdleCPUPerRemS, idle, r.IdlePackets, r.IdlePktsPerRem,
 			r.FanoutRate, r.FanoutCPUPerMsg, r.FanoutCPURatio, r.FaninRate, r.FaninCPUPerMsg, r.FaninCPURatio,
 			r.FaninSegments, r.FaninDrops, r.FaninReasmDrops, r.FaninClientResends, r.ClientAlive, left, leftPer, remembered, r.failures())
@@ -685,7 +696,7 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 		return r, err
 	}
 	t := time.Now()
-	if err := profiled(ctx, o, m, &r, "idle", func() error { return sleep(ctx, o.idle) }); err != nil {
+	if err := profiled(ctx, o, m, clients[0], &r, "idle", func() error { return sleep(ctx, o.idle) }); err != nil {
 		return r, err
 	}
 	idle1, err := m.stats(ctx, false)
@@ -718,11 +729,15 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 
 // join joins every client to the main, -join-window at a time in all.
 func join(ctx context.Context, o options, m *workerProc, clients []*workerProc, mainAddr string, mBase procStats, r *row, stderr io.Writer) error {
+	cJoin, err := each(ctx, clients, func(int) request { return request{Op: "stats"} })
+	if err != nil {
+		return err
+	}
 	t := time.Now()
 	pctx, cancel := phaseContext(ctx, o.phase)
 	window := func(i int) int { return max(1, o.joinWindow/len(clients)+b2i(i < o.joinWindow%len(clients))) }
 	var joins []reply
-	err := profiled(ctx, o, m, r, "join", func() (err error) {
+	err = profiled(ctx, o, m, clients[0], r, "join", func() (err error) {
 		joins, err = each(pctx, clients, func(i int) request { return request{Op: "join", To: mainAddr, Window: window(i)} })
 		return err
 	})
@@ -745,8 +760,19 @@ func join(ctx context.Context, o options, m *workerProc, clients []*workerProc, 
 			first = j.First
 		}
 	}
-	r.MainCPUPerJoin = float64(mJoined.CPUNs-mBase.CPUNs) / 1e3 / float64(max(1, r.Joined))
-	r.JoinDropsBy = dropsSince(mBase, mJoined)
+	cJoined, err := each(ctx, clients, func(int) request { return request{Op: "stats"} })
+	if err != nil {
+		return err
+	}
+	joined := float64(max(1, r.Joined))
+	r.MainCPUPerJoin = float64(mJoined.CPUNs-mBase.CPUNs) / 1e3 / joined
+	for i := range clients {
+		r.ClientCPUPerJoin += float64(cJoined[i].Stats.CPUNs-cJoin[i].Stats.CPUNs) / 1e3 / joined
+	}
+	r.JoinPacketsIn = float64(mJoined.PacketsIn-mBase.PacketsIn) / joined
+	r.JoinPacketsBy = countsSince(mBase.PacketsInBy, mJoined.PacketsInBy)
+	r.JoinRetransmits = mJoined.Retransmits - mBase.Retransmits
+	r.JoinDropsBy = countsSince(mBase.DropsBy, mJoined.DropsBy)
 	if r.Joined < r.N {
 		fmt.Fprintf(stderr, "fleet: %s N=%d: %d of %d joined in %.1f s: %d were cut short by -phase-timeout %v, %d failed after %d tries (%d retries in all); the first error: %s; the main dropped %v\n",
 			r.Profile, r.N, r.Joined, r.N, r.JoinSeconds, r.JoinCut, o.phase, r.JoinFailed-r.JoinCut, joinTries, r.JoinRetries, first, r.JoinDropsBy)
@@ -761,18 +787,23 @@ func phaseContext(ctx context.Context, d time.Duration) (context.Context, contex
 	return context.WithTimeout(ctx, d+max(3*time.Second, d/19))
 }
 
-// profiled runs phase with the main's CPU profiled into -pprof's
-// directory, when one is set.
-func profiled(ctx context.Context, o options, m *workerProc, r *row, phase string, run func() error) error {
+// profiled runs phase with the CPU of the main and of the client process
+// c profiled into -pprof's directory, when one is set.
+func profiled(ctx context.Context, o options, m, c *workerProc, r *row, phase string, run func() error) error {
 	if o.pprof == "" {
 		return run()
 	}
-	if _, err := m.call(ctx, request{Op: "profile", Path: profilePath(o, r, phase)}); err != nil {
+	if _, err := m.call(ctx, request{Op: "profile", Path: profilePath(o, r, "main", phase)}); err != nil {
 		return err
 	}
+	if _, err := c.call(ctx, request{Op: "profile", Path: profilePath(o, r, "client", phase)}); err != nil {
+		_, stop := m.call(ctx, request{Op: "profile"})
+		return errors.Join(err, stop)
+	}
 	err := run()
-	_, stop := m.call(ctx, request{Op: "profile"})
-	return errors.Join(err, stop)
+	_, stopC := c.call(ctx, request{Op: "profile"})
+	_, stopM := m.call(ctx, request{Op: "profile"})
+	return errors.Join(err, stopC, stopM)
 }
 
 // heapProfile has the main write its heap profile (after a collection)
@@ -781,20 +812,22 @@ func heapProfile(ctx context.Context, o options, m *workerProc, r *row, phase st
 	if o.pprof == "" {
 		return nil
 	}
-	_, err := m.call(ctx, request{Op: "heapprofile", Path: profilePath(o, r, phase+".heap")})
+	_, err := m.call(ctx, request{Op: "heapprofile", Path: profilePath(o, r, "main", phase+".heap")})
 	return err
 }
 
-// profilePath names the profile of a phase of row r.
-func profilePath(o options, r *row, phase string) string {
-	return filepath.Join(o.pprof, fmt.Sprintf("main-%s-%d-%s.pprof", r.Profile, r.N, phase))
+// profilePath names the profile of a phase of row r, of the main or the
+// client process (who).
+func profilePath(o options, r *row, who, phase string) string {
+	return filepath.Join(o.pprof, fmt.Sprintf("%s-%s-%d-%s.pprof", who, r.Profile, r.N, phase))
 }
 
-// dropsSince is what the main dropped between two of its stats, by reason.
-func dropsSince(before, after procStats) map[string]uint64 {
+// countsSince is what grew between two of the main's counts by name
+// (its drops by reason, its packets in by kind).
+func countsSince(before, after map[string]uint64) map[string]uint64 {
 	var d map[string]uint64
-	for k, v := range after.DropsBy {
-		if n := v - before.DropsBy[k]; n > 0 {
+	for k, v := range after {
+		if n := v - before[k]; n > 0 {
 			if d == nil {
 				d = map[string]uint64{}
 			}
@@ -919,7 +952,7 @@ func fanout(ctx context.Context, o options, m *workerProc, clients []*workerProc
 	}
 	pctx, cancel := phaseContext(ctx, o.phase)
 	var rep reply
-	err = profiled(ctx, o, m, r, "fanout", func() (err error) {
+	err = profiled(ctx, o, m, clients[0], r, "fanout", func() (err error) {
 		rep, err = m.call(pctx, request{Op: "fanout", Count: perEach(o.msgs, max(1, before.Allowed)), Size: o.size, Window: o.window})
 		return err
 	})
@@ -958,7 +991,7 @@ func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 	t := time.Now()
 	pctx, cancel := phaseContext(ctx, o.phase)
 	var reps []reply
-	err = profiled(ctx, o, m, r, "fanin", func() (err error) {
+	err = profiled(ctx, o, m, clients[0], r, "fanin", func() (err error) {
 		reps, err = each(pctx, clients, func(int) request {
 			return request{Op: "fanin", Count: perEach(o.msgs, r.N), Size: o.size, Window: o.window}
 		})
@@ -989,7 +1022,7 @@ func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 	r.FaninCPUPerMsg = float64(after.CPUNs-before.CPUNs) / 1e3 / float64(max(1, r.FaninMsgs))
 	r.FaninSegments = float64(after.Segments-before.Segments) / float64(max(1, r.FaninMsgs))
 	r.FaninDrops = after.Drops - before.Drops
-	r.FaninDropsBy = dropsSince(before, after)
+	r.FaninDropsBy = countsSince(before.DropsBy, after.DropsBy)
 	for k, v := range r.FaninDropsBy {
 		if strings.HasPrefix(k, "reassembly_") {
 			r.FaninReasmDrops += v

@@ -109,6 +109,7 @@ type procStats struct {
 	Drops      uint64 `json:"drops,omitempty"`
 	// DropsBy is Drops by reason.
 	DropsBy     map[string]uint64 `json:"drops_by,omitempty"`
+	PacketsInBy map[string]uint64 `json:"packets_in_by,omitempty"` // PacketsIn by kind
 	Retransmits uint64            `json:"retransmits,omitempty"`
 }
 
@@ -495,7 +496,7 @@ func (w *worker) stats(ctx context.Context, gc, counters bool) (procStats, error
 			return st, err
 		}
 		st.PacketsIn, st.PacketsOut, st.Drops = sum(c.PacketsIn), sum(c.PacketsOut), sum(c.Drops)
-		st.Retransmits, st.DropsBy, st.Segments = c.Retransmits, c.Drops, c.PacketsIn["message/message"]
+		st.Retransmits, st.DropsBy, st.PacketsInBy, st.Segments = c.Retransmits, c.Drops, c.PacketsIn, c.PacketsIn["message/message"]
 		rs, err := s.Remotes(ctx)
 		if err != nil {
 			return st, err
