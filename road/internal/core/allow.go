@@ -67,8 +67,11 @@ func (c *Core) allowed(r *remote, short keys.Box, peerShort keys.PublicKey, rsid
 	r.nextSid()
 	c.replaceStaleInitiators(r)
 	// The new session id is kept, but nothing waits for it: after a restart
-	// the sessions start one further on (loadRemotes), past this one.
-	c.saveRemote(r, false)
+	// the sessions start one further on (restore), past this one. The
+	// first allow after a join finds it kept already (joined).
+	if r.keptSid != r.sid {
+		c.saveRemote(r, false)
+	}
 	c.event(EventAllowed, r)
 	c.notifyWaiters(r, nil)
 	return nil

@@ -254,7 +254,7 @@ func (c *Core) restore(est keep.RemoteEstate) *remote {
 	}
 	r := &remote{nuid: est.UID, fuid: est.FUID, name: est.Name, role: est.Role, ha: ha,
 		main: est.Main, kind: est.Kind, fqdn: est.FQDN, verify: kr.rec.Verify, pub: kr.rec.Public,
-		sid: est.SID, joined: est.Joined != nil && *est.Joined}
+		sid: est.SID, keptSid: est.SID, joined: est.Joined != nil && *est.Joined}
 	if !r.joined || kr.rec.Acceptance != keep.Accepted {
 		// Only keys an operator (or the policy) accepted make a joined
 		// remote: a kept "joined" of keys not accepted is not trusted.

@@ -442,6 +442,11 @@ func (c *Core) joined(r *remote, vacuous bool) {
 	}
 	r.joined = true
 	r.capsFresh = true
+	// Kept with the session the allow that follows makes, so that the
+	// allow need not write the estate again (allowed): on a main that
+	// joins many, one file a join instead of a second one that replaces
+	// it. A restart counts on from the kept session, past every one used.
+	r.keptSid = sidAfter(r.sid)
 	c.saveRemote(r, true) // the allow that follows, or our ack, waits for it
 }
 

@@ -379,7 +379,9 @@ func (c *Core) saveRemote(r *remote, hold bool) {
 	if hold {
 		at = r.ha
 	}
-	c.keepWrite(&keepWrite{op: opSaveRemote, remote: r.estate()}, at)
+	e := r.estate()
+	r.keptSid = e.SID
+	c.keepWrite(&keepWrite{op: opSaveRemote, remote: e}, at)
 }
 
 // deleteRemote deletes the estate of the remote named name.

@@ -268,3 +268,60 @@ func TestKeepGroupCommit(t *testing.T) {
 		t.Fatalf("%d datagrams out, pending %v once all is durable", len(c.out), c.KeepPending())
 	}
 }
+
+// A join and the allow that follows write the joiner's estate once on the
+// main: the joined estate keeps the session the allow makes, so the allow
+// writes nothing (a main joining many writes one estate file a join, not a
+// second that replaces it). A later allow writes its new session; and a
+// main restarted from its keep starts past every session it used.
+func TestJoinAllowOneEstateWrite(t *testing.T) {
+	st := newHeldStore()
+	p := newRig(t)
+	p.main = p.newCore(&estate{Config: Config{Name: "main", Main: true, AlivePeriod: -1}, Auto: keep.AutoAlways}, st)
+	p.other = p.newCore(&estate{Config: Config{Name: "other", AlivePeriod: -1}, Auto: keep.AutoAlways}, nil)
+	p.main.Start(p.mainAddr, p.now)
+	p.other.Start(p.otherAddr, p.now)
+	st.durable(p, p.main)
+	started := len(st.writes)
+	res := make(chan error, 1)
+	p.other.Join(p.mainAddr, res, p.now)
+	for range 5 {
+		p.pump()
+		st.durable(p, p.main)
+		p.advance(10 * time.Millisecond)
+	}
+	if err, ok := outcome(res); !ok || err != nil {
+		t.Fatalf("join and allow: %v (%v)", err, ok)
+	}
+	r := p.mainRemote()
+	estates := func(from int) []keep.RemoteEstate {
+		var es []keep.RemoteEstate
+		for _, w := range st.writes[from:] {
+			if w.op == opSaveRemote && w.remote.Name == "other" {
+				es = append(es, w.remote)
+			}
+		}
+		return es
+	}
+	es := estates(started)
+	if !r.allowed || len(es) != 1 || es[0].Joined == nil || !*es[0].Joined || es[0].SID != r.sid || r.sid != 2 {
+		t.Fatalf("allowed %v, session %d; estates written %+v; want one, joined, with the allow's session 2", r.allowed, r.sid, es)
+	}
+
+	before := len(st.writes)
+	if err, ok := p.reallow(time.Second); !ok || err != nil {
+		t.Fatalf("allow again: %v (%v)", err, ok)
+	}
+	st.durable(p, p.main)
+	if es := estates(before); r.sid != 3 || len(es) != 1 || es[0].SID != 3 {
+		t.Fatalf("session %d; a later allow wrote %+v; want its session 3", r.sid, es)
+	}
+
+	again, err := New(&Config{Name: "main", Main: true, AlivePeriod: -1, Auto: keep.AutoAlways}, st.memStore, p.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr := again.byName["other"]; rr == nil || rr.sid != 4 {
+		t.Fatalf("restarted: %+v; want other at session 4, past the 3 used", rr)
+	}
+}

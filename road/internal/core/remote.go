@@ -25,6 +25,10 @@ type remote struct {
 	sid  uint32 // session of transactions we start
 	rsid uint32 // last session of transactions it started
 	tid  uint32 // last transaction id we gave
+	// keptSid is the session its kept estate holds (0: none written in
+	// this run): a restart counts on from it (restore), so it is never
+	// older than sid, and may be newer (joined reserves the allow's).
+	keptSid uint32
 
 	// The flags sit together: the struct is one of the costs of a remote.
 	main       bool
@@ -150,11 +154,14 @@ func (r *remote) nextTid() uint32 {
 	return r.tid
 }
 
-func (r *remote) nextSid() {
-	r.sid++
-	if r.sid == 0 {
-		r.sid = 1
+func (r *remote) nextSid() { r.sid = sidAfter(r.sid) }
+
+// sidAfter is the session after sid: 0xffffffff rolls over to 1 (§9.2).
+func sidAfter(sid uint32) uint32 {
+	if sid++; sid == 0 {
+		sid = 1
 	}
+	return sid
 }
 
 // used records that r's transaction ti of session si is over, done or (with
@@ -203,10 +210,14 @@ func (c *Core) info(r *remote) Remote {
 // estate is the remote as the keep writes it.
 func (r *remote) estate() keep.RemoteEstate {
 	joined := r.joined
+	sid := r.sid
+	if r.keptSid != sid && validSid(r.keptSid, sid) && r.keptSid != 0 {
+		sid = r.keptSid // reserved ahead of the session in use
+	}
 	return keep.RemoteEstate{
 		Name: r.name, UID: r.nuid, FUID: r.fuid,
 		HA:   keep.HostPort{Host: r.ha.Addr().String(), Port: r.ha.Port()},
-		FQDN: r.fqdn, SID: r.sid, Main: r.main, Kind: r.kind, Joined: &joined, Role: r.role,
+		FQDN: r.fqdn, SID: sid, Main: r.main, Kind: r.kind, Joined: &joined, Role: r.role,
 	}
 }
 
