@@ -267,6 +267,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 func measureAll(ctx context.Context, o options, fsName string, enc *json.Encoder, stderr io.Writer) ([]row, int) {
 	var rows []row
 	code := exitOK
+	// The keeps of all rows go under one directory, removed at the end:
+	// a row's keep removed before the next row's joins would make them
+	// dearer (ext4 without a journal, as this machine's root, looks for a
+	// new file's inode past every inode freed in the last half minute).
+	root, err := os.MkdirTemp(o.dir, "raet-fleet-")
+	if err != nil {
+		fmt.Fprintln(stderr, "fleet:", err)
+		return nil, exitSetup
+	}
+	defer os.RemoveAll(root)
+	o.dir = root
 	for _, p := range o.profiles {
 		// The profile's first N and first N of 1000 or more, for the
 		// ratios, and the N before.
@@ -615,11 +626,10 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 	if o.oneAddr {
 		r.ClientAddrs = "127.0.0.1"
 	}
-	dir, err := os.MkdirTemp(o.dir, "raet-fleet-")
+	dir, err := os.MkdirTemp(o.dir, fmt.Sprintf("%s-%d-", profile, n)) // removed with o.dir (measureAll)
 	if err != nil {
 		return r, &setupError{err}
 	}
-	defer os.RemoveAll(dir)
 	procs, err := startWorkers(1 + r.Procs)
 	if err != nil {
 		return r, &setupError{err}
