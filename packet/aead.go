@@ -130,6 +130,15 @@ var aeadNonces = sync.Pool{New: func() any { return new([12]byte) }}
 // with ErrNotAEAD for another kind, and with ErrWeakKey if a key is missing
 // or of low order, or if both ends have the same public key.
 func NewAEADCoat(kind codec.CoatKind, ourShortPriv, theirShortPub *[32]byte) (*AEADCoat, error) {
+	s, err := NewSessionKey(ourShortPriv, theirShortPub)
+	if err != nil {
+		return nil, &CoatError{Kind: kind, Op: "new", Err: err}
+	}
+	return s.AEADCoat(kind)
+}
+
+// AEADCoat is the session's AEAD coat of kind (see NewAEADCoat).
+func (s *SessionKey) AEADCoat(kind codec.CoatKind) (*AEADCoat, error) {
 	fail := func(err error) (*AEADCoat, error) {
 		return nil, &CoatError{Kind: kind, Op: "new", Err: err}
 	}
@@ -142,7 +151,7 @@ func NewAEADCoat(kind codec.CoatKind, ourShortPriv, theirShortPub *[32]byte) (*A
 	default:
 		return fail(ErrNotAEAD)
 	}
-	sendKey, recvKey, err := directionKeys(ourShortPriv, theirShortPub, label, 32+12)
+	sendKey, recvKey, err := s.directionKeys(label, 32+12)
 	if err != nil {
 		return fail(err)
 	}

@@ -116,30 +116,60 @@ type NaClCoat struct {
 // fixed reader to reproduce a captured coat). It fails with ErrWeakKey if a
 // key is nil or theirShortPub is of low order.
 func NewNaClCoat(ourShortPriv, theirShortPub *[32]byte, rand io.Reader) (*NaClCoat, error) {
-	c := &NaClCoat{rand: rand}
-	if c.rand == nil {
-		c.rand = cryptoRand
-	}
-	var err error
-	if c.key, err = sharedKey(ourShortPriv, theirShortPub); err != nil {
+	s, err := NewSessionKey(ourShortPriv, theirShortPub)
+	if err != nil {
 		return nil, &CoatError{Kind: codec.CoatKindNaCl, Op: "new", Err: err}
 	}
-	return c, nil
+	return s.NaClCoat(rand), nil
 }
 
 var cryptoRand = rand.Reader
 
-// sharedKey is crypto_box_beforenm: HSalsa20 of the X25519 shared secret
-// (keys.PrivateKey.SharedKey, which refuses a low-order public key).
-func sharedKey(priv, pub *[32]byte) ([32]byte, error) {
-	if priv == nil || pub == nil {
-		return [32]byte{}, ErrWeakKey
+// SessionKey is what the coats and feet of a session derive their keys
+// from: the crypto_box key of the two short-term pairs
+// (crypto_box_beforenm, keys.PrivateKey.SharedKey) and both short-term
+// public keys. Making it costs one X25519 (NewSessionKey), or none when
+// the allow handshake computed the key for its own boxes (SessionKeyOf);
+// the coats and feet made from it cost none.
+type SessionKey struct {
+	shared, ours, theirs [32]byte
+}
+
+// NewSessionKey computes the session key of our short-term private key and
+// the remote's short-term public key. It fails with ErrWeakKey if a key is
+// nil or theirShortPub is of low order.
+func NewSessionKey(ourShortPriv, theirShortPub *[32]byte) (*SessionKey, error) {
+	if ourShortPriv == nil || theirShortPub == nil {
+		return nil, ErrWeakKey
 	}
-	k, err := keys.PrivateKey(*priv).SharedKey(keys.PublicKey(*pub))
+	priv := keys.PrivateKey(*ourShortPriv)
+	shared, err := priv.SharedKey(keys.PublicKey(*theirShortPub))
 	if err != nil {
-		return [32]byte{}, fmt.Errorf("%w: %w", ErrWeakKey, err)
+		return nil, fmt.Errorf("%w: %w", ErrWeakKey, err)
 	}
-	return k, nil
+	ours, err := priv.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrWeakKey, err)
+	}
+	return &SessionKey{shared: shared, ours: ours, theirs: *theirShortPub}, nil
+}
+
+// SessionKeyOf is the session key whose crypto_box key (that of our
+// short-term pair and the remote's short-term public key) is already
+// known: shared must be crypto_box_beforenm of those keys, as the allow
+// handshake computes it for the initiate's box.
+func SessionKeyOf(shared, ourShortPub, theirShortPub *[32]byte) *SessionKey {
+	return &SessionKey{shared: *shared, ours: *ourShortPub, theirs: *theirShortPub}
+}
+
+// NaClCoat is the session's nacl coat; rand is its nonce source, as for
+// NewNaClCoat.
+func (s *SessionKey) NaClCoat(rand io.Reader) *NaClCoat {
+	c := &NaClCoat{key: s.shared, rand: rand}
+	if c.rand == nil {
+		c.rand = cryptoRand
+	}
+	return c
 }
 
 // Kind returns codec.CoatKindNaCl.

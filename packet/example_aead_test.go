@@ -8,6 +8,7 @@ import (
 
 	"github.com/raet-go/raet/codec"
 	_ "github.com/raet-go/raet/codec/binary"
+	"github.com/raet-go/raet/keys"
 	"github.com/raet-go/raet/packet"
 )
 
@@ -114,4 +115,40 @@ func ExampleAEADCoat_Drop() {
 	// "one" <nil>
 	// "two" <nil>
 	// false
+}
+
+// A session's coats and feet from one X25519 at each end: the allow
+// handshake has computed the crypto_box key of the two short-term pairs
+// for its own boxes (here keys.PrivateKey.SharedKey), and SessionKeyOf
+// makes the session's coats from it; the other end's NewSessionKey
+// computes the same key. What one end seals, the other opens.
+func ExampleSessionKeyOf() {
+	a, _ := keys.GenerateBox()
+	b, _ := keys.GenerateBox()
+	shared, _ := a.Private.SharedKey(b.Public)
+	atA := packet.SessionKeyOf(&shared, (*[32]byte)(&a.Public), (*[32]byte)(&b.Public))
+	atB, _ := packet.NewSessionKey((*[32]byte)(&b.Private), (*[32]byte)(&a.Public))
+
+	sealA, _ := atA.AEADCoat(codec.CoatKindChaCha20Poly1305)
+	openB, _ := atB.AEADCoat(codec.CoatKindChaCha20Poly1305)
+	hc, _ := codec.Lookup(codec.HeadKindBinary)
+	pk := &packet.Packer{Codec: hc, Foot: packet.NadaFoot{}}
+	var h codec.Head
+	h.Reset()
+	h.SourceID, h.DestinationID, h.BodyKind = 2, 3, codec.BodyKindRaw
+	dgram, _ := pk.PackAEAD(nil, &h, sealA, []byte("hello"))
+	var p packet.Packet
+	if err := packet.Parse(dgram, &p); err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, err := p.OpenAEAD(nil, openB)
+	fmt.Printf("%q %v\n", body, err)
+
+	boxed, _ := atA.NaClCoat(nil).Seal(nil, []byte("boxed"))
+	plain, err := atB.NaClCoat(nil).Open(nil, boxed)
+	fmt.Printf("%q %v\n", plain, err)
+	// Output:
+	// "hello" <nil>
+	// "boxed" <nil>
 }

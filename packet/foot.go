@@ -14,7 +14,6 @@ import (
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 
 	"github.com/raet-go/raet/codec"
-	"github.com/raet-go/raet/keys"
 )
 
 // Foot sizes (fl).
@@ -303,12 +302,18 @@ func (st *macState) tag(key *[32]byte, msg []byte) []byte {
 // key is missing or of low order, or if both ends have the same public key
 // (the directions would coincide).
 func NewMACFoot(ourShortPriv, theirShortPub *[32]byte) (*MACFoot, error) {
-	fail := func(err error) (*MACFoot, error) {
+	s, err := NewSessionKey(ourShortPriv, theirShortPub)
+	if err != nil {
 		return nil, &FootError{Kind: codec.FootKindMAC, Op: "new", Err: err}
 	}
-	sendKey, recvKey, err := directionKeys(ourShortPriv, theirShortPub, MACFootLabel, 32)
+	return s.MACFoot()
+}
+
+// MACFoot is the session's MAC foot (see NewMACFoot).
+func (s *SessionKey) MACFoot() (*MACFoot, error) {
+	sendKey, recvKey, err := s.directionKeys(MACFootLabel, 32)
 	if err != nil {
-		return fail(err)
+		return nil, &FootError{Kind: codec.FootKindMAC, Op: "new", Err: err}
 	}
 	return &MACFoot{send: [32]byte(sendKey), recv: [32]byte(recvKey)}, nil
 }
@@ -318,33 +323,24 @@ func NewMACFoot(ourShortPriv, theirShortPub *[32]byte) (*MACFoot, error) {
 //
 //	HKDF-SHA-256(secret S, no salt, info label || 0x00 || sender's pub || receiver's pub, n bytes)
 //
-// where S is the session's shared key (sharedKey) and the public keys are
-// the short-term ones. The MAC foot and the AEAD coats use it with their own
-// labels. It fails with ErrWeakKey if a key is missing or of low order, or
-// if both ends have the same public key (the directions would coincide).
-func directionKeys(ourShortPriv, theirShortPub *[32]byte, label string, n int) (send, recv []byte, err error) {
-	shared, err := sharedKey(ourShortPriv, theirShortPub)
-	if err != nil {
-		return nil, nil, err
-	}
-	pub, err := keys.PrivateKey(*ourShortPriv).PublicKey()
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrWeakKey, err)
-	}
-	ourPub := pub[:]
-	if hmac.Equal(ourPub, theirShortPub[:]) {
+// where S is the session's shared key and the public keys are the
+// short-term ones. The MAC foot and the AEAD coats use it with their own
+// labels. It fails with ErrWeakKey if both ends have the same public key
+// (the directions would coincide).
+func (s *SessionKey) directionKeys(label string, n int) (send, recv []byte, err error) {
+	if hmac.Equal(s.ours[:], s.theirs[:]) {
 		return nil, nil, fmt.Errorf("%w: both ends have the same short-term key", ErrWeakKey)
 	}
 	key := func(fromPub, toPub []byte) ([]byte, error) {
 		info := make([]byte, 0, len(label)+1+64)
 		info = append(append(append(info, label...), 0), fromPub...)
 		info = append(info, toPub...)
-		return hkdf.Key(sha256.New, shared[:], nil, string(info), n)
+		return hkdf.Key(sha256.New, s.shared[:], nil, string(info), n)
 	}
-	if send, err = key(ourPub, theirShortPub[:]); err != nil {
+	if send, err = key(s.ours[:], s.theirs[:]); err != nil {
 		return nil, nil, err
 	}
-	if recv, err = key(theirShortPub[:], ourPub); err != nil {
+	if recv, err = key(s.theirs[:], s.ours[:]); err != nil {
 		return nil, nil, err
 	}
 	return send, recv, nil

@@ -8,7 +8,7 @@ import (
 func BenchmarkMakeHello(b *testing.B) {
 	f := newFlow(b)
 	for b.Loop() {
-		if _, err := MakeHello(nil, f.i.short, f.r.long.Public); err != nil {
+		if _, _, err := MakeHello(nil, f.i.short, f.r.long.Public); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -17,7 +17,7 @@ func BenchmarkMakeHello(b *testing.B) {
 func BenchmarkOpenHello(b *testing.B) {
 	f := newFlow(b)
 	for b.Loop() {
-		if _, err := OpenHello(f.hello, f.r.long.Private); err != nil {
+		if _, _, err := OpenHello(f.hello, f.r.long.Private); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -26,7 +26,7 @@ func BenchmarkOpenHello(b *testing.B) {
 func BenchmarkMakeCookie(b *testing.B) {
 	f := newFlow(b)
 	for b.Loop() {
-		if _, _, err := MakeCookie(nil, f.r.long.Private, f.i.short.Public, f.r.short.Public, f.r.uid, f.i.uid); err != nil {
+		if _, _, err := MakeCookie(nil, boxKey(f.r.long.Private, f.i.short.Public), f.r.short.Public, f.r.uid, f.i.uid); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -35,7 +35,7 @@ func BenchmarkMakeCookie(b *testing.B) {
 func BenchmarkOpenCookie(b *testing.B) {
 	f := newFlow(b)
 	for b.Loop() {
-		if _, err := OpenCookie(f.cookie, f.i.short.Private, f.r.long.Public, f.r.uid, f.i.uid); err != nil {
+		if _, err := OpenCookie(f.cookie, boxKey(f.i.short.Private, f.r.long.Public), f.r.uid, f.i.uid); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -44,7 +44,7 @@ func BenchmarkOpenCookie(b *testing.B) {
 func BenchmarkMakeInitiate(b *testing.B) {
 	f := newFlow(b)
 	for b.Loop() {
-		if _, err := MakeInitiate(nil, f.i.short, f.i.long, f.r.short.Public, f.r.long.Public, f.oreo, f.r.fqdn); err != nil {
+		if _, _, err := MakeInitiate(nil, f.i.short, f.i.long, f.r.short.Public, f.r.long.Public, f.oreo, f.r.fqdn); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -54,7 +54,7 @@ func BenchmarkOpenInitiate(b *testing.B) {
 	f := newFlow(b)
 	w := f.want()
 	for b.Loop() {
-		if _, err := OpenInitiate(f.initiate, f.r.short.Private, f.r.long.Private, w); err != nil {
+		if _, _, err := OpenInitiate(f.initiate, f.r.short.Private, f.r.long.Private, w); err != nil {
 			b.Fatal(err)
 		}
 	}

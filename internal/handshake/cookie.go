@@ -33,14 +33,14 @@ type Cookie struct {
 
 // MakeCookie returns the cookie body R answers a good hello with, and the
 // oreo it drew, which R must keep to check the initiate. The stuff (rShortPub,
-// seid, deid, oreo) is boxed with rLongPriv for iShortPub, the key OpenHello
-// returned. rShortPub is R's fresh short-term public key; seid is R's uid for
-// I (its nuid of that remote), deid is I's uid for R (its fuid).
+// seid, deid, oreo) is boxed under k, the Key OpenHello returned (R's
+// long-term private key and I's short-term public key). rShortPub is R's
+// fresh short-term public key; seid is R's uid for I (its nuid of that
+// remote), deid is I's uid for R (its fuid).
 //
 // rnd is the source of the oreo and then of the nonce (crypto/rand.Reader
-// when nil). Errors: ErrKey for a low-order iShortPub, ErrRandom when rnd
-// fails.
-func MakeCookie(rnd io.Reader, rLongPriv keys.PrivateKey, iShortPub, rShortPub keys.PublicKey, seid, deid uint32) ([]byte, Oreo, error) {
+// when nil). Errors: ErrRandom when rnd fails.
+func MakeCookie(rnd io.Reader, k *Key, rShortPub keys.PublicKey, seid, deid uint32) ([]byte, Oreo, error) {
 	rnd = reader(rnd)
 	var stuff [cookieStuffLen]byte
 	copy(stuff[cookiePubAt:], rShortPub[:])
@@ -50,25 +50,25 @@ func MakeCookie(rnd io.Reader, rLongPriv keys.PrivateKey, iShortPub, rShortPub k
 		return nil, Oreo{}, err
 	}
 	body := make([]byte, CookieSize)
-	if err := seal(body[cookieBoxAt:cookieNonceAt], body[cookieNonceAt:], stuff[:],
-		rLongPriv, iShortPub, rnd, StepCookie, "box"); err != nil {
+	if err := seal(body[cookieBoxAt:cookieNonceAt], body[cookieNonceAt:], stuff[:], k, rnd, StepCookie, "box"); err != nil {
 		return nil, Oreo{}, err
 	}
 	return body, Oreo(stuff[cookieOreoAt:]), nil
 }
 
-// OpenCookie opens a cookie body with I's short-term private key and R's
-// joined long-term public key, and checks its uids: SEID must equal wantSEID
-// (I's fuid of R) and DEID wantDEID (I's nuid of R).
+// OpenCookie opens a cookie body under k, the Key MakeHello returned (I's
+// short-term private key and R's joined long-term public key), and checks
+// its uids: SEID must equal wantSEID (I's fuid of R) and DEID wantDEID (I's
+// nuid of R).
 //
-// Errors: ErrLength, ErrKey (a low-order rLongPub), ErrOpen, ErrMismatch
-// (What "seid" or "deid"). With ErrMismatch the returned Cookie holds what was
-// received, for a log line; it must not be used otherwise.
-func OpenCookie(body []byte, iShortPriv keys.PrivateKey, rLongPub keys.PublicKey, wantSEID, wantDEID uint32) (Cookie, error) {
+// Errors: ErrLength, ErrOpen, ErrMismatch (What "seid" or "deid"). With
+// ErrMismatch the returned Cookie holds what was received, for a log line;
+// it must not be used otherwise.
+func OpenCookie(body []byte, k *Key, wantSEID, wantDEID uint32) (Cookie, error) {
 	if len(body) != CookieSize {
 		return Cookie{}, lengthError(StepCookie, len(body), CookieSize)
 	}
-	stuff, err := open(body[cookieBoxAt:cookieNonceAt], body[cookieNonceAt:], iShortPriv, rLongPub, StepCookie, "box")
+	stuff, err := open(body[cookieBoxAt:cookieNonceAt], body[cookieNonceAt:], k, StepCookie, "box")
 	if err != nil {
 		return Cookie{}, err
 	}

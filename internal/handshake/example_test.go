@@ -19,31 +19,32 @@ func Example() {
 	iLong, rLong := must(keys.GenerateBox()), must(keys.GenerateBox())
 	const iUidForR, rUidForI = 0xca, 0x66 // I's nuid of R, R's nuid of I
 
-	// I: a fresh short-term pair, then the hello.
+	// I: a fresh short-term pair, then the hello; it keeps the hello's key
+	// to open the cookie with.
 	iShort := must(keys.GenerateBox())
-	hello, _ := handshake.MakeHello(nil, iShort, rLong.Public)
+	hello, helloKey, _ := handshake.MakeHello(nil, iShort, rLong.Public)
 
 	// R: check the hello, make its own short-term pair, answer with a cookie
-	// and keep the oreo and I's short-term key.
-	iShortPub, err := handshake.OpenHello(hello, rLong.Private)
+	// (boxed with the hello's key) and keep the oreo and I's short-term key.
+	iShortPub, rHelloKey, err := handshake.OpenHello(hello, rLong.Private)
 	if err != nil {
 		fmt.Println("reject:", err)
 		return
 	}
 	rShort := must(keys.GenerateBox())
-	cookie, oreo, _ := handshake.MakeCookie(nil, rLong.Private, iShortPub, rShort.Public, rUidForI, iUidForR)
+	cookie, oreo, _ := handshake.MakeCookie(nil, rHelloKey, rShort.Public, rUidForI, iUidForR)
 
 	// I: open the cookie (seid must be its fuid of R, deid its nuid of R),
 	// then send the initiate.
-	c, err := handshake.OpenCookie(cookie, iShort.Private, rLong.Public, rUidForI, iUidForR)
+	c, err := handshake.OpenCookie(cookie, helloKey, rUidForI, iUidForR)
 	if err != nil {
 		fmt.Println("reject:", err)
 		return
 	}
-	initiate, _ := handshake.MakeInitiate(nil, iShort, iLong, c.RShortPub, rLong.Public, c.Oreo, "main.example.com")
+	initiate, iSession, _ := handshake.MakeInitiate(nil, iShort, iLong, c.RShortPub, rLong.Public, c.Oreo, "main.example.com")
 
 	// R: check the initiate against what it kept and the joined key.
-	in, err := handshake.OpenInitiate(initiate, rShort.Private, rLong.Private, handshake.InitiateWant{
+	in, rSession, err := handshake.OpenInitiate(initiate, rShort.Private, rLong.Private, handshake.InitiateWant{
 		IShortPub: iShortPub, Oreo: oreo, ILongPub: iLong.Public, FQDN: "main.example.com",
 	})
 	if err != nil {
@@ -52,7 +53,7 @@ func Example() {
 	}
 	fmt.Println("sizes:", len(hello), len(cookie), len(initiate))
 	fmt.Println("fqdn:", in.FQDN, in.FQDNMatch)
-	fmt.Println("session keys agree:", c.RShortPub == rShort.Public)
+	fmt.Println("session keys agree:", c.RShortPub == rShort.Public && *iSession == *rSession)
 	// Output:
 	// sizes: 200 104 328
 	// fqdn: main.example.com true

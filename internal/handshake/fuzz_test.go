@@ -19,13 +19,13 @@ func fuzzBodies(f *testing.F) (p goldenParties, hello, cookie, initiate []byte, 
 	p = loadGoldenParties(f)
 	rnd := goldenRandom()
 	var err error
-	if hello, err = MakeHello(rnd, p.iShort, p.rLong.Public); err != nil {
+	if hello, _, err = MakeHello(rnd, p.iShort, p.rLong.Public); err != nil {
 		f.Fatal(err)
 	}
-	if cookie, oreo, err = MakeCookie(rnd, p.rLong.Private, p.iShort.Public, p.rShort.Public, goldenSEID, goldenDEID); err != nil {
+	if cookie, oreo, err = MakeCookie(rnd, boxKey(p.rLong.Private, p.iShort.Public), p.rShort.Public, goldenSEID, goldenDEID); err != nil {
 		f.Fatal(err)
 	}
-	if initiate, err = MakeInitiate(rnd, p.iShort, p.iLong, p.rShort.Public, p.rLong.Public, oreo, goldenFQDN); err != nil {
+	if initiate, _, err = MakeInitiate(rnd, p.iShort, p.iLong, p.rShort.Public, p.rLong.Public, oreo, goldenFQDN); err != nil {
 		f.Fatal(err)
 	}
 	return p, hello, cookie, initiate, oreo
@@ -63,7 +63,7 @@ func FuzzOpenHello(f *testing.F) {
 	p, hello, _, _, _ := fuzzBodies(f)
 	addVariants(f, hello, 0, 64, 96, 176)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := OpenHello(body, p.rLong.Private)
+		got, _, err := OpenHello(body, p.rLong.Private)
 		if err != nil {
 			checkTyped(t, err, StepHello)
 			return
@@ -78,7 +78,7 @@ func FuzzOpenCookie(f *testing.F) {
 	p, _, cookie, _, oreo := fuzzBodies(f)
 	addVariants(f, cookie, 0, 79, 80, 103)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		c, err := OpenCookie(body, p.iShort.Private, p.rLong.Public, goldenSEID, goldenDEID)
+		c, err := OpenCookie(body, boxKey(p.iShort.Private, p.rLong.Public), goldenSEID, goldenDEID)
 		if err != nil {
 			checkTyped(t, err, StepCookie)
 			return
@@ -96,7 +96,7 @@ func FuzzOpenInitiate(f *testing.F) {
 	addVariants(f, initiate, 0, 32, 56, 200, 304)
 	want := InitiateWant{IShortPub: p.iShort.Public, Oreo: oreo, ILongPub: p.iLong.Public, FQDN: goldenFQDN}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		in, err := OpenInitiate(body, p.rShort.Private, p.rLong.Private, want)
+		in, _, err := OpenInitiate(body, p.rShort.Private, p.rLong.Private, want)
 		if err != nil {
 			checkTyped(t, err, StepInitiate)
 			return

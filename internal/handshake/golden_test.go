@@ -88,26 +88,26 @@ func makeGolden(t *testing.T) []*section {
 	t.Helper()
 	p := loadGoldenParties(t)
 	rnd := goldenRandom()
-	hello, err := MakeHello(rnd, p.iShort, p.rLong.Public)
+	hello, _, err := MakeHello(rnd, p.iShort, p.rLong.Public)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cookie, oreo, err := MakeCookie(rnd, p.rLong.Private, p.iShort.Public, p.rShort.Public, goldenSEID, goldenDEID)
+	cookie, oreo, err := MakeCookie(rnd, boxKey(p.rLong.Private, p.iShort.Public), p.rShort.Public, goldenSEID, goldenDEID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	initiate, err := MakeInitiate(rnd, p.iShort, p.iLong, p.rShort.Public, p.rLong.Public, oreo, goldenFQDN)
+	initiate, _, err := MakeInitiate(rnd, p.iShort, p.iLong, p.rShort.Public, p.rLong.Public, oreo, goldenFQDN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rnd.Len() != 0 {
 		t.Fatalf("%d random bytes left over", rnd.Len())
 	}
-	cstuff, err := open(cookie[:80], cookie[80:], p.iShort.Private, p.rLong.Public, StepCookie, "box")
+	cstuff, err := open(cookie[:80], cookie[80:], boxKey(p.iShort.Private, p.rLong.Public), StepCookie, "box")
 	if err != nil {
 		t.Fatal(err)
 	}
-	istuff, err := open(initiate[56:304], initiate[304:], p.rShort.Private, p.iShort.Public, StepInitiate, "box")
+	istuff, err := open(initiate[56:304], initiate[304:], boxKey(p.rShort.Private, p.iShort.Public), StepInitiate, "box")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,20 +264,20 @@ func TestGolden(t *testing.T) {
 			t.Errorf("%s: %x, want %x", c.name, c.got, c.want)
 		}
 	}
-	vouch, err := open(istuff[32:80], istuff[80:104], p.rLong.Private, p.iLong.Public, StepInitiate, "vouch")
+	vouch, err := open(istuff[32:80], istuff[80:104], boxKey(p.rLong.Private, p.iLong.Public), StepInitiate, "vouch")
 	if err != nil || !bytes.Equal(vouch, p.iShort.Public[:]) {
 		t.Errorf("vouch opens to %x, %v; want I's short pub", vouch, err)
 	}
 
 	// And the openers accept them.
-	if got, err := OpenHello(hello, p.rLong.Private); err != nil || got != p.iShort.Public {
+	if got, _, err := OpenHello(hello, p.rLong.Private); err != nil || got != p.iShort.Public {
 		t.Errorf("OpenHello(golden) = %v, %v", got, err)
 	}
-	c, err := OpenCookie(cookie, p.iShort.Private, p.rLong.Public, goldenSEID, goldenDEID)
+	c, err := OpenCookie(cookie, boxKey(p.iShort.Private, p.rLong.Public), goldenSEID, goldenDEID)
 	if err != nil || c.RShortPub != p.rShort.Public || c.Oreo != Oreo(seq(0x18, 24)) {
 		t.Errorf("OpenCookie(golden) = %+v, %v", c, err)
 	}
-	in, err := OpenInitiate(initiate, p.rShort.Private, p.rLong.Private, InitiateWant{
+	in, _, err := OpenInitiate(initiate, p.rShort.Private, p.rLong.Private, InitiateWant{
 		IShortPub: p.iShort.Public, Oreo: c.Oreo, ILongPub: p.iLong.Public, FQDN: goldenFQDN})
 	if err != nil || !in.FQDNMatch || in.FQDN != goldenFQDN {
 		t.Errorf("OpenInitiate(golden) = %+v, %v", in, err)

@@ -143,23 +143,26 @@ func readRandom(r io.Reader, b []byte, step Step, what string) error {
 	return nil
 }
 
-// sharedKey is crypto_box_beforenm (keys.PrivateKey.SharedKey): unlike
-// box.Precompute it refuses a low-order pub, as libsodium does.
-func sharedKey(priv keys.PrivateKey, pub keys.PublicKey) (*[32]byte, error) {
+// Key is the crypto_box key of two pairs (keys.PrivateKey.SharedKey):
+// every box between them is sealed and opened with it, either way. A step
+// that makes it returns it, so that the next box between the same pairs
+// (the cookie after the hello, the session's coat after the initiate)
+// costs no second X25519.
+type Key = [keys.Size]byte
+
+// sharedKey is the Key of priv and pub; unlike box.Precompute it refuses a
+// low-order pub (ErrKey), as libsodium does.
+func sharedKey(priv keys.PrivateKey, pub keys.PublicKey, step Step, what string) (*Key, error) {
 	k, err := priv.SharedKey(pub)
 	if err != nil {
-		return nil, ErrKey
+		return nil, fail(step, what, ErrKey)
 	}
 	return &k, nil
 }
 
-// seal writes box(msg) into out[:len(msg)+box.Overhead] and a fresh nonce,
-// read from r, into nonce. out must not overlap msg.
-func seal(out, nonce, msg []byte, priv keys.PrivateKey, pub keys.PublicKey, r io.Reader, step Step, what string) error {
-	k, err := sharedKey(priv, pub)
-	if err != nil {
-		return fail(step, what, err)
-	}
+// seal writes box(msg) under k into out[:len(msg)+box.Overhead] and a
+// fresh nonce, read from r, into nonce. out must not overlap msg.
+func seal(out, nonce, msg []byte, k *Key, r io.Reader, step Step, what string) error {
 	if err := readRandom(r, nonce, step, what+" nonce"); err != nil {
 		return err
 	}
@@ -167,12 +170,9 @@ func seal(out, nonce, msg []byte, priv keys.PrivateKey, pub keys.PublicKey, r io
 	return nil
 }
 
-// open returns the contents of the box sealed, whose nonce is nonce.
-func open(sealed, nonce []byte, priv keys.PrivateKey, pub keys.PublicKey, step Step, what string) ([]byte, error) {
-	k, err := sharedKey(priv, pub)
-	if err != nil {
-		return nil, fail(step, what, err)
-	}
+// open returns the contents of the box sealed under k, whose nonce is
+// nonce.
+func open(sealed, nonce []byte, k *Key, step Step, what string) ([]byte, error) {
 	msg, ok := box.OpenAfterPrecomputation(nil, sealed, (*[NonceSize]byte)(nonce), k)
 	if !ok {
 		return nil, fail(step, what, ErrOpen)

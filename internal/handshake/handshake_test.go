@@ -55,13 +55,13 @@ func newFlow(t testing.TB) *flow {
 	f := &flow{}
 	f.i, f.r = newPair(t)
 	var err error
-	if f.hello, err = MakeHello(nil, f.i.short, f.r.long.Public); err != nil {
+	if f.hello, _, err = MakeHello(nil, f.i.short, f.r.long.Public); err != nil {
 		t.Fatal(err)
 	}
-	if f.cookie, f.oreo, err = MakeCookie(nil, f.r.long.Private, f.i.short.Public, f.r.short.Public, f.r.uid, f.i.uid); err != nil {
+	if f.cookie, f.oreo, err = MakeCookie(nil, boxKey(f.r.long.Private, f.i.short.Public), f.r.short.Public, f.r.uid, f.i.uid); err != nil {
 		t.Fatal(err)
 	}
-	if f.initiate, err = MakeInitiate(nil, f.i.short, f.i.long, f.r.short.Public, f.r.long.Public, f.oreo, f.r.fqdn); err != nil {
+	if f.initiate, _, err = MakeInitiate(nil, f.i.short, f.i.long, f.r.short.Public, f.r.long.Public, f.oreo, f.r.fqdn); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -110,7 +110,7 @@ func TestRoundTrip(t *testing.T) {
 		f := newFlow(t)
 
 		// R receives the hello.
-		iShortPub, err := OpenHello(f.hello, f.r.long.Private)
+		iShortPub, _, err := OpenHello(f.hello, f.r.long.Private)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestRoundTrip(t *testing.T) {
 
 		// I receives the cookie: it expects seid = its fuid of R = R's uid for
 		// I, deid = its nuid of R.
-		c, err := OpenCookie(f.cookie, f.i.short.Private, f.r.long.Public, f.r.uid, f.i.uid)
+		c, err := OpenCookie(f.cookie, boxKey(f.i.short.Private, f.r.long.Public), f.r.uid, f.i.uid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +133,7 @@ func TestRoundTrip(t *testing.T) {
 		}
 
 		// R receives the initiate.
-		in, err := OpenInitiate(f.initiate, f.r.short.Private, f.r.long.Private, f.want())
+		in, _, err := OpenInitiate(f.initiate, f.r.short.Private, f.r.long.Private, f.want())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,13 +151,13 @@ func TestRoundTrip(t *testing.T) {
 // with the same long-term keys share no nonce, oreo or box.
 func TestFreshRandomness(t *testing.T) {
 	i, r := newPair(t)
-	h1, _ := MakeHello(nil, i.short, r.long.Public)
-	h2, _ := MakeHello(nil, i.short, r.long.Public)
+	h1, _, _ := MakeHello(nil, i.short, r.long.Public)
+	h2, _, _ := MakeHello(nil, i.short, r.long.Public)
 	if bytes.Equal(h1[176:], h2[176:]) {
 		t.Fatal("two hellos with the same nonce")
 	}
-	_, o1, _ := MakeCookie(nil, r.long.Private, i.short.Public, r.short.Public, 1, 2)
-	_, o2, _ := MakeCookie(nil, r.long.Private, i.short.Public, r.short.Public, 1, 2)
+	_, o1, _ := MakeCookie(nil, boxKey(r.long.Private, i.short.Public), r.short.Public, 1, 2)
+	_, o2, _ := MakeCookie(nil, boxKey(r.long.Private, i.short.Public), r.short.Public, 1, 2)
 	if o1 == o2 {
 		t.Fatal("two cookies with the same oreo")
 	}
@@ -167,7 +167,7 @@ func TestFreshRandomness(t *testing.T) {
 func TestSharedKeyIsPrecompute(t *testing.T) {
 	for n := 0; n < 20; n++ {
 		a, b := genBox(t), genBox(t)
-		got, err := sharedKey(a.Private, b.Public)
+		got, err := sharedKey(a.Private, b.Public, StepHello, "box")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +176,7 @@ func TestSharedKeyIsPrecompute(t *testing.T) {
 		if *got != want {
 			t.Fatal("sharedKey differs from box.Precompute")
 		}
-		other, _ := sharedKey(b.Private, a.Public)
+		other, _ := sharedKey(b.Private, a.Public, StepHello, "box")
 		if *other != *got {
 			t.Fatal("sharedKey is not symmetric")
 		}
@@ -193,30 +193,60 @@ var lowOrder = keys.PublicKey{
 func TestLowOrderKeys(t *testing.T) {
 	i, r := newPair(t)
 	for _, pub := range []keys.PublicKey{{}, {1}, lowOrder} {
-		_, err := MakeHello(nil, i.short, pub)
+		_, _, err := MakeHello(nil, i.short, pub)
 		wantErr(t, err, StepHello, "box", ErrKey)
-		_, _, err = MakeCookie(nil, r.long.Private, pub, r.short.Public, 1, 2)
-		wantErr(t, err, StepCookie, "box", ErrKey)
-		_, err = MakeInitiate(nil, i.short, i.long, pub, r.long.Public, Oreo{}, "x")
+		_, _, err = MakeInitiate(nil, i.short, i.long, pub, r.long.Public, Oreo{}, "x")
 		wantErr(t, err, StepInitiate, "box", ErrKey)
-		_, err = MakeInitiate(nil, i.short, i.long, r.short.Public, pub, Oreo{}, "x")
+		_, _, err = MakeInitiate(nil, i.short, i.long, r.short.Public, pub, Oreo{}, "x")
 		wantErr(t, err, StepInitiate, "vouch", ErrKey)
 
 		// A hello carrying a low-order short-term key.
-		h, err := MakeHello(nil, i.short, r.long.Public)
+		h, _, err := MakeHello(nil, i.short, r.long.Public)
 		if err != nil {
 			t.Fatal(err)
 		}
 		copy(h[64:96], pub[:])
-		_, err = OpenHello(h, r.long.Private)
+		_, _, err = OpenHello(h, r.long.Private)
 		wantErr(t, err, StepHello, "box", ErrKey)
+		// (The cookie's box is under the hello's key, refused here.)
+	}
+}
 
-		c, _, err := MakeCookie(nil, r.long.Private, i.short.Public, r.short.Public, 1, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = OpenCookie(c, i.short.Private, pub, 1, 2)
-		wantErr(t, err, StepCookie, "box", ErrKey)
+// boxKey is the Key of priv and pub, for the boxes of a test.
+func boxKey(priv keys.PrivateKey, pub keys.PublicKey) *Key {
+	k, err := priv.SharedKey(pub)
+	if err != nil {
+		panic(err)
+	}
+	return &k
+}
+
+// TestKeysAgree: the Key MakeHello returns is the one OpenHello returns
+// (the cookie's), and MakeInitiate's session Key is OpenInitiate's: both
+// sides' crypto_box key of the two short-term pairs.
+func TestKeysAgree(t *testing.T) {
+	f := newFlow(t)
+	_, hk, err := MakeHello(nil, f.i.short, f.r.long.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rk, err := OpenHello(f.hello, f.r.long.Private)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *hk != *rk || *hk != *boxKey(f.i.short.Private, f.r.long.Public) {
+		t.Error("the hello's keys differ")
+	}
+	_, ik, err := MakeInitiate(nil, f.i.short, f.i.long, f.r.short.Public, f.r.long.Public, f.oreo, f.r.fqdn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sk, err := OpenInitiate(f.initiate, f.r.short.Private, f.r.long.Private, f.want())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *ik != *sk || *sk != *boxKey(f.r.short.Private, f.i.short.Public) {
+		t.Error("the session keys differ")
 	}
 }
 
@@ -249,23 +279,23 @@ func TestRandomFailure(t *testing.T) {
 		run  func(io.Reader) error
 	}{
 		{"hello nonce", 0, StepHello, "box nonce", func(rd io.Reader) error {
-			_, err := MakeHello(rd, i.short, r.long.Public)
+			_, _, err := MakeHello(rd, i.short, r.long.Public)
 			return err
 		}},
 		{"cookie oreo", 10, StepCookie, "oreo", func(rd io.Reader) error {
-			_, _, err := MakeCookie(rd, r.long.Private, i.short.Public, r.short.Public, 1, 2)
+			_, _, err := MakeCookie(rd, boxKey(r.long.Private, i.short.Public), r.short.Public, 1, 2)
 			return err
 		}},
 		{"cookie nonce", 24, StepCookie, "box nonce", func(rd io.Reader) error {
-			_, _, err := MakeCookie(rd, r.long.Private, i.short.Public, r.short.Public, 1, 2)
+			_, _, err := MakeCookie(rd, boxKey(r.long.Private, i.short.Public), r.short.Public, 1, 2)
 			return err
 		}},
 		{"vouch nonce", 0, StepInitiate, "vouch nonce", func(rd io.Reader) error {
-			_, err := MakeInitiate(rd, i.short, i.long, r.short.Public, r.long.Public, Oreo{}, "x")
+			_, _, err := MakeInitiate(rd, i.short, i.long, r.short.Public, r.long.Public, Oreo{}, "x")
 			return err
 		}},
 		{"initiate nonce", 30, StepInitiate, "box nonce", func(rd io.Reader) error {
-			_, err := MakeInitiate(rd, i.short, i.long, r.short.Public, r.long.Public, Oreo{}, "x")
+			_, _, err := MakeInitiate(rd, i.short, i.long, r.short.Public, r.long.Public, Oreo{}, "x")
 			return err
 		}},
 	} {
@@ -278,7 +308,7 @@ func TestRandomFailure(t *testing.T) {
 		})
 	}
 	// A reader that runs dry mid-value gives io.ErrUnexpectedEOF.
-	_, err := MakeHello(bytes.NewReader(make([]byte, 10)), i.short, r.long.Public)
+	_, _, err := MakeHello(bytes.NewReader(make([]byte, 10)), i.short, r.long.Public)
 	if !errors.Is(err, ErrRandom) || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("short reader: %v", err)
 	}
@@ -291,13 +321,13 @@ func TestLengths(t *testing.T) {
 		body []byte
 		open func([]byte) error
 	}{
-		{StepHello, f.hello, func(b []byte) error { _, err := OpenHello(b, f.r.long.Private); return err }},
+		{StepHello, f.hello, func(b []byte) error { _, _, err := OpenHello(b, f.r.long.Private); return err }},
 		{StepCookie, f.cookie, func(b []byte) error {
-			_, err := OpenCookie(b, f.i.short.Private, f.r.long.Public, f.r.uid, f.i.uid)
+			_, err := OpenCookie(b, boxKey(f.i.short.Private, f.r.long.Public), f.r.uid, f.i.uid)
 			return err
 		}},
 		{StepInitiate, f.initiate, func(b []byte) error {
-			_, err := OpenInitiate(b, f.r.short.Private, f.r.long.Private, f.want())
+			_, _, err := OpenInitiate(b, f.r.short.Private, f.r.long.Private, f.want())
 			return err
 		}},
 	} {
@@ -352,7 +382,7 @@ func flipEach(t *testing.T, step Step, body []byte, regions []region, open func(
 
 func TestHelloChecks(t *testing.T) {
 	f := newFlow(t)
-	open := func(b []byte) error { _, err := OpenHello(b, f.r.long.Private); return err }
+	open := func(b []byte) error { _, _, err := OpenHello(b, f.r.long.Private); return err }
 	flipEach(t, StepHello, f.hello, []region{
 		{"plain", 0, 64, "plain", ErrMismatch},
 		{"I short pub", 64, 96, "box", ErrOpen},
@@ -361,10 +391,10 @@ func TestHelloChecks(t *testing.T) {
 	}, open)
 
 	// Wrong R long-term private key.
-	_, err := OpenHello(f.hello, genBox(t).Private)
+	_, _, err := OpenHello(f.hello, genBox(t).Private)
 	wantErr(t, err, StepHello, "box", ErrOpen)
 	// Boxed for another R.
-	h, _ := MakeHello(nil, f.i.short, genBox(t).Public)
+	h, _, _ := MakeHello(nil, f.i.short, genBox(t).Public)
 	wantErr(t, open(h), StepHello, "box", ErrOpen)
 	// A short pub that is not the one of the boxing key.
 	h = bytes.Clone(f.hello)
@@ -381,7 +411,7 @@ func TestHelloTopBit(t *testing.T) {
 	f := newFlow(t)
 	h := bytes.Clone(f.hello)
 	h[95] ^= 0x80
-	got, err := OpenHello(h, f.r.long.Private)
+	got, _, err := OpenHello(h, f.r.long.Private)
 	if err != nil {
 		t.Fatalf("top bit flipped: %v", err)
 	}
@@ -390,14 +420,14 @@ func TestHelloTopBit(t *testing.T) {
 	}
 	w := f.want()
 	w.IShortPub = got
-	_, err = OpenInitiate(f.initiate, f.r.short.Private, f.r.long.Private, w)
+	_, _, err = OpenInitiate(f.initiate, f.r.short.Private, f.r.long.Private, w)
 	wantErr(t, err, StepInitiate, "short-term key", ErrMismatch)
 }
 
 func TestCookieChecks(t *testing.T) {
 	f := newFlow(t)
 	open := func(b []byte) error {
-		_, err := OpenCookie(b, f.i.short.Private, f.r.long.Public, f.r.uid, f.i.uid)
+		_, err := OpenCookie(b, boxKey(f.i.short.Private, f.r.long.Public), f.r.uid, f.i.uid)
 		return err
 	}
 	flipEach(t, StepCookie, f.cookie, []region{
@@ -405,28 +435,28 @@ func TestCookieChecks(t *testing.T) {
 		{"nonce", 80, 104, "box", ErrOpen},
 	}, open)
 
-	_, err := OpenCookie(f.cookie, genBox(t).Private, f.r.long.Public, f.r.uid, f.i.uid)
+	_, err := OpenCookie(f.cookie, boxKey(genBox(t).Private, f.r.long.Public), f.r.uid, f.i.uid)
 	wantErr(t, err, StepCookie, "box", ErrOpen)
-	_, err = OpenCookie(f.cookie, f.i.short.Private, genBox(t).Public, f.r.uid, f.i.uid)
+	_, err = OpenCookie(f.cookie, boxKey(f.i.short.Private, genBox(t).Public), f.r.uid, f.i.uid)
 	wantErr(t, err, StepCookie, "box", ErrOpen)
 	// I's long-term key is not the one to open with.
-	_, err = OpenCookie(f.cookie, f.i.long.Private, f.r.long.Public, f.r.uid, f.i.uid)
+	_, err = OpenCookie(f.cookie, boxKey(f.i.long.Private, f.r.long.Public), f.r.uid, f.i.uid)
 	wantErr(t, err, StepCookie, "box", ErrOpen)
 
 	// Wrong uids: the error names the field and the cookie is still given.
 	want := Cookie{RShortPub: f.r.short.Public, SEID: f.r.uid, DEID: f.i.uid, Oreo: f.oreo}
-	c, err := OpenCookie(f.cookie, f.i.short.Private, f.r.long.Public, f.r.uid+1, f.i.uid)
+	c, err := OpenCookie(f.cookie, boxKey(f.i.short.Private, f.r.long.Public), f.r.uid+1, f.i.uid)
 	wantErr(t, err, StepCookie, "seid", ErrMismatch)
 	if c != want {
 		t.Fatalf("cookie with seid mismatch: %+v", c)
 	}
-	c, err = OpenCookie(f.cookie, f.i.short.Private, f.r.long.Public, f.r.uid, f.i.uid+1)
+	c, err = OpenCookie(f.cookie, boxKey(f.i.short.Private, f.r.long.Public), f.r.uid, f.i.uid+1)
 	wantErr(t, err, StepCookie, "deid", ErrMismatch)
 	if c != want {
 		t.Fatalf("cookie with deid mismatch: %+v", c)
 	}
 	// seid and deid crossed over.
-	_, err = OpenCookie(f.cookie, f.i.short.Private, f.r.long.Public, f.i.uid, f.r.uid)
+	_, err = OpenCookie(f.cookie, boxKey(f.i.short.Private, f.r.long.Public), f.i.uid, f.r.uid)
 	wantErr(t, err, StepCookie, "seid", ErrMismatch)
 	if !strings.Contains(err.Error(), "got 102, want 202") {
 		t.Fatalf("message %q lacks the values", err)
@@ -440,7 +470,7 @@ func sealInitiate(t *testing.T, iShortPub keys.PublicKey, oreo Oreo, iShortPriv 
 	body := make([]byte, InitiateSize)
 	copy(body, iShortPub[:])
 	copy(body[32:], oreo[:])
-	if err := seal(body[initiateBoxAt:initiateNonceAt], body[initiateNonceAt:], stuff, iShortPriv, rShortPub, rand.Reader, StepInitiate, "box"); err != nil {
+	if err := seal(body[initiateBoxAt:initiateNonceAt], body[initiateNonceAt:], stuff, boxKey(iShortPriv, rShortPub), rand.Reader, StepInitiate, "box"); err != nil {
 		t.Fatal(err)
 	}
 	return body
@@ -452,7 +482,7 @@ func makeStuff(t *testing.T, longPub keys.PublicKey, vouched keys.PublicKey, vou
 	t.Helper()
 	stuff := make([]byte, initiateStuffLen)
 	copy(stuff, longPub[:])
-	if err := seal(stuff[stuffVouchAt:stuffVouchNonceAt], stuff[stuffVouchNonceAt:stuffFQDNAt], vouched[:], vouchPriv, rLongPub, rand.Reader, StepInitiate, "vouch"); err != nil {
+	if err := seal(stuff[stuffVouchAt:stuffVouchNonceAt], stuff[stuffVouchNonceAt:stuffFQDNAt], vouched[:], boxKey(vouchPriv, rLongPub), rand.Reader, StepInitiate, "vouch"); err != nil {
 		t.Fatal(err)
 	}
 	f := PadFQDN(fqdn)
@@ -463,7 +493,7 @@ func makeStuff(t *testing.T, longPub keys.PublicKey, vouched keys.PublicKey, vou
 func TestInitiateChecks(t *testing.T) {
 	f := newFlow(t)
 	open := func(b []byte) error {
-		_, err := OpenInitiate(b, f.r.short.Private, f.r.long.Private, f.want())
+		_, _, err := OpenInitiate(b, f.r.short.Private, f.r.long.Private, f.want())
 		return err
 	}
 	flipEach(t, StepInitiate, f.initiate, []region{
@@ -477,24 +507,24 @@ func TestInitiateChecks(t *testing.T) {
 	// R's expectations differ from what I sent.
 	bad := w
 	bad.IShortPub = genBox(t).Public
-	_, err := OpenInitiate(f.initiate, f.r.short.Private, f.r.long.Private, bad)
+	_, _, err := OpenInitiate(f.initiate, f.r.short.Private, f.r.long.Private, bad)
 	wantErr(t, err, StepInitiate, "short-term key", ErrMismatch)
 	bad = w
 	bad.Oreo[23] ^= 0x80
-	_, err = OpenInitiate(f.initiate, f.r.short.Private, f.r.long.Private, bad)
+	_, _, err = OpenInitiate(f.initiate, f.r.short.Private, f.r.long.Private, bad)
 	wantErr(t, err, StepInitiate, "oreo", ErrMismatch)
 	bad = w
 	bad.ILongPub = genBox(t).Public
-	in, err := OpenInitiate(f.initiate, f.r.short.Private, f.r.long.Private, bad)
+	in, _, err := OpenInitiate(f.initiate, f.r.short.Private, f.r.long.Private, bad)
 	wantErr(t, err, StepInitiate, "long-term key", ErrMismatch)
 	if in.ILongPub != f.i.long.Public || in.FQDN != f.r.fqdn {
 		t.Fatalf("long-term key mismatch: got %+v, want the received values", in)
 	}
 
 	// Wrong private keys at R.
-	_, err = OpenInitiate(f.initiate, genBox(t).Private, f.r.long.Private, w)
+	_, _, err = OpenInitiate(f.initiate, genBox(t).Private, f.r.long.Private, w)
 	wantErr(t, err, StepInitiate, "box", ErrOpen)
-	_, err = OpenInitiate(f.initiate, f.r.short.Private, genBox(t).Private, w)
+	_, _, err = OpenInitiate(f.initiate, f.r.short.Private, genBox(t).Private, w)
 	wantErr(t, err, StepInitiate, "vouch", ErrOpen)
 
 	// Inner tampering, re-sealed with the right short-term keys, so only the
@@ -503,13 +533,13 @@ func TestInitiateChecks(t *testing.T) {
 		return sealInitiate(t, f.i.short.Public, f.oreo, f.i.short.Private, f.r.short.Public, stuff)
 	}
 	good := makeStuff(t, f.i.long.Public, f.i.short.Public, f.i.long.Private, f.r.long.Public, f.r.fqdn)
-	if _, err := OpenInitiate(reseal(good), f.r.short.Private, f.r.long.Private, w); err != nil {
+	if _, _, err := OpenInitiate(reseal(good), f.r.short.Private, f.r.long.Private, w); err != nil {
 		t.Fatalf("re-sealed good stuff: %v", err)
 	}
 	for k := range initiateStuffLen {
 		s := bytes.Clone(good)
 		s[k] ^= 0x04
-		_, err := OpenInitiate(reseal(s), f.r.short.Private, f.r.long.Private, w)
+		_, _, err := OpenInitiate(reseal(s), f.r.short.Private, f.r.long.Private, w)
 		switch {
 		case k < stuffVouchAt:
 			wantErr(t, err, StepInitiate, "long-term key", ErrMismatch)
@@ -523,27 +553,27 @@ func TestInitiateChecks(t *testing.T) {
 	}
 	// A long-term key that vouches for another short-term key.
 	s := makeStuff(t, f.i.long.Public, genBox(t).Public, f.i.long.Private, f.r.long.Public, f.r.fqdn)
-	_, err = OpenInitiate(reseal(s), f.r.short.Private, f.r.long.Private, w)
+	_, _, err = OpenInitiate(reseal(s), f.r.short.Private, f.r.long.Private, w)
 	wantErr(t, err, StepInitiate, "vouch", ErrMismatch)
 	// An impostor: its own long-term key, and a vouch from it.
 	mallory := genBox(t)
 	s = makeStuff(t, mallory.Public, f.i.short.Public, mallory.Private, f.r.long.Public, f.r.fqdn)
-	_, err = OpenInitiate(reseal(s), f.r.short.Private, f.r.long.Private, w)
+	_, _, err = OpenInitiate(reseal(s), f.r.short.Private, f.r.long.Private, w)
 	wantErr(t, err, StepInitiate, "long-term key", ErrMismatch)
 	// The joined long-term key with a vouch from another key.
 	s = makeStuff(t, f.i.long.Public, f.i.short.Public, mallory.Private, f.r.long.Public, f.r.fqdn)
-	_, err = OpenInitiate(reseal(s), f.r.short.Private, f.r.long.Private, w)
+	_, _, err = OpenInitiate(reseal(s), f.r.short.Private, f.r.long.Private, w)
 	wantErr(t, err, StepInitiate, "vouch", ErrOpen)
 	// A vouch boxed for another R.
 	s = makeStuff(t, f.i.long.Public, f.i.short.Public, f.i.long.Private, genBox(t).Public, f.r.fqdn)
-	_, err = OpenInitiate(reseal(s), f.r.short.Private, f.r.long.Private, w)
+	_, _, err = OpenInitiate(reseal(s), f.r.short.Private, f.r.long.Private, w)
 	wantErr(t, err, StepInitiate, "vouch", ErrOpen)
 	// An initiate from another short-term pair that R never saw a hello of.
 	eve := genBox(t)
-	_, err = OpenInitiate(sealInitiate(t, eve.Public, f.oreo, eve.Private, f.r.short.Public, good), f.r.short.Private, f.r.long.Private, w)
+	_, _, err = OpenInitiate(sealInitiate(t, eve.Public, f.oreo, eve.Private, f.r.short.Public, good), f.r.short.Private, f.r.long.Private, w)
 	wantErr(t, err, StepInitiate, "short-term key", ErrMismatch)
 	// The right short pub in clear, but boxed by another pair.
-	_, err = OpenInitiate(sealInitiate(t, f.i.short.Public, f.oreo, eve.Private, f.r.short.Public, good), f.r.short.Private, f.r.long.Private, w)
+	_, _, err = OpenInitiate(sealInitiate(t, f.i.short.Public, f.oreo, eve.Private, f.r.short.Public, good), f.r.short.Private, f.r.long.Private, w)
 	wantErr(t, err, StepInitiate, "box", ErrOpen)
 }
 
@@ -584,11 +614,11 @@ func TestInitiateFQDN(t *testing.T) {
 		{"mäin", "min", "min", true},                                          // non-ASCII dropped on both sides
 		{"Main.example.com", "main.example.com", "Main.example.com", false},   // compared byte for byte, as the reference
 	} {
-		b, err := MakeInitiate(nil, i.short, i.long, r.short.Public, r.long.Public, Oreo{7}, c.sent)
+		b, _, err := MakeInitiate(nil, i.short, i.long, r.short.Public, r.long.Public, Oreo{7}, c.sent)
 		if err != nil {
 			t.Fatal(err)
 		}
-		in, err := OpenInitiate(b, r.short.Private, r.long.Private,
+		in, _, err := OpenInitiate(b, r.short.Private, r.long.Private,
 			InitiateWant{IShortPub: i.short.Public, Oreo: Oreo{7}, ILongPub: i.long.Public, FQDN: c.local})
 		if err != nil {
 			t.Fatalf("sent %q: %v", c.sent, err)

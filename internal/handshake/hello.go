@@ -21,24 +21,30 @@ var helloPlain = [helloPlainLen]byte(bytes.Repeat([]byte{'0'}, helloPlainLen))
 
 // MakeHello returns the hello body I sends to start an allow: the plain
 // text, iShort.Public, and the plain boxed with iShort.Private for rLongPub
-// (R's joined long-term key), followed by its nonce. iShort is I's fresh
-// short-term pair for this handshake; its Public must derive from its Private.
+// (R's joined long-term key), followed by its nonce; and the Key of that
+// box, which the cookie that answers it opens with (OpenCookie). iShort is
+// I's fresh short-term pair for this handshake; its Public must derive
+// from its Private.
 //
 // rnd is the nonce source (crypto/rand.Reader when nil). Errors: ErrKey for a
 // low-order rLongPub, ErrRandom when rnd fails.
-func MakeHello(rnd io.Reader, iShort keys.Box, rLongPub keys.PublicKey) ([]byte, error) {
+func MakeHello(rnd io.Reader, iShort keys.Box, rLongPub keys.PublicKey) ([]byte, *Key, error) {
+	k, err := sharedKey(iShort.Private, rLongPub, StepHello, "box")
+	if err != nil {
+		return nil, nil, err
+	}
 	body := make([]byte, HelloSize)
 	copy(body[helloPlainAt:], helloPlain[:])
 	copy(body[helloPubAt:], iShort.Public[:])
-	if err := seal(body[helloBoxAt:helloNonceAt], body[helloNonceAt:], helloPlain[:],
-		iShort.Private, rLongPub, reader(rnd), StepHello, "box"); err != nil {
-		return nil, err
+	if err := seal(body[helloBoxAt:helloNonceAt], body[helloNonceAt:], helloPlain[:], k, reader(rnd), StepHello, "box"); err != nil {
+		return nil, nil, err
 	}
-	return body, nil
+	return body, k, nil
 }
 
 // OpenHello checks a hello body with R's long-term private key and returns
-// I's short-term public key, which R must keep for the initiate.
+// I's short-term public key, which R must keep for the initiate, and the
+// Key of the hello's box, which R's cookie is boxed with (MakeCookie).
 //
 // As the reference does, it opens the box with rLongPriv and the short-term
 // key the hello carries, and requires the result to equal the plain field;
@@ -48,17 +54,21 @@ func MakeHello(rnd io.Reader, iShort keys.Box, rLongPub keys.PublicKey) ([]byte,
 // bit flipped opens too, and the key returned then differs from the one the
 // initiate carries, which OpenInitiate refuses. Errors: ErrLength, ErrKey (a low-order short
 // key), ErrOpen, ErrMismatch (What "plain").
-func OpenHello(body []byte, rLongPriv keys.PrivateKey) (keys.PublicKey, error) {
+func OpenHello(body []byte, rLongPriv keys.PrivateKey) (keys.PublicKey, *Key, error) {
 	if len(body) != HelloSize {
-		return keys.PublicKey{}, lengthError(StepHello, len(body), HelloSize)
+		return keys.PublicKey{}, nil, lengthError(StepHello, len(body), HelloSize)
 	}
 	iShortPub := keys.PublicKey(body[helloPubAt:helloBoxAt])
-	msg, err := open(body[helloBoxAt:helloNonceAt], body[helloNonceAt:], rLongPriv, iShortPub, StepHello, "box")
+	k, err := sharedKey(rLongPriv, iShortPub, StepHello, "box")
 	if err != nil {
-		return keys.PublicKey{}, err
+		return keys.PublicKey{}, nil, err
+	}
+	msg, err := open(body[helloBoxAt:helloNonceAt], body[helloNonceAt:], k, StepHello, "box")
+	if err != nil {
+		return keys.PublicKey{}, nil, err
 	}
 	if subtle.ConstantTimeCompare(msg, body[helloPlainAt:helloPubAt]) != 1 {
-		return keys.PublicKey{}, fail(StepHello, "plain", ErrMismatch)
+		return keys.PublicKey{}, nil, fail(StepHello, "plain", ErrMismatch)
 	}
-	return iShortPub, nil
+	return iShortPub, k, nil
 }

@@ -68,10 +68,12 @@ func PadFQDN(name string) [FQDNSize]byte {
 	return f
 }
 
-// MakeInitiate returns the initiate body I sends on a good cookie. iShort is
-// I's short-term pair (the one of its hello), iLong its long-term pair;
-// rShortPub and oreo come from OpenCookie, rLongPub is R's joined long-term
-// key, and fqdn is I's idea of R's fully qualified domain name (see PadFQDN).
+// MakeInitiate returns the initiate body I sends on a good cookie, and the
+// session's Key (iShort.Private and rShortPub), which the session's coats
+// are made from. iShort is I's short-term pair (the one of its hello),
+// iLong its long-term pair; rShortPub and oreo come from OpenCookie,
+// rLongPub is R's joined long-term key, and fqdn is I's idea of R's fully
+// qualified domain name (see PadFQDN).
 //
 // The vouch (iShort.Public boxed with iLong.Private for rLongPub) proves the
 // short-term key belongs to the long-term one; the stuff is boxed with
@@ -80,13 +82,21 @@ func PadFQDN(name string) [FQDNSize]byte {
 // rnd is the source of the vouch's nonce and then of the outer nonce
 // (crypto/rand.Reader when nil). Errors: ErrKey for a low-order rLongPub
 // (What "vouch") or rShortPub (What "box"), ErrRandom when rnd fails.
-func MakeInitiate(rnd io.Reader, iShort, iLong keys.Box, rShortPub, rLongPub keys.PublicKey, oreo Oreo, fqdn string) ([]byte, error) {
+func MakeInitiate(rnd io.Reader, iShort, iLong keys.Box, rShortPub, rLongPub keys.PublicKey, oreo Oreo, fqdn string) ([]byte, *Key, error) {
 	rnd = reader(rnd)
+	vouchKey, err := sharedKey(iLong.Private, rLongPub, StepInitiate, "vouch")
+	if err != nil {
+		return nil, nil, err
+	}
+	session, err := sharedKey(iShort.Private, rShortPub, StepInitiate, "box")
+	if err != nil {
+		return nil, nil, err
+	}
 	var stuff [initiateStuffLen]byte
 	copy(stuff[stuffLongAt:], iLong.Public[:])
 	if err := seal(stuff[stuffVouchAt:stuffVouchNonceAt], stuff[stuffVouchNonceAt:stuffFQDNAt], iShort.Public[:],
-		iLong.Private, rLongPub, rnd, StepInitiate, "vouch"); err != nil {
-		return nil, err
+		vouchKey, rnd, StepInitiate, "vouch"); err != nil {
+		return nil, nil, err
 	}
 	f := PadFQDN(fqdn)
 	copy(stuff[stuffFQDNAt:], f[:])
@@ -94,11 +104,10 @@ func MakeInitiate(rnd io.Reader, iShort, iLong keys.Box, rShortPub, rLongPub key
 	body := make([]byte, InitiateSize)
 	copy(body[initiatePubAt:], iShort.Public[:])
 	copy(body[initiateOreoAt:], oreo[:])
-	if err := seal(body[initiateBoxAt:initiateNonceAt], body[initiateNonceAt:], stuff[:],
-		iShort.Private, rShortPub, rnd, StepInitiate, "box"); err != nil {
-		return nil, err
+	if err := seal(body[initiateBoxAt:initiateNonceAt], body[initiateNonceAt:], stuff[:], session, rnd, StepInitiate, "box"); err != nil {
+		return nil, nil, err
 	}
-	return body, nil
+	return body, session, nil
 }
 
 // OpenInitiate checks an initiate body with R's short-term and long-term
@@ -106,26 +115,32 @@ func MakeInitiate(rnd io.Reader, iShort, iLong keys.Box, rShortPub, rLongPub key
 // it carries must be want.IShortPub ("short-term key"), its oreo want.Oreo
 // ("oreo"); the box must open ("box"); the long-term key inside must be
 // want.ILongPub ("long-term key"); the vouch must open with R's long-term
-// private key and want.ILongPub, to want.IShortPub ("vouch").
+// private key and want.ILongPub, to want.IShortPub ("vouch"). It returns
+// the session's Key too (rShortPriv and want.IShortPub), which the
+// session's coats are made from.
 //
 // A different fqdn is not an error; Initiate.FQDNMatch reports it.
 //
 // Errors: ErrLength, ErrMismatch, ErrKey, ErrOpen, with What naming the check
 // as above. With ErrMismatch on "long-term key" the returned Initiate holds
 // what was received, for a log line; it must not be used otherwise.
-func OpenInitiate(body []byte, rShortPriv, rLongPriv keys.PrivateKey, want InitiateWant) (Initiate, error) {
+func OpenInitiate(body []byte, rShortPriv, rLongPriv keys.PrivateKey, want InitiateWant) (Initiate, *Key, error) {
 	if len(body) != InitiateSize {
-		return Initiate{}, lengthError(StepInitiate, len(body), InitiateSize)
+		return Initiate{}, nil, lengthError(StepInitiate, len(body), InitiateSize)
 	}
 	if !keys.PublicKey(body[initiatePubAt:initiateOreoAt]).Equal(want.IShortPub) {
-		return Initiate{}, fail(StepInitiate, "short-term key", ErrMismatch)
+		return Initiate{}, nil, fail(StepInitiate, "short-term key", ErrMismatch)
 	}
 	if subtle.ConstantTimeCompare(body[initiateOreoAt:initiateBoxAt], want.Oreo[:]) != 1 {
-		return Initiate{}, fail(StepInitiate, "oreo", ErrMismatch)
+		return Initiate{}, nil, fail(StepInitiate, "oreo", ErrMismatch)
 	}
-	stuff, err := open(body[initiateBoxAt:initiateNonceAt], body[initiateNonceAt:], rShortPriv, want.IShortPub, StepInitiate, "box")
+	session, err := sharedKey(rShortPriv, want.IShortPub, StepInitiate, "box")
 	if err != nil {
-		return Initiate{}, err
+		return Initiate{}, nil, err
+	}
+	stuff, err := open(body[initiateBoxAt:initiateNonceAt], body[initiateNonceAt:], session, StepInitiate, "box")
+	if err != nil {
+		return Initiate{}, nil, err
 	}
 	fqdn := bytes.TrimRight(stuff[stuffFQDNAt:], " ")
 	local := PadFQDN(want.FQDN)
@@ -135,14 +150,18 @@ func OpenInitiate(body []byte, rShortPriv, rLongPriv keys.PrivateKey, want Initi
 		FQDNMatch: bytes.Equal(fqdn, bytes.TrimRight(local[:], " ")),
 	}
 	if !in.ILongPub.Equal(want.ILongPub) {
-		return in, fail(StepInitiate, "long-term key", ErrMismatch)
+		return in, nil, fail(StepInitiate, "long-term key", ErrMismatch)
 	}
-	vouch, err := open(stuff[stuffVouchAt:stuffVouchNonceAt], stuff[stuffVouchNonceAt:stuffFQDNAt], rLongPriv, want.ILongPub, StepInitiate, "vouch")
+	vouchKey, err := sharedKey(rLongPriv, want.ILongPub, StepInitiate, "vouch")
 	if err != nil {
-		return Initiate{}, err
+		return Initiate{}, nil, err
+	}
+	vouch, err := open(stuff[stuffVouchAt:stuffVouchNonceAt], stuff[stuffVouchNonceAt:stuffFQDNAt], vouchKey, StepInitiate, "vouch")
+	if err != nil {
+		return Initiate{}, nil, err
 	}
 	if !keys.PublicKey(vouch).Equal(want.IShortPub) {
-		return Initiate{}, fail(StepInitiate, "vouch", ErrMismatch)
+		return Initiate{}, nil, fail(StepInitiate, "vouch", ErrMismatch)
 	}
-	return in, nil
+	return in, session, nil
 }

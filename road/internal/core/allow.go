@@ -32,23 +32,23 @@ func (c *Core) allowHead(r *remote, pk codec.PacketKind, si, ti uint32, cf bool)
 
 // allowed completes an allow on either side: the new short-term keys (kept
 // by the transaction until now, so that the session in place is not touched
-// by an allow that does not complete), the session's coat, the keylog line,
+// by an allow that does not complete) and their crypto_box key (session,
+// which the handshake computed for the initiate's box), the session's
+// coat, the keylog line,
 // the new session id (§9.2) and the events. A remote that joined afresh
 // since its last allow has its session id set back here (to rsid; 0: the
 // next authenticated packet sets it), the only place where it may go back.
-func (c *Core) allowed(r *remote, short keys.Box, peerShort keys.PublicKey, rsid uint32) error {
+func (c *Core) allowed(r *remote, short keys.Box, peerShort keys.PublicKey, session *handshake.Key, rsid uint32) error {
 	if r.sessionReset {
 		r.sessionReset = false
 		r.rsid = rsid
 		c.removeStaleCorrespondents(r)
 	}
 	r.short, r.peerShort = short, peerShort
-	coat, err := packet.NewNaClCoat((*[32]byte)(&r.short.Private), (*[32]byte)(&r.peerShort), nil)
-	if err != nil {
-		return err
-	}
-	r.coat = coat
-	if r.prof, err = c.negotiate(r); err != nil {
+	sk := packet.SessionKeyOf(session, (*[32]byte)(&r.short.Public), (*[32]byte)(&r.peerShort))
+	r.coat = sk.NaClCoat(nil)
+	var err error
+	if r.prof, err = c.negotiate(r, sk); err != nil {
 		return err
 	}
 	if r.prof != nil && r.prof.coat != nil {
@@ -89,11 +89,14 @@ type allower struct {
 	cascade   bool
 	short     keys.Box       // the new session's short-term pair
 	peerShort keys.PublicKey // the allowent's, from its cookie
-	oreo      handshake.Oreo
-	timeout   expiry
-	redo      redo
-	last      []byte
-	lastKind  codec.PacketKind
+	// helloKey is the key of the hello's box, which the cookie opens with;
+	// session that of the initiate's, the new session's.
+	helloKey, session *handshake.Key
+	oreo              handshake.Oreo
+	timeout           expiry
+	redo              redo
+	last              []byte
+	lastKind          codec.PacketKind
 }
 
 func (a *allower) kind() codec.TransactionKind { return codec.TransactionKindAllow }
@@ -137,11 +140,12 @@ func (c *Core) allow(r *remote, cascade bool) {
 	}
 	a := &allower{r: r, si: r.sid, ti: r.nextTid(), cascade: cascade, short: short,
 		timeout: after(c.now, c.cfg.AllowTimeout), redo: newRedo(250*time.Millisecond, time.Second)}
-	hello, err := handshake.MakeHello(nil, a.short, r.pub)
+	hello, helloKey, err := handshake.MakeHello(nil, a.short, r.pub)
 	if err != nil {
 		c.failAllow(r, err)
 		return
 	}
+	a.helloKey = helloKey
 	c.addTxn(r, a)
 	a.send(c, codec.PacketKindHello, hello)
 }
@@ -168,7 +172,7 @@ func (a *allower) receive(c *Core, p *rxPacket) {
 	r := a.r
 	switch p.Head.PacketKind {
 	case codec.PacketKindCookie:
-		ck, err := handshake.OpenCookie(p.Coat, a.short.Private, r.pub, r.fuid, r.nuid)
+		ck, err := handshake.OpenCookie(p.Coat, a.helloKey, r.fuid, r.nuid)
 		if err != nil {
 			c.stats.drop(dropAllowCookie)
 			a.nack(c, codec.PacketKindReject)
@@ -180,12 +184,13 @@ func (a *allower) receive(c *Core, p *rxPacket) {
 		if ours := c.ourCaps(); ours != nil {
 			fqdn = capsDigest(ours, r.peerCaps) // authenticates both advertisements
 		}
-		initiate, err := handshake.MakeInitiate(nil, a.short, c.box, a.peerShort, r.pub, a.oreo, fqdn)
+		initiate, session, err := handshake.MakeInitiate(nil, a.short, c.box, a.peerShort, r.pub, a.oreo, fqdn)
 		if err != nil {
 			c.removeTxn(r, a)
 			c.failAllow(r, err)
 			return
 		}
+		a.session = session
 		a.send(c, codec.PacketKindInitiate, initiate)
 	case codec.PacketKindAck:
 		if a.lastKind != codec.PacketKindInitiate && a.lastKind != codec.PacketKindAck {
@@ -193,7 +198,7 @@ func (a *allower) receive(c *Core, p *rxPacket) {
 		}
 		c.removeTxn(r, a)
 		a.send(c, codec.PacketKindAck, nil) // the final ack, in the old session
-		if err := c.allowed(r, a.short, a.peerShort, 0); err != nil {
+		if err := c.allowed(r, a.short, a.peerShort, a.session, 0); err != nil {
 			c.failAllow(r, err)
 			return
 		}
@@ -319,14 +324,14 @@ func (a *allowent) hello(c *Core, p *rxPacket) {
 	}
 	a.short = short
 	c.addTxn(r, a)
-	ishort, err := handshake.OpenHello(p.Coat, c.box.Private)
+	ishort, helloKey, err := handshake.OpenHello(p.Coat, c.box.Private)
 	if err != nil {
 		c.stats.drop(dropAllowHello)
 		a.nack(c, codec.PacketKindReject)
 		return
 	}
 	a.peerShort = ishort
-	cookie, oreo, err := handshake.MakeCookie(nil, c.box.Private, ishort, a.short.Public, r.nuid, r.fuid)
+	cookie, oreo, err := handshake.MakeCookie(nil, helloKey, a.short.Public, r.nuid, r.fuid)
 	if err != nil {
 		a.nack(c, codec.PacketKindReject)
 		return
@@ -344,7 +349,7 @@ func (a *allowent) receive(c *Core, p *rxPacket) {
 		if a.lastKind != codec.PacketKindCookie {
 			return // a repeated initiate after our ack: do not allow twice (§13)
 		}
-		init, err := handshake.OpenInitiate(p.Coat, a.short.Private, c.box.Private,
+		init, session, err := handshake.OpenInitiate(p.Coat, a.short.Private, c.box.Private,
 			handshake.InitiateWant{IShortPub: a.peerShort, Oreo: a.oreo, ILongPub: r.pub, FQDN: c.fqdn})
 		if err != nil {
 			c.stats.drop(dropAllowInitiate)
@@ -369,7 +374,7 @@ func (a *allowent) receive(c *Core, p *rxPacket) {
 			}
 		}
 		a.send(c, codec.PacketKindAck, nil)
-		if err := c.allowed(r, a.short, a.peerShort, a.si); err != nil {
+		if err := c.allowed(r, a.short, a.peerShort, session, a.si); err != nil {
 			a.nack(c, codec.PacketKindRefuse)
 		}
 	case codec.PacketKindAck:

@@ -278,8 +278,9 @@ type profile struct {
 	bdl       bool // small messages go in bundles, answers coalesced (bundle.go)
 }
 
-// negotiate picks the best common profile, or nil for the reference one.
-func (c *Core) negotiate(r *remote) (*profile, error) {
+// negotiate picks the best common profile, or nil for the reference one;
+// its AEAD coat or MAC foot derive from the session key sk.
+func (c *Core) negotiate(r *remote, sk *packet.SessionKey) (*profile, error) {
 	ours := c.ourCaps()
 	if ours == nil || r.peerCaps == nil {
 		return nil, nil
@@ -305,7 +306,7 @@ func (c *Core) negotiate(r *remote) (*profile, error) {
 	} else if kind, ok := packet.ChooseAEAD(ours.coats, r.peerCaps.coats); ok {
 		// Both ends choose the same: the plugin's kind only when both
 		// offer it, else ChooseAEAD, which is symmetric.
-		a, err := packet.NewAEADCoat(kind, (*[32]byte)(&r.short.Private), (*[32]byte)(&r.peerShort))
+		a, err := sk.AEADCoat(kind)
 		if err != nil {
 			return nil, fmt.Errorf("coat %v: %w", kind, err)
 		}
@@ -313,7 +314,7 @@ func (c *Core) negotiate(r *remote) (*profile, error) {
 		return p, nil // no foot: the AEAD's tag authenticates the packet
 	}
 	if slices.Contains(r.peerCaps.feet, codec.FootKindMAC) {
-		mac, err := packet.NewMACFoot((*[32]byte)(&r.short.Private), (*[32]byte)(&r.peerShort))
+		mac, err := sk.MACFoot()
 		if err != nil {
 			return nil, fmt.Errorf("mac foot: %w", err)
 		}
