@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -223,6 +224,71 @@ func TestWriterFailureIsSticky(t *testing.T) {
 		t.Errorf("remotes on disk %v, want [n1]", names)
 	}
 	assertNoTemps(t, k)
+}
+
+// TestWriterStageFailure: a batch whose temporary files are written on
+// several goroutines, one of which cannot be made (its directory is gone),
+// fails as a whole with that file's error: none of its writes is renamed,
+// not even those queued before the one that failed, and no temporary file
+// is left.
+func TestWriterStageFailure(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	k := openKeep(t, AutoNever)
+	entered, release := make(chan struct{}), make(chan struct{})
+	cs := &countSyncer{inner: fileSyncer{}, gate: func(n int64) {
+		if n == 1 {
+			close(entered)
+			<-release
+		}
+	}}
+	w := k.StartWriter(&WriterConfig{sync: cs})
+	first := must(w.SaveRemote(remoteN(0)))(t)
+	<-entered // the first batch holds only the first write
+	rolePath := must(k.RemoteRolePath("x"))(t)
+	if err := os.RemoveAll(filepath.Dir(rolePath)); err != nil {
+		t.Fatal(err)
+	}
+	const n = 4 * stagers
+	var qs []*Queued
+	for i := range n {
+		var q *Queued
+		if i == n/2 {
+			q = must(w.SaveRemoteRole(roleN(i)))(t) // its directory is gone
+		} else {
+			e := remoteN(i)
+			e.Name = fmt.Sprintf("c%d", i)
+			q = must(w.SaveRemote(e))(t)
+		}
+		qs = append(qs, q)
+	}
+	close(release)
+	if err := first.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i, q := range qs {
+		err := q.Wait(context.Background())
+		var fe *FileError
+		if !errors.Is(err, ErrWriterFailed) || !errors.As(err, &fe) || !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("write %d of the failed batch: %v; want ErrWriterFailed and the missing directory", i, err)
+		}
+	}
+	if err := w.Close(); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Close: %v, want the failure", err)
+	}
+	if names := must(k.RemoteNames())(t); fmt.Sprint(names) != "[n0]" {
+		t.Errorf("remotes on disk %v, want only the first batch's [n0]", names)
+	}
+	for _, d := range k.dirs() {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			continue // the removed directory
+		}
+		for _, e := range ents {
+			if isTemp(e.Name()) {
+				t.Errorf("temporary file left: %s", filepath.Join(d, e.Name()))
+			}
+		}
+	}
 }
 
 // TestWriterQueueFull: a write that finds the queue full fails at once,
