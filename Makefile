@@ -118,7 +118,7 @@ bench-peers: deps
 	cd bench/peers && $(GO) run . -runs 3 -raet-fast-mps 8192 -modes windowed,one-way,fanout
 
 ## bench-fleet: one main estate and N client stacks over a few processes: the growth table and
-## issue 14's checks (FLEET_N=100,1000,5000,10000 for the whole table; the keep goes under TMPDIR;
+## issue 14's checks (FLEET_N=100,1000,5000,10000 for the whole table; the keep goes under /var/tmp;
 ## more flags in FLEET_FLAGS, e.g. FLEET_FLAGS='-profiles fast -leave-timeout 0').
 FLEET_N ?= 100,1000
 FLEET_FLAGS ?=

@@ -3,9 +3,10 @@
 // Command fleet measures one main road estate serving N client stacks on
 // loopback, and prints how its costs grow with N (issue 14's growth table).
 //
-// The main estate runs in its own process with its keep on disk; the N
-// client stacks (keys in memory) are spread over a few more processes. All
-// of them are this program, started again as workers; the coordinator
+// The main estate runs in its own process with its keep on disk (under
+// /var/tmp, or --dir; see defaultKeepDir); the N client stacks (keys in
+// memory) are spread over a few more processes. All of them are this
+// program, started again as workers; the coordinator
 // talks to them over their stdin and stdout, one JSON line per request and
 // per reply, and each worker measures itself (CPU time from getrusage, live
 // heap after a collection, RSS from /proc). Each client listens on its own
@@ -161,7 +162,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	profiles := fs.String("profiles", "fast,reference", "profiles, comma-separated: fast, reference")
 	procs := fs.Int("procs", 4, "processes the clients are spread over (at most N; more when N needs them, see -stacks-per-proc)")
 	perProc := fs.Int("stacks-per-proc", 2500, "client stacks in one process at most")
-	dir := fs.String("dir", "", "where the main's keep goes, in a fresh temporary directory (default: the system's)")
+	dir := fs.String("dir", "", "where the main's keep goes, in a fresh temporary directory (default: /var/tmp, else the system's temporary directory)")
 	msgs := fs.Int("msgs", 5000, "messages in each of fan-out and fan-in (at least one per remote)")
 	size := fs.Int("size", 1500, "message body bytes (1500: two segments in both profiles)")
 	window := fs.Int("window", 256, "messages in flight per process")
@@ -218,7 +219,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		o.profiles = append(o.profiles, p)
 	}
 	if o.dir == "" {
-		o.dir = os.TempDir()
+		o.dir = defaultKeepDir()
 	}
 	if o.pprof != "" {
 		if err := os.MkdirAll(o.pprof, 0o755); err != nil {
@@ -259,6 +260,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		printChecks(stdout, rows)
 	}
 	return code
+}
+
+// defaultKeepDir is where the main's keep goes without -dir: /var/tmp,
+// which is on disk (the FHS keeps it across reboots; /tmp is a tmpfs on
+// many systems) and, unlike /tmp, not where every test and build of the
+// machine makes and removes its files (each file removed there in the last
+// half minute makes a new file dearer on ext4 without a journal, this
+// machine's root); else the system's temporary directory.
+func defaultKeepDir() string {
+	if st, err := os.Stat("/var/tmp"); err == nil && st.IsDir() {
+		return "/var/tmp"
+	}
+	return os.TempDir()
 }
 
 // measureAll measures every profile and N, writes each row to enc (when
