@@ -19,4 +19,11 @@
 // through String and GoString, so a key that reaches a log line or a %v verb
 // does not leak. Their Hex and MarshalText still give the real digits, because
 // the keep must write them.
+//
+// PrivateKey.PublicKey and PrivateKey.SharedKey (crypto_box_beforenm, the key
+// of every NaCl box between two pairs) are the one home of the road's X25519:
+// curve25519-voi's, one scalar multiplication per shared key and a table for
+// the base point (golang.org/x/crypto/curve25519 goes through crypto/ecdh,
+// which derives the public key of every private key it is given first, so a
+// shared key cost two multiplications there and box.Precompute two more).
 package keys

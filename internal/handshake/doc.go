@@ -61,4 +61,10 @@
 // refused (ErrKey) when the public key is of low order, so that the X25519
 // shared secret would be all zeros. golang.org/x/crypto/nacl/box.Precompute
 // alone would accept such a key.
+//
+// A step that computes the shared key (Key) of a pair of keys returns it
+// for the next box between the same pairs: MakeHello's and OpenHello's open
+// and seal the cookie, and MakeInitiate's and OpenInitiate's are the
+// session's, from which its coats are made (packet.SessionKeyOf). Each side
+// then makes three X25519s an allow, one for each distinct pair of keys.
 package handshake
