@@ -197,7 +197,13 @@ func takeMore[J any](ch <-chan J, jobs []J) []J {
 // through the encoder goroutine with a BatchSerializer.
 func (s *Stack) marshal(ctx context.Context, body any) ([]byte, error) {
 	if _, ok := s.ser.(packet.BatchSerializer); !ok {
-		return s.ser.Marshal(nil, body)
+		// Into a buffer of the last body's size (and a little): one
+		// allocation, not one per doubling. The core keeps the body until
+		// the message is done, so it is not pooled.
+		n := s.bodySize.Load()
+		b, err := s.ser.Marshal(make([]byte, 0, n+n/8+16), body)
+		s.bodySize.Store(int64(len(b)))
+		return b, err
 	}
 	select {
 	case <-s.started:

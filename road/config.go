@@ -181,9 +181,10 @@ type Config struct {
 	// of every message delivered, acks): 1s; negative: not at all.
 	Linger time.Duration
 
-	// SendQueue bounds the messages waiting in Send; 0 means 1024. When it
-	// is full Send blocks until there is room or its ctx ends, or fails at
-	// once with ErrQueueFull when FailFast is set.
+	// SendQueue bounds the messages sent (Send, Go) whose outcome is not
+	// handed over yet; 0 means 1024. When it is full Send and Go block
+	// until there is room or their ctx ends, or fail at once with
+	// ErrQueueFull when FailFast is set.
 	SendQueue int
 	FailFast  bool
 	// ReceiveQueue bounds delivered messages not yet read from Receive:

@@ -20,7 +20,9 @@
 //	       message still acked, resent and done on its own (Config.NoBundling)
 //
 // Join(ctx, addr) runs join and allow and returns when the session is up;
-// Send(ctx, name, body) returns when the remote says done; Receive()
+// Send(ctx, name, body) returns when the remote says done; Go(ctx, name,
+// body, done) returns once the message is queued and reports its outcome
+// on done, so one goroutine keeps many messages in flight; Receive()
 // delivers what remotes send; Events() reports what happens to remotes
 // (joined, pending, allowed, alive, dead, reaped, rejected, removed), with a
 // Reason where there is one.

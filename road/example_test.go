@@ -220,3 +220,45 @@ func ExamplePresencePeriod() {
 	fmt.Println(minion.AlivePeriod, road.PresencePeriod(nil, 100))
 	// Output: 50s 1s
 }
+
+// One goroutine keeps a hundred messages in flight with Go, and collects
+// their outcomes from one channel, without a goroutine per message.
+func ExampleStack_Go() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	main, _ := road.New(&road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1})
+	main.Start()
+	defer main.Close()
+	sender, _ := road.New(&road.Config{Name: "sender", Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1})
+	sender.Start()
+	defer sender.Close()
+	if _, err := sender.Join(ctx, main.Addr().String()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	go func() { // the receiver
+		for range 100 {
+			<-main.Receive()
+		}
+	}()
+
+	const n = 100
+	done := make(chan *road.Call, n) // room for every outcome: none waits
+	for i := range n {
+		if _, err := sender.Go(ctx, "main", map[string]any{"n": i}, done); err != nil {
+			fmt.Println("not sent:", err) // not queued: no outcome will come
+			return
+		}
+	}
+	ok := 0
+	for range n {
+		if c := <-done; c.Err == nil {
+			ok++
+		} else {
+			fmt.Println(c.Body, c.Err)
+		}
+	}
+	fmt.Println("done:", ok)
+	// Output:
+	// done: 100
+}

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/queue"
@@ -51,7 +50,32 @@ type Stack struct {
 	outbound chan *[]core.Datagram
 	recv     chan Message
 	events   chan Event
-	sendSem  chan struct{}
+	// sendSem holds a token for each message sent (Go, Send) whose
+	// outcome is not handed over yet: Config.SendQueue.
+	sendSem chan struct{}
+
+	// The Calls of Go and Send on their way to the owner: sendq (with
+	// sendStopped, once the stack has stopped, under sendMu), and a token
+	// in sendWake when sendq was empty; sendSpare is the owner's spare
+	// memory for sendq.
+	sendMu      sync.Mutex
+	sendq       []*Call
+	sendSpare   []*Call
+	sendStopped bool
+	sendWake    chan struct{}
+	// spill holds the outcomes whose Done had no room (handOver).
+	spillMu sync.Mutex
+	spill   []*Call
+	// queueDone holds the Calls done whose Queue must forget them, for
+	// the queue goroutine (woken by a token in queueWake).
+	queueMu   sync.Mutex
+	queueDone []*Call
+	queueWake chan struct{}
+	// waits are Send's Calls, with their Done, for reuse.
+	waits sync.Pool
+	// bodySize is the size of the last body serialized: the room the next
+	// one starts with.
+	bodySize atomic.Int64
 
 	startOnce sync.Once
 	started   chan struct{}
@@ -154,20 +178,22 @@ func New(cfg *Config) (*Stack, error) {
 		st = core.MemStore()
 	}
 	s := &Stack{
-		cfg:      c,
-		cmds:     make(chan func(*core.Core), 64),
-		inbound:  make(chan rxDatagram, inboundQueue),
-		outbound: make(chan *[]core.Datagram, 64),
-		recv:     make(chan Message, min(c.ReceiveQueue, recvChannel)),
-		events:   make(chan Event, 256),
-		sendSem:  make(chan struct{}, c.SendQueue),
-		started:  make(chan struct{}),
-		closing:  make(chan struct{}),
-		abort:    make(chan struct{}),
-		keepLock: lock,
-		keep:     k,
-		durableC: make(chan struct{}, 1),
-		decodeCh: make(chan decodeJob, 2*maxCallBatch),
+		cfg:       c,
+		cmds:      make(chan func(*core.Core), 64),
+		inbound:   make(chan rxDatagram, inboundQueue),
+		outbound:  make(chan *[]core.Datagram, 64),
+		recv:      make(chan Message, min(c.ReceiveQueue, recvChannel)),
+		events:    make(chan Event, 256),
+		sendSem:   make(chan struct{}, c.SendQueue),
+		sendWake:  make(chan struct{}, 1),
+		queueWake: make(chan struct{}, 1),
+		started:   make(chan struct{}),
+		closing:   make(chan struct{}),
+		abort:     make(chan struct{}),
+		keepLock:  lock,
+		keep:      k,
+		durableC:  make(chan struct{}, 1),
+		decodeCh:  make(chan decodeJob, 2*maxCallBatch),
 	}
 	s.life, s.endLife = context.WithCancelCause(context.Background())
 	var stream uint64 // a durable queue's ids are stable: their stream is its store
@@ -294,6 +320,10 @@ func (s *Stack) start() error {
 		s.wg.Add(1)
 		go s.encodeLoop(bs)
 	}
+	if s.cfg.Queue != nil {
+		s.wg.Add(1)
+		go s.queueLoop()
+	}
 	close(s.started)
 	var pending []QueuedMessage
 	if s.cfg.Queue != nil {
@@ -367,13 +397,20 @@ func (s *Stack) resendPending(pending []QueuedMessage) {
 			}
 		}
 		mid, _ := s.beginID(m.Remote, m.ID, 0)
-		if err := s.sendPlain(ctx, m.Remote, m.Kind, m.Body, mid); err != nil {
+		c := &Call{To: m.Remote, Done: make(chan *Call, 1), s: s, plain: m.Body, kind: m.Kind, mid: mid, qid: m.ID}
+		err := s.takeRoom(ctx)
+		if err == nil {
+			err = s.post(c)
+		}
+		if err == nil {
+			err = s.await(ctx, c) // done: the queue goroutine told the Queue
+		}
+		if err != nil {
 			s.cfg.Logger.Warn("raet: queued message not sent", "remote", m.Remote, "id", m.ID, "err", err)
 			s.resentFailed.Add(1)
 			continue // stays queued for the next run
 		}
 		s.resentDone.Add(1)
-		s.doneQueued(m.Remote, m.ID)
 	}
 	completed = true
 }
@@ -437,6 +474,7 @@ func (s *Stack) stop(cause error, ctx context.Context) error {
 			s.conn.Close()
 		}
 		s.wg.Wait()
+		s.endCalls(ctx)
 		if s.kw != nil {
 			if kerr := s.kw.Close(); kerr != nil {
 				s.keepErr.Store(&kerr)
@@ -724,6 +762,9 @@ func (s *Stack) run() {
 		case f := <-s.cmds:
 			f(c)
 			s.moreCommands()
+		case <-s.sendWake:
+			s.takeSends()
+			s.moreCommands()
 		case <-timerC:
 			now := time.Now()
 			// What arrived meanwhile first: an owner that wakes late (a
@@ -763,12 +804,13 @@ func (s *Stack) moreInbound(d *rxDatagram, now time.Time) {
 	}
 }
 
-// moreCommands runs the commands queued meanwhile (up to 64) before the
-// owner flushes, so that the messages they send go out together (bundled,
-// to raet-go peers of the fast profile). While messages wait for a bundle
-// it yields once first (runtime.Gosched, no timer): senders that are about
-// to queue theirs get to. With 16 Sends of 64 B in flight that is 0.26
-// datagrams a message (both ways) instead of 1.2 (BenchmarkRoad).
+// moreCommands runs the commands and starts the sends queued meanwhile
+// (up to 64 hand-offs) before the owner flushes, so that the messages go
+// out together (bundled, to raet-go peers of the fast profile). While
+// messages wait for a bundle it yields once first (runtime.Gosched, no
+// timer): senders that are about to queue theirs get to. With 16 Sends of
+// 64 B in flight that is 0.26 datagrams a message (both ways) instead of
+// 1.2 (BenchmarkRoad).
 func (s *Stack) moreCommands() {
 	c := s.core
 	yielded := false
@@ -776,6 +818,9 @@ func (s *Stack) moreCommands() {
 		select {
 		case f := <-s.cmds:
 			f(c)
+			continue
+		case <-s.sendWake:
+			s.takeSends()
 			continue
 		default:
 		}
@@ -838,6 +883,9 @@ func (s *Stack) flush() (time.Time, bool) {
 	c.ClearEvents()
 	if len(c.Decodes()) > 0 && !s.handDecodes() {
 		retry = earliest(retry, time.Now().Add(time.Millisecond))
+	}
+	if s.retrySpill() {
+		retry = earliest(retry, time.Now().Add(deliverRetry))
 	}
 	return retry, true
 }
@@ -961,67 +1009,6 @@ func (s *Stack) remoteInfo(ctx context.Context, find func(*core.Core) (Remote, b
 	case <-s.closing:
 		return Remote{}, ErrClosed
 	}
-}
-
-// Send sends body, a mapping (map, struct or packet.OrderedMap), to the
-// remote named to, and returns once the remote says it is done, or an error:
-// *TxnError wrapping ErrRejected, ErrTimeout, ErrNotAllowed; ErrUnknownRemote;
-// ErrQueueFull (with Config.FailFast); ErrClosed; or ctx's error (the message
-// may still arrive).
-func (s *Stack) Send(ctx context.Context, to string, body any) error {
-	plain, err := s.marshal(ctx, body)
-	switch {
-	case errors.Is(err, ErrNotStarted), errors.Is(err, ErrClosed), ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return err
-	case err != nil:
-		return fmt.Errorf("%w: %v", ErrNotMapping, err)
-	}
-	kind := s.ser.Kind()
-	if s.cfg.Queue == nil {
-		mid, seq := s.beginID(to, 0, 0)
-		defer s.mids.done(to, seq) // sent once; the caller may Send it again as a new message
-		return s.sendPlain(ctx, to, kind, plain, mid)
-	}
-	ticket := s.mids.reserve(to)
-	id, err := s.cfg.Queue.Put(to, kind, plain)
-	if err != nil {
-		s.mids.cancel(ticket)
-		return fmt.Errorf("raet: queue: %w", err)
-	}
-	mid, _ := s.beginID(to, id, ticket)
-	if err := s.sendPlain(ctx, to, kind, plain, mid); err != nil {
-		return err // still queued: sent again after the next Start
-	}
-	if err := s.doneQueued(to, id); err != nil {
-		return fmt.Errorf("raet: message done, but the queue did not forget it: %w", err)
-	}
-	return nil
-}
-
-// sendPlain sends a serialized body with its id and waits for done.
-func (s *Stack) sendPlain(ctx context.Context, to string, bk codec.BodyKind, plain []byte, mid core.MsgID) error {
-	if s.cfg.FailFast {
-		select {
-		case s.sendSem <- struct{}{}:
-		default:
-			return ErrQueueFull
-		}
-	} else {
-		select {
-		case s.sendSem <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.closing:
-			return ErrClosed
-		}
-	}
-	defer func() { <-s.sendSem }()
-	res := make(chan error, 1)
-	started := time.Now()
-	if err := s.do(ctx, func(c *core.Core) { c.Send(to, plain, bk, mid, res, started, time.Now()) }); err != nil {
-		return err
-	}
-	return s.wait(ctx, res)
 }
 
 // Receive returns the channel of received messages. It is never closed;

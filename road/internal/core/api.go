@@ -178,18 +178,41 @@ func (c *Core) Remotes() []Remote {
 	return out
 }
 
-// Send starts sending a serialized body of kind bk with its id (to peers
-// that negotiated message ids) to the remote named to; res receives the
-// outcome once (nil: the remote said done). started is when the caller's
-// Send began (the RTT counters measure from it).
+// A Waiter takes the outcome of a message (SendFor): nil when the remote
+// said done, else why it failed. The core calls MessageDone once per
+// message, on the owner goroutine, so it must not block.
+type Waiter interface{ MessageDone(err error) }
+
+// errChan is the Waiter of Send: a channel with room for the outcome.
+type errChan chan<- error
+
+func (ch errChan) MessageDone(err error) { ch <- err }
+
+// Send is SendFor with a channel that has room for the outcome (nil: no
+// one waits).
 func (c *Core) Send(to string, body []byte, bk codec.BodyKind, id MsgID, res chan<- error, started, now time.Time) {
+	var w Waiter
+	if res != nil {
+		w = errChan(res)
+	}
+	c.SendFor(to, body, bk, id, w, started, now)
+}
+
+// SendFor starts sending a serialized body of kind bk with its id (to
+// peers that negotiated message ids) to the remote named to; w takes the
+// outcome once (nil: no one waits). started is when the caller's send
+// began (the RTT counters measure from it). The core keeps body until the
+// outcome.
+func (c *Core) SendFor(to string, body []byte, bk codec.BodyKind, id MsgID, w Waiter, started, now time.Time) {
 	c.now = now
 	r := c.byName[to]
 	if r == nil {
-		res <- ErrUnknownRemote
+		if w != nil {
+			w.MessageDone(ErrUnknownRemote)
+		}
 		return
 	}
-	c.begin(r, body, bk, id, res, started)
+	c.begin(r, body, bk, id, w, started)
 }
 
 // Counters returns a snapshot of the core's statistics.

@@ -62,7 +62,7 @@ type messenger struct {
 	timeout  expiry
 	redo     redo
 	started  time.Time
-	result   chan<- error // Send's waiter; nil when nobody waits
+	result   Waiter // takes the outcome; nil when nobody waits
 	// bundled: it travels as an entry of bundles (bundle.go), queued for
 	// the flush of this moment; retry: the next one is a retransmission.
 	bundled, queued, retry bool
@@ -78,7 +78,7 @@ func (m *messenger) deadline() time.Time         { return earliest(time.Time(m.t
 // the outcome. A message that fits one packet of a session that bundles
 // waits for the flush of this moment (bundle.go); any other is sealed and
 // sent now, whole or in segments.
-func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgID, result chan<- error, started time.Time) {
+func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) {
 	m := &messenger{r: r, body: body, bk: bk, id: id, result: result, started: started, lastSeg: -1}
 	if !r.allowed || r.coat == nil {
 		m.finish(c, ErrNotAllowed)
@@ -366,7 +366,7 @@ func (m *messenger) finish(c *Core, err error) {
 		err = &TxnError{Txn: "message", Remote: m.r.name, Err: err}
 	}
 	if m.result != nil {
-		m.result <- err
+		m.result.MessageDone(err)
 		m.result = nil
 	}
 }

@@ -81,7 +81,7 @@ func (c *Core) opens(r *remote) bool {
 
 // begin starts a message to r now if the window lets it (and nothing
 // waits before it), or holds it in r.saved until it does.
-func (c *Core) begin(r *remote, body []byte, bk codec.BodyKind, id MsgID, result chan<- error, started time.Time) {
+func (c *Core) begin(r *remote, body []byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) {
 	if r.allowed && r.coat != nil && (len(r.saved) > 0 || !c.opens(r)) {
 		r.saved = append(r.saved, &messenger{r: r, body: body, bk: bk, id: id, result: result,
 			started: started, timeout: after(c.now, c.cfg.MessageTimeout)})
@@ -92,7 +92,7 @@ func (c *Core) begin(r *remote, body []byte, bk codec.BodyKind, id MsgID, result
 }
 
 // launch starts a message to r and counts it in r's window.
-func (c *Core) launch(r *remote, body []byte, bk codec.BodyKind, id MsgID, result chan<- error, started time.Time) {
+func (c *Core) launch(r *remote, body []byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) {
 	tid := r.tid
 	c.startMessenger(r, body, bk, id, result, started)
 	if r.tid == tid {
