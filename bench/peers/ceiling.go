@@ -62,7 +62,7 @@ func messagePackets(size int) ([][]byte, error) {
 		pkts = append(pkts, append([]byte(nil), p.Data...))
 		mu.Unlock()
 	}
-	t, err := dialRaet(raetOpts{prof: road.ProfileReference, tap: tap}, false)
+	t, err := dialRaet(raetOpts{prof: road.ProfileReference, tap: tap}, true)
 	if err != nil {
 		return nil, err
 	}

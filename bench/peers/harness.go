@@ -14,7 +14,6 @@ import (
 	"math/big"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -66,7 +65,7 @@ func peers(raetFastMPS int) []peer {
 			name = "raet fast no bundling"
 		}
 		dial := func() (transport, error) {
-			t, err := dialRaet(o, false)
+			t, err := dialRaet(o, true)
 			if err != nil {
 				return nil, err
 			}
@@ -706,15 +705,29 @@ func dialQUICStreams(serve func(io.ReadWriter)) (io.ReadWriter, func(), error) {
 	return st, closeFn, nil
 }
 
-// ---- this stack: Send until done is the message and its ack.
+// ---- this stack: a message until its done is the message and its ack.
+//
+// The road rows send with Stack.Go, as a user who wants speed would: one
+// goroutine keeps the window in flight and the outcomes come back on one
+// channel. Send blocks until its message is done, so keeping 16 (or 1024)
+// in flight with it takes a goroutine per message, and those goroutines'
+// start and stack growth cost more CPU than the message itself does.
+// The payloads are the other peers', and every message is still done by
+// the receiver (windowed) or counted and checked there (one-way).
 
 type raetTransport struct {
 	m, o *road.Stack
 	to   string
-	msgs chan road.Message
-	inFlight
-	body map[string]any
-	plen int
+	// done receives the outcomes; ids maps each Call to the id sent (the
+	// windowed body carries only the payload, as the other peers' do).
+	done   chan *road.Call
+	mu     sync.Mutex
+	ids    map[*road.Call]uint64
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	body   map[string]any
+	plen   int
 }
 
 // inFlight runs each send in a goroutine of its own and gives recvAck its
@@ -775,12 +788,17 @@ type raetOpts struct {
 	tap      func(road.TapPacket)
 }
 
+// raetSendQueue is the road estates' Config.SendQueue: room for the
+// one-way window (1024 counted at the receiver) and the dones still on
+// their way back.
+const raetSendQueue = 4096
+
 // newRaetStack starts a road estate on loopback for the benchmarks.
 func newRaetStack(name string, main bool, o raetOpts) (*road.Stack, error) {
 	s, err := road.New(&road.Config{
 		Name: name, Main: main, Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1,
 		Profile: o.prof, FastMaxPacketSize: o.mps, NoBundling: o.noBundle,
-		HeadKind: codec.HeadKindRaet, BodyKind: codec.BodyKindJSON, Tap: o.tap,
+		HeadKind: codec.HeadKindRaet, BodyKind: codec.BodyKindJSON, Tap: o.tap, SendQueue: raetSendQueue,
 	})
 	if err != nil {
 		return nil, err
@@ -788,9 +806,10 @@ func newRaetStack(name string, main bool, o raetOpts) (*road.Stack, error) {
 	return s, s.Start()
 }
 
-// dialRaet joins two stacks; with forward, what the receiving one receives
-// goes to msgs (the one-way mode reads it), else it is discarded.
-func dialRaet(opts raetOpts, forward bool) (*raetTransport, error) {
+// dialRaet joins two stacks; with discard, what the receiving one
+// receives is read and discarded (the windowed mode), else it is left to
+// the caller (the one-way mode reads it).
+func dialRaet(opts raetOpts, discard bool) (*raetTransport, error) {
 	mk := func(name string, main bool) (*road.Stack, error) { return newRaetStack(name, main, opts) }
 	m, err := mk("main", true)
 	if err != nil {
@@ -809,54 +828,98 @@ func dialRaet(opts raetOpts, forward bool) (*raetTransport, error) {
 		m.Close()
 		return nil, fmt.Errorf("join: %w", err)
 	}
-	t := &raetTransport{m: m, o: o, to: rem.Name, msgs: make(chan road.Message, 1024)}
-	t.init()
-	ctx := t.ctx
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case msg := <-m.Receive():
-				if !forward {
-					continue
-				}
+	t := &raetTransport{m: m, o: o, to: rem.Name, done: make(chan *road.Call, raetSendQueue), ids: map[*road.Call]uint64{}}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	if discard {
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			for {
 				select {
-				case t.msgs <- msg:
-				case <-ctx.Done():
+				case <-t.ctx.Done():
 					return
+				case <-m.Receive():
 				}
 			}
-		}
-	}()
+		}()
+	}
 	return t, nil
+}
+
+// send sends body to the receiver with Go; with ack, recvAck returns id
+// once it is done.
+func (t *raetTransport) goSend(id uint64, body map[string]any, ack bool) error {
+	if ack {
+		t.mu.Lock() // before Go: the outcome may come first
+		defer t.mu.Unlock()
+	}
+	c, err := t.o.Go(t.ctx, t.to, body, t.done)
+	if err != nil {
+		return err
+	}
+	if ack {
+		t.ids[c] = id
+	}
+	return nil
 }
 
 func (t *raetTransport) send(id uint64, p []byte) error {
 	if t.body == nil || t.plen != len(p) {
 		t.body, t.plen = map[string]any{"data": string(p)}, len(p)
 	}
-	body := t.body
-	t.run(id, true, func(ctx context.Context) error { return t.o.Send(ctx, t.to, body) })
-	return nil
+	return t.goSend(id, t.body, true)
 }
 
-// raetOneWay sends each message without waiting for its done (up to the
-// credit the harness gives, in goroutines as the windowed mode does); the
-// receiver reads them from the other stack's Receive.
+func (t *raetTransport) recvAck() (uint64, error) {
+	select {
+	case c := <-t.done:
+		if c.Err != nil {
+			return 0, c.Err
+		}
+		t.mu.Lock()
+		id := t.ids[c]
+		delete(t.ids, c)
+		t.mu.Unlock()
+		return id, nil
+	case <-t.ctx.Done():
+		return 0, errors.New("closed")
+	}
+}
+
+// raetOneWay sends each message with Go, not waiting for its done (up to
+// the credit the harness gives); the receiver reads them from the other
+// stack's Receive, and a goroutine reads the outcomes (the first error
+// ends the run).
 type raetOneWay struct {
 	*raetTransport
 	data string
+	errs chan error
 }
 
 func dialRaetOneWay(opts raetOpts) (oneWay, error) {
-	t, err := dialRaet(opts, true)
+	t, err := dialRaet(opts, false)
 	if err != nil {
 		return nil, err
 	}
-	return &raetOneWay{raetTransport: t}, nil
+	ow := &raetOneWay{raetTransport: t, errs: make(chan error, 1)}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		for {
+			select {
+			case c := <-t.done:
+				if c.Err != nil {
+					select {
+					case ow.errs <- c.Err:
+					default:
+					}
+				}
+			case <-t.ctx.Done():
+				return
+			}
+		}
+	}()
+	return ow, nil
 }
 
 func (*raetOneWay) unordered() {}
@@ -865,15 +928,13 @@ func (t *raetOneWay) send(id uint64, p []byte) error {
 	if len(t.data) != len(p) {
 		t.data = string(p)
 	}
-	body := map[string]any{"id": id, "data": t.data}
-	t.run(id, false, func(ctx context.Context) error { return t.o.Send(ctx, t.to, body) })
-	return nil
+	return t.goSend(id, map[string]any{"id": id, "data": t.data}, false)
 }
 
 func (t *raetOneWay) recv() (uint64, []byte, error) {
 	select {
-	case m := <-t.msgs:
-		id, err := strconv.ParseUint(fmt.Sprint(m.Body["id"]), 10, 64)
+	case m := <-t.m.Receive():
+		id, err := bodyID(m.Body)
 		data, ok := m.Body["data"].(string)
 		if err != nil || !ok {
 			return 0, nil, fmt.Errorf("a body without id (%T) or data (%T)", m.Body["id"], m.Body["data"])

@@ -90,6 +90,14 @@ func (t *busReqRep) close() {
 }
 
 func bodyID(b map[string]any) (uint64, error) {
+	switch id := b["id"].(type) { // what the built-in serializers decode to
+	case int64:
+		if id >= 0 {
+			return uint64(id), nil
+		}
+	case uint64:
+		return id, nil
+	}
 	id, err := strconv.ParseUint(fmt.Sprint(b["id"]), 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("a body without an id: %v", err)
