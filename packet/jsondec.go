@@ -319,7 +319,7 @@ func (d *jsonDecoder) str(i int) (string, int, error) {
 	data := d.data
 	start := i
 	for {
-		for len(data)-i >= 8 && !jsonSpecial8(binary.LittleEndian.Uint64(data[i:])) {
+		for len(data)-i >= 8 && !pyjson.Special8(binary.LittleEndian.Uint64(data[i:])) {
 			i += 8
 		}
 		if i >= len(data) {
@@ -342,19 +342,6 @@ func (d *jsonDecoder) str(i int) (string, int, error) {
 			i += size
 		}
 	}
-}
-
-// jsonSpecial8 reports whether one of the 8 bytes in x is a quote, a
-// backslash, a control character or not ASCII. Each difference sets the
-// high bit of the bytes below its bound (and of bytes >= 0x80, which x
-// flags anyway); a borrow into the next byte only starts at a byte that
-// matches, so there are no false positives.
-func jsonSpecial8(x uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	ctl := x - ones*' '
-	quote := (x ^ ones*'"') - ones
-	backslash := (x ^ ones*'\\') - ones
-	return (ctl|quote|backslash|x)&highs != 0
 }
 
 // jsonPlain marks the bytes that a string holds as they are.

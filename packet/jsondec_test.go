@@ -2,7 +2,6 @@ package packet
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 // ---------------------------------------------------------------------------
@@ -626,39 +624,6 @@ func TestJSONDecodeNoAliasing(t *testing.T) {
 	for _, v := range d.vals[:cap(d.vals)] {
 		if v != nil {
 			t.Fatalf("element %#v left on the stack", v)
-		}
-	}
-}
-
-// jsonSpecial8 agrees with a byte-wise test on words built from the bytes
-// around its boundaries, in all positions.
-func TestJSONSpecial8(t *testing.T) {
-	special := func(c byte) bool { return c < ' ' || c == '"' || c == '\\' || c >= utf8.RuneSelf }
-	edge := []byte{0x00, 0x01, 0x1f, ' ', '!', '"', '#', '[', '\\', ']', 'x', 0x7e, 0x7f, 0x80, 0x81, 0x9f,
-		0xa0, 0xa1, 0xdc, 0xff}
-	rng := rand.New(rand.NewPCG(3, 4))
-	var w [8]byte
-	for range 1_000_000 {
-		want := false
-		for i := range w {
-			if rng.IntN(3) == 0 {
-				w[i] = edge[rng.IntN(len(edge))]
-			} else {
-				w[i] = byte(rng.IntN(256))
-			}
-			want = want || special(w[i])
-		}
-		if got := jsonSpecial8(binary.LittleEndian.Uint64(w[:])); got != want {
-			t.Fatalf("% x: got %v, want %v", w, got, want)
-		}
-	}
-	for c := range 256 {
-		for pos := range 8 {
-			w = [8]byte{'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x'}
-			w[pos] = byte(c)
-			if got := jsonSpecial8(binary.LittleEndian.Uint64(w[:])); got != special(byte(c)) {
-				t.Fatalf("% x: got %v", w, got)
-			}
 		}
 	}
 }

@@ -25,11 +25,14 @@ func AppendString(dst []byte, s string) []byte {
 	dst = slices.Grow(dst, len(s)+2)
 	dst = append(dst, '"')
 	for i := 0; i < len(s); {
-		if plain[s[i]] {
-			j := i + 1
-			for j < len(s) && plain[s[j]] {
-				j++
-			}
+		j := i
+		for len(s)-j >= 8 && !Special8(load8(s[j:])) {
+			j += 8 // plain, eight at a time
+		}
+		for j < len(s) && plain[s[j]] {
+			j++
+		}
+		if j > i {
 			dst = append(dst, s[i:j]...)
 			i = j
 			continue
@@ -62,6 +65,29 @@ func AppendString(dst []byte, s string) []byte {
 		i += size
 	}
 	return append(dst, '"')
+}
+
+// Special8 reports whether one of the 8 bytes in x is not plain (see
+// plain): a quote, a backslash, a control character, DEL or not ASCII.
+// Each difference sets the high bit of the bytes below its bound (and of
+// bytes >= 0x80, which x flags anyway); a borrow into the next byte only
+// starts at a byte that matches, so there are no false positives. A
+// decoder, for which DEL is plain, takes it as one: it looks at such a
+// word byte by byte.
+func Special8(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	ctl := x - ones*' '
+	quote := (x ^ ones*'"') - ones
+	backslash := (x ^ ones*'\\') - ones
+	del := (x ^ ones*0x7f) - ones
+	return (ctl|quote|backslash|del|x)&highs != 0
+}
+
+// load8 is the first 8 bytes of s, little-endian (one load).
+func load8(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // plain marks the bytes a Python JSON string holds as they are: printable

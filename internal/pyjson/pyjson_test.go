@@ -2,8 +2,10 @@ package pyjson
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -189,4 +191,55 @@ func FuzzAppendString(f *testing.F) {
 			t.Fatalf("%q: AppendASCII gives %s, AppendString %s", s, got, out)
 		}
 	})
+}
+
+// Special8 agrees with a byte-wise test on words built from the bytes
+// around its boundaries, in all positions.
+func TestSpecial8(t *testing.T) {
+	special := func(c byte) bool { return c < ' ' || c == '"' || c == '\\' || c >= 0x7f }
+	edge := []byte{0x00, 0x01, 0x1f, ' ', '!', '"', '#', '[', '\\', ']', 'x', 0x7e, 0x7f, 0x80, 0x81, 0x9f,
+		0xa0, 0xa1, 0xdc, 0xff}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var w [8]byte
+	for range 1_000_000 {
+		want := false
+		for i := range w {
+			if rng.IntN(3) == 0 {
+				w[i] = edge[rng.IntN(len(edge))]
+			} else {
+				w[i] = byte(rng.IntN(256))
+			}
+			want = want || special(w[i])
+		}
+		if got := Special8(binary.LittleEndian.Uint64(w[:])); got != want {
+			t.Fatalf("% x: got %v, want %v", w, got, want)
+		}
+	}
+	for c := range 256 {
+		for pos := range 8 {
+			w = [8]byte{'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x'}
+			w[pos] = byte(c)
+			if got := Special8(binary.LittleEndian.Uint64(w[:])); got != special(byte(c)) {
+				t.Fatalf("% x: got %v", w, got)
+			}
+		}
+	}
+}
+
+// BenchmarkAppendString appends strings that need no escape (the common
+// body), of 64 B and 16 KiB, and one with an escape in every 16 bytes.
+func BenchmarkAppendString(b *testing.B) {
+	for _, tc := range []struct{ name, s string }{
+		{"plain64", strings.Repeat("x", 64)},
+		{"plain16KiB", strings.Repeat("x", 16<<10)},
+		{"escapes16KiB", strings.Repeat("xxxxxxxxxxxxxx\"\n", 1<<10)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			dst := make([]byte, 0, 2*len(tc.s)+2)
+			b.SetBytes(int64(len(tc.s)))
+			for b.Loop() {
+				dst = AppendString(dst[:0], tc.s)
+			}
+		})
+	}
 }
