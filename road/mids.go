@@ -24,6 +24,10 @@ type midSource struct {
 	// floor stays at or below that until its id is known.
 	puts   map[uint64]pendingPut
 	ticket uint64
+	// spare is the seqs of a remote that had none open any more, emptied,
+	// for the next remote that has (a remote sent one message at a time
+	// makes none anew per message).
+	spare  *openSeqs
 	warned time.Time // the last warning of a message sent without an id
 }
 
@@ -93,7 +97,9 @@ func (s *midSource) holdLocked(remote string, seq uint64) {
 	s.high = max(s.high, seq)
 	o := s.remotes[remote]
 	if o == nil {
-		o = &openSeqs{open: map[uint64]struct{}{}}
+		if o, s.spare = s.spare, nil; o == nil {
+			o = &openSeqs{open: map[uint64]struct{}{}}
+		}
 		s.remotes[remote] = o
 	}
 	if _, ok := o.open[seq]; !ok {
@@ -120,6 +126,8 @@ func (s *midSource) done(remote string, seq uint64) {
 	}
 	if len(o.open) == 0 {
 		delete(s.remotes, remote)
+		o.low = o.low[:0]
+		s.spare = o
 	}
 }
 
