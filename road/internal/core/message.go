@@ -51,11 +51,12 @@ type messenger struct {
 	segSize int
 	count   int
 	flags   []uint8
-	current int    // the next segment of the burst
-	misseds []int  // asked for again, in order, unique
-	acked   bool   // something came back
-	lastSeg int    // the segment sent last; -1 before the first
-	last    []byte // its bytes, to send again unchanged (no new signature; not with aead)
+	flag1   [1]uint8 // flags of a message of one packet: no allocation
+	current int      // the next segment of the burst
+	misseds []int    // asked for again, in order, unique
+	acked   bool     // something came back
+	lastSeg int      // the segment sent last; -1 before the first
+	last    []byte   // its bytes, to send again unchanged (no new signature; not with aead)
 	// lastSign signs last when its foot was left to sign (signLater).
 	lastSign *packet.NaClFoot
 	sentAt   time.Time // when a packet went last; zero when it was sent again (no RTT sample)
@@ -100,7 +101,7 @@ func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgI
 			_, n, err = pk.Segments(&h, len(c.scratch)+r.coat.Overhead())
 		}
 		if err == nil && n == 1 {
-			m.bundled, m.count, m.flags = true, 1, make([]uint8, 1)
+			m.bundled, m.count, m.flags = true, 1, m.flag1[:]
 			c.addTxn(r, m)
 			c.queue(m)
 			return
@@ -145,7 +146,10 @@ func (m *messenger) alone(c *Core) error {
 	if err != nil {
 		return err
 	}
-	m.flags = make([]uint8, m.count)
+	m.flag1 = [1]uint8{}
+	if m.flags = m.flag1[:]; m.count > 1 {
+		m.flags = make([]uint8, m.count)
+	}
 	return nil
 }
 
