@@ -22,6 +22,11 @@ type oneWay interface {
 // counted as lost, not as an error.
 type lossy interface{ lossy() }
 
+// ownRecv is a oneWay whose close must wait until recv has returned (a
+// ZeroMQ socket is not safe to close from another thread: zmq_ctx_term
+// then hangs); its recv returns on its own within a receive timeout.
+type ownRecv interface{ ownRecv() }
+
 // unordered is a oneWay that does not keep messages in order (the road
 // stack: each message is a transaction of its own); each must still arrive
 // once.
@@ -173,7 +178,12 @@ func measureOneWay(p peer, size, window int, dur, timeout time.Duration) result 
 	)
 	total.Store(1 << 63)
 	done := make(chan error, 1)
+	recvEnded := make(chan struct{})
+	if _, ok := t.(ownRecv); ok {
+		defer func() { <-recvEnded }() // before close (deferred earlier, run later)
+	}
 	go func() {
+		defer close(recvEnded)
 		for cr.counted.Load() < total.Load() {
 			id, b, err := t.recv()
 			if err != nil {

@@ -140,6 +140,7 @@ func dialZMQPushPull() (oneWay, error) {
 func (z zmqPushPull) send(id uint64, b []byte) error { return zmqSend(z.p.clients[0], id, b) }
 func (z zmqPushPull) recv() (uint64, []byte, error)  { return zmqRecv(z.p.server, 0) }
 func (z zmqPushPull) close()                         { z.p.close() }
+func (zmqPushPull) ownRecv()                         {}
 
 // ---- REQ/REP, windowed: the client is a DEALER speaking REQ's envelope
 // (an empty delimiter frame), so that it can have a window of requests
