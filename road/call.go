@@ -54,11 +54,14 @@ type Call struct {
 //
 // done nil makes a channel with room for one outcome; an unbuffered done
 // panics (the stack never blocks on it). Outcomes go to done in the order
-// they are known. An outcome that finds done full is never dropped nor
+// they are known (with a Queue, a message's done once the Queue has
+// forgotten it). An outcome that finds done full is never dropped nor
 // waited for: the stack keeps it, and its room in the send queue (so a
 // sender that does not read done is slowed down, not allowed to grow
 // memory), and tries again every millisecond, keeping each channel's
-// outcomes in order. Close and Shutdown fail every Call not yet done with
+// outcomes in order. So a goroutine that calls Go many times before it
+// reads done needs room in done for those outcomes, or it waits in Go
+// (until ctx ends) for room that only reading done makes. Close and Shutdown fail every Call not yet done with
 // ErrClosed and wait, as they linger (Config.Linger, Shutdown's ctx), for
 // done to take the outcomes; once they have returned every Call's Err is
 // set, and an outcome whose done had no room until then is not handed
