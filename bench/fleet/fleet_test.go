@@ -70,7 +70,7 @@ func TestFleetSmoke(t *testing.T) {
 				p, r.LeaveSeconds, r.Remembered, r.RememberedRep, r.MainHeapLeft, r.LeftHeapRatio)
 		}
 		if o.pprof != "" {
-			for _, phase := range []string{"join", "idle", "fanout", "fanin", "state.heap", "left.heap"} {
+			for _, phase := range []string{"join", "idle", "fanout", "fanin", "start.heap", "state.heap", "left.heap"} {
 				path := filepath.Join(o.pprof, fmt.Sprintf("main-%s-%d-%s.pprof", p, n, phase))
 				if st, err := os.Stat(path); err != nil || st.Size() == 0 {
 					t.Errorf("%s: the main's CPU profile of %s: %v", p, phase, err)

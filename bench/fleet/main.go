@@ -59,9 +59,13 @@
 // its name.
 //
 // With --pprof the main writes a CPU profile of each of join, idle,
-// fan-out and fan-in, and a heap profile after the joins (state) and after
-// the leave (go tool pprof reads them); the first client process writes a
-// CPU profile of each of those phases too.
+// fan-out and fan-in, and a heap profile before the joins (start, after
+// the warm-up), after them (state) and after the leave (go tool pprof
+// reads them; -sample_index=inuse_space -diff_base start.heap shows what
+// the main kept); the first client process writes a CPU profile of each of
+// those phases too. The main's heap profiles then sample every 512 bytes
+// allocated, not every 512 KiB, so that per-remote structures of a few
+// dozen bytes show.
 //
 // The fan-out and fan-in CPU per message of each N is also given as a
 // ratio to that of the first N of its profile. With -table a second table
@@ -180,7 +184,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	aliveRate := fs.Int("alive-rate", 0, "the main's alive exchanges a second in all, which lengthen its presence period with many remotes (road.Config.AliveRate; 0: road's default)")
 	joinRate := fs.Float64("stranger-join-rate", 0, "the main's budget of join requests from estates it does not know yet, a second in all (road.Config.StrangerJoinRate; 0: road's default)")
 	joins := fs.Int("stranger-joins", 0, "the main's bound on strangers' joins under way (road.Config.StrangerJoins; 0: road's default)")
-	pprofDir := fs.String("pprof", "", "write the main's CPU profile of each phase and its heap after the joins and after the leave into this directory (main-PROFILE-N-PHASE.pprof, main-PROFILE-N-state.heap.pprof), and the first client process's CPU profile of each phase (client-PROFILE-N-PHASE.pprof)")
+	pprofDir := fs.String("pprof", "", "write the main's CPU profile of each phase and its heap before the joins, after them and after the leave into this directory (main-PROFILE-N-PHASE.pprof, main-PROFILE-N-{start,state,left}.heap.pprof; the heap sampled every 512 B), and the first client process's CPU profile of each phase (client-PROFILE-N-PHASE.pprof)")
 	oneAddr := fs.Bool("one-address", false, "all clients on 127.0.0.1 (default: each on its own 127.x.y.z)")
 	table := fs.Bool("table", false, "print a Markdown table instead of JSON lines")
 	jsonOut := fs.String("json", "", "also write the JSON lines to this file (with -table)")
@@ -654,7 +658,7 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 	r.MainInterim = o.main.Interim.Seconds()
 	clientAlive := clientAlivePeriod(o, profile, n)
 	r.ClientAlive = clientAlive.Seconds()
-	rep, err := m.call(ctx, request{Op: "start", Main: true, Profile: profile, Dir: filepath.Join(dir, "main"), MainCfg: o.main})
+	rep, err := m.call(ctx, request{Op: "start", Main: true, Profile: profile, Dir: filepath.Join(dir, "main"), MainCfg: o.main, HeapSample: o.pprof != ""})
 	if err != nil {
 		return r, fmt.Errorf("main: %w", err)
 	}
@@ -683,6 +687,9 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 		return r, err
 	}
 	r.MainHeapStart = mBase.Heap
+	if err := heapProfile(ctx, o, m, &r, "start"); err != nil {
+		return r, err
+	}
 
 	if err := join(ctx, o, m, clients, mainAddr, mBase, &r, stderr); err != nil {
 		return r, err

@@ -42,6 +42,9 @@ type request struct {
 	Spread bool `json:"spread,omitempty"`
 	// MainCfg is the main's own settings (start, main).
 	MainCfg mainConfig `json:"main_cfg,omitzero"`
+	// HeapSample makes the main's heap profiles sample every
+	// heapSampleRate bytes allocated from its start (start, main).
+	HeapSample bool `json:"heap_sample,omitempty"`
 	To      string     `json:"to,omitempty"`     // join: the main's address
 	Count   int        `json:"count,omitempty"`  // fanout, fanin: messages per remote or stack
 	Size    int        `json:"size,omitempty"`   // fanout, fanin: body bytes
@@ -204,6 +207,9 @@ func (w *worker) start(req request) (reply, error) {
 	cfg := road.Config{Listen: "127.0.0.1:0", Auto: keep.AutoAlways, Profile: prof}
 	if req.Main {
 		w.main = true
+		if req.HeapSample {
+			runtime.MemProfileRate = heapSampleRate
+		}
 		cfg.Name, cfg.Main, cfg.KeepDir = "main", true, req.Dir
 		mc := req.MainCfg
 		cfg.AlivePeriod, cfg.AliveTimeout, cfg.AliveRate, cfg.Interim, cfg.ForgetAfter = mc.AlivePeriod, mc.AliveTimeout, mc.AliveRate, mc.Interim, mc.ForgetAfter
@@ -460,6 +466,11 @@ func (w *worker) profile(path string) error {
 	w.prof = f
 	return nil
 }
+
+// heapSampleRate is the bytes between the main's heap profile samples
+// with -pprof: fine enough to weigh structures of a few dozen bytes per
+// remote, which the default (512 KiB) misses.
+const heapSampleRate = 512
 
 // writeHeapProfile writes the live heap's profile to path, after a collection.
 func writeHeapProfile(path string) error {
