@@ -68,7 +68,7 @@ func BenchmarkForgedDatagram(b *testing.B) {
 			b.Run(pr.name+"/"+cs.name, func(b *testing.B) {
 				var n atomic.Uint64
 				feet := NewFootChecker(&n)
-				table := keyTableOf(r.nuid, &peerKeys{verify: r.verify})
+				table := keyTableOf(r.nuid, newPeerKeys(r.verify, nil))
 				from := netip.MustParseAddrPort("127.66.0.1:9999")
 				b.ReportAllocs()
 				dg := bytes.Clone(cs.b)

@@ -30,6 +30,7 @@ const keyShards = 256
 // core that owns it (Core.KeyTable) changes it in PublishKeys.
 type KeyTable struct {
 	shards [keyShards]atomic.Pointer[keyShard]
+	n      atomic.Int64 // the entries in all shards
 }
 
 type keyShard struct{ m map[uint32]*peerKeys }
@@ -38,6 +39,17 @@ type keyShard struct{ m map[uint32]*peerKeys }
 type peerKeys struct {
 	verify [32]byte         // its Ed25519 verify key; zero: none known
 	aead   *packet.AEADCoat // its session's AEAD coat; nil: none
+	// serial names this entry among all entries made (newPeerKeys): what
+	// the readers remember of the feet they checked holds it, not a
+	// pointer, so that an entry replaced or removed is garbage at once.
+	serial uint64
+}
+
+// peerKeySerials numbers the entries of every key table, from 1.
+var peerKeySerials atomic.Uint64
+
+func newPeerKeys(verify [32]byte, aead *packet.AEADCoat) *peerKeys {
+	return &peerKeys{verify: verify, aead: aead, serial: peerKeySerials.Add(1)}
 }
 
 // lookup is uid's entry, or nil.
@@ -146,12 +158,19 @@ func (c *Core) rebuildKeys() {
 }
 
 func (c *Core) storeShard(s uint32, m map[uint32]*peerKeys) {
+	if old := c.keys.shards[s].Load(); old != nil {
+		c.keys.n.Add(-int64(len(old.m)))
+	}
+	c.keys.n.Add(int64(len(m)))
 	if len(m) == 0 {
 		c.keys.shards[s].Store(nil)
 		return
 	}
 	c.keys.shards[s].Store(&keyShard{m})
 }
+
+// entries is how many remotes the table holds keys of.
+func (t *KeyTable) entries() int { return int(t.n.Load()) }
 
 // keysOf is the entry the readers should hold for uid: old while it still
 // says what the remote's keys are (so that the readers' memory of checked
@@ -166,5 +185,5 @@ func (c *Core) keysOf(uid uint32, old *peerKeys) *peerKeys {
 	if old != nil && old.verify == v && old.aead == a {
 		return old
 	}
-	return &peerKeys{verify: v, aead: a}
+	return newPeerKeys(v, a)
 }

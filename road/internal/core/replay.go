@@ -299,7 +299,9 @@ func (l *limits) sweep(now time.Time) {
 // hash of the signature (a flood of one signature always meets its own
 // slot), minSeenFeet at the first check, doubling up to maxSeenFeet each
 // time it has verified as many feet as it has slots (an idle client's
-// reader keeps 2 KiB, a busy main's 32 KiB).
+// reader keeps 2 KiB, a busy main's 32 KiB), but never to more than
+// seenFeetFor the remotes the key table holds: the slots a checker
+// gained for remotes that are gone since go back at its next check.
 type FootChecker struct {
 	// Shed, set while the reader cannot keep up (its socket holds more
 	// than it reads at once), leaves alive requests unchecked, and Receive
@@ -316,20 +318,35 @@ type FootChecker struct {
 	n     *atomic.Uint64 // counts the verifications
 }
 
+// A slot names the key table entry it was checked with by the entry's
+// serial, not a pointer: a slot must not keep an entry alive (and with it
+// the session's AEAD coat and cipher states) once the remote is forgotten.
 type seenFoot struct {
-	sig uint64    // of the signature
-	sum uint64    // of the signed bytes
-	key *[32]byte // checked with (an entry of the key table); nil: an empty slot
+	sig uint64 // of the signature
+	sum uint64 // of the signed bytes
+	key uint64 // the serial of the entry checked with (peerKeys.serial); 0: an empty slot
 	ok  bool
 }
 
 const minSeenFeet, maxSeenFeet = 64, 1024
 
-// grow doubles the remembered feet, keeping them.
-func (f *FootChecker) grow() {
-	seen := make([]seenFoot, 2*len(f.seen))
+// seenFeetFor is the most slots a checker keeps while the key table holds
+// the keys of n remotes: two for each (a packet and its resend), in a power
+// of two from minSeenFeet to maxSeenFeet.
+func seenFeetFor(n int) int {
+	room := minSeenFeet
+	for room < 2*n && room < maxSeenFeet {
+		room *= 2
+	}
+	return room
+}
+
+// resize makes room slots for the remembered feet, keeping those that
+// still have one.
+func (f *FootChecker) resize(room int) {
+	seen := make([]seenFoot, room)
 	for _, s := range f.seen {
-		if s.key != nil {
+		if s.key != 0 {
 			seen[s.sig%uint64(len(seen))] = s
 		}
 	}
@@ -381,11 +398,11 @@ func (f *FootChecker) check(p *packet.Packet, table *KeyTable) footCheck {
 	key := &k.verify
 	sig := maphash.Bytes(f.seed, p.Foot)
 	sum := maphash.Bytes(f.seed, p.Raw[:len(p.Raw)-len(p.Foot)])
-	if f.seen == nil {
-		f.seen = make([]seenFoot, minSeenFeet)
+	if room := seenFeetFor(table.entries()); f.seen == nil || len(f.seen) > room {
+		f.resize(min(room, max(minSeenFeet, len(f.seen))))
 	}
 	s := &f.seen[sig%uint64(len(f.seen))]
-	if s.key == key && s.sig == sig {
+	if s.key == k.serial && s.sig == sig {
 		switch {
 		case s.sum == sum:
 			return footCheck{key: key, ok: s.ok}
@@ -396,9 +413,9 @@ func (f *FootChecker) check(p *packet.Packet, table *KeyTable) footCheck {
 	f.key = key
 	f.n.Add(1)
 	ok := p.Verify(f.foot) == nil
-	*s = seenFoot{sig: sig, sum: sum, key: key, ok: ok}
-	if f.fresh++; f.fresh >= len(f.seen) && len(f.seen) < maxSeenFeet {
-		f.grow()
+	*s = seenFoot{sig: sig, sum: sum, key: k.serial, ok: ok}
+	if f.fresh++; f.fresh >= len(f.seen) && len(f.seen) < seenFeetFor(table.entries()) {
+		f.resize(2 * len(f.seen))
 	}
 	return footCheck{key: key, ok: ok}
 }

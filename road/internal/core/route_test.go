@@ -67,7 +67,7 @@ func TestRouteRefusals(t *testing.T) {
 	// Checked with a key replaced since: dropped as stale.
 	var in Inbound
 	key := [32]byte(mr.verify)
-	NewFootChecker(new(atomic.Uint64)).Parse(&in, alive(se, de, si, 30_001, nil), p.otherAddr, keyTableOf(de, &peerKeys{verify: key}))
+	NewFootChecker(new(atomic.Uint64)).Parse(&in, alive(se, de, si, 30_001, nil), p.otherAddr, keyTableOf(de, newPeerKeys(key, nil)))
 	old := mr.verify
 	mr.verify[0] ^= 1
 	p.main.Receive(&in, p.now)
