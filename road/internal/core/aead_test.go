@@ -388,7 +388,8 @@ func TestAEADOpenedByReader(t *testing.T) {
 // An AEAD session that carries nothing for aeadIdle drops its cipher
 // states at both ends (its remote's timer, not a walk of all remotes), and
 // its next messages build them again and go both ways; one whose presence
-// exchanges an alive every second keeps them and runs no such timer.
+// exchanges an alive more often than that keeps them and runs no such
+// timer.
 func TestAEADIdleDropsCipherStates(t *testing.T) {
 	watched := func(r *remote) bool { return r.prof.aeadCheck != 0 }
 	p := joinedPair(t, aeadProfile)
@@ -414,16 +415,37 @@ func TestAEADIdleDropsCipherStates(t *testing.T) {
 
 	p = newPair(t, keep.AutoAlways, func(m, o *estate) {
 		aeadProfile.set(m, o)
-		m.AlivePeriod, o.AlivePeriod = time.Second, time.Second
+		m.AlivePeriod, o.AlivePeriod = aeadIdle/2, aeadIdle/2
 	})
 	p.join()
 	p.advance(aeadIdle)
 	v := p.main.visits
 	p.advance(3 * aeadIdle)
 	if !watched(p.mainRemote()) || !watched(p.otherRemote()) {
-		t.Fatal("a session with an alive every second dropped its states")
+		t.Fatalf("a session with an alive every %v dropped its states", aeadIdle/2)
 	}
 	if p.main.visits != v {
 		t.Errorf("main ran %d remotes' timers while its driver's alives came", p.main.visits-v)
 	}
+
+	// A period longer than aeadIdle: each alive exchange ends the states
+	// at both ends (idleExchange), and no timer runs for them.
+	p = newPair(t, keep.AutoAlways, func(m, o *estate) {
+		aeadProfile.set(m, o)
+		m.AlivePeriod, o.AlivePeriod = 2*aeadIdle, 2*aeadIdle
+	})
+	p.join()
+	p.advance(3 * aeadIdle) // the allow's states went by their timer
+	w, v := len(p.wire), p.main.visits
+	p.advance(10 * aeadIdle)
+	if n := p.countSince(w, p.other, codec.TransactionKindAlive, codec.PacketKindRequest); n < 4 {
+		t.Fatalf("%d alive exchanges in %v of a %v period", n, 10*aeadIdle, 2*aeadIdle)
+	}
+	if watched(p.mainRemote()) || watched(p.otherRemote()) {
+		t.Error("states kept between alive exchanges of a period longer than aeadIdle")
+	}
+	if p.main.visits != v {
+		t.Errorf("main ran %d remotes' timers while its driver's alives came", p.main.visits-v)
+	}
+	p.stillWorks(t, len(p.delivered[p.main]))
 }

@@ -68,6 +68,7 @@ func (a *aliver) receive(c *Core, p *rxPacket) {
 			c.takePeriod(p, r)
 		}
 		c.refresh(r, yes)
+		c.idleExchange(r)
 	case codec.PacketKindNack, codec.PacketKindRefuse:
 		c.removeTxn(r, a)
 		c.refresh(r, nil)
@@ -131,6 +132,7 @@ func (c *Core) startAlivent(p *rxPacket, r *remote) {
 	c.used(r, p.Head.SessionID, p.Head.TransactionID, false)
 	if pk == codec.PacketKindAck {
 		c.refresh(r, yes)
+		c.idleExchange(r)
 	} else {
 		c.refresh(r, nil)
 	}

@@ -79,16 +79,25 @@ func (c *Core) TakeOut(spare []Datagram) []Datagram {
 func (c *Core) Deliveries() []Message { return c.delivery }
 
 // Delivered forgets the first n Deliveries, taken by the caller.
-func (c *Core) Delivered(n int) {
-	clear(c.delivery[:n])
-	c.delivery = append(c.delivery[:0], c.delivery[n:]...)
+func (c *Core) Delivered(n int) { c.delivery = dropFirst(c.delivery, n) }
+
+// dropFirst removes the first n elements of s, in place, and clears the
+// slots past its new end: what moved down must not stay behind there too,
+// where it would keep the messages it points to alive.
+func dropFirst[T any](s []T, n int) []T {
+	k := copy(s, s[n:])
+	clear(s[k:])
+	return s[:k]
 }
 
 // Events are the events since the last ClearEvents, oldest first.
 func (c *Core) Events() []Event { return c.events }
 
 // ClearEvents forgets the Events.
-func (c *Core) ClearEvents() { c.events = c.events[:0] }
+func (c *Core) ClearEvents() {
+	clear(c.events) // their names and errors go
+	c.events = c.events[:0]
+}
 
 // Decode is a whole received message whose body (of a
 // packet.BatchSerializer's kind, with Config.DecodeLater) waits for a
@@ -103,10 +112,7 @@ type Decode struct {
 func (c *Core) Decodes() []*Decode { return c.decodes }
 
 // Handed forgets the first n Decodes, handed to a decoder.
-func (c *Core) Handed(n int) {
-	clear(c.decodes[:n])
-	c.decodes = append(c.decodes[:0], c.decodes[n:]...)
-}
+func (c *Core) Handed(n int) { c.decodes = dropFirst(c.decodes, n) }
 
 // Decoded takes the outcome of decoding d at now: the message is delivered,
 // or nacked when its body does not decode. A message that ended meanwhile

@@ -41,6 +41,8 @@ type Core struct {
 	remotes map[uint32]*remote
 	byName  map[string]*remote
 	roles   map[string]*keptRole       // the keep's remote roles (keeptab.go)
+	// rolesEvicted says roles lacks records the store holds (evictRole).
+	rolesEvicted bool
 	kq      keepQueue                  // the writes to the store (keeptab.go)
 	joinees map[netip.AddrPort]*remote // vacuous joins in progress, by address
 
@@ -247,9 +249,9 @@ func (c *Core) restore(est keep.RemoteEstate) *remote {
 		c.log.Warn("raet: kept remote has a bad address", "remote", est.Name, "err", perr)
 		return nil
 	}
-	kr := c.roles[est.Role]
+	kr, err := c.keptRoleOf(est.Role)
 	if kr == nil {
-		c.log.Warn("raet: kept remote has no role keys; skipped", "remote", est.Name, "role", est.Role)
+		c.log.Warn("raet: kept remote has no role keys; skipped", "remote", est.Name, "role", est.Role, "err", err)
 		return nil
 	}
 	r := &remote{nuid: est.UID, fuid: est.FUID, name: est.Name, role: est.Role, ha: ha,
@@ -498,12 +500,14 @@ func (c *Core) sealedAEAD(r *remote, a *packet.AEADCoat, err error) {
 
 // aeadIdle is how long an AEAD session may go without a packet sealed or
 // opened before its coat drops its cipher states (packet.AEADCoat.Drop;
-// ~1.5 KiB with AES-256-GCM, most of an idle remote's heap); its next
-// packet builds them again (~1.5 µs). A main's presence period grows with
-// its remotes (presence.go: past 10 s from 2000 remotes at the default
-// AliveRate), so a big main's idle remotes hold no states between their
-// alives, while a busy session never runs this timer: each packet moves it.
-const aeadIdle = 10 * time.Second
+// ~1.5 KiB with AES-256-GCM, as much as the rest of a remote's state); its
+// next packet builds them again (~1.4 µs, BenchmarkAEADCoatRebuild). A
+// busy session never runs this timer: each packet moves it. A session
+// whose presence period is longer (a main's grows with its remotes,
+// presence.go: 5 s at 1000 remotes and the default AliveRate) drops them
+// at the end of each alive exchange instead (idleExchange), so that its
+// idle remotes hold none and run no timer between their alives.
+const aeadIdle = 2 * time.Second
 
 // usedAEAD records a packet sealed or opened with r's AEAD coat, whose
 // cipher states are therefore built: they go aeadIdle after the last such
@@ -526,6 +530,20 @@ func (c *Core) idleAEAD(r *remote) {
 		p.aead.Drop()
 		p.aeadCheck = 0
 	}
+}
+
+// idleExchange follows an alive exchange with r that left nothing under
+// way. A driver asks only after a period of silence both ways (presence.go),
+// so the session was idle for that period and is idle until the next
+// exchange: when the period is longer than aeadIdle, its AEAD cipher
+// states go now rather than by a timer aeadIdle later.
+func (c *Core) idleExchange(r *remote) {
+	p := r.prof
+	if p == nil || p.aeadCheck == 0 || len(r.txns) > 0 || c.pairPeriod(r) <= aeadIdle {
+		return
+	}
+	p.aead.Drop()
+	p.aeadCheck = 0
 }
 
 // marshal serializes a control or message body with the stack's body kind.

@@ -79,6 +79,11 @@ func (c *Core) forget(r *remote, why Reason) {
 	}
 	r.saved = nil
 	c.notifyWaiters(r, ErrForgotten)
+	if r.prof != nil && r.prof.aead != nil {
+		// What may still hold the coat a while (a datagram a reader is
+		// opening with it) does not hold its cipher states too.
+		r.prof.aead.Drop()
+	}
 	c.markKeys(r)
 	delete(c.remotes, r.nuid)
 	c.silence.remove(r)
@@ -94,30 +99,36 @@ func (c *Core) forget(r *remote, why Reason) {
 	if wasAdded && r.joined {
 		c.forgotten.add(r.nuid, r.name, c.tombstoneLimit())
 	}
+	c.evictRole(r.role)
 	c.report(EventForgotten, r.name, r.nuid, why, r.ha, "")
 	c.shrink()
 }
 
-// shrink rebuilds the remotes' maps and the timer heap once they hold a
-// quarter of their peak (Go's maps never give back their memory), so that
-// a main whose remotes all left holds what it held before they came.
+// shrink rebuilds the remotes' maps (and the roles' records and the joins
+// in progress, which forgetting empties too) and the timer heap once they
+// hold a quarter of their peak (Go's maps never give back
+// their memory), so that a main whose remotes all left holds what it held
+// before they came.
 func (c *Core) shrink() {
 	if c.peak < 64 || len(c.remotes) > c.peak/4 {
 		return
 	}
-	remotes := make(map[uint32]*remote, len(c.remotes))
-	byName := make(map[string]*remote, len(c.byName))
-	for k, r := range c.remotes {
-		remotes[k] = r
-	}
-	for k, r := range c.byName {
-		byName[k] = r
-	}
-	c.remotes, c.byName = remotes, byName
+	c.remotes, c.byName = rebuilt(c.remotes), rebuilt(c.byName)
+	c.roles, c.joinees = rebuilt(c.roles), rebuilt(c.joinees)
 	c.timers = append(timerHeap(nil), c.timers...)
 	c.touched = append([]*remote(nil), c.touched...)
 	c.due = nil
 	c.peak = len(c.remotes)
+}
+
+// rebuilt is a new map, of the room its entries need, with m's entries
+// (maps.Clone keeps the room of m).
+func rebuilt[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 func (c *Core) tombstoneLimit() int {

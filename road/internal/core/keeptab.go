@@ -200,8 +200,7 @@ func (c *Core) submitBacklog() {
 		}
 		n++
 	}
-	clear(q.backlog[:n])
-	q.backlog = append(q.backlog[:0], q.backlog[n:]...)
+	q.backlog = dropFirst(q.backlog, n)
 	if len(q.backlog) == 0 {
 		q.full = false
 	}
@@ -301,6 +300,30 @@ func (c *Core) loadRoles() {
 	}
 }
 
+// keptRoleOf is role's record in the table; once the table lost records of
+// forgotten remotes (rolesEvicted, evictRole) a role it does not hold is
+// read from the store, so that the table still decides as if it held all.
+func (c *Core) keptRoleOf(role string) (*keptRole, error) {
+	if kr := c.roles[role]; kr != nil || !c.rolesEvicted {
+		return kr, nil
+	}
+	if err := c.rereadRole(role); err != nil {
+		return nil, err
+	}
+	return c.roles[role], nil
+}
+
+// evictRole drops role's record from the table, for a remote forgotten:
+// the store holds it (its last write is durable), and keptRoleOf reads it
+// again when it is needed, so that a main whose remotes all left holds
+// none of their records.
+func (c *Core) evictRole(role string) {
+	if kr := c.roles[role]; kr != nil && kr.seq <= c.kq.durable && c.kq.err == nil {
+		delete(c.roles, role)
+		c.rolesEvicted = true
+	}
+}
+
 // rereadRole takes role's record from the store again (an operator may
 // have changed it), unless a write of it is not yet durable.
 func (c *Core) rereadRole(role string) error {
@@ -332,7 +355,11 @@ func (c *Core) statusRole(auto keep.AutoMode, role string, ver keys.VerifyKey, p
 		}
 	}
 	var stored *keep.RemoteRole
-	if kr := c.roles[role]; kr != nil {
+	kr, err := c.keptRoleOf(role)
+	if err != nil {
+		return keep.Rejected, err
+	}
+	if kr != nil {
 		stored = &kr.rec
 	}
 	status, write, err := keep.Decide(auto, stored, ver, pub)
