@@ -87,9 +87,11 @@ flood:
 	$(GO) test -race -timeout 10m -tags pcap,flood -count=1 -run Flood ./road/
 
 ## heap: the memory bounds, alone and without the race detector, since they
-## measure the process's heap: a main core's heap per remote (part of make test).
+## measure the process's heap: a main core's heap per remote, and what a main
+## stack keeps of the remotes it forgot (part of make test).
 heap:
 	$(GO) test -count=1 -timeout 10m -tags heap -run 'Heap' ./road/internal/core/
+	$(GO) test -count=1 -timeout 10m -tags heap -run 'ForgottenHeap' ./road/
 
 ## fuzz: run every fuzz target for FUZZTIME each.
 fuzz:

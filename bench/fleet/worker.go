@@ -472,12 +472,14 @@ func (w *worker) profile(path string) error {
 // remote, which the default (512 KiB) misses.
 const heapSampleRate = 512
 
-// writeHeapProfile writes the live heap's profile to path, after a collection.
+// writeHeapProfile writes the live heap's profile to path, after the
+// collections that stats makes too (the second empties the sync.Pools).
 func writeHeapProfile(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
+	runtime.GC()
 	runtime.GC()
 	err = pprof.Lookup("heap").WriteTo(f, 0)
 	return errors.Join(err, f.Close())

@@ -95,9 +95,16 @@ func (c *Core) Events() []Event { return c.events }
 
 // ClearEvents forgets the Events.
 func (c *Core) ClearEvents() {
+	if cap(c.events) > maxKeptEvents {
+		c.events = nil // a burst's room (a fleet forgotten at once) goes
+		return
+	}
 	clear(c.events) // their names and errors go
 	c.events = c.events[:0]
 }
+
+// maxKeptEvents is the most room for events the core keeps between events.
+const maxKeptEvents = 64
 
 // Decode is a whole received message whose body (of a
 // packet.BatchSerializer's kind, with Config.DecodeLater) waits for a

@@ -3,9 +3,12 @@ package core
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/raet-go/raet/keep"
 )
 
 // The silence list holds exactly the added remotes, ordered by when they
@@ -82,5 +85,28 @@ func BenchmarkCapForget(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// A role's record that left the table with its forgotten remote still
+// decides: the table reads it from the store again (keptRoleOf), so keys
+// an operator rejected stay rejected.
+func TestEvictedRoleStillDecides(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	c := p.main
+	r := c.byName["other"]
+	rec := c.roles[r.role].rec
+	rec.Acceptance = keep.Rejected
+	if _, err := c.store.write(&keepWrite{op: opSaveRole, role: rec}); err != nil {
+		t.Fatal(err)
+	}
+	c.evictRole(r.role)
+	if c.roles[r.role] != nil {
+		t.Fatal("the record stayed in the table")
+	}
+	st, err := c.statusRole(keep.AutoOnce, r.role, r.verify, r.pub, netip.AddrPort{})
+	if err != nil || st != keep.Rejected {
+		t.Fatalf("status of the evicted role: %v, %v; want rejected", st, err)
 	}
 }

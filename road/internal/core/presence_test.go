@@ -344,9 +344,9 @@ func TestForgetSilentAndRecall(t *testing.T) {
 	}
 	c := p.main
 	c.Deadline() // flush, as the owner does
-	if len(c.remotes)+len(c.byName)+len(c.joinees)+len(c.timers)+len(c.touched)+len(c.pended) != 0 || c.reasm.Pending() != 0 || c.forgotten.len() != 1 {
-		t.Fatalf("left after forgetting: %d remotes, %d names, %d joinees, %d timers, %d touched, %d pended, %d reassembling, %d tombstones",
-			len(c.remotes), len(c.byName), len(c.joinees), len(c.timers), len(c.touched), len(c.pended), c.reasm.Pending(), c.forgotten.len())
+	if len(c.remotes)+len(c.byName)+len(c.joinees)+len(c.timers)+len(c.touched)+len(c.pended)+len(c.roles) != 0 || c.reasm.Pending() != 0 || c.forgotten.len() != 1 {
+		t.Fatalf("left after forgetting: %d remotes, %d names, %d joinees, %d timers, %d touched, %d pended, %d roles' records, %d reassembling, %d tombstones",
+			len(c.remotes), len(c.byName), len(c.joinees), len(c.timers), len(c.touched), len(c.pended), len(c.roles), c.reasm.Pending(), c.forgotten.len())
 	}
 	c.PublishKeys()
 	if c.KeyTable().lookup(uid) != nil {
@@ -430,7 +430,7 @@ func TestForgetFreesMemory(t *testing.T) {
 		c.forget(r, ReasonSilent)
 	}
 	c.Deadline()
-	c.events = nil // the owner takes them (and the slice's room is the burst's)
+	c.ClearEvents() // the owner takes them (and the burst's room goes)
 	c.PublishKeys()
 	empty := heap()
 	t.Logf("heap: %d B before, %d B per remote held, %d B per remote after forgetting", before,
