@@ -65,15 +65,22 @@ func (c *Core) OutLen() int {
 func (c *Core) Bundling() bool { return len(c.bundling.queued) > 0 }
 
 // TakeOut returns the datagrams to send, in order, and keeps spare's
-// memory (emptied) for the next ones. Each datagram must be signed
+// memory (emptied) for the next ones, unless it is more than maxKeptOut. Each datagram must be signed
 // (Sign, a no-op unless Config.SignLater left its foot) before it is sent,
 // and its Release gives its buffer back once it is sent.
 func (c *Core) TakeOut(spare []Datagram) []Datagram {
 	c.flushBundles()
 	out := c.out
+	if cap(spare) > maxKeptOut {
+		spare = nil // a burst's room (an alive to each of thousands) goes
+	}
 	c.out = spare[:0]
 	return out
 }
+
+// maxKeptOut is the most room for datagrams to send the core keeps
+// between flushes.
+const maxKeptOut = 256
 
 // Deliveries are the received messages not yet taken, oldest first.
 func (c *Core) Deliveries() []Message { return c.delivery }
