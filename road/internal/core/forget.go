@@ -1,5 +1,7 @@
 package core
 
+import "encoding/binary"
+
 // Bounded state for the departed. A main estate reaps a remote silent for
 // Interim (presence.go) and forgets it when it is still silent
 // ForgetAfter later (ReasonSilent); any estate holding more than
@@ -14,52 +16,88 @@ package core
 // the profile needs it. A remote with no tombstone left joins afresh
 // (vacuously, by name) and its kept keys still count.
 
-// tombstones are the forgotten remotes' names by uid, oldest first.
+// tombstones are the forgotten remotes' names by uid, oldest first, the
+// names in one buffer: a tombstone costs its name and about two dozen bytes
+// (an index entry, a length, a place in the order), not a string and a map
+// entry of its own.
 type tombstones struct {
-	names map[uint32]string
-	order []uint32
+	at    map[uint32]uint32 // uid → where its name starts in names
+	names []byte            // each name after its length (uvarint); dead bytes name no tombstone
+	order []uint32          // the uids, oldest first; some taken since, or twice
+	dead  int
 }
 
 func (t *tombstones) add(uid uint32, name string, limit int) {
-	if t.names == nil {
-		t.names = map[uint32]string{}
+	if t.at == nil {
+		t.at = map[uint32]uint32{}
 	}
-	t.names[uid] = name
+	t.drop(uid)
+	t.at[uid] = uint32(len(t.names))
+	t.names = binary.AppendUvarint(t.names, uint64(len(name)))
+	t.names = append(t.names, name...)
 	t.order = append(t.order, uid)
-	for len(t.names) > limit && len(t.order) > 0 {
-		delete(t.names, t.order[0])
+	for len(t.at) > limit && len(t.order) > 0 {
+		t.drop(t.order[0])
 		t.order = t.order[1:]
 	}
-	if len(t.order) > 2*limit { // uids recalled meanwhile
-		t.compact()
+	if len(t.order) > 2*limit || (t.dead > minCompact && t.dead > len(t.names)/2) {
+		t.compact() // uids recalled meanwhile, names dropped
 	}
 }
 
-// compact keeps in order only the uids that still name a tombstone, once.
+// minCompact is the fewest dead bytes of names worth a compaction.
+const minCompact = 4096
+
+// name is the name that starts at off in names, and its length there.
+func (t *tombstones) name(off uint32) (string, int) {
+	n, k := binary.Uvarint(t.names[off:])
+	start := int(off) + k
+	return string(t.names[start : start+int(n)]), k + int(n)
+}
+
+// drop removes uid's tombstone, if it has one.
+func (t *tombstones) drop(uid uint32) {
+	if off, ok := t.at[uid]; ok {
+		_, size := t.name(off)
+		t.dead += size
+		delete(t.at, uid)
+	}
+}
+
+// compact keeps in order only the uids that still name a tombstone, once,
+// and in names only their names, in new room.
 func (t *tombstones) compact() {
-	out := make([]uint32, 0, len(t.names))
-	seen := make(map[uint32]bool, len(t.names))
+	order := make([]uint32, 0, len(t.at))
+	at := make(map[uint32]uint32, len(t.at))
+	var names []byte
 	for _, uid := range t.order {
-		if _, ok := t.names[uid]; ok && !seen[uid] {
-			seen[uid] = true
-			out = append(out, uid)
+		off, ok := t.at[uid]
+		if _, done := at[uid]; !ok || done {
+			continue
 		}
+		name, _ := t.name(off)
+		at[uid] = uint32(len(names))
+		names = binary.AppendUvarint(names, uint64(len(name)))
+		names = append(names, name...)
+		order = append(order, uid)
 	}
-	t.order = out
+	t.at, t.names, t.order, t.dead = at, names, order, 0
 }
 
-func (t *tombstones) has(uid uint32) bool { _, ok := t.names[uid]; return ok }
+func (t *tombstones) has(uid uint32) bool { _, ok := t.at[uid]; return ok }
 
 // take removes and returns the tombstone of uid.
 func (t *tombstones) take(uid uint32) (string, bool) {
-	name, ok := t.names[uid]
-	if ok {
-		delete(t.names, uid)
+	off, ok := t.at[uid]
+	if !ok {
+		return "", false
 	}
-	return name, ok
+	name, _ := t.name(off)
+	t.drop(uid)
+	return name, true
 }
 
-func (t *tombstones) len() int { return len(t.names) }
+func (t *tombstones) len() int { return len(t.at) }
 
 // forget drops r from memory (see above); its keep files stay.
 func (c *Core) forget(r *remote, why Reason) {

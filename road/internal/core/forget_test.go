@@ -110,3 +110,36 @@ func TestEvictedRoleStillDecides(t *testing.T) {
 		t.Fatalf("status of the evicted role: %v, %v; want rejected", st, err)
 	}
 }
+
+// Tombstones recalled and forgotten again over and over keep their names
+// through the compactions that follow, and their buffer stays within
+// twice what the live names take.
+func TestTombstonesCompact(t *testing.T) {
+	const limit = 100
+	var ts tombstones
+	name := func(i uint32) string { return fmt.Sprint("remote-", i) }
+	for i := range uint32(limit) {
+		ts.add(i, name(i), limit)
+	}
+	live := len(ts.names)
+	for range 200 {
+		for i := uint32(0); i < limit; i += 2 {
+			got, ok := ts.take(i)
+			if !ok || got != name(i) {
+				t.Fatalf("take %d: %q, %v", i, got, ok)
+			}
+			ts.add(i, got, limit)
+		}
+	}
+	if ts.len() != limit || len(ts.names) > 2*live+minCompact || len(ts.order) > 2*limit {
+		t.Fatalf("%d tombstones in %d bytes of names (%d live), order of %d", ts.len(), len(ts.names), live, len(ts.order))
+	}
+	for i := range uint32(limit) {
+		if got, ok := ts.take(i); !ok || got != name(i) {
+			t.Fatalf("take %d after the compactions: %q, %v", i, got, ok)
+		}
+	}
+	if ts.len() != 0 {
+		t.Fatalf("%d tombstones left after taking all", ts.len())
+	}
+}
