@@ -23,7 +23,10 @@
 //     CPU per join; a client that fails to join is tried twice more, and
 //     those that fail for good are counted and named on stderr with the
 //     first error;
-//   - state: after --settle, the main's heap and RSS per remote, and the
+//   - state: after --settle (3 s: longer than the 2 s after which an idle
+//     session drops its AEAD cipher states, ~1.5 KiB with AES-256-GCM, so
+//     that this is the heap of idle remotes; a busy session holds its
+//     states too), the main's heap and RSS per remote, and the
 //     heap and goroutines per client stack (the goroutine that reads a
 //     stack's Receive channel for the benchmark is not counted); "per
 //     remote" here and in idle is per remote the main allowed, and the
@@ -171,7 +174,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	size := fs.Int("size", 1500, "message body bytes (1500: two segments in both profiles)")
 	window := fs.Int("window", 256, "messages in flight per process")
 	joinWindow := fs.Int("join-window", 64, "joins in flight in all, shared by the client processes")
-	settle := fs.Duration("settle", 2*time.Second, "wait after the joins before measuring state")
+	settle := fs.Duration("settle", 3*time.Second, "wait after the joins before measuring state (the idle sessions' cipher states go after 2 s)")
 	idle := fs.Duration("idle", 5*time.Second, "how long idle CPU and packets are measured")
 	timeout := fs.Duration("timeout", 60*time.Minute, "bound on the whole run")
 	phase := fs.Duration("phase-timeout", 10*time.Minute, "bound on each of join, fan-out and fan-in: what is not done by then counts as failed (a worker that has not replied seconds later is killed)")
