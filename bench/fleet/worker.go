@@ -42,9 +42,6 @@ type request struct {
 	Spread bool `json:"spread,omitempty"`
 	// MainCfg is the main's own settings (start, main).
 	MainCfg mainConfig `json:"main_cfg,omitzero"`
-	// HeapSample makes the main's heap profiles sample every
-	// heapSampleRate bytes allocated from its start (start, main).
-	HeapSample bool `json:"heap_sample,omitempty"`
 	To      string     `json:"to,omitempty"`     // join: the main's address
 	Count   int        `json:"count,omitempty"`  // fanout, fanin: messages per remote or stack
 	Size    int        `json:"size,omitempty"`   // fanout, fanin: body bytes
@@ -57,6 +54,9 @@ type request struct {
 	AlivePeriod time.Duration `json:"alive_period,omitempty"`
 	// TimeoutMS bounds the operation.
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// HeapSample makes the main's heap profiles sample every
+	// heapSampleRate bytes allocated from its start (start, main).
+	HeapSample bool `json:"heap_sample,omitempty"`
 }
 
 // reply is the line a worker writes to stdout for each request.

@@ -65,9 +65,10 @@ func (c *Core) OutLen() int {
 func (c *Core) Bundling() bool { return len(c.bundling.queued) > 0 }
 
 // TakeOut returns the datagrams to send, in order, and keeps spare's
-// memory (emptied) for the next ones, unless it is more than maxKeptOut. Each datagram must be signed
-// (Sign, a no-op unless Config.SignLater left its foot) before it is sent,
-// and its Release gives its buffer back once it is sent.
+// memory (emptied) for the next ones, unless it is more than maxKeptOut.
+// Each datagram must be signed (Sign, a no-op unless Config.SignLater left
+// its foot) before it is sent, and its Release gives its buffer back once
+// it is sent.
 func (c *Core) TakeOut(spare []Datagram) []Datagram {
 	c.flushBundles()
 	out := c.out

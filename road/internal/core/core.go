@@ -41,10 +41,11 @@ type Core struct {
 	remotes map[uint32]*remote
 	byName  map[string]*remote
 	roles   map[string]*keptRole       // the keep's remote roles (keeptab.go)
-	// rolesEvicted says roles lacks records the store holds (evictRole).
-	rolesEvicted bool
 	kq      keepQueue                  // the writes to the store (keeptab.go)
 	joinees map[netip.AddrPort]*remote // vacuous joins in progress, by address
+
+	// rolesEvicted says roles lacks records the store holds (evictRole).
+	rolesEvicted bool
 
 	reasm *packet.Reassembler[uint32, msgKey] // owned by remote (nuid)
 	lim   limits

@@ -24,7 +24,7 @@ type tombstones struct {
 	at    map[uint32]uint32 // uid → where its name starts in names
 	names []byte            // each name after its length (uvarint); dead bytes name no tombstone
 	order []uint32          // the uids, oldest first; some taken since, or twice
-	dead  int
+	dead  int               // the bytes of names no tombstone names
 }
 
 func (t *tombstones) add(uid uint32, name string, limit int) {
@@ -144,9 +144,9 @@ func (c *Core) forget(r *remote, why Reason) {
 
 // shrink rebuilds the remotes' maps (and the roles' records and the joins
 // in progress, which forgetting empties too) and the timer heap once they
-// hold a quarter of their peak (Go's maps never give back
-// their memory), so that a main whose remotes all left holds what it held
-// before they came.
+// hold a quarter of their peak (Go's maps never give back their memory),
+// so that a main whose remotes all left holds what it held before they
+// came.
 func (c *Core) shrink() {
 	if c.peak < 64 || len(c.remotes) > c.peak/4 {
 		return
