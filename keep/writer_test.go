@@ -22,6 +22,19 @@ import (
 	"go.uber.org/goleak"
 )
 
+// firstSyncHeld is a syncer whose first sync closes entered and waits for
+// release to be closed: the batch it syncs is held while a test queues more.
+func firstSyncHeld() (cs *countSyncer, entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	cs = &countSyncer{inner: fileSyncer{}, gate: func(n int64) {
+		if n == 1 {
+			close(entered)
+			<-release
+		}
+	}}
+	return cs, entered, release
+}
+
 // countSyncer counts the syncs of a Writer around the real syncer; gate,
 // when set, is called at the start of every data sync (tests hold a batch
 // there), and fail makes the given data sync fail.
@@ -73,13 +86,7 @@ func roleN(i int) RemoteRole {
 func TestWriterCoalescesSyncs(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	k := openKeep(t, AutoNever)
-	entered, release := make(chan struct{}), make(chan struct{})
-	cs := &countSyncer{inner: fileSyncer{}, gate: func(n int64) {
-		if n == 1 {
-			close(entered)
-			<-release
-		}
-	}}
+	cs, entered, release := firstSyncHeld()
 	var durable []uint64
 	var mu sync.Mutex
 	w := k.StartWriter(&WriterConfig{sync: cs, OnDurable: func(seq uint64) {
@@ -134,13 +141,7 @@ func TestWriterCoalescesSyncs(t *testing.T) {
 func TestWriterAdjacentWritesOnce(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	k := openKeep(t, AutoNever)
-	entered, release := make(chan struct{}), make(chan struct{})
-	cs := &countSyncer{inner: fileSyncer{}, gate: func(n int64) {
-		if n == 1 {
-			close(entered)
-			<-release
-		}
-	}}
+	cs, entered, release := firstSyncHeld()
 	w := k.StartWriter(&WriterConfig{sync: cs})
 	first := must(w.SaveRemote(remoteN(3)))(t) // a batch of its own
 	<-entered
@@ -234,13 +235,7 @@ func TestWriterFailureIsSticky(t *testing.T) {
 func TestWriterStageFailure(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	k := openKeep(t, AutoNever)
-	entered, release := make(chan struct{}), make(chan struct{})
-	cs := &countSyncer{inner: fileSyncer{}, gate: func(n int64) {
-		if n == 1 {
-			close(entered)
-			<-release
-		}
-	}}
+	cs, entered, release := firstSyncHeld()
 	w := k.StartWriter(&WriterConfig{sync: cs})
 	first := must(w.SaveRemote(remoteN(0)))(t)
 	<-entered // the first batch holds only the first write
@@ -296,13 +291,7 @@ func TestWriterStageFailure(t *testing.T) {
 func TestWriterQueueFull(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	k := openKeep(t, AutoNever)
-	entered, release := make(chan struct{}), make(chan struct{})
-	cs := &countSyncer{inner: fileSyncer{}, gate: func(n int64) {
-		if n == 1 {
-			close(entered)
-			<-release
-		}
-	}}
+	cs, entered, release := firstSyncHeld()
 	w := k.StartWriter(&WriterConfig{Queue: 2, sync: cs})
 	must(w.SaveRemote(remoteN(1)))(t)
 	<-entered

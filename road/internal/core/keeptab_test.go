@@ -39,19 +39,26 @@ func (h *heldStore) durable(p *pair, c *Core) {
 	p.pump()
 }
 
+// heldPair starts a main, whose keep is a heldStore, and another estate,
+// with the main's writes of its start durable.
+func heldPair(t *testing.T, mainCfg Config) (*pair, *heldStore) {
+	st := newHeldStore()
+	p := newRig(t)
+	p.main = p.newCore(&estate{Config: mainCfg, Auto: keep.AutoAlways}, st)
+	p.other = p.newCore(&estate{Config: Config{Name: "other", AlivePeriod: -1}, Auto: keep.AutoAlways}, nil)
+	p.main.Start(p.mainAddr, p.now)
+	p.other.Start(p.otherAddr, p.now)
+	st.durable(p, p.main)
+	return p, st
+}
+
 // A join's acceptance reaches the joiner only once the main's keep holds
 // what it wrote for it: the response that accepts the joiner waits for the
 // role's write, the allow that follows waits for the estate's; each goes
 // out when the owner reports the write durable, and then the join
 // completes.
 func TestJoinAcceptedOnlyWhenDurable(t *testing.T) {
-	st := newHeldStore()
-	p := newRig(t)
-	p.main = p.newCore(&estate{Config: Config{Name: "main", Main: true, AlivePeriod: -1}, Auto: keep.AutoAlways}, st)
-	p.other = p.newCore(&estate{Config: Config{Name: "other", AlivePeriod: -1}, Auto: keep.AutoAlways}, nil)
-	p.main.Start(p.mainAddr, p.now)
-	p.other.Start(p.otherAddr, p.now)
-	st.durable(p, p.main) // the local estate, at start
+	p, st := heldPair(t, Config{Name: "main", Main: true, AlivePeriod: -1})
 	started := len(st.writes)
 
 	res := make(chan error, 1)
@@ -125,13 +132,7 @@ func TestJoinAcceptedOnlyWhenDurable(t *testing.T) {
 // A full store queue (the core holds the writes, in order) makes joins
 // keep-busy too, until the writes went.
 func TestJoinKeepBusy(t *testing.T) {
-	st := newHeldStore()
-	p := newRig(t)
-	p.main = p.newCore(&estate{Config: Config{Name: "main", Main: true, AlivePeriod: -1, KeepQueue: 2}, Auto: keep.AutoAlways}, st)
-	p.other = p.newCore(&estate{Config: Config{Name: "other", AlivePeriod: -1}, Auto: keep.AutoAlways}, nil)
-	p.main.Start(p.mainAddr, p.now)
-	p.other.Start(p.otherAddr, p.now)
-	st.durable(p, p.main)
+	p, st := heldPair(t, Config{Name: "main", Main: true, AlivePeriod: -1, KeepQueue: 2})
 
 	// A stranger's join leaves one write not yet durable: half the queue,
 	// all a stranger may wait on.
@@ -196,13 +197,7 @@ func TestJoinKeepBusy(t *testing.T) {
 // (keep_failed), and joins are answered keep-busy with a hint that says
 // so.
 func TestKeepFailed(t *testing.T) {
-	st := newHeldStore()
-	p := newRig(t)
-	p.main = p.newCore(&estate{Config: Config{Name: "main", Main: true, AlivePeriod: -1}, Auto: keep.AutoAlways}, st)
-	p.other = p.newCore(&estate{Config: Config{Name: "other", AlivePeriod: -1}, Auto: keep.AutoAlways}, nil)
-	p.main.Start(p.mainAddr, p.now)
-	p.other.Start(p.otherAddr, p.now)
-	st.durable(p, p.main)
+	p, st := heldPair(t, Config{Name: "main", Main: true, AlivePeriod: -1})
 	res := make(chan error, 1)
 	p.other.Join(p.mainAddr, res, p.now)
 	p.pump()
@@ -275,13 +270,7 @@ func TestKeepGroupCommit(t *testing.T) {
 // second that replaces it). A later allow writes its new session; and a
 // main restarted from its keep starts past every session it used.
 func TestJoinAllowOneEstateWrite(t *testing.T) {
-	st := newHeldStore()
-	p := newRig(t)
-	p.main = p.newCore(&estate{Config: Config{Name: "main", Main: true, AlivePeriod: -1}, Auto: keep.AutoAlways}, st)
-	p.other = p.newCore(&estate{Config: Config{Name: "other", AlivePeriod: -1}, Auto: keep.AutoAlways}, nil)
-	p.main.Start(p.mainAddr, p.now)
-	p.other.Start(p.otherAddr, p.now)
-	st.durable(p, p.main)
+	p, st := heldPair(t, Config{Name: "main", Main: true, AlivePeriod: -1})
 	started := len(st.writes)
 	res := make(chan error, 1)
 	p.other.Join(p.mainAddr, res, p.now)
