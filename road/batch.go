@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/road/internal/core"
 )
@@ -193,9 +194,25 @@ func takeMore[J any](ch <-chan J, jobs []J) []J {
 	return jobs
 }
 
-// marshal serializes a body to send: in place with a built-in serializer,
-// through the encoder goroutine with a BatchSerializer.
-func (s *Stack) marshal(ctx context.Context, body any) ([]byte, error) {
+// marshal serializes a body to send and returns it with its body kind;
+// it is the one home of the rule of Send and Go: a []byte or a string is
+// sent as it is (body kind raw, copied: the caller may reuse it once Go
+// returns), any other body is a mapping for the stack's serializer, in
+// place with a built-in one, through the encoder goroutine with a
+// BatchSerializer.
+func (s *Stack) marshal(ctx context.Context, body any) ([]byte, codec.BodyKind, error) {
+	switch b := body.(type) {
+	case []byte:
+		return append([]byte(nil), b...), codec.BodyKindRaw, nil
+	case string:
+		return []byte(b), codec.BodyKindRaw, nil
+	}
+	b, err := s.marshalMapping(ctx, body)
+	return b, s.ser.Kind(), err
+}
+
+// marshalMapping serializes a mapping with the stack's serializer.
+func (s *Stack) marshalMapping(ctx context.Context, body any) ([]byte, error) {
 	if _, ok := s.ser.(packet.BatchSerializer); !ok {
 		// Into a buffer of the last body's size (and a little): one
 		// allocation, not one per doubling. The core keeps the body until

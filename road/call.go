@@ -15,7 +15,7 @@ import (
 // Done receives it once the outcome is known, with Err set.
 type Call struct {
 	To   string // the remote's name
-	Body any    // the body, as given to Go
+	Body any    // the body, as given to Go (a mapping, or []byte or string)
 	// Err is the outcome, set before the Call goes to Done: nil when the
 	// remote said done, else what Send would have returned (*TxnError
 	// wrapping ErrRejected, ErrTimeout, ErrNotAllowed or ErrClosed;
@@ -34,19 +34,33 @@ type Call struct {
 	started time.Time
 }
 
-// Go sends body, a mapping (map, struct or packet.OrderedMap), to the
-// remote named to without waiting for its outcome, as net/rpc's Client.Go
-// does: it returns once the message is queued for the owner goroutine, and
-// done receives the Call once the remote says done or the message fails.
+// Go sends body to the remote named to without waiting for its outcome,
+// as net/rpc's Client.Go does: it returns once the message is queued for
+// the owner goroutine, and done receives the Call once the remote says
+// done or the message fails.
 // It is Send without a goroutine per message in flight: a sender keeps as
 // many in flight as it likes (up to Config.SendQueue), and collects their
 // outcomes from one channel. The messages of Calls queued together are
 // handed to the owner together, and to a raet-go peer of the fast profile
 // travel together (bundles).
 //
+// The body is a mapping (map, struct or packet.OrderedMap), serialized
+// with Config.BodyKind (or Config.Serializer), or bytes: a []byte or a
+// string (exactly those types; a named one such as json.RawMessage is a
+// mapping to serialize) is sent as it is, with body kind raw (bk=2), and
+// received as a Message whose Raw holds it and whose Body is nil, whatever
+// the receiver's Config.BodyKind. Bytes cost no encoding nor decoding;
+// they are copied, so the caller may reuse them once Go returns. A
+// reference estate receives a raw body too: its stack hands the bytes to
+// its application (in rxMsgs) where it hands other messages a mapping, so
+// send bytes to one only when its application expects them (Salt's does
+// not).
+//
 // Go returns an error, and no Call, when the message could not be queued:
 // ErrNotStarted, ErrClosed, ErrNotMapping, ErrQueueFull (with
-// Config.FailFast), a Config.Queue's failure, or ctx's error. ctx bounds
+// Config.FailFast), a Config.Queue's failure, or ctx's error. A body that
+// is neither a mapping nor bytes is ErrNotMapping, wrapping the
+// serializer's error (a *packet.BodyError, for a built-in one). ctx bounds
 // only that wait (for room in the send queue, and for a BatchSerializer's
 // encoding); a message once queued runs to its outcome (bounded by
 // Config.MessageTimeout). Everything else (ErrUnknownRemote too) is the
@@ -79,12 +93,13 @@ func (s *Stack) Go(ctx context.Context, to string, body any, done chan *Call) (*
 	return c, nil
 }
 
-// Send sends body, a mapping (map, struct or packet.OrderedMap), to the
-// remote named to, and returns once the remote says it is done, or an error:
-// *TxnError wrapping ErrRejected, ErrTimeout, ErrNotAllowed; ErrUnknownRemote;
-// ErrQueueFull (with Config.FailFast); ErrClosed; or ctx's error (the message
-// may still arrive). It is Go and a wait for the Call; to keep many
-// messages in flight, Go needs no goroutine for each.
+// Send sends body to the remote named to, and returns once the remote
+// says it is done, or an error: *TxnError wrapping ErrRejected, ErrTimeout,
+// ErrNotAllowed; ErrUnknownRemote; ErrNotMapping; ErrQueueFull (with
+// Config.FailFast); ErrClosed; or ctx's error (the message may still
+// arrive). It is Go and a wait for the Call; to keep many messages in
+// flight, Go needs no goroutine for each. The body is a mapping, or bytes
+// ([]byte or string) sent raw, as Go says.
 func (s *Stack) Send(ctx context.Context, to string, body any) error {
 	c, _ := s.waits.Get().(*Call)
 	if c == nil {
@@ -127,14 +142,14 @@ func (s *Stack) goCall(ctx context.Context, c *Call) error {
 	default:
 		return ErrNotStarted
 	}
-	plain, err := s.marshal(ctx, c.Body)
+	plain, kind, err := s.marshal(ctx, c.Body)
 	switch {
 	case errors.Is(err, ErrNotStarted), errors.Is(err, ErrClosed), ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return err
 	case err != nil:
-		return fmt.Errorf("%w: %v", ErrNotMapping, err)
+		return fmt.Errorf("%w: %w", ErrNotMapping, err)
 	}
-	c.s, c.plain, c.kind = s, plain, s.ser.Kind()
+	c.s, c.plain, c.kind = s, plain, kind
 	if err := s.takeRoom(ctx); err != nil {
 		return err
 	}

@@ -104,7 +104,11 @@ type Config struct {
 	HeadKind codec.HeadKind
 	// BodyKind serializes message and control bodies: codec.BodyKindJSON
 	// (default), BodyKindMsgpack or BodyKindCBOR (the last only for raet-go
-	// peers).
+	// peers). These are mapping kinds: codec.BodyKindRaw is refused here,
+	// since control bodies are mappings; a message body given to Send or
+	// Go as a []byte or string is sent raw whatever BodyKind is (see Go).
+	// Received messages of every kind we can read are taken, whatever
+	// BodyKind is.
 	BodyKind codec.BodyKind
 	// MaxPacketSize is the largest datagram we send; larger messages are
 	// segmented. Default 1024 (the reference's; it cannot read datagrams

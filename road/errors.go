@@ -17,7 +17,7 @@ var (
 	ErrRejected       = core.ErrRejected
 	ErrRefused        = core.ErrRefused
 	ErrRenewImmutable = core.ErrRenewImmutable
-	ErrNotMapping     = errors.New("raet: message body is not a mapping")
+	ErrNotMapping     = errors.New("raet: message body is not a mapping, nor []byte or string")
 	ErrSessionChanged = core.ErrSessionChanged
 	ErrForgotten      = core.ErrForgotten
 	ErrSocket         = errors.New("raet: the socket failed; the stack stopped")

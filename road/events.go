@@ -11,7 +11,10 @@ type (
 	Event = core.Event
 	// Remote describes a remote estate as the stack knows it.
 	Remote = core.Remote
-	// Message is a message received from a remote.
+	// Message is a message received from a remote. A body sent as bytes
+	// (Send or Go with a []byte or string; the reference's bk=2) has
+	// Kind codec.BodyKindRaw, Raw the bytes as sent and Body nil; any other
+	// is decoded into Body, with Raw its serialized form.
 	Message = core.Message
 	// Counters are a stack's statistics since it started.
 	Counters = core.Counters

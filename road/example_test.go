@@ -262,3 +262,32 @@ func ExampleStack_Go() {
 	// Output:
 	// done: 100
 }
+
+// A body of bytes ([]byte or string) is sent as it is, with body kind raw:
+// no encoding nor decoding. The receiver gets it in Raw, with Body nil,
+// whatever its own Config.BodyKind; a mapping still goes as a mapping.
+func ExampleStack_Send_raw() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	main, _ := road.New(&road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1, BodyKind: codec.BodyKindMsgpack})
+	main.Start()
+	defer main.Close()
+	sender, _ := road.New(&road.Config{Name: "sender", Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1})
+	sender.Start()
+	defer sender.Close()
+	if _, err := sender.Join(ctx, main.Addr().String()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := sender.Send(ctx, "main", []byte{0xca, 0xfe, 0x00, 0x01}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	m := <-main.Receive()
+	fmt.Printf("%v % x %v\n", m.Kind, m.Raw, m.Body == nil)
+	err := sender.Send(ctx, "main", 42)
+	fmt.Println(errors.Is(err, road.ErrNotMapping))
+	// Output:
+	// raw ca fe 00 01 true
+	// true
+}
