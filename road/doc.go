@@ -22,7 +22,9 @@
 // Join(ctx, addr) runs join and allow and returns when the session is up;
 // Send(ctx, name, body) returns when the remote says done; Go(ctx, name,
 // body, done) returns once the message is queued and reports its outcome
-// on done, so one goroutine keeps many messages in flight; Receive()
+// on done, so one goroutine keeps many messages in flight. A body is a
+// mapping, serialized with Config.BodyKind, or bytes ([]byte or string),
+// sent as they are (body kind raw) and received in Message.Raw. Receive()
 // delivers what remotes send; Events() reports what happens to remotes
 // (joined, pending, allowed, alive, dead, reaped, rejected, removed), with a
 // Reason where there is one.
