@@ -63,6 +63,8 @@ func peers(raetFastMPS int) []peer {
 			name = fmt.Sprintf("raet fast mps %d", o.mps)
 		case o.noBundle:
 			name = "raet fast no bundling"
+		case o.mapping:
+			name = "raet fast json"
 		}
 		dial := func() (transport, error) {
 			t, err := dialRaet(o, true)
@@ -80,11 +82,12 @@ func peers(raetFastMPS int) []peer {
 		{name: "zeromq push/pull", oneWay: dialZMQPushPull},
 		{name: "zeromq req/rep", dial: dialZMQReqRep},
 		{name: "nats core", dial: dialNATSReqRep, oneWay: dialNATSPubSub},
-		raet(raetOpts{prof: road.ProfileReference}),
+		raet(raetOpts{prof: road.ProfileReference, mapping: true}),
 	}
 	ps = append(ps, ceilingPeers()...) // measured right after the row they bound
 	ps = append(ps,
 		raet(raetOpts{prof: road.ProfileAuto}),
+		raet(raetOpts{prof: road.ProfileAuto, mapping: true}),
 		raet(raetOpts{prof: road.ProfileAuto, noBundle: true}),
 		peer{name: "raet bus req/rep", dial: dialBusReqRep},
 	)
@@ -714,9 +717,19 @@ func dialQUICStreams(serve func(io.ReadWriter)) (io.ReadWriter, func(), error) {
 // start and stack growth cost more CPU than the message itself does.
 // The payloads are the other peers', and every message is still done by
 // the receiver (windowed) or counted and checked there (one-way).
+//
+// The fast rows send the payload as bytes (a []byte body: body kind raw),
+// as every other peer moves it: a mapping body costs a JSON encoding and
+// decoding and their copies per message that no other peer pays, so it
+// would measure encoding/json beside their transports. "raet fast json"
+// sends mapping bodies ({"data": payload}, as JSON) to show that cost; so
+// does "raet reference", which stands for the reference's wire as its
+// users (Salt) speak it: mappings. One-way, a raw body is [id u64][payload],
+// as the udp peer frames it; a mapping body {"id": id, "data": payload}.
 
 type raetTransport struct {
 	m, o *road.Stack
+	opts raetOpts
 	to   string
 	// done receives the outcomes; ids maps each Call to the id sent (the
 	// windowed body carries only the payload, as the other peers' do).
@@ -726,8 +739,9 @@ type raetTransport struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	body   map[string]any
+	body   map[string]any // the last mapping body sent (windowed), for its payload length
 	plen   int
+	out    []byte // the last raw body sent (one-way)
 }
 
 // inFlight runs each send in a goroutine of its own and gives recvAck its
@@ -779,12 +793,14 @@ func (f *inFlight) recvAck() (uint64, error) {
 }
 
 // raetOpts is how the benchmarks' road estates differ: the profile, the
-// fast profile's packet size (0: the default), whether they bundle, and a
-// tap that sees their datagrams (road.Config.Tap), if not nil.
+// fast profile's packet size (0: the default), whether they bundle,
+// whether the messages are mappings (else raw bytes), and a tap that sees
+// their datagrams (road.Config.Tap), if not nil.
 type raetOpts struct {
 	prof     road.Profile
 	mps      int
 	noBundle bool
+	mapping  bool
 	tap      func(road.TapPacket)
 }
 
@@ -828,7 +844,7 @@ func dialRaet(opts raetOpts, discard bool) (*raetTransport, error) {
 		m.Close()
 		return nil, fmt.Errorf("join: %w", err)
 	}
-	t := &raetTransport{m: m, o: o, to: rem.Name, done: make(chan *road.Call, raetSendQueue), ids: map[*road.Call]uint64{}}
+	t := &raetTransport{m: m, o: o, opts: opts, to: rem.Name, done: make(chan *road.Call, raetSendQueue), ids: map[*road.Call]uint64{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	if discard {
 		t.wg.Add(1)
@@ -848,7 +864,7 @@ func dialRaet(opts raetOpts, discard bool) (*raetTransport, error) {
 
 // send sends body to the receiver with Go; with ack, recvAck returns id
 // once it is done.
-func (t *raetTransport) goSend(id uint64, body map[string]any, ack bool) error {
+func (t *raetTransport) goSend(id uint64, body any, ack bool) error {
 	if ack {
 		t.mu.Lock() // before Go: the outcome may come first
 		defer t.mu.Unlock()
@@ -864,6 +880,9 @@ func (t *raetTransport) goSend(id uint64, body map[string]any, ack bool) error {
 }
 
 func (t *raetTransport) send(id uint64, p []byte) error {
+	if !t.opts.mapping {
+		return t.goSend(id, p, true) // Go copies p
+	}
 	if t.body == nil || t.plen != len(p) {
 		t.body, t.plen = map[string]any{"data": string(p)}, len(p)
 	}
@@ -925,6 +944,11 @@ func dialRaetOneWay(opts raetOpts) (oneWay, error) {
 func (*raetOneWay) unordered() {}
 
 func (t *raetOneWay) send(id uint64, p []byte) error {
+	if !t.opts.mapping {
+		t.out = binary.BigEndian.AppendUint64(t.out[:0], id)
+		t.out = append(t.out, p...)
+		return t.goSend(id, t.out, false) // Go copies t.out
+	}
 	if len(t.data) != len(p) {
 		t.data = string(p)
 	}
@@ -934,6 +958,12 @@ func (t *raetOneWay) send(id uint64, p []byte) error {
 func (t *raetOneWay) recv() (uint64, []byte, error) {
 	select {
 	case m := <-t.m.Receive():
+		if !t.opts.mapping {
+			if m.Kind != codec.BodyKindRaw || len(m.Raw) < 8 {
+				return 0, nil, fmt.Errorf("a %v body of %d bytes, not raw [id][payload]", m.Kind, len(m.Raw))
+			}
+			return binary.BigEndian.Uint64(m.Raw), m.Raw[8:], nil
+		}
 		id, err := bodyID(m.Body)
 		data, ok := m.Body["data"].(string)
 		if err != nil || !ok {

@@ -43,6 +43,11 @@
 // the road verifier's), the median of the ratios of each run (the peers
 // take turns in every run); pkts/msg is how many datagrams a message took.
 //
+// The fast profile's rows send the payload as bytes (body kind raw), as
+// every other peer does; "raet fast json" sends it as a mapping
+// ({"data": payload}, JSON), as "raet reference" does, to show what the
+// encoding and decoding cost (harness.go says why).
+//
 // Every mode reports CPU µs per message: the process's CPU time (user and
 // system, every thread: both ends, and the NATS server) over the messages
 // counted. With -runs N each figure is the median over N runs.
