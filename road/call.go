@@ -51,10 +51,10 @@ type Call struct {
 // received as a Message whose Raw holds it and whose Body is nil, whatever
 // the receiver's Config.BodyKind. Bytes cost no encoding nor decoding;
 // they are copied, so the caller may reuse them once Go returns. A
-// reference estate receives a raw body too: its stack hands the bytes to
-// its application (in rxMsgs) where it hands other messages a mapping, so
-// send bytes to one only when its application expects them (Salt's does
-// not).
+// reference estate (RaetProtocol/raet 0.6.9) receives a raw body too,
+// whole or segmented, and says done; its stack hands the bytes to its
+// application (in rxMsgs) where other messages are mappings, so send
+// bytes to one only when its application expects them (Salt's does not).
 //
 // Go returns an error, and no Call, when the message could not be queued:
 // ErrNotStarted, ErrClosed, ErrNotMapping, ErrQueueFull (with
