@@ -93,6 +93,7 @@ type allower struct {
 	// session that of the initiate's, the new session's.
 	helloKey, session *handshake.Key
 	oreo              handshake.Oreo
+	asked             time.Time // when the initiate went, timed (timeRequest)
 	timeout           expiry
 	redo              redo
 	last              []byte
@@ -153,6 +154,11 @@ func (c *Core) allow(r *remote, cascade bool) {
 func (a *allower) send(c *Core, pk codec.PacketKind, body []byte) {
 	h := c.allowHead(a.r, pk, a.si, a.ti, false)
 	if b := c.sendNew(a.r, &h, body, a.r.ha); b != nil {
+		if pk == codec.PacketKindInitiate {
+			// A second initiate answers the cookie sent again: the same
+			// request again, whose ack may be the first one's.
+			c.timeRequest(&a.asked, a.r.ha, a.lastKind == pk)
+		}
 		a.last, a.lastKind = b, pk
 		a.redo.restart(c.now)
 	}
@@ -196,6 +202,7 @@ func (a *allower) receive(c *Core, p *rxPacket) {
 		if a.lastKind != codec.PacketKindInitiate && a.lastKind != codec.PacketKindAck {
 			return // an ack before our initiate is not the allowent's
 		}
+		c.timedAnswer(r, &a.asked)
 		c.removeTxn(r, a)
 		a.send(c, codec.PacketKindAck, nil) // the final ack, in the old session
 		if err := c.allowed(r, a.short, a.peerShort, a.session, 0); err != nil {
@@ -231,6 +238,7 @@ func (a *allower) tick(c *Core) {
 		a.redo.backoff(c.now)
 		if a.last != nil {
 			c.retransmit(a.last, a.r.ha)
+			c.timeRequest(&a.asked, a.r.ha, true)
 		}
 	}
 }
@@ -243,6 +251,7 @@ type allowent struct {
 	short     keys.Box       // the new session's short-term pair
 	peerShort keys.PublicKey // the allower's, from its hello
 	oreo      handshake.Oreo
+	asked     time.Time // when the cookie or the ack went, timed (timeRequest)
 	timeout   expiry
 	redo      redo
 	last      []byte
@@ -262,6 +271,9 @@ func (c *Core) startAllowent(p *rxPacket, r *remote) {
 func (a *allowent) send(c *Core, pk codec.PacketKind, body []byte) {
 	h := c.allowHead(a.r, pk, a.si, a.ti, true)
 	if b := c.sendNew(a.r, &h, body, a.r.ha); b != nil {
+		if pk == codec.PacketKindCookie || pk == codec.PacketKindAck {
+			c.timeRequest(&a.asked, a.r.ha, a.lastKind == pk)
+		}
 		a.last, a.lastKind = b, pk
 		a.redo.restart(c.now)
 	}
@@ -349,6 +361,7 @@ func (a *allowent) receive(c *Core, p *rxPacket) {
 		if a.lastKind != codec.PacketKindCookie {
 			return // a repeated initiate after our ack: do not allow twice (§13)
 		}
+		c.timedAnswer(r, &a.asked)
 		init, session, err := handshake.OpenInitiate(p.Coat, a.short.Private, c.box.Private,
 			handshake.InitiateWant{IShortPub: a.peerShort, Oreo: a.oreo, ILongPub: r.pub, FQDN: c.fqdn})
 		if err != nil {
@@ -378,6 +391,7 @@ func (a *allowent) receive(c *Core, p *rxPacket) {
 			a.nack(c, codec.PacketKindRefuse)
 		}
 	case codec.PacketKindAck:
+		c.timedAnswer(r, &a.asked)
 		a.remove(c)
 		c.startHeld(r)
 	case codec.PacketKindNack, codec.PacketKindRefuse:
@@ -406,6 +420,7 @@ func (a *allowent) tick(c *Core) {
 		a.redo.backoff(c.now)
 		if a.last != nil {
 			c.retransmit(a.last, a.r.ha)
+			c.timeRequest(&a.asked, a.r.ha, true)
 		}
 	}
 }

@@ -304,10 +304,7 @@ func (m *messenger) sendAlone(c *Core) {
 // sent records that a bundle carried the message.
 func (m *messenger) sent(c *Core) {
 	m.lastSeg, m.current = 0, 1
-	m.sentAt = c.now
-	if m.retry {
-		m.sentAt = time.Time{} // no RTT sample of a retransmission (Karn)
-	}
+	c.timeRequest(&m.sentAt, m.r.ha, m.retry)
 	m.retry = false
 	m.redo.restart(c.now)
 	c.touch(m.r)

@@ -59,7 +59,7 @@ type messenger struct {
 	last    []byte   // its bytes, to send again unchanged (no new signature; not with aead)
 	// lastSign signs last when its foot was left to sign (signLater).
 	lastSign *packet.NaClFoot
-	sentAt   time.Time // when a packet went last; zero when it was sent again (no RTT sample)
+	sentAt   time.Time // when a packet went last; zero when it is not timed (timeRequest)
 	timeout  expiry
 	redo     redo
 	started  time.Time
@@ -204,21 +204,13 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 		m.last, m.lastSign = append(m.last[:0], b...), sign
 	}
 	m.lastSeg = i
-	m.sentAt = c.now
-	if again {
-		m.sentAt = time.Time{}
-	}
+	c.timeRequest(&m.sentAt, m.r.ha, again)
 	m.redo.restart(c.now)
 }
 
 // sample gives the remote's RTT estimate the time since the last packet,
 // unless it was sent again.
-func (m *messenger) sample(c *Core) {
-	if !m.sentAt.IsZero() {
-		m.r.observeRTT(c.now.Sub(m.sentAt))
-		m.sentAt = time.Time{}
-	}
-}
+func (m *messenger) sample(c *Core) { c.timedAnswer(m.r, &m.sentAt) }
 
 // burst sends the next BurstSize segments (all when 0), wf on the last.
 func (m *messenger) burst(c *Core) {

@@ -55,10 +55,11 @@ type remote struct {
 	prof      *profile       // the negotiated profile of this session; nil: the reference's
 
 	// srtt and rttvar estimate, as TCP does (RFC 6298), how long the remote
-	// takes to answer a message's last packet sent: the message timers
-	// start from it, so a remote (or a machine) slowed down by load gets
-	// fewer needless retransmissions. Zero srtt: no sample yet. In µs: the
-	// struct is a cost of every remote.
+	// takes to answer a request: a message's last packet sent, and the
+	// handshake's (timeRequest). The message timers start from it, so a
+	// remote (or a machine) slowed down by load gets fewer needless
+	// retransmissions, from its first message on. Zero srtt: no sample
+	// yet. In µs: the struct is a cost of every remote.
 	srtt, rttvar int32
 
 	txns map[txnKey]txn // nil when it has none
@@ -228,8 +229,40 @@ const (
 	maxMessageRedo = 5 * time.Second
 )
 
-// observeRTT takes a sample of the time from a message's last packet sent
-// to its answer (never of a packet sent again: Karn's rule).
+// The round trips of the allow seed the estimate, as TCP's SYN seeds its
+// timer (RFC 6298 §2): a first message's timer then fits the path and the
+// load that the handshake met, rather than the 200 ms floor, which a
+// loaded main answers later than (and each copy sent again costs it a
+// signature check and a done). Timed are the signed requests that the
+// other side answers at once: the allower's initiate (to its ack), the
+// allowent's cookie (to the initiate) and its ack (to the final ack), and
+// a message's last packet (to its ack, resend or done). Not timed are a
+// request sent again (Karn's rule: the answer may be to either copy), one
+// held for the keep (transmit: it leaves later than it was made), the
+// allower's hello (the allowent's cookie waits for its keep to hold the
+// join: joined), and the join, whose packets are not authenticated (an
+// unauthenticated packet changes nothing of a remote, docs/security.md).
+
+// timeRequest starts timing in *sent a request that goes to `to` now, or
+// stops it (zero) when it went again or waits for the keep.
+func (c *Core) timeRequest(sent *time.Time, to netip.AddrPort, again bool) {
+	*sent = time.Time{}
+	if _, held := c.heldFor(to); !again && !held {
+		*sent = c.now
+	}
+}
+
+// timedAnswer gives r's estimate the time since *sent, the request an answer
+// came to, when it was timed, and stops timing it.
+func (c *Core) timedAnswer(r *remote, sent *time.Time) {
+	if !sent.IsZero() {
+		r.observeRTT(c.now.Sub(*sent))
+		*sent = time.Time{}
+	}
+}
+
+// observeRTT takes a sample of the time from a request to its answer
+// (never of a request sent again: Karn's rule).
 func (r *remote) observeRTT(d time.Duration) {
 	us := max(1, int64(min(d, maxMessageRedo)/time.Microsecond))
 	if r.srtt == 0 {

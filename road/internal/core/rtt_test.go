@@ -3,6 +3,10 @@ package core
 import (
 	"testing"
 	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/internal/netsim"
+	"github.com/raet-go/raet/keep"
 )
 
 // The message timer follows the remote's measured answer time: the
@@ -31,5 +35,113 @@ func TestMessageRedoFollowsRTT(t *testing.T) {
 	}
 	if got := r.messageRedo().min; got != minMessageRedo {
 		t.Fatalf("after 1 ms answers: %v, want %v", got, minMessageRedo)
+	}
+}
+
+// joinSlow has other join and allow main over a link that delays each
+// datagram by oneWay, and fails the test unless both sides end allowed.
+func (p *pair) joinSlow(t *testing.T, oneWay time.Duration) {
+	t.Helper()
+	p.impair(t, netsim.Impairment{Delay: oneWay})
+	res := make(chan error, 1)
+	p.other.Join(p.mainAddr, res, p.now)
+	p.pump()
+	p.advance(20 * oneWay)
+	if err, ok := outcome(res); !ok || err != nil {
+		t.Fatalf("join: %v (%v)", err, ok)
+	}
+	if !p.mainRemote().allowed || !p.otherRemote().allowed {
+		t.Fatal("not allowed on both sides")
+	}
+}
+
+// The allow's round trips seed both sides' estimates (the allower's from
+// its initiate to the ack, the allowent's from its cookie to the initiate
+// and its ack to the final ack), so that a remote's first message waits
+// for its done as long as the path takes: over a 240 ms round trip it is
+// not sent again, where the 200 ms floor of no sample sent it twice.
+func TestAllowSeedsRTT(t *testing.T) {
+	const oneWay = 120 * time.Millisecond // a round trip past the 200 ms floor, within the allow's 250 ms timer
+	for _, tp := range profiles {
+		t.Run(tp.name, func(t *testing.T) {
+			p := newPair(t, keep.AutoAlways, tp.set)
+			p.joinSlow(t, oneWay)
+			for _, r := range []*remote{p.otherRemote(), p.mainRemote()} {
+				if got := time.Duration(r.srtt) * time.Microsecond; got != 2*oneWay {
+					t.Fatalf("%s's estimate after the allow: %v, want the round trip %v", r.name, got, 2*oneWay)
+				}
+				if got := r.messageRedo().min; got <= 2*oneWay {
+					t.Fatalf("%s's first message timer %v, not beyond the round trip", r.name, got)
+				}
+			}
+			for _, from := range []*Core{p.other, p.main} {
+				before := from.Counters().Retransmits
+				if err := p.send(from, map[string]any{"first": true}); err != errNoOutcome {
+					t.Fatalf("%s's message done at once over a %v link: %v", from.name, oneWay, err)
+				}
+				p.advance(10 * oneWay)
+				if got := from.Counters().Retransmits - before; got != 0 {
+					t.Fatalf("%s's first message was sent again %d times, before its done could come", from.name, got)
+				}
+			}
+			if got := len(p.delivered[p.main]) + len(p.delivered[p.other]); got != 2 {
+				t.Fatalf("%d messages delivered, want 2", got)
+			}
+		})
+	}
+}
+
+// Karn's rule: an initiate sent again (its ack was lost) gives the allower
+// no sample, since the ack that comes may answer either copy; so its
+// estimate stays unset and its first message timer at the floor. The
+// allowent's cookie, answered once, still gives it one.
+func TestAllowRTTNotFromRetransmission(t *testing.T) {
+	const oneWay = 120 * time.Millisecond // a round trip past the 200 ms floor, within the allow's 250 ms timer
+	p := newPair(t, keep.AutoAlways, nil)
+	p.lose(p.main, codec.TransactionKindAllow, codec.PacketKindAck, 1)
+	p.joinSlow(t, oneWay)
+	if p.other.Counters().Retransmits == 0 {
+		t.Fatal("the allower sent nothing again")
+	}
+	if r := p.otherRemote(); r.srtt != 0 || r.messageRedo().min != minMessageRedo {
+		t.Fatalf("the allower's estimate %v µs from an initiate sent again (timer %v)", r.srtt, r.messageRedo().min)
+	}
+	if got := time.Duration(p.mainRemote().srtt) * time.Microsecond; got != 2*oneWay {
+		t.Fatalf("the allowent's estimate %v, want its cookie's round trip %v", got, 2*oneWay)
+	}
+}
+
+// A request held for the keep leaves later than it was made, so it is not
+// timed: the allowent's cookie waits for the keep to hold the join, and
+// the time it waited is not taken for a round trip. Its ack, not held,
+// is timed.
+func TestAllowRTTNotFromHeld(t *testing.T) {
+	st := newHeldStore()
+	p := newRig(t)
+	p.main = p.newCore(&estate{Config: Config{Name: "main", Main: true, AlivePeriod: -1}, Auto: keep.AutoAlways}, st)
+	p.other = p.newCore(&estate{Config: Config{Name: "other", AlivePeriod: -1}, Auto: keep.AutoAlways}, nil)
+	p.main.Start(p.mainAddr, p.now)
+	p.other.Start(p.otherAddr, p.now)
+	st.durable(p, p.main)
+	res := make(chan error, 1)
+	p.other.Join(p.mainAddr, res, p.now)
+	p.pump()
+	const wait = 200 * time.Millisecond // less than the cookie's timer: it goes once
+	for range 4 {
+		p.advance(wait)
+		st.durable(p, p.main)
+	}
+	if err, ok := outcome(res); !ok || err != nil {
+		t.Fatalf("join: %v (%v)", err, ok)
+	}
+	if p.main.Counters().Retransmits != 0 {
+		t.Fatal("the main sent something again")
+	}
+	r := p.mainRemote()
+	if r.srtt == 0 {
+		t.Fatal("the allowent's ack gave no sample")
+	}
+	if got := time.Duration(r.srtt) * time.Microsecond; got >= wait/2 {
+		t.Fatalf("the allowent's estimate %v took in the cookie's wait for the keep", got)
 	}
 }
