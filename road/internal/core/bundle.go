@@ -122,6 +122,9 @@ func tidOrder(x, y uint32) int { return cmp.Compare(int32(x-y), 0) }
 // it, sorted by session and ti.
 func (c *Core) flushRemote(r *remote, ms []*messenger, as []owed) {
 	b := &c.bundling
+	if len(ms) > 0 {
+		c.touch(r) // their timers count again (deadline)
+	}
 	live := ms[:0]
 	for _, m := range ms {
 		m.queued = false

@@ -575,3 +575,52 @@ func TestBundleSessionStopsBundling(t *testing.T) {
 		t.Errorf("main sent %v, want its 2 messages and 3 dones alone", k)
 	}
 }
+
+// A message queued for the bundles of this moment has no timer due until
+// the flush sends it: when its timer has queued it again and the clock
+// reaches the next retry before a TakeOut flushed it (a caller that ticks
+// and takes out in turn finds it so), nothing is due, where its timer
+// stayed due after each Tick and the owner would spin; the flush then
+// sends it, and its timer runs again.
+func TestBundleQueuedTimerNotDue(t *testing.T) {
+	eachFastProfile(t, func(t *testing.T, tp testProfile) {
+		p := newPair(t, keep.AutoAlways, tp.set)
+		p.join()
+		p.cut = func(w wired) bool { return w.from == p.main } // the answers are lost
+		b, _ := p.other.marshal(map[string]any{"n": 1})
+		res := make(chan error, 1)
+		c := p.other
+		c.Send("main", b, codec.BodyKindJSON, MsgID{}, res, p.now, p.now)
+		p.pump()
+		var m *messenger
+		for _, tx := range p.otherRemote().txns {
+			m, _ = tx.(*messenger)
+		}
+		if m == nil || !m.bundled {
+			t.Fatal("no bundled messenger")
+		}
+		p.now = c.Deadline()
+		c.Tick(p.now) // its timer: into the bundles again
+		if !m.queued {
+			t.Fatal("the timer did not queue it again")
+		}
+		p.now = m.redo.at // the next retry, before any flush
+		c.Tick(p.now)
+		if d := c.Deadline(); !d.IsZero() && !d.After(p.now) {
+			t.Fatalf("a timer stays due (%v) while the message waits for the flush: %s", d, dueTimers(c))
+		}
+		retransmits := c.Counters().Retransmits
+		p.pump() // the flush
+		if got := c.Counters().Retransmits - retransmits; got != 1 {
+			t.Fatalf("the flush sent %d again, want the one bundle", got)
+		}
+		if d := c.Deadline(); d.IsZero() || !d.After(p.now) || !d.Equal(m.redo.at) {
+			t.Fatalf("after the flush: deadline %v at %v, want the message's timer %v", d, p.now, m.redo.at)
+		}
+		p.cut = nil
+		p.advance(5 * time.Second)
+		if err, ok := outcome(res); !ok || err != nil {
+			t.Fatalf("send: %v (%v)", err, ok)
+		}
+	})
+}

@@ -73,7 +73,17 @@ type messenger struct {
 
 func (m *messenger) kind() codec.TransactionKind { return codec.TransactionKindMessage }
 func (m *messenger) key() txnKey                 { return txnKey{si: m.si, ti: m.ti} }
-func (m *messenger) deadline() time.Time         { return earliest(time.Time(m.timeout), m.redo.at) }
+
+// deadline is its timeout and its retransmission timer, but for one queued
+// for the bundles of this moment: its timer has nothing to do until the
+// flush sends it (and restarts the timer), so a caller that ticks again
+// before it flushes finds nothing due.
+func (m *messenger) deadline() time.Time {
+	if m.queued {
+		return time.Time(m.timeout)
+	}
+	return earliest(time.Time(m.timeout), m.redo.at)
+}
 
 // startMessenger sends a serialized body with its id to r. result receives
 // the outcome. A message that fits one packet of a session that bundles
