@@ -202,7 +202,7 @@ func (a *allower) receive(c *Core, p *rxPacket) {
 		if a.lastKind != codec.PacketKindInitiate && a.lastKind != codec.PacketKindAck {
 			return // an ack before our initiate is not the allowent's
 		}
-		c.timedAnswer(r, &a.asked)
+		c.timedAnswer(r, &a.asked, true)
 		c.removeTxn(r, a)
 		a.send(c, codec.PacketKindAck, nil) // the final ack, in the old session
 		if err := c.allowed(r, a.short, a.peerShort, a.session, 0); err != nil {
@@ -361,7 +361,7 @@ func (a *allowent) receive(c *Core, p *rxPacket) {
 		if a.lastKind != codec.PacketKindCookie {
 			return // a repeated initiate after our ack: do not allow twice (§13)
 		}
-		c.timedAnswer(r, &a.asked)
+		c.timedAnswer(r, &a.asked, true)
 		init, session, err := handshake.OpenInitiate(p.Coat, a.short.Private, c.box.Private,
 			handshake.InitiateWant{IShortPub: a.peerShort, Oreo: a.oreo, ILongPub: r.pub, FQDN: c.fqdn})
 		if err != nil {
@@ -391,7 +391,7 @@ func (a *allowent) receive(c *Core, p *rxPacket) {
 			a.nack(c, codec.PacketKindRefuse)
 		}
 	case codec.PacketKindAck:
-		c.timedAnswer(r, &a.asked)
+		c.timedAnswer(r, &a.asked, true)
 		a.remove(c)
 		c.startHeld(r)
 	case codec.PacketKindNack, codec.PacketKindRefuse:

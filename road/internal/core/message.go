@@ -220,7 +220,7 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 
 // sample gives the remote's RTT estimate the time since the last packet,
 // unless it was sent again.
-func (m *messenger) sample(c *Core) { c.timedAnswer(m.r, &m.sentAt) }
+func (m *messenger) sample(c *Core) { c.timedAnswer(m.r, &m.sentAt, false) }
 
 // burst sends the next BurstSize segments (all when 0), wf on the last.
 func (m *messenger) burst(c *Core) {

@@ -44,6 +44,7 @@ type remote struct {
 	// session began, so that its next allow may set rsid back (see route).
 	sessionReset bool
 	marked       bool // waits in core.touched (timers.go)
+	rttSeeded    bool // srtt has only the handshake's samples (observeRTT)
 	// unconfirmed: we joined it vacuously and have allowed no session
 	// since, so it may never have seen our join complete (renew).
 	unconfirmed bool
@@ -253,20 +254,27 @@ func (c *Core) timeRequest(sent *time.Time, to netip.AddrPort, again bool) {
 }
 
 // timedAnswer gives r's estimate the time since *sent, the request an answer
-// came to, when it was timed, and stops timing it.
-func (c *Core) timedAnswer(r *remote, sent *time.Time) {
+// came to, when it was timed (a request of the handshake's: seed), and
+// stops timing it.
+func (c *Core) timedAnswer(r *remote, sent *time.Time, seed bool) {
 	if !sent.IsZero() {
-		r.observeRTT(c.now.Sub(*sent))
+		r.observeRTT(c.now.Sub(*sent), seed)
 		*sent = time.Time{}
 	}
 }
 
 // observeRTT takes a sample of the time from a request to its answer
-// (never of a request sent again: Karn's rule).
-func (r *remote) observeRTT(d time.Duration) {
+// (never of a request sent again: Karn's rule). The handshake's samples
+// (seed) only seed it: the first message's sample starts it afresh, as the
+// first sample does (RFC 6298 §2.2). A handshake's small packets, answered
+// at once, may come back much sooner than the messages that follow, which
+// queue behind each other: smoothed from such a seed, the estimate would
+// take many answers to reach theirs, while its timer sent each of them
+// again first (and a message sent again gives no sample).
+func (r *remote) observeRTT(d time.Duration, seed bool) {
 	us := max(1, int64(min(d, maxMessageRedo)/time.Microsecond))
-	if r.srtt == 0 {
-		r.srtt, r.rttvar = int32(us), int32(us/2)
+	if r.srtt == 0 || (r.rttSeeded && !seed) {
+		r.srtt, r.rttvar, r.rttSeeded = int32(us), int32(us/2), seed
 		return
 	}
 	srtt := int64(r.srtt)

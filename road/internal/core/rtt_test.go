@@ -18,20 +18,20 @@ func TestMessageRedoFollowsRTT(t *testing.T) {
 		t.Fatalf("no sample: %v..%v, want the reference's 200ms..500ms", got.min, got.max)
 	}
 	for range 20 {
-		r.observeRTT(400 * time.Millisecond) // a loaded remote
+		r.observeRTT(400*time.Millisecond, false) // a loaded remote
 	}
 	slow := r.messageRedo().min
 	if slow < 400*time.Millisecond || slow > time.Second {
 		t.Fatalf("after 400 ms answers: %v", slow)
 	}
 	for range 50 {
-		r.observeRTT(time.Minute)
+		r.observeRTT(time.Minute, false)
 	}
 	if got := r.messageRedo().min; got != maxMessageRedo {
 		t.Fatalf("after 1 min answers: %v, want the bound %v", got, maxMessageRedo)
 	}
 	for range 100 {
-		r.observeRTT(time.Millisecond)
+		r.observeRTT(time.Millisecond, false)
 	}
 	if got := r.messageRedo().min; got != minMessageRedo {
 		t.Fatalf("after 1 ms answers: %v, want %v", got, minMessageRedo)
@@ -58,8 +58,11 @@ func (p *pair) joinSlow(t *testing.T, oneWay time.Duration) {
 // The allow's round trips seed both sides' estimates (the allower's from
 // its initiate to the ack, the allowent's from its cookie to the initiate
 // and its ack to the final ack), so that a remote's first message waits
-// for its done as long as the path takes: over a 240 ms round trip it is
-// not sent again, where the 200 ms floor of no sample sent it twice.
+// for its done as long as the path takes: over a round trip beyond the
+// 200 ms floor of no sample, which sent it twice, it is sent once. The
+// first message's own sample then starts the estimate afresh: messages
+// that take longer than the handshake (here the link slowed down since)
+// are not timed from it.
 func TestAllowSeedsRTT(t *testing.T) {
 	const oneWay = 120 * time.Millisecond // a round trip past the 200 ms floor, within the allow's 250 ms timer
 	for _, tp := range profiles {
@@ -74,6 +77,8 @@ func TestAllowSeedsRTT(t *testing.T) {
 					t.Fatalf("%s's first message timer %v, not beyond the round trip", r.name, got)
 				}
 			}
+			const later = 170 * time.Millisecond // still within both first timers
+			p.impair(t, netsim.Impairment{Delay: later})
 			for _, from := range []*Core{p.other, p.main} {
 				before := from.Counters().Retransmits
 				if err := p.send(from, map[string]any{"first": true}); err != errNoOutcome {
@@ -86,6 +91,11 @@ func TestAllowSeedsRTT(t *testing.T) {
 			}
 			if got := len(p.delivered[p.main]) + len(p.delivered[p.other]); got != 2 {
 				t.Fatalf("%d messages delivered, want 2", got)
+			}
+			for _, r := range []*remote{p.otherRemote(), p.mainRemote()} {
+				if got := time.Duration(r.srtt) * time.Microsecond; got != 2*later {
+					t.Fatalf("%s's estimate after its first message: %v, want that message's %v", r.name, got, 2*later)
+				}
 			}
 		})
 	}
