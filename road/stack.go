@@ -310,8 +310,12 @@ func (s *Stack) start() error {
 	turns[0].read <- struct{}{}
 	turns[0].push <- struct{}{}
 	s.wg.Add(3 + readers)
+	feet := core.NewFootChecker(&s.verifies) // one memory of checked feet for all readers
 	for i := range readers {
-		go s.readLoop(turns[i], turns[(i+1)%readers])
+		if i > 0 {
+			feet = feet.Twin()
+		}
+		go s.readLoop(turns[i], turns[(i+1)%readers], feet)
 	}
 	go s.writeLoop()
 	go s.run()
@@ -579,7 +583,7 @@ func (s *Stack) take(turn chan struct{}) bool {
 	}
 }
 
-func (s *Stack) readLoop(mine, next readerTurns) {
+func (s *Stack) readLoop(mine, next readerTurns, feet *core.FootChecker) {
 	defer s.wg.Done()
 	var (
 		ptrs  [ioBatch]*[]byte
@@ -587,7 +591,6 @@ func (s *Stack) readLoop(mine, next readerTurns) {
 		ns    [ioBatch]int
 		froms [ioBatch]netip.AddrPort
 		ds    [ioBatch]rxDatagram
-		feet  = core.NewFootChecker(&s.verifies)
 		fails int // transient read errors in a row
 	)
 	defer func() {

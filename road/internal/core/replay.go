@@ -3,6 +3,7 @@ package core
 import (
 	"hash/maphash"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -291,17 +292,13 @@ func (l *limits) sweep(now time.Time) {
 
 // FootChecker parses received datagrams and checks their Ed25519 feet for
 // one reader goroutine, with the key table the owner publishes (KeyTable).
-// It remembers the feet it checked: a datagram seen before (a retransmission,
-// a replay, a flood of one captured packet) gets the same answer without a
-// second verification, and a signature seen valid on other bytes fails at
-// once, since an Ed25519 signature is deterministic: one key signs one
-// message one way. Its memory is bounded: slots of 32 bytes, by the keyed
-// hash of the signature (a flood of one signature always meets its own
-// slot), minSeenFeet at the first check, doubling up to maxSeenFeet each
-// time it has verified as many feet as it has slots (an idle client's
-// reader keeps 2 KiB, a busy main's 32 KiB), but never to more than
-// seenFeetFor the remotes the key table holds: the slots a checker
-// gained for remotes that are gone since go back at its next check.
+// It remembers the feet it checked, in a memory its twins (the stack's
+// other readers) share, since a packet sent again reaches whichever reader
+// reads next: a datagram seen before (a retransmission, a replay, a flood
+// of one captured packet) gets the same answer without a second
+// verification, and a signature seen valid on other bytes fails at once,
+// since an Ed25519 signature is deterministic: one key signs one message
+// one way (seenFeet).
 type FootChecker struct {
 	// Shed, set while the reader cannot keep up (its socket holds more
 	// than it reads at once), leaves alive requests unchecked, and Receive
@@ -309,53 +306,177 @@ type FootChecker struct {
 	// sheds first, so that the signatures it checks and makes are those of
 	// joins, allows and messages. The remote asks again (its alive's
 	// resends), and whatever else it sends counts as alive meanwhile.
-	Shed  bool
-	seed  maphash.Seed
-	seen  []seenFoot
-	fresh int // verifications since seen last grew
-	foot  *packet.NaClFoot
-	key   *[32]byte      // the key foot's resolver gives: the packet's being checked
-	n     *atomic.Uint64 // counts the verifications
+	Shed bool
+	mem  *seenFeet
+	foot *packet.NaClFoot
+	key  *[32]byte      // the key foot's resolver gives: the packet's being checked
+	n    *atomic.Uint64 // counts the verifications
 }
+
+// seenFeet remembers checked feet, for the readers of a stack. Its memory
+// is bounded: sets of seenWays slots of 32 bytes, a set by the keyed hash
+// of the signature (a flood of one signature always meets its own set),
+// the oldest slot of a set taken for a new foot. It is sized to hold the
+// feet verified in seenSpan, longer than a packet takes to be sent again
+// (a message's timer, 200 ms to 5 s, and the queues it waits in), so that
+// a copy sent again meets its original: from minSeenFeet slots to
+// maxSeenFeet, growing at once when the feet of this span would fill more
+// than half of it and shrinking when a span verified a quarter of its
+// slots or less (an idle client's keeps 2 KiB, a main taking 8k signed
+// packets a second 1 MiB); but never to more than seenFeetFor the remotes
+// the key table holds: the slots gained for remotes that are gone since go
+// back at the next datagram (trim).
+type seenFeet struct {
+	seed   maphash.Seed
+	mu     sync.Mutex   // the readers check at once
+	slots  atomic.Int64 // len(sets)·seenWays, for trim without the lock
+	sets   []seenSet
+	stamp  uint32           // counts the feet noted, to find a set's oldest
+	fresh  int              // feet verified since spanAt
+	spanAt time.Time        // when the current span began
+	clock  func() time.Time // time.Now; a test's fake clock
+}
+
+type seenSet [seenWays]seenFoot
 
 // A slot names the key table entry it was checked with by the entry's
 // serial, not a pointer: a slot must not keep an entry alive (and with it
 // the session's AEAD coat and cipher states) once the remote is forgotten.
 type seenFoot struct {
-	sig uint64 // of the signature
-	sum uint64 // of the signed bytes
-	key uint64 // the serial of the entry checked with (peerKeys.serial); 0: an empty slot
-	ok  bool
+	sig   uint64 // of the signature
+	sum   uint64 // of the signed bytes
+	key   uint64 // the serial of the entry checked with (peerKeys.serial); 0: an empty slot
+	stamp uint32 // seenFeet.stamp when noted
+	ok    bool
 }
 
-const minSeenFeet, maxSeenFeet = 64, 1024
+const (
+	seenWays                 = 8
+	minSeenFeet, maxSeenFeet = 64, 32768
+	seenPerRemote            = 8 // at most, a remote's (seenFeetFor)
+	seenSpan                 = 2 * time.Second
+)
 
-// seenFeetFor is the most slots a checker keeps while the key table holds
-// the keys of n remotes: two for each (a packet and its resend), in a power
-// of two from minSeenFeet to maxSeenFeet.
+// seenFeetFor is the most slots the memory keeps while the key table holds
+// the keys of n remotes: seenPerRemote for each (a burst of messages, each
+// of its segments and their copies sent again), in a power of two from
+// minSeenFeet to maxSeenFeet.
 func seenFeetFor(n int) int {
 	room := minSeenFeet
-	for room < 2*n && room < maxSeenFeet {
+	for room < seenPerRemote*n && room < maxSeenFeet {
 		room *= 2
 	}
 	return room
 }
 
-// resize makes room slots for the remembered feet, keeping those that
-// still have one.
-func (f *FootChecker) resize(room int) {
-	seen := make([]seenFoot, room)
-	for _, s := range f.seen {
-		if s.key != 0 {
-			seen[s.sig%uint64(len(seen))] = s
+// trim gives back the slots beyond room (seenFeetFor), on every datagram a
+// reader parses, signed or not (an AEAD session's have no foot to check).
+func (m *seenFeet) trim(room int) {
+	if m.slots.Load() <= int64(room) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.sets)*seenWays > room {
+		m.resize(room)
+	}
+}
+
+// recall looks up a foot: found, and whether it verified (valid: a
+// signature seen valid on other bytes is not).
+func (m *seenFeet) recall(sig, sum, key uint64) (found, valid bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sets == nil {
+		return false, false
+	}
+	set := &m.sets[sig%uint64(len(m.sets))]
+	for i := range set {
+		if s := &set[i]; s.key == key && s.sig == sig {
+			switch {
+			case s.sum == sum:
+				return true, s.ok
+			case s.ok:
+				return true, false // a valid signature on other bytes
+			}
 		}
 	}
-	f.seen, f.fresh = seen, 0
+	return false, false
+}
+
+// note remembers a foot just verified, and resizes the memory for the
+// rate it verifies at, within room (seenFeetFor).
+func (m *seenFeet) note(sig, sum, key uint64, ok bool, room int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock()
+	if m.sets == nil {
+		m.resize(minSeenFeet)
+		m.spanAt = now
+	}
+	m.fresh++
+	slots := len(m.sets) * seenWays
+	switch {
+	case now.Sub(m.spanAt) >= seenSpan:
+		if m.fresh <= slots/4 && slots > minSeenFeet {
+			m.resize(max(minSeenFeet, slots/2))
+		}
+		m.fresh, m.spanAt = 1, now
+	case 2*m.fresh >= slots && slots < room:
+		m.resize(2 * slots) // a span's feet would fill more than half
+	}
+	m.stamp++
+	set := &m.sets[sig%uint64(len(m.sets))]
+	old := &set[0]
+	for i := range set {
+		if s := &set[i]; s.key == 0 || (s.key == key && s.sig == sig) {
+			old = s
+			break
+		} else if m.stamp-s.stamp > m.stamp-old.stamp {
+			old = s
+		}
+	}
+	*old = seenFoot{sig: sig, sum: sum, key: key, stamp: m.stamp, ok: ok}
+}
+
+// resize makes room for `slots` feet, keeping the newest that fit.
+func (m *seenFeet) resize(slots int) {
+	oldSets := m.sets
+	m.sets = make([]seenSet, slots/seenWays)
+	m.slots.Store(int64(slots))
+	for i := range oldSets {
+		for _, s := range oldSets[i] {
+			if s.key == 0 {
+				continue
+			}
+			set := &m.sets[s.sig%uint64(len(m.sets))]
+			old := &set[0]
+			for j := range set {
+				if set[j].key == 0 {
+					old = &set[j]
+					break
+				} else if m.stamp-set[j].stamp > m.stamp-old.stamp {
+					old = &set[j]
+				}
+			}
+			if old.key == 0 || m.stamp-s.stamp < m.stamp-old.stamp {
+				*old = s
+			}
+		}
+	}
 }
 
 // NewFootChecker makes a checker that counts its verifications in n.
 func NewFootChecker(n *atomic.Uint64) *FootChecker {
-	f := &FootChecker{seed: maphash.MakeSeed(), n: n}
+	return newFootChecker(n, &seenFeet{seed: maphash.MakeSeed(), clock: time.Now})
+}
+
+// Twin makes a checker for another reader of the same stack: it shares
+// f's memory of checked feet and its count.
+func (f *FootChecker) Twin() *FootChecker { return newFootChecker(f.n, f.mem) }
+
+func newFootChecker(n *atomic.Uint64, mem *seenFeet) *FootChecker {
+	f := &FootChecker{mem: mem, n: n}
 	f.foot = packet.NewNaClFoot(nil, func(uint32) (*[32]byte, bool) { return f.key, f.key != nil })
 	return f
 }
@@ -367,6 +488,7 @@ func NewFootChecker(n *atomic.Uint64) *FootChecker {
 // taken it.
 func (f *FootChecker) Parse(in *Inbound, b []byte, from netip.AddrPort, table *KeyTable) {
 	*in = Inbound{}
+	f.mem.trim(seenFeetFor(table.entries()))
 	in.pkt.from = from
 	in.parseErr = packet.Parse(b, &in.pkt.Packet)
 	if in.parseErr != nil {
@@ -396,26 +518,14 @@ func (f *FootChecker) check(p *packet.Packet, table *KeyTable) footCheck {
 		return footCheck{}
 	}
 	key := &k.verify
-	sig := maphash.Bytes(f.seed, p.Foot)
-	sum := maphash.Bytes(f.seed, p.Raw[:len(p.Raw)-len(p.Foot)])
-	if room := seenFeetFor(table.entries()); f.seen == nil || len(f.seen) > room {
-		f.resize(min(room, max(minSeenFeet, len(f.seen))))
-	}
-	s := &f.seen[sig%uint64(len(f.seen))]
-	if s.key == k.serial && s.sig == sig {
-		switch {
-		case s.sum == sum:
-			return footCheck{key: key, ok: s.ok}
-		case s.ok:
-			return footCheck{key: key} // a valid signature on other bytes
-		}
+	sig := maphash.Bytes(f.mem.seed, p.Foot)
+	sum := maphash.Bytes(f.mem.seed, p.Raw[:len(p.Raw)-len(p.Foot)])
+	if found, ok := f.mem.recall(sig, sum, k.serial); found {
+		return footCheck{key: key, ok: ok}
 	}
 	f.key = key
 	f.n.Add(1)
 	ok := p.Verify(f.foot) == nil
-	*s = seenFoot{sig: sig, sum: sum, key: k.serial, ok: ok}
-	if f.fresh++; f.fresh >= len(f.seen) && len(f.seen) < seenFeetFor(table.entries()) {
-		f.resize(2 * len(f.seen))
-	}
+	f.mem.note(sig, sum, k.serial, ok, seenFeetFor(table.entries()))
 	return footCheck{key: key, ok: ok}
 }

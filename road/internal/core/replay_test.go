@@ -1,9 +1,16 @@
 package core
 
 import (
+	"bytes"
+	"maps"
 	"math/rand/v2"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/packet"
 )
 
 // A remote that uses its ids in order, fewer than 64 a hold, keeps a
@@ -126,5 +133,103 @@ func TestReplayWindowNeverForgetsAUse(t *testing.T) {
 				t.Fatalf("seed %d: a ring of %d words", seed, len(w.bits))
 			}
 		}
+	}
+}
+
+// signedAlives are n alive requests from other to main, each signed (a
+// foot of its own), as main's readers receive them.
+func signedAlives(t *testing.T, p *pair, first, n int) [][]byte {
+	t.Helper()
+	r := p.mainRemote()
+	out := make([][]byte, n)
+	for i := range out {
+		h := head(codec.TransactionKindAlive, codec.PacketKindRequest, r.fuid, r.nuid, r.rsid, uint32(first+i), false)
+		h.CoatKind, h.FootKind = codec.CoatKindNaCl, codec.FootKindNaCl
+		out[i] = forge(t, codec.HeadKindRaet, p.other.signer, h, nil)
+	}
+	return out
+}
+
+// The readers of a stack share their memory of checked feet: a datagram
+// one verified is known to the other (a copy sent again reaches whichever
+// reads next), and a signature it saw valid fails on other bytes, neither
+// verified again; a memory sized for the rate it verifies at holds a burst
+// of feet until their copies come (a span later at most), and gives its
+// room back once the rate falls.
+func TestSeenFeetShared(t *testing.T) {
+	p := joinedPair(t, refProfile)
+	const remotes = 2000 // room for 8 feet each
+	for i := range remotes - 1 {
+		addKeyed(p.main, i, 2)
+	}
+	p.main.PublishKeys()
+	table := p.main.KeyTable()
+	var n atomic.Uint64
+	a := NewFootChecker(&n)
+	b := a.Twin()
+	now := time.Unix(1_700_000_000, 0)
+	a.mem.clock = func() time.Time { return now }
+	check := func(f *FootChecker, dg []byte) bool {
+		var in Inbound
+		f.Parse(&in, bytes.Clone(dg), p.otherAddr, table)
+		if in.parseErr != nil {
+			t.Fatal(in.parseErr)
+		}
+		return in.foot.ok
+	}
+
+	const burst = 6000 // a busy main's feet in well under a span
+	dgs := signedAlives(t, p, 1000, burst)
+	for _, dg := range dgs {
+		if !check(a, dg) {
+			t.Fatal("a signed alive did not verify")
+		}
+	}
+	if got := n.Load(); got != burst {
+		t.Fatalf("%d verifications for %d feet", got, burst)
+	}
+	for _, dg := range dgs { // the copies, to the other reader
+		if !check(b, dg) {
+			t.Fatal("a copy did not verify")
+		}
+	}
+	// A few: those whose set overflowed (sets of 8 slots in a memory at
+	// most half full lose 1-3%).
+	again := n.Load() - burst
+	if again > burst/20 {
+		t.Fatalf("%d of %d copies verified again", again, burst)
+	}
+	t.Logf("%d of %d copies verified again, in %d slots", again, burst, len(a.mem.sets)*seenWays)
+	other := bytes.Clone(dgs[1]) // with the foot of dgs[0]
+	copy(other[len(other)-packet.NaClFootSize:], dgs[0][len(dgs[0])-packet.NaClFootSize:])
+	before := n.Load()
+	if check(b, other) || n.Load() != before {
+		t.Fatal("a seen signature on other bytes was verified or taken")
+	}
+	if slots := len(a.mem.sets) * seenWays; slots > seenFeetFor(remotes) || slots < burst {
+		t.Fatalf("%d slots for a burst of %d feet from %d remotes", slots, burst, remotes)
+	}
+	for i := range 20 { // quiet: a foot a span
+		now = now.Add(seenSpan)
+		check(a, signedAlives(t, p, 100_000+i, 1)[0])
+	}
+	if slots := len(a.mem.sets) * seenWays; slots != minSeenFeet {
+		t.Fatalf("%d slots after quiet spans, want %d", slots, minSeenFeet)
+	}
+	// A burst again, then the remotes go: the next check gives back the
+	// room they had.
+	for _, dg := range signedAlives(t, p, 200_000, 1000) {
+		check(a, dg)
+	}
+	for _, rr := range slices.Collect(maps.Values(p.main.remotes)) {
+		if rr != p.mainRemote() {
+			p.main.removeRemote(rr, ErrRejected)
+		}
+	}
+	p.main.PublishKeys()
+	table = p.main.KeyTable()
+	check(b, dgs[0])
+	if slots := len(a.mem.sets) * seenWays; slots != seenFeetFor(1) {
+		t.Fatalf("%d slots once one remote is left, want %d", slots, seenFeetFor(1))
 	}
 }
