@@ -1062,13 +1062,23 @@ func (c *Core) replyStaleTo(h *codec.Head, from netip.AddrPort, r *remote, pk co
 // removeStaleCorrespondents ends r's correspondent transactions of older
 // sessions once it started a newer one, whose ids start a new window.
 func (c *Core) removeStaleCorrespondents(r *remote) {
+	held := false
 	for _, t := range r.txns {
 		if k := t.key(); k.rf && !validSid(k.si, r.rsid) {
+			if a, ok := t.(*allowent); ok && r.allowed && a.lastKind == codec.PacketKindAck {
+				// Allowed, and its final ack lost: the remote's packet of the
+				// new session says it has the session, so what waits for the
+				// allow goes now (as when the allowent times out).
+				held = true
+			}
 			t.abort(c, codec.PacketKindNack)
 			c.removeTxn(r, t)
 		}
 	}
 	r.window.reset()
+	if held {
+		c.startHeld(r)
+	}
 }
 
 // replaceStaleInitiators ends our transactions of older sessions after our
