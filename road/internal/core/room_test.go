@@ -284,3 +284,55 @@ func TestRefusedRepeatIsRefusedAgain(t *testing.T) {
 		})
 	}
 }
+
+// A main whose allowent's final ack was lost sends what waited for the
+// allow (its messages of the old session, and those sent since) at the
+// remote's first packet of the new session, not at the allowent's
+// timeout.
+func TestLostFinalAckHeldGoOnNewSession(t *testing.T) {
+	p := joinedPair(t, macProfile)
+	kind := func(w wired) (codec.TransactionKind, codec.PacketKind) {
+		var pp packet.Packet
+		if packet.Parse(w.b, &pp) != nil {
+			return 0, 0
+		}
+		return pp.Head.TransactionKind, pp.Head.PacketKind
+	}
+	p.cut = func(w wired) bool { // the main's messages, and the other's final ack of the allow
+		tk, pk := kind(w)
+		return w.from == p.main && tk == codec.TransactionKindMessage ||
+			w.from == p.other && tk == codec.TransactionKindAllow && pk == codec.PacketKindAck
+	}
+	send := func(text string) chan error {
+		b, err := p.main.marshal(map[string]any{"m": text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := make(chan error, 1)
+		p.main.Send(p.mainRemote().name, b, p.main.cfg.BodyKind, MsgID{}, res, p.now, p.now)
+		return res
+	}
+	first := send("in flight") // under way when the session changes
+	p.pump()
+	p.other.startAllower(p.otherRemote(), false) // a new session
+	p.pump()
+	p.advance(10 * time.Millisecond)
+	r := p.mainRemote()
+	if !r.allowed || len(r.saved) != 1 {
+		t.Fatalf("allowed %v, %d held", r.allowed, len(r.saved))
+	}
+	second := send("since")
+	p.cut = nil
+	if err := p.send(p.other, map[string]any{"m": "new session"}); err != nil {
+		t.Fatal(err)
+	}
+	p.advance(10 * time.Millisecond) // far less than AllowTimeout
+	for _, res := range []chan error{first, second} {
+		if err, ok := outcome(res); !ok || err != nil {
+			t.Fatalf("held message: %v (%v)", err, ok)
+		}
+	}
+	if n := len(p.delivered[p.other]); n != 2 {
+		t.Fatalf("%d delivered", n)
+	}
+}
