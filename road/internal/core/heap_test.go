@@ -49,19 +49,10 @@ func fleet(tb testing.TB, n int, prof Profile, aead AEADMode) *pair {
 // unless the peer said done.
 func (p *pair) sendID(from *Core, body map[string]any, id MsgID) {
 	p.tb.Helper()
-	r := p.otherRemote()
-	if from == p.main {
-		r = p.mainRemote()
-	}
-	b, err := from.marshal(body)
-	if err != nil {
-		p.tb.Fatal(err)
-	}
-	res := make(chan error, 1)
-	from.Send(r.name, b, from.cfg.BodyKind, id, res, p.now, p.now)
+	res := p.start(from, body, id)
 	p.pump()
 	if err := <-res; err != nil {
-		p.tb.Fatalf("send to %s: %v", r.name, err)
+		p.tb.Fatalf("send from %s: %v", from.name, err)
 	}
 }
 

@@ -288,9 +288,9 @@ func (p *pair) join() {
 func (p *pair) mainRemote() *remote  { return p.main.byName[p.other.name] }
 func (p *pair) otherRemote() *remote { return p.other.byName[p.main.name] }
 
-// send has from send body to its peer and returns the outcome, after
-// pumping.
-func (p *pair) send(from *Core, body map[string]any) error {
+// start has from start sending body (with id) to its peer, and returns
+// the channel of its outcome.
+func (p *pair) start(from *Core, body map[string]any, id MsgID) chan error {
 	p.tb.Helper()
 	r := p.otherRemote()
 	if from == p.main {
@@ -301,7 +301,15 @@ func (p *pair) send(from *Core, body map[string]any) error {
 		p.tb.Fatal(err)
 	}
 	res := make(chan error, 1)
-	from.Send(r.name, b, from.cfg.BodyKind, MsgID{}, res, p.now, p.now)
+	from.Send(r.name, b, from.cfg.BodyKind, id, res, p.now, p.now)
+	return res
+}
+
+// send has from send body to its peer and returns the outcome, after
+// pumping.
+func (p *pair) send(from *Core, body map[string]any) error {
+	p.tb.Helper()
+	res := p.start(from, body, MsgID{})
 	p.pump()
 	p.advance(time.Millisecond)
 	select {

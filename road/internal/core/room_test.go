@@ -176,12 +176,7 @@ func TestLostDoneAnsweredBeyondTheBudget(t *testing.T) {
 		t.Run(tc.tp.name, func(t *testing.T) {
 			p := joinedPair(t, tc.tp)
 			p.cut = func(w wired) bool { return w.from == p.main } // the done is lost
-			b, err := p.other.marshal(map[string]any{"data": "once"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := make(chan error, 1)
-			p.other.Send(p.otherRemote().name, b, p.other.cfg.BodyKind, MsgID{}, res, p.now, p.now)
+			res := p.start(p.other, map[string]any{"data": "once"}, MsgID{})
 			p.pump()
 			if len(p.delivered[p.main]) != 1 {
 				t.Fatalf("%d delivered", len(p.delivered[p.main]))
@@ -258,12 +253,7 @@ func TestRefusedRepeatIsRefusedAgain(t *testing.T) {
 				}
 				return true
 			}
-			b, err := p.other.marshal(map[string]any{"data": strings.Repeat("x", 5000)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := make(chan error, 1)
-			p.other.Send(p.otherRemote().name, b, p.other.cfg.BodyKind, MsgID{}, res, p.now, p.now)
+			res := p.start(p.other, map[string]any{"data": strings.Repeat("x", 5000)}, MsgID{})
 			p.pump()
 			p.advance(3 * time.Second) // the main nacks, unheard
 			if passed != 1 || p.main.stats.c.MessagesIn != 0 {
@@ -303,16 +293,7 @@ func TestLostFinalAckHeldGoOnNewSession(t *testing.T) {
 		return w.from == p.main && tk == codec.TransactionKindMessage ||
 			w.from == p.other && tk == codec.TransactionKindAllow && pk == codec.PacketKindAck
 	}
-	send := func(text string) chan error {
-		b, err := p.main.marshal(map[string]any{"m": text})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := make(chan error, 1)
-		p.main.Send(p.mainRemote().name, b, p.main.cfg.BodyKind, MsgID{}, res, p.now, p.now)
-		return res
-	}
-	first := send("in flight") // under way when the session changes
+	first := p.start(p.main, map[string]any{"m": "in flight"}, MsgID{}) // under way when the session changes
 	p.pump()
 	p.other.startAllower(p.otherRemote(), false) // a new session
 	p.pump()
@@ -321,7 +302,7 @@ func TestLostFinalAckHeldGoOnNewSession(t *testing.T) {
 	if !r.allowed || len(r.saved) != 1 {
 		t.Fatalf("allowed %v, %d held", r.allowed, len(r.saved))
 	}
-	second := send("since")
+	second := p.start(p.main, map[string]any{"m": "since"}, MsgID{})
 	p.cut = nil
 	if err := p.send(p.other, map[string]any{"m": "new session"}); err != nil {
 		t.Fatal(err)
