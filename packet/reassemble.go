@@ -97,8 +97,12 @@ func (e *SegmentError) Unwrap() error { return e.Err }
 //
 // Memory grows only with the segment bytes that arrive (in chunks of at
 // most 64 KiB, no larger than the message needs), never with the ml a
-// packet claims, and is bounded by the config. Chunks and the bookkeeping
-// of finished messages are reused, so that in a steady flow segments are
+// packet claims, and is bounded by the config. A message that fits one
+// chunk has one of its own length, each segment copied to its place in
+// the message, and Add hands out that chunk as the whole message: one
+// copy of each byte, one allocation per message. Larger messages are
+// copied out of their chunks once whole. Chunks and the bookkeeping of
+// finished messages are reused, so that in a steady flow segments are
 // stored without allocating. A Reassembler keeps no time: the caller's
 // transactions time out and Drop their messages. It is not safe for
 // concurrent use.
@@ -125,18 +129,21 @@ type ownerUse[K comparable] struct {
 }
 
 type partial[O, K comparable] struct {
-	owner    O
-	use      *ownerUse[K]
-	key      K
-	age      uint64 // order of start
-	sc       uint16
-	ml       uint32
-	segs     map[uint16]segRef
-	chunks   [][]byte // the stored payloads, appended one after another
-	bytes    int      // payload stored
-	memory   int      // charged: SlotCharge, chunk capacities, SegmentCharge per segment
-	segSize  int      // payload size of every segment but the last, once one is seen
-	lastSize int      // payload size of the last segment, once seen (-1 before)
+	owner  O
+	use    *ownerUse[K]
+	key    K
+	age    uint64 // order of start
+	sc     uint16
+	ml     uint32
+	segs   map[uint16]segRef
+	chunks [][]byte // the stored payloads, appended one after another
+	// placed: chunks[0] is the whole message, each segment at its place
+	// (see placed).
+	placed   bool
+	bytes    int // payload stored
+	memory   int // charged: SlotCharge, chunk capacities, SegmentCharge per segment
+	segSize  int // payload size of every segment but the last, once one is seen
+	lastSize int // payload size of the last segment, once seen (-1 before)
 }
 
 // segRef is where a segment's payload is stored: chunk, offset, length.
@@ -268,10 +275,12 @@ func (r *Reassembler[O, K]) Add(owner O, key K, h *codec.Head, payload []byte) (
 		age = r.started + 1
 	}
 	need := SegmentCharge
-	if p == nil {
-		need += SlotCharge
-	}
-	if p == nil || p.needsChunk(n) {
+	switch {
+	case p == nil && placed(ml):
+		need += SlotCharge + int(ml)
+	case p == nil:
+		need += SlotCharge + chunkFor(n, int(ml))
+	case p.needsChunk(n):
 		need += chunkFor(n, int(ml)-stored)
 	}
 	var use *ownerUse[K]
@@ -293,7 +302,7 @@ func (r *Reassembler[O, K]) Add(owner O, key K, h *codec.Head, payload []byte) (
 		p.segSize = n
 	}
 	before := p.memory
-	p.segs[sn] = r.store(p, payload)
+	p.segs[sn] = r.store(p, sn, payload)
 	p.memory += SegmentCharge
 	p.bytes += n
 	r.buffered += n
@@ -302,14 +311,28 @@ func (r *Reassembler[O, K]) Add(owner O, key K, h *codec.Head, payload []byte) (
 		return nil, true, nil
 	}
 	// Whole: the sizes were checked on the way in, so the total is ml.
-	coat = make([]byte, 0, ml)
-	for i := range sc {
-		ref := p.segs[i]
-		coat = append(coat, p.chunks[ref.chunk][ref.off:ref.off+ref.n]...)
+	if p.placed {
+		// Every byte is in place: the buffer is the coat, and leaves
+		// with it.
+		coat, p.chunks[0] = p.chunks[0], nil
+	} else {
+		coat = make([]byte, 0, ml)
+		for i := range sc {
+			ref := p.segs[i]
+			coat = append(coat, p.chunks[ref.chunk][ref.off:ref.off+ref.n]...)
+		}
 	}
 	r.forget(p)
 	return coat, true, nil
 }
+
+// placed says whether a message of ml bytes is stored in one buffer of
+// its own length, each segment at its place in the message (sn times the
+// size of the others; the last at the end), so that the whole message is
+// that buffer, not a copy: a message that fits one chunk. A larger one is
+// stored in chunks as its segments arrive and copied out once whole, so
+// that its memory grows with what arrives, not with the ml it claims.
+func placed(ml uint32) bool { return ml <= chunkSize }
 
 // makeRoom evicts unfinished messages until owner (holding use, nil for
 // nothing) may add need bytes (and, when slot, one more message) to its
@@ -374,6 +397,9 @@ func (r *Reassembler[O, K]) evictNewest(use *ownerUse[K], age uint64) bool {
 
 // needsChunk says whether a payload of n bytes needs a new chunk.
 func (p *partial[O, K]) needsChunk(n int) bool {
+	if p.placed {
+		return false
+	}
 	last := len(p.chunks) - 1
 	return last < 0 || cap(p.chunks[last])-len(p.chunks[last]) < n
 }
@@ -431,35 +457,53 @@ func (r *Reassembler[O, K]) newPartial(owner O, key K, age uint64, sc uint16, ml
 	return p
 }
 
-// store copies payload into p's last chunk, or a new one when it is full.
-func (r *Reassembler[O, K]) store(p *partial[O, K], payload []byte) segRef {
+// store copies payload, segment sn of p, into p's buffer at its place
+// (placed), else into p's last chunk, or a new one when it is full.
+func (r *Reassembler[O, K]) store(p *partial[O, K], sn uint16, payload []byte) segRef {
 	n := len(payload)
+	if p.bytes == 0 && placed(p.ml) {
+		// Every byte of it is written before it is whole (the sizes
+		// tile ml), so a spare buffer needs no clearing.
+		p.chunks = append(p.chunks, r.chunk(int(p.ml))[:p.ml])
+		p.memory += int(p.ml)
+		p.placed = true
+	}
+	if p.placed {
+		off := int(sn) * n
+		if sn == p.sc-1 {
+			off = int(p.ml) - n
+		}
+		copy(p.chunks[0][off:], payload)
+		return segRef{chunk: 0, off: uint32(off), n: uint32(n)}
+	}
 	if p.needsChunk(n) {
 		size := chunkFor(n, int(p.ml)-p.bytes)
-		var c []byte
-		if cl := classOf(size); cl < numClasses && minChunk<<cl == size {
-			if k := len(r.chunks[cl]); k > 0 {
-				c, r.chunks[cl] = r.chunks[cl][k-1], r.chunks[cl][:k-1]
-			}
-		} else {
-			for i, o := range r.odd {
-				if cap(o) == size {
-					c = o
-					r.odd = append(r.odd[:i], r.odd[i+1:]...)
-					break
-				}
-			}
-		}
-		if c == nil {
-			c = make([]byte, 0, size)
-		}
-		p.chunks = append(p.chunks, c)
+		p.chunks = append(p.chunks, r.chunk(size))
 		p.memory += size
 	}
 	last := len(p.chunks) - 1
 	off := len(p.chunks[last])
 	p.chunks[last] = append(p.chunks[last], payload...)
 	return segRef{chunk: uint32(last), off: uint32(off), n: uint32(n)}
+}
+
+// chunk returns an empty spare chunk of capacity size, or a new one.
+func (r *Reassembler[O, K]) chunk(size int) []byte {
+	if cl := classOf(size); cl < numClasses && minChunk<<cl == size {
+		if k := len(r.chunks[cl]); k > 0 {
+			c := r.chunks[cl][k-1]
+			r.chunks[cl] = r.chunks[cl][:k-1]
+			return c
+		}
+	} else {
+		for i, o := range r.odd {
+			if cap(o) == size {
+				r.odd = append(r.odd[:i], r.odd[i+1:]...)
+				return o
+			}
+		}
+	}
+	return make([]byte, 0, size)
 }
 
 // Missing appends to dst the segment numbers of message key not yet received,
@@ -528,6 +572,9 @@ func (r *Reassembler[O, K]) forget(p *partial[O, K]) {
 		r.dropOwner(p.owner, use)
 	}
 	for i, c := range p.chunks {
+		if c == nil {
+			continue // handed out whole
+		}
 		size := cap(c)
 		if cl := classOf(size); cl < numClasses && minChunk<<cl == size {
 			if (len(r.chunks[cl])+1)*size <= maxFreeClass {
@@ -538,7 +585,7 @@ func (r *Reassembler[O, K]) forget(p *partial[O, K]) {
 		}
 		p.chunks[i] = nil
 	}
-	p.chunks = p.chunks[:0]
+	p.chunks, p.placed = p.chunks[:0], false
 	var zero O
 	var zeroK K
 	p.owner, p.key, p.use = zero, zeroK, nil

@@ -30,7 +30,8 @@ func TestReassembleShuffledWithDuplicates(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	ra := NewReassembler[int, int](nil)
 	for trial := 0; trial < 50; trial++ {
-		msg := make([]byte, 1+r.IntN(50000))
+		// Both ways of storing: in place (up to 64 KiB) and in chunks.
+		msg := make([]byte, 1+r.IntN(3*chunkSize))
 		for i := range msg {
 			msg[i] = byte(r.Uint32())
 		}
@@ -254,6 +255,52 @@ func FuzzReassemble(f *testing.F) {
 	})
 }
 
+// TestReassemblePlaced: a message that fits one chunk is reassembled in
+// one buffer of its length, whatever order its segments come in (the last
+// first here), and the caller keeps that buffer: messages that follow are
+// stored elsewhere.
+func TestReassemblePlaced(t *testing.T) {
+	r := NewReassembler[int, int](nil)
+	var kept [][]byte
+	var want [][]byte
+	for k, size := range []int{chunkSize, 16 << 10, 16 << 10, 999, 16 << 10} {
+		msg := make([]byte, size)
+		for i := range msg {
+			msg[i] = byte(i*7 + k)
+		}
+		heads, parts := cut(msg, 1337)
+		var got []byte
+		for i := len(heads) - 1; i >= 0; i-- {
+			out, _, err := r.Add(0, k, &heads[i], parts[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == len(heads)-1 && len(heads) > 1 {
+				p := r.msgs[k]
+				if !p.placed || len(p.chunks) != 1 || len(p.chunks[0]) != size {
+					t.Fatalf("message of %d bytes: placed %v in %d chunks", size, p.placed, len(p.chunks))
+				}
+				if mem := r.Memory(); mem != SlotCharge+SegmentCharge+size {
+					t.Fatalf("charged %d for its first segment, want %d", mem, SlotCharge+SegmentCharge+size)
+				}
+			}
+			got = out
+		}
+		if cap(got) != size {
+			t.Fatalf("message of %d bytes returned in a buffer of %d", size, cap(got))
+		}
+		kept, want = append(kept, got), append(want, msg)
+	}
+	for i := range kept {
+		if !bytes.Equal(kept[i], want[i]) {
+			t.Fatalf("message %d changed after it was returned", i)
+		}
+	}
+	if r.Pending() != 0 || r.Memory() != 0 {
+		t.Fatalf("left %d messages, %d bytes", r.Pending(), r.Memory())
+	}
+}
+
 // TestReassembleReusesMemory: once a flow is going, storing segments and
 // finishing messages allocates only the whole coat each message returns.
 func TestReassembleReusesMemory(t *testing.T) {
@@ -401,7 +448,7 @@ func TestReassembleOwnOldestFirst(t *testing.T) {
 // BenchmarkReassemble: a steady flow of messages cut into 1000-byte
 // segments, from 16 owners in turn; ns per segment.
 func BenchmarkReassemble(b *testing.B) {
-	for _, size := range []int{1500, 50_000, 1 << 20} {
+	for _, size := range []int{1500, 16 << 10, 50_000, 1 << 20} {
 		msg := bytes.Repeat([]byte("x"), size)
 		heads, segs := cut(msg, 1000)
 		b.Run(fmt.Sprint(size), func(b *testing.B) {
