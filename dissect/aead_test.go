@@ -73,7 +73,7 @@ func aeadCapture(t *testing.T) string {
 		}
 		for i := range count {
 			sh := h
-			seg, err := pk.PackSegmentAEAD(nil, &sh, atb, body, i, segSize, count)
+			seg, err := pk.PackSegmentAEAD(nil, &sh, atb, nil, body, i, segSize, count)
 			if err != nil {
 				t.Fatal(err)
 			}

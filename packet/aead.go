@@ -285,7 +285,9 @@ func (c *AEADCoat) Overhead() int { return AEADOverhead }
 
 // Seal appends to dst the coat of plain, counter || ciphertext || tag,
 // under the next counter of our direction and with head as associated
-// data. head may be the start of dst (the packet so far). After
+// data. head may be the start of dst (the packet so far). plain may be
+// where its ciphertext goes, at dst[len(dst)+AEADCounterSize:] within
+// dst's capacity, to seal in place; any other overlap is copied. After
 // AEADCounterLimit packets, or AES256GCMBlockLimit blocks for AES-256-GCM,
 // it fails with ErrRekey.
 func (c *AEADCoat) Seal(dst, head, plain []byte) ([]byte, error) {
@@ -302,7 +304,9 @@ func (c *AEADCoat) Seal(dst, head, plain []byte) ([]byte, error) {
 	}
 	start, total := len(dst), len(plain)+AEADOverhead
 	out := slices.Grow(dst, total)
-	if region := out[start : start+total]; anyOverlap(region, plain) || anyOverlap(region, head) {
+	region := out[start : start+total]
+	inPlace := len(plain) > 0 && &region[AEADCounterSize] == &plain[0]
+	if (anyOverlap(region, plain) && !inPlace) || anyOverlap(region, head) {
 		out = make([]byte, start, start+total)
 		copy(out, dst)
 	}
@@ -384,6 +388,17 @@ func (c *AEADCoat) nonce(iv *[12]byte, n uint64) *[12]byte {
 // It packs one whole packet: a body too large for one is the caller's to
 // cut, each piece sealed in its own packet.
 func (pk *Packer) PackAEAD(dst []byte, h *codec.Head, a *AEADCoat, plain []byte) ([]byte, error) {
+	return pk.packAEAD(dst, h, a, nil, plain)
+}
+
+// counterRoom stands in for the counter while a plain text is joined in
+// place in front of its coat.
+var counterRoom [AEADCounterSize]byte
+
+// packAEAD is PackAEAD of the plain text first || rest: rest is sealed
+// from where it is when first is empty, else both are copied into the
+// packet, where their ciphertext goes, and sealed in place.
+func (pk *Packer) packAEAD(dst []byte, h *codec.Head, a *AEADCoat, first, rest []byte) ([]byte, error) {
 	h.CoatKind = a.Kind()
 	h.FootKind, h.FootLength = codec.FootKindNada, 0
 	start := len(dst)
@@ -392,7 +407,7 @@ func (pk *Packer) PackAEAD(dst []byte, h *codec.Head, a *AEADCoat, plain []byte)
 		return dst, &PacketError{Op: "pack", Err: err}
 	}
 	headEnd := len(out)
-	pl := headEnd - start + len(plain) + AEADOverhead
+	pl := headEnd - start + len(first) + len(rest) + AEADOverhead
 	if pl > pk.limit() {
 		return dst, &PacketError{Op: "pack", Err: fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, pl, pk.limit())}
 	}
@@ -400,7 +415,12 @@ func (pk *Packer) PackAEAD(dst []byte, h *codec.Head, a *AEADCoat, plain []byte)
 		return dst, &PacketError{Op: "pack", Err: err}
 	}
 	h.PacketLength = uint32(pl)
-	out, err = a.Seal(out, out[start:headEnd], plain)
+	plain := rest
+	if len(first) > 0 {
+		out = append(append(append(out, counterRoom[:]...), first...), rest...)
+		plain = out[headEnd+AEADCounterSize:]
+	}
+	out, err = a.Seal(out[:headEnd], out[start:headEnd], plain)
 	if err != nil {
 		return dst, &PacketError{Op: "pack", Err: err}
 	}
@@ -420,17 +440,24 @@ func (pk *Packer) SegmentsAEAD(h *codec.Head, a *AEADCoat, plainLen int) (segSiz
 	return pk.segments(&single, plainLen, AEADOverhead)
 }
 
-// PackSegmentAEAD appends segment i of count of the plain body (as
-// SegmentsAEAD planned them, segSize bytes each), sealed with a in its own
-// packet of head h: sn=i, sc=count, ml=len(plain) and the segment flag
-// set, as PackSegment does. Each call seals under a new counter, so a
-// segment sent again is a new packet.
-func (pk *Packer) PackSegmentAEAD(dst []byte, h *codec.Head, a *AEADCoat, plain []byte, i, segSize, count int) ([]byte, error) {
-	piece, err := segment(h, plain, i, segSize, count)
+// PackSegmentAEAD appends segment i of count of the plain body prefix ||
+// body (as SegmentsAEAD planned them, segSize bytes each), sealed with a
+// in its own packet of head h: sn=i, sc=count, ml=len(prefix)+len(body)
+// and the segment flag set, as PackSegment does. prefix (nil for none) is
+// a short envelope, such as a message id, that travels in front of the
+// body without being joined to it first: a piece of the body alone is
+// sealed from where it is, a piece with some of the prefix is joined in
+// the packet. Each call seals under a new counter, so a segment sent
+// again is a new packet.
+func (pk *Packer) PackSegmentAEAD(dst []byte, h *codec.Head, a *AEADCoat, prefix, body []byte, i, segSize, count int) ([]byte, error) {
+	lo, hi, err := segmentRange(h, len(prefix)+len(body), i, segSize, count)
 	if err != nil {
 		return dst, err
 	}
-	return pk.PackAEAD(dst, h, a, piece)
+	if p := len(prefix); lo < p {
+		return pk.packAEAD(dst, h, a, prefix[lo:min(hi, p)], body[:max(hi-p, 0)])
+	}
+	return pk.packAEAD(dst, h, a, nil, body[lo-len(prefix):hi-len(prefix)])
 }
 
 // OpenAEAD appends the body inside a packet's AEAD coat to dst, with the

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -588,7 +589,7 @@ func TestAEADSegments(t *testing.T) {
 	var first []byte
 	for i := count - 1; i >= 0; i-- { // out of order
 		sh := aeadHead()
-		pkt, err := pk.PackSegmentAEAD(nil, &sh, a, body, i, segSize, count)
+		pkt, err := pk.PackSegmentAEAD(nil, &sh, a, nil, body, i, segSize, count)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -598,7 +599,7 @@ func TestAEADSegments(t *testing.T) {
 		if i == count-1 {
 			first = pkt
 			// Sent again: the same head, a new counter.
-			again, err := pk.PackSegmentAEAD(nil, &sh, a, body, i, segSize, count)
+			again, err := pk.PackSegmentAEAD(nil, &sh, a, nil, body, i, segSize, count)
 			if err != nil || bytes.Equal(again, pkt) {
 				t.Fatalf("sent again: same bytes %v, %v", bytes.Equal(again, pkt), err)
 			}
@@ -832,6 +833,50 @@ func BenchmarkAEADCoatRebuild(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestAEADSegmentsPrefixed: a body packed behind a prefix gives the very
+// packets of the joined body (two coats of the same keys seal in step),
+// with the prefix in one segment, cut across two and over several, sealed
+// in place where dst has the room and from a copy where it has not.
+func TestAEADSegmentsPrefixed(t *testing.T) {
+	pk := aeadPacker(t)
+	pk.MaxPacketSize = 300
+	body := make([]byte, 2000)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	for _, kind := range []codec.CoatKind{codec.CoatKindAES256GCM, codec.CoatKindChaCha20Poly1305} {
+		for _, plen := range []int{1, 31, 250, 700} {
+			prefix := bytes.Repeat([]byte{byte(plen)}, plen)
+			joined := append(slices.Clip(prefix), body...)
+			a1, _ := aeadPair(t, kind)
+			a2, _ := aeadPair(t, kind)
+			h := aeadHead()
+			segSize, count, err := pk.SegmentsAEAD(&h, a1, len(joined))
+			if err != nil || count < 2 {
+				t.Fatalf("plan: %d segments of %d, %v", count, segSize, err)
+			}
+			for i := range count {
+				h1, h2 := aeadHead(), aeadHead()
+				want, err := pk.PackSegmentAEAD(nil, &h1, a1, nil, joined, i, segSize, count)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dst := []byte{1, 2, 3}
+				if i%2 == 0 {
+					dst = append(make([]byte, 0, 1024), dst...)
+				}
+				got, err := pk.PackSegmentAEAD(dst, &h2, a2, prefix, body, i, segSize, count)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got[:3], []byte{1, 2, 3}) || !bytes.Equal(got[3:], want) || h1 != h2 {
+					t.Fatalf("%v, prefix of %d, segment %d of %d: not the joined body's packet", kind, plen, i, count)
+				}
+			}
 		}
 	}
 }

@@ -68,7 +68,7 @@ func ExamplePacker_PackSegmentAEAD() {
 	r := packet.NewReassembler[int, uint32](nil)
 	for i := range count {
 		sh := h
-		dgram, err := pk.PackSegmentAEAD(nil, &sh, atB, body, i, segSize, count)
+		dgram, err := pk.PackSegmentAEAD(nil, &sh, atB, nil, body, i, segSize, count)
 		if err != nil {
 			fmt.Println(err)
 			return

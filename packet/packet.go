@@ -233,16 +233,26 @@ func (pk *Packer) PackSegment(dst []byte, h *codec.Head, coat []byte, i, segSize
 // segment sets h's segment fields for piece i of count of body (segSize
 // bytes each; count 1: unsegmented) and returns the piece.
 func segment(h *codec.Head, body []byte, i, segSize, count int) ([]byte, error) {
+	lo, hi, err := segmentRange(h, len(body), i, segSize, count)
+	if err != nil {
+		return nil, err
+	}
+	return body[lo:hi], nil
+}
+
+// segmentRange sets h's segment fields for piece i of count of a body of
+// n bytes (segSize bytes each; count 1: unsegmented) and returns where the
+// piece is in the body.
+func segmentRange(h *codec.Head, n, i, segSize, count int) (lo, hi int, err error) {
 	if count <= 1 {
 		h.SegmentNumber, h.SegmentCount, h.MessageLength = 0, 1, 0
 		h.SetSegment(false)
-		return body, nil
+		return 0, n, nil
 	}
-	if i < 0 || i >= count || segSize <= 0 {
-		return nil, &PacketError{Op: "segment", Err: ErrSegmentCount}
+	if i < 0 || i >= count || segSize <= 0 || i*segSize >= n {
+		return 0, 0, &PacketError{Op: "segment", Err: ErrSegmentCount}
 	}
-	h.SegmentNumber, h.SegmentCount, h.MessageLength = uint16(i), uint16(count), uint32(len(body))
+	h.SegmentNumber, h.SegmentCount, h.MessageLength = uint16(i), uint16(count), uint32(n)
 	h.SetSegment(true)
-	end := min((i+1)*segSize, len(body))
-	return body[i*segSize : end], nil
+	return i * segSize, min((i+1)*segSize, n), nil
 }

@@ -41,13 +41,18 @@ const (
 )
 
 type messenger struct {
-	r       *remote
-	si, ti  uint32
-	body    []byte // the serialized body, kept to send again in a new session
-	bk      codec.BodyKind
-	id      MsgID            // its stable id, sent to peers that negotiated message ids
-	coat    []byte           // the sealed body; with aead, the plain body that each packet seals a piece of
-	aead    *packet.AEADCoat // the session's AEAD coat when it has one
+	r      *remote
+	si, ti uint32
+	body   []byte // the serialized body, kept to send again in a new session
+	bk     codec.BodyKind
+	id     MsgID            // its stable id, sent to peers that negotiated message ids
+	coat   []byte           // the sealed body; with aead, the plain body that each packet seals a piece of
+	aead   *packet.AEADCoat // the session's AEAD coat when it has one
+	// prefix is what an aead coat seals in front of coat, its id envelope
+	// (to a peer that negotiated message ids), in env: not joined to the
+	// body, which is sealed from where it is.
+	prefix  []byte
+	env     [1 + 3*binary.MaxVarintLen64]byte // the longest envelope
 	segSize int
 	count   int
 	flags   []uint8
@@ -131,9 +136,10 @@ func (m *messenger) alone(c *Core) error {
 	var err error
 	mids := r.prof != nil && r.prof.mids
 	m.aead = r.aead()
+	m.prefix = nil
 	switch {
 	case m.aead != nil && mids:
-		m.coat = packet.AppendMessageID(make([]byte, 0, 1+3*binary.MaxVarintLen64+len(m.body)), m.id, m.body)
+		m.coat, m.prefix = m.body, packet.AppendMessageID(m.env[:0], m.id, nil)
 	case m.aead != nil:
 		m.coat = m.body // sealed packet by packet
 	case mids:
@@ -149,7 +155,7 @@ func (m *messenger) alone(c *Core) error {
 	h.FootKind = codec.FootKindNaCl
 	pk := c.packerFor(r, &h)
 	if m.aead != nil {
-		m.segSize, m.count, err = pk.SegmentsAEAD(&h, m.aead, len(m.coat))
+		m.segSize, m.count, err = pk.SegmentsAEAD(&h, m.aead, m.coatLen())
 	} else {
 		m.segSize, m.count, err = pk.Segments(&h, len(m.coat))
 	}
@@ -162,6 +168,10 @@ func (m *messenger) alone(c *Core) error {
 	}
 	return nil
 }
+
+// coatLen is the length of the message's coat: with aead, of the plain
+// text its packets seal.
+func (m *messenger) coatLen() int { return len(m.prefix) + len(m.coat) }
 
 // plaintext appends what the message's coat seals to dst: its id envelope
 // (to a peer that negotiated message ids) and its body.
@@ -196,7 +206,7 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	var b []byte
 	var err error
 	if m.aead != nil {
-		b, err = pk.PackSegmentAEAD(*buf, h, m.aead, m.coat, i, m.segSize, m.count)
+		b, err = pk.PackSegmentAEAD(*buf, h, m.aead, m.prefix, m.coat, i, m.segSize, m.count)
 		c.sealedAEAD(m.r, m.aead, err)
 	} else {
 		b, err = pk.PackSegment(*buf, h, m.coat, i, m.segSize, m.count)

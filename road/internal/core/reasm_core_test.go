@@ -37,7 +37,7 @@ func (p *pair) segmentsFrom(n int) [][]byte {
 		hh := h
 		var b []byte
 		if a != nil {
-			b, err = pk.PackSegmentAEAD(nil, &hh, a, coat, i, segSize, count)
+			b, err = pk.PackSegmentAEAD(nil, &hh, a, nil, coat, i, segSize, count)
 		} else {
 			b, err = pk.PackSegment(nil, &hh, coat, i, segSize, count)
 		}

@@ -47,7 +47,7 @@ type sendWindow struct {
 // roomCharge is what the receiver's Reassembler charges at most for m's
 // segments (packet.MessageCharge, for its count of segments).
 func roomCharge(m *messenger) int {
-	return packet.MessageCharge(len(m.coat)) - packet.SegmentCharge*(codec.MaxSegmentCount-m.count)
+	return packet.MessageCharge(m.coatLen()) - packet.SegmentCharge*(codec.MaxSegmentCount-m.count)
 }
 
 // oldest returns the oldest of r's messages under way; false when none is.
