@@ -62,7 +62,8 @@ func BenchmarkFastCoats(b *testing.B) {
 // benchSend sends b.N messages from o to m, 16 in flight. Beside the
 // rates it reports the packets both stacks sent per message and the heap
 // allocations of the whole process per message and per packet
-// ("mallocs/msg", "mallocs/pkt"): comparing sizes shows what a packet
+// ("mallocs/msg", "mallocs/pkt") and the bytes they take per message
+// ("heapB/msg"): comparing sizes shows what a packet
 // costs beyond its message.
 func benchSend(b *testing.B, m, o *road.Stack, body map[string]any, size int) {
 	{
@@ -100,6 +101,7 @@ func benchSend(b *testing.B, m, o *road.Stack, body map[string]any, size int) {
 			b.ReportMetric(float64(pkts)/float64(b.N), "pkts/op")
 			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(pkts), "mallocs/pkt")
 			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(b.N), "mallocs/msg")
+			b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N), "heapB/msg")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 			slices.Sort(rtts)
 			b.ReportMetric(float64(rtts[len(rtts)/2].Microseconds()), "p50-µs")
