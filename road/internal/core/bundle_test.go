@@ -471,6 +471,11 @@ func testBundleWithSegmented(t *testing.T, tp testProfile) {
 	if k := kindsOf(p.sent(start, p.main)); k[codec.PacketKindDone] != 0 || k[codec.PacketKindAnswers] == 0 {
 		t.Errorf("main sent %v, want answers and no done", k)
 	}
+	// Measured, not copied: the bundles' scratch holds what a bundle
+	// carries, never the large message.
+	if n := cap(p.other.scratch); n >= 20_000 {
+		t.Errorf("the sender's scratch grew to %d bytes for a message it segmented", n)
+	}
 }
 
 // Sending bundles (retransmissions here) and owed answers, and reading

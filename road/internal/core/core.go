@@ -60,7 +60,7 @@ type Core struct {
 
 	out      []Datagram
 	bundling bundling   // the messages and answers of this moment (bundle.go)
-	scratch  []byte     // a message's coat plaintext, being measured or bundled
+	scratch  []byte     // a message's coat plaintext, being bundled
 	bufs     bufPool    // buffers of the datagrams in out that nobody keeps
 	txHead   codec.Head // the head being sent, kept here so it is not allocated per packet
 	delivery []Message  // completed messages not yet taken (Deliveries)

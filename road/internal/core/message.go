@@ -107,13 +107,13 @@ func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgI
 		h := m.head(c, 0, 0)
 		h.FootKind = codec.FootKindNaCl
 		pk := c.packerFor(r, &h)
-		c.scratch = m.plaintext(c.scratch[:0])
-		var n int
-		var err error
-		if a := r.aead(); a != nil {
-			_, n, err = pk.SegmentsAEAD(&h, a, len(c.scratch))
-		} else {
-			_, n, err = pk.Segments(&h, len(c.scratch)+r.coat.Overhead())
+		n, err := 0, error(nil)
+		switch plain := m.plainLen(); {
+		case pk.MaxPacketSize > 0 && plain >= pk.MaxPacketSize: // with any head, more than one packet
+		case r.aead() != nil:
+			_, n, err = pk.SegmentsAEAD(&h, r.aead(), plain)
+		default:
+			_, n, err = pk.Segments(&h, plain+r.coat.Overhead())
 		}
 		if err == nil && n == 1 {
 			m.bundled, m.count, m.flags = true, 1, m.flag1[:]
@@ -172,6 +172,14 @@ func (m *messenger) alone(c *Core) error {
 // coatLen is the length of the message's coat: with aead, of the plain
 // text its packets seal.
 func (m *messenger) coatLen() int { return len(m.prefix) + len(m.coat) }
+
+// plainLen is the length of what plaintext appends.
+func (m *messenger) plainLen() int {
+	if m.r.prof != nil && m.r.prof.mids {
+		return len(packet.AppendMessageID(m.env[:0], m.id, nil)) + len(m.body)
+	}
+	return len(m.body)
+}
 
 // plaintext appends what the message's coat seals to dst: its id envelope
 // (to a peer that negotiated message ids) and its body.
