@@ -150,11 +150,20 @@ func TestKeepAcrossKill(t *testing.T) {
 func TestKeepWriteFailure(t *testing.T) {
 	dir := t.TempDir()
 	m := newStack(t, road.Config{Name: "main", Main: true, KeepDir: dir, Auto: keep.AutoAlways})
-	if err := os.RemoveAll(filepath.Join(dir, "role")); err != nil {
+	// The main's start may still be writing there: a file made between
+	// RemoveAll's reading of the directory and its removal leaves it
+	// "not empty", so it tries again (a few times: the start writes few).
+	role := filepath.Join(dir, "role")
+	err := os.RemoveAll(role)
+	for try := 0; err != nil && try < 20; try++ {
+		time.Sleep(10 * time.Millisecond)
+		err = os.RemoveAll(role)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	o := newStack(t, road.Config{Name: "other", Auto: keep.AutoAlways, JoinTimeout: time.Second})
-	_, err := o.Join(ctxT(t, 3*time.Second), m.Addr().String())
+	_, err = o.Join(ctxT(t, 3*time.Second), m.Addr().String())
 	if err == nil {
 		t.Fatal("a join succeeded with a keep that cannot be written")
 	}
