@@ -50,6 +50,14 @@ const (
 // fewer than 64 ids a hold keeps one word; a busy one at most
 // replayMaxWords.
 //
+// Until it gives up a word, the window holds every id marked in the
+// session, so an id below its oldest word was never used: it is fresh, and
+// marking it stretches the window down to it (within replayMaxWords of the
+// top). The first id a session shows us need not be its lowest: the
+// messages held for the allow go out at once, and the readers may reorder
+// them across a word's edge; only a window that gave up words (gave)
+// refuses what lies below it.
+//
 // A finished id is either delivered or refused (we answered nack, or the
 // remote gave it up): a repeat of a refused message is refused again, never
 // answered done, since its sender would take done for delivered. The
@@ -60,6 +68,7 @@ type replayWindow struct {
 	bits    []uint64 // the ring; nil: nothing marked in this session
 	at      []uint16 // at[i]: when bits[i]'s word entered the window (replaySecond)
 	refused []uint64 // beside bits: the ids of bits refused; nil: none so far
+	gave    bool     // words of this session were given up: below the window is too old
 }
 
 // replaySecond is the clock of the window's ages: seconds, mod 2^16.
@@ -91,8 +100,11 @@ func (w *replayWindow) state(ti uint32) replayState {
 	if w.bits == nil || newer(ti, w.top) {
 		return replayFresh
 	}
-	if (w.top>>6-ti>>6)&replayWordMask >= w.span {
-		return replayTooOld
+	if below := (w.top>>6 - ti>>6) & replayWordMask; below >= w.span {
+		if w.gave || below >= replayMaxWords {
+			return replayTooOld
+		}
+		return replayFresh // below every id marked so far
 	}
 	i, bit := ti>>6&uint32(len(w.bits)-1), uint64(1)<<(ti%64)
 	switch {
@@ -115,7 +127,10 @@ func (w *replayWindow) mark(ti uint32, now time.Time, hold uint16, refused bool)
 	case newer(ti, w.top):
 		w.slide(ti, replaySecond(now), hold)
 	case (w.top>>6-ti>>6)&replayWordMask >= w.span:
-		return
+		if w.state(ti) == replayTooOld {
+			return
+		}
+		w.stretch((w.top>>6-ti>>6)&replayWordMask+1, replaySecond(now))
 	}
 	i, bit := ti>>6&uint32(len(w.bits)-1), uint64(1)<<(ti%64)
 	w.bits[i] |= bit
@@ -159,6 +174,7 @@ func (w *replayWindow) slide(ti uint32, sec, hold uint16) {
 			w.refused[i] = 0
 		}
 	}
+	w.gave = w.gave || w.span+adv > n
 	w.span = min(w.span+adv, n)
 	// Halve while the older half holds no young word.
 	for n > 1 {
@@ -166,9 +182,30 @@ func (w *replayWindow) slide(ti uint32, sec, hold uint16) {
 		if w.young(ti>>6-(w.span-1), w.span-keep, sec, hold) {
 			break
 		}
+		w.gave = w.gave || keep < w.span
 		w.span, n = keep, n/2
 		w.resize(int(n), ti>>6, keep)
 	}
+}
+
+// stretch takes the window down to span words below and with its top's
+// (span ≤ replayMaxWords), the new words empty and entered at second sec.
+func (w *replayWindow) stretch(span uint32, sec uint16) {
+	if n := len(w.bits); n < int(span) {
+		for n < int(span) {
+			n *= 2
+		}
+		w.resize(n, w.top>>6, w.span)
+	}
+	mask := uint32(len(w.bits) - 1)
+	for k := w.span; k < span; k++ {
+		i := (w.top>>6 - k) & mask
+		w.bits[i], w.at[i] = 0, sec
+		if w.refused != nil {
+			w.refused[i] = 0
+		}
+	}
+	w.span = span
 }
 
 // young reports whether one of the n words from word number low up

@@ -71,6 +71,42 @@ func TestReplayWindowGrowsAndShrinks(t *testing.T) {
 	}
 }
 
+// The first id of a session need not be its lowest (held messages go out
+// at once; two readers reorder them): ids below it, even across a word's
+// edge, are fresh until the window gives up a word, and once marked they
+// are used. Once it gave one up, what lies below it is too old.
+func TestReplayWindowBelowTheFirst(t *testing.T) {
+	now, hold := time.Unix(1_700_000_000, 0), replayHold(time.Minute)
+	var w replayWindow
+	w.mark(130, now, hold, false) // word 2 first
+	for ti := uint32(129); ti >= 3; ti-- {
+		if st := w.state(ti); st != replayFresh {
+			t.Fatalf("id %d below the session's first: state %d, want fresh", ti, st)
+		}
+		w.mark(ti, now, hold, ti == 7)
+	}
+	for ti := uint32(3); ti <= 130; ti++ {
+		if want := map[bool]replayState{false: replayUsed, true: replayRefused}[ti == 7]; w.state(ti) != want {
+			t.Fatalf("id %d after its mark: state %d, want %d", ti, w.state(ti), want)
+		}
+	}
+	if w.state(2) != replayFresh || w.state(1) != replayFresh || len(w.bits) != 4 || w.span != 3 {
+		t.Fatalf("ids 1, 2: states %d %d; ring %d, span %d", w.state(1), w.state(2), len(w.bits), w.span)
+	}
+	first := uint32(130)
+	if far := first - replayIDs; w.state(far) != replayTooOld { // ids roll over
+		t.Fatalf("an id below the largest window: state %d, want too old", w.state(far))
+	}
+	// Past the largest ring, the oldest words are given up: ids 1 and 2,
+	// never used, are too old now, as are the used ones.
+	for ti := uint32(131); ti < 130+replayIDs+64; ti++ {
+		w.mark(ti, now, hold, false)
+	}
+	if w.state(1) != replayTooOld || w.state(3) != replayTooOld || !w.gave {
+		t.Fatalf("after words were given up: states %d %d (gave %v)", w.state(1), w.state(3), w.gave)
+	}
+}
+
 // Whatever the order and timing of the ids a remote uses, the window never
 // calls a used id fresh (a replay is always refused), never calls an unused
 // id used, never takes a refused id for a delivered one or the reverse,
