@@ -114,6 +114,9 @@ type Stack struct {
 	wg       sync.WaitGroup
 	bufs     sync.Pool // read buffers, recvSize bytes each, shared by the readers
 	batches  sync.Pool // *[]core.Datagram: the owner's flushes, back from the writer
+	// handed counts the batches handed to the writer and not yet written:
+	// while it is not zero the owner writes none itself (direct).
+	handed atomic.Int32
 
 	mids *midSource // the ids of the messages we send
 	// resent is closed when the messages a Queue held at Start have been
@@ -711,30 +714,40 @@ func (s *Stack) writeLoop() {
 			if !ok {
 				return
 			}
-			batch := *bp
-			for i := range batch {
-				batch[i].Sign() // the Ed25519 feet the owner left (core.Config.SignLater)
-			}
-			if s.cfg.Tap != nil {
-				for _, d := range batch {
-					s.cfg.Tap(TapPacket{Out: true, Local: s.addr, Remote: d.To, Time: time.Now(), Data: d.B})
-				}
-			}
-			failed, err := s.io.write(batch)
-			s.sendErrs.Add(uint64(failed))
-			if err != nil {
-				s.fail(err)
+			if !s.write(*bp) {
 				return
 			}
-			for i := range batch {
-				batch[i].Release()
-			}
-			*bp = batch[:0]
+			s.handed.Add(-1) // after the write: the owner may write the next itself
+			*bp = (*bp)[:0]
 			s.batches.Put(bp)
 		case <-s.abort:
 			return
 		}
 	}
+}
+
+// write signs the Ed25519 feet the owner left (core.Config.SignLater),
+// writes batch and releases its datagrams; false when the socket failed
+// for good (the stack stops, and the datagrams are dropped).
+func (s *Stack) write(batch []core.Datagram) bool {
+	for i := range batch {
+		batch[i].Sign()
+	}
+	if s.cfg.Tap != nil {
+		for _, d := range batch {
+			s.cfg.Tap(TapPacket{Out: true, Local: s.addr, Remote: d.To, Time: time.Now(), Data: d.B})
+		}
+	}
+	failed, err := s.io.write(batch)
+	s.sendErrs.Add(uint64(failed))
+	for i := range batch {
+		batch[i].Release()
+	}
+	if err != nil {
+		s.fail(err)
+		return false
+	}
+	return true
 }
 
 // run is the owner goroutine: the only one that touches the core.
@@ -835,6 +848,31 @@ func (s *Stack) moreCommands() {
 	}
 }
 
+// maxDirect is the most datagrams the owner writes itself (direct).
+const maxDirect = 8
+
+// direct writes batch on the owner goroutine, and reports whether it did:
+// when nothing in it waits to be signed, it is small (a bundle of
+// messages, their dones, an ack: a longer run, a segmented message, goes
+// to the writer, whose system call then runs beside the owner's work), and
+// the writer has written everything handed to it (so the datagrams to a
+// remote leave in the order the core made them). A small batch costs the
+// owner its system call, a few µs, where handing it over costs a wake-up
+// of the writer on each datagram's way, the most of a round trip of small
+// messages on a loaded machine.
+func (s *Stack) direct(batch []core.Datagram) bool {
+	if len(batch) > maxDirect || s.handed.Load() != 0 {
+		return false
+	}
+	for i := range batch {
+		if batch[i].Unsigned() {
+			return false
+		}
+	}
+	s.write(batch)
+	return true
+}
+
 // earliest returns the earlier of two times, zero meaning none.
 func earliest(a, b time.Time) time.Time {
 	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
@@ -855,10 +893,16 @@ func (s *Stack) flush() (time.Time, bool) {
 			bp = new([]core.Datagram)
 		}
 		*bp = c.TakeOut(*bp)
-		select { // while closing too: Close lingers for these
-		case s.outbound <- bp:
-		case <-s.abort:
-			return time.Time{}, false
+		if s.direct(*bp) {
+			*bp = (*bp)[:0]
+			s.batches.Put(bp)
+		} else {
+			s.handed.Add(1)
+			select { // while closing too: Close lingers for these
+			case s.outbound <- bp:
+			case <-s.abort:
+				return time.Time{}, false
+			}
 		}
 	}
 	var retry time.Time

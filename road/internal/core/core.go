@@ -132,6 +132,10 @@ func (d *Datagram) Sign() {
 	d.sign = nil
 }
 
+// Unsigned reports whether B's Ed25519 foot waits for Sign: a costly call
+// the owner leaves to another goroutine.
+func (d *Datagram) Unsigned() bool { return d.sign != nil }
+
 // Release gives the datagram's buffer back once B is sent (or dropped). It
 // may be called from any goroutine, once; B must not be used after it.
 func (d *Datagram) Release() {
