@@ -2,7 +2,6 @@ package road
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -39,11 +38,12 @@ type mmsgIO struct {
 	// gro is non-nil when UDP_GRO is on: read receives into its buffers
 	// and hands out one datagram per caller buffer.
 	gro *groBuffers
-	// readable waits (in RawConn.Read) until a datagram is there, without
-	// taking it: a GRO read holds no buffer while it waits.
-	readable func(fd uintptr) bool
-	peek     [1]byte
-	waits    atomic.Uint64 // readable's calls
+	// groRead is the function RawConn.Read calls while UDP_GRO is on:
+	// one recvmmsg into buffers it takes from groPool, given back when
+	// nothing is there (EAGAIN): a GRO read holds no buffer while the
+	// poller waits.
+	groRead func(fd uintptr) bool
+	waits   atomic.Uint64 // groRead's calls that found nothing (a wait follows)
 
 	r, w mmsgSide
 }
@@ -78,7 +78,6 @@ type mmsgSide struct {
 	count int                            // headers in use
 	n     int                            // the call's result
 	errno syscall.Errno
-	once  bool // call returns EAGAIN rather than wait
 	call  func(fd uintptr) bool
 	calls atomic.Uint64 // system calls made (EAGAIN included)
 }
@@ -125,15 +124,20 @@ func newMmsgIO(c *net.UDPConn, offload bool) (*mmsgIO, error) {
 	m := &mmsgIO{rc: rc, v6: domain == unix.AF_INET6}
 	m.r.call = m.r.syscall(unix.SYS_RECVMMSG)
 	m.w.call = m.w.syscall(unix.SYS_SENDMMSG)
-	m.readable = func(fd uintptr) bool {
-		m.waits.Add(1)
-		for {
-			_, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&m.peek[0])), 1,
-				unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-			if e != unix.EINTR {
-				return e != unix.EAGAIN // a datagram, or an error recvmmsg will report
-			}
+	m.groRead = func(fd uintptr) bool {
+		g := m.gro
+		for i := range g.want {
+			g.arrs[i] = groPool.Get().(*[maxDatagram]byte)
+			g.bufs[i] = g.arrs[i][:]
 		}
+		m.r.prepare(g.bufs[:g.want], true)
+		if !m.r.call(fd) {
+			m.r.forget()
+			g.giveBack()
+			m.waits.Add(1)
+			return false
+		}
+		return true
 	}
 	for _, s := range []*mmsgSide{&m.r, &m.w} {
 		for i := range s.hdrs {
@@ -174,8 +178,7 @@ func (m *mmsgIO) offload(gso, gro bool) error {
 
 // syscall returns the function RawConn.Read or Write calls: one recvmmsg or
 // sendmmsg of the headers from off to count. It reports false (wait for
-// the socket) on EAGAIN, unless once is set: then it reports EAGAIN in
-// errno.
+// the socket) on EAGAIN.
 func (s *mmsgSide) syscall(trap uintptr) func(fd uintptr) bool {
 	return func(fd uintptr) bool {
 		for {
@@ -184,7 +187,7 @@ func (s *mmsgSide) syscall(trap uintptr) func(fd uintptr) bool {
 			switch {
 			case e == unix.EINTR:
 				continue
-			case e == unix.EAGAIN && !s.once:
+			case e == unix.EAGAIN:
 				return false
 			}
 			s.n, s.errno = int(n), e
@@ -197,7 +200,7 @@ func (m *mmsgIO) read(bufs [][]byte, ns []int, froms []netip.AddrPort) (int, err
 	if m.gro != nil {
 		return m.readGRO(bufs, ns, froms)
 	}
-	n, err := m.recv(bufs, false)
+	n, err := m.recv(bufs)
 	if err != nil {
 		return 0, err
 	}
@@ -212,10 +215,15 @@ func (m *mmsgIO) read(bufs [][]byte, ns []int, froms []netip.AddrPort) (int, err
 	return n, nil
 }
 
-// recv is one recvmmsg into bufs (up to ioBatch of them), with room for a
-// UDP_GRO control message per buffer when ctrl.
-func (m *mmsgIO) recv(bufs [][]byte, ctrl bool) (int, error) {
-	s := &m.r
+// recv is one recvmmsg into bufs (up to ioBatch of them).
+func (m *mmsgIO) recv(bufs [][]byte) (int, error) {
+	m.r.prepare(bufs, false)
+	return m.r.result(m.rc.Read(m.r.call))
+}
+
+// prepare points the headers of a recvmmsg at bufs (up to ioBatch of
+// them), with room for a UDP_GRO control message per buffer when ctrl.
+func (s *mmsgSide) prepare(bufs [][]byte, ctrl bool) {
 	s.off, s.count = 0, min(len(bufs), ioBatch)
 	for i := range s.count {
 		s.iovs[i].Base = &bufs[i][0]
@@ -230,7 +238,11 @@ func (m *mmsgIO) recv(bufs [][]byte, ctrl bool) (int, error) {
 			h.Hdr.SetControllen(ctrlWords * 8)
 		}
 	}
-	err := m.rc.Read(s.call)
+}
+
+// result is how many datagrams the recvmmsg RawConn.Read made (returning
+// err) read, or why it failed.
+func (s *mmsgSide) result(err error) (int, error) {
 	s.forget()
 	if err != nil {
 		return 0, err
@@ -258,21 +270,7 @@ func (m *mmsgIO) readGRO(bufs [][]byte, ns []int, froms []netip.AddrPort) (int, 
 	g := m.gro
 	for g.next == g.count {
 		g.giveBack()
-		for i := range g.want {
-			g.arrs[i] = groPool.Get().(*[maxDatagram]byte)
-			g.bufs[i] = g.arrs[i][:]
-		}
-		m.r.once = true
-		n, err := m.recv(g.bufs[:g.want], true)
-		m.r.once = false
-		if errors.Is(err, unix.EAGAIN) {
-			// Nothing yet: wait with no buffer taken.
-			g.giveBack()
-			if err := m.rc.Read(m.readable); err != nil {
-				return 0, err
-			}
-			continue
-		}
+		n, err := m.r.result(m.rc.Read(m.groRead))
 		if err != nil {
 			g.giveBack()
 			return 0, err
