@@ -759,12 +759,25 @@ func (s *Stack) run() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	defer c.Shutdown()
+	timer.Stop()
 	var d rxDatagram    // reused: the core keeps no pointer into it
 	var retry time.Time // deliveries or decodes wait for room
+	// armed is when timer fires (zero: stopped); it is set again only when
+	// that changes, not on every turn: most turns (a datagram, a Send)
+	// leave the next deadline where it was. Since Go 1.23 a timer Stop or
+	// Reset leaves nothing stale in its channel.
+	var armed time.Time
 	for {
+		if wake := earliest(c.Deadline(), retry); !wake.Equal(armed) {
+			if wake.IsZero() {
+				timer.Stop()
+			} else {
+				timer.Reset(max(time.Until(wake), 0))
+			}
+			armed = wake
+		}
 		var timerC <-chan time.Time
-		if wake := earliest(c.Deadline(), retry); !wake.IsZero() {
-			timer.Reset(max(time.Until(wake), 0))
+		if !armed.IsZero() {
 			timerC = timer.C
 		}
 		select {
@@ -782,6 +795,7 @@ func (s *Stack) run() {
 			s.takeSends()
 			s.moreCommands()
 		case <-timerC:
+			armed = time.Time{}
 			now := time.Now()
 			// What arrived meanwhile first: an owner that wakes late (a
 			// loaded machine) finds the timer and the answer it waits for
@@ -796,12 +810,6 @@ func (s *Stack) run() {
 		var ok bool
 		if retry, ok = s.flush(); !ok {
 			return
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
 		}
 	}
 }
