@@ -44,6 +44,13 @@ type Core struct {
 	kq      keepQueue                  // the writes to the store (keeptab.go)
 	joinees map[netip.AddrPort]*remote // vacuous joins in progress, by address
 
+	// spareTxns is the empty transaction table of the remote whose
+	// transactions all ended last, for the next remote to start one: a
+	// remote whose window of messages drains and fills again (16 in
+	// flight, answered by one bundle of dones) would make and grow a table
+	// each time. One a core, never larger than a remote's was.
+	spareTxns map[txnKey]txn
+
 	// rolesEvicted says roles lacks records the store holds (evictRole).
 	rolesEvicted bool
 
@@ -370,7 +377,10 @@ func (c *Core) removeRemote(r *remote, reason error) {
 // addTxn registers t with r.
 func (c *Core) addTxn(r *remote, t txn) {
 	if r.txns == nil {
-		r.txns = make(map[txnKey]txn, 1)
+		r.txns, c.spareTxns = c.spareTxns, nil
+		if r.txns == nil {
+			r.txns = make(map[txnKey]txn, 1)
+		}
 	}
 	r.txns[t.key()] = t
 	c.touch(r)
@@ -381,7 +391,7 @@ func (c *Core) removeTxn(r *remote, t txn) {
 	if r.txns[t.key()] == t {
 		delete(r.txns, t.key())
 		if len(r.txns) == 0 {
-			r.txns = nil // an idle remote holds no table
+			c.spareTxns, r.txns = r.txns, nil // an idle remote holds no table
 		}
 	}
 	c.touch(r)
