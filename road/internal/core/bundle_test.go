@@ -3,11 +3,13 @@ package core
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/keep"
@@ -626,6 +628,33 @@ func TestBundleQueuedTimerNotDue(t *testing.T) {
 		p.advance(5 * time.Second)
 		if err, ok := outcome(res); !ok || err != nil {
 			t.Fatalf("send: %v (%v)", err, ok)
+		}
+	})
+}
+
+// A window of messages that a bundle of dones ends leaves its remote no
+// transaction table and the core the empty table as its spare, which the
+// next window takes: the table is made once, not every round.
+func TestSpareTxnTable(t *testing.T) {
+	eachFastProfile(t, func(t *testing.T, tp testProfile) {
+		p := newPair(t, keep.AutoAlways, tp.set)
+		p.join()
+		r := p.otherRemote()
+		var table unsafe.Pointer
+		for round := range 3 {
+			res := p.sendAll(p.other, 16, 64)
+			if p.other.spareTxns != nil || r.txns == nil {
+				t.Fatalf("round %d: 16 messages under way, and the spare table not taken", round)
+			}
+			if got := reflect.ValueOf(r.txns).UnsafePointer(); round > 0 && got != table {
+				t.Fatalf("round %d: a new table for the remote, not the spare", round)
+			}
+			p.pump()
+			allDone(t, res)
+			if r.txns != nil || p.other.spareTxns == nil || len(p.other.spareTxns) != 0 {
+				t.Fatalf("round %d: every message done, the remote holds %d transactions, spare %v", round, len(r.txns), p.other.spareTxns)
+			}
+			table = reflect.ValueOf(p.other.spareTxns).UnsafePointer()
 		}
 	})
 }
