@@ -571,7 +571,13 @@ const maxReaders = 4
 // and push what it read to the owner. The readers pass both round a ring,
 // so they read batches in turn, check signatures at the same time, and
 // hand the batches to the owner in the order they were read: a burst of
-// segments is not reordered on its way in.
+// segments is not reordered on its way in. A reader keeps both turns, and
+// reads again itself, while what it reads is light (fewer datagrams than
+// it offered buffers for, and the batch before had no signature to
+// check): then nothing waits that another reader could take on at the
+// same time, and passing the turns on would cost each datagram two
+// wake-ups (the next reader's, to find the socket empty, and the
+// turn's way back).
 type readerTurns struct {
 	read, push chan struct{}
 }
@@ -604,8 +610,10 @@ func (s *Stack) readLoop(mine, next readerTurns, feet *core.FootChecker) {
 		}
 	}()
 	want := minReadBatch // the buffers of the next read
+	holding := false     // this reader holds both turns (it reads alone)
+	heavy := true        // the last batch had signatures to check
 	for {
-		if !s.take(mine.read) {
+		if !holding && !s.take(mine.read) {
 			return
 		}
 		// Only the reader whose turn it is holds empty buffers, as many as
@@ -624,8 +632,11 @@ func (s *Stack) readLoop(mine, next readerTurns, feet *core.FootChecker) {
 				ptrs[i] = nil
 			}
 		}
+		share := err != nil || n == want || heavy
 		want = min(ioBatch, max(minReadBatch, 2*n))
-		next.read <- struct{}{}
+		if share {
+			next.read <- struct{}{}
+		}
 		if err != nil {
 			n = 0
 			select {
@@ -649,6 +660,7 @@ func (s *Stack) readLoop(mine, next readerTurns, feet *core.FootChecker) {
 		}
 		k := 0
 		feet.Shed = n == ioBatch
+		verified := s.verifies.Load()
 		for i := range n {
 			if ns[i] < 0 {
 				s.unreadable.Add(1)
@@ -667,7 +679,8 @@ func (s *Stack) readLoop(mine, next readerTurns, feet *core.FootChecker) {
 			feet.Parse(&ds[k].in, b, froms[i], s.keys)
 			k++
 		}
-		if !s.take(mine.push) {
+		heavy = s.verifies.Load() != verified
+		if !holding && !s.take(mine.push) {
 			for i := range k {
 				s.bufs.Put(ds[i].buf)
 			}
@@ -684,7 +697,9 @@ func (s *Stack) readLoop(mine, next readerTurns, feet *core.FootChecker) {
 			}
 			ds[i] = rxDatagram{}
 		}
-		next.push <- struct{}{}
+		if holding = !share; share {
+			next.push <- struct{}{}
+		}
 	}
 }
 
