@@ -26,13 +26,15 @@ import (
 // (the core: road/internal/core, no I/O and no clock, reached only through
 // its API) and is the only one to call it; a reader goroutine reads
 // datagrams from the socket (recvmmsg on Linux, up to 32 at a time), parses
-// them and checks their Ed25519 signatures; a writer goroutine signs the
-// Ed25519 feet of the message datagrams the owner flushes (so that the
-// owner's work and the signing run on different cores) and writes them
-// (sendmmsg, with UDP GSO for runs of equal-sized
-// datagrams to one peer where Linux has it; see Config.NoOffload); a decoder goroutine, and with a
-// BatchSerializer an encoder goroutine, make the serializer's costly calls
-// in batches. The calls (Join, Send, Remotes, …) talk to the owner through
+// them and checks their Ed25519 signatures (while what comes is light,
+// one reader reads alone); a writer goroutine signs the Ed25519 feet of
+// the message datagrams the owner flushes (so that the owner's work and
+// the signing run on different cores) and writes them (sendmmsg, with UDP
+// GSO for runs of equal-sized datagrams to one peer where Linux has it;
+// see Config.NoOffload), and the owner writes a small flush with nothing
+// to sign itself while the writer is idle; a decoder goroutine, and with
+// a BatchSerializer an encoder goroutine, make the serializer's costly
+// calls in batches. The calls (Join, Send, Remotes, …) talk to the owner through
 // channels.
 type Stack struct {
 	cfg  *Config
