@@ -2,8 +2,11 @@ package road
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -169,5 +172,77 @@ func TestOwnerWritesSmallFlushesInOrder(t *testing.T) {
 	}
 	if got, want := rec.written(), []string{"w1", "w2", "o2", "o3"}; !slices.Equal(got, want) {
 		t.Fatalf("written %q, want %q", got, want)
+	}
+}
+
+// feedConn is a PacketConn whose reads take their datagrams from feed and
+// record which goroutine read; writes go nowhere.
+type feedConn struct {
+	feed    chan []byte
+	closed  chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	readers []string // the goroutine of each ReadFrom, in order
+}
+
+func (f *feedConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	var st [64]byte
+	id, _, _ := strings.Cut(strings.TrimPrefix(string(st[:runtime.Stack(st[:], false)]), "goroutine "), " ")
+	f.mu.Lock()
+	f.readers = append(f.readers, id)
+	f.mu.Unlock()
+	select {
+	case d := <-f.feed:
+		return copy(b, d), &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 7530}, nil
+	case <-f.closed:
+		return 0, nil, net.ErrClosed
+	}
+}
+
+func (f *feedConn) reads() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.readers)
+}
+
+func (f *feedConn) WriteTo(b []byte, _ net.Addr) (int, error) { return len(b), nil }
+func (f *feedConn) Close() error                              { f.once.Do(func() { close(f.closed) }); return nil }
+func (f *feedConn) LocalAddr() net.Addr {
+	return &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7530}
+}
+func (f *feedConn) SetDeadline(time.Time) error      { return nil }
+func (f *feedConn) SetReadDeadline(time.Time) error  { return nil }
+func (f *feedConn) SetWriteDeadline(time.Time) error { return nil }
+
+// Datagrams that come one at a time, with no signature to check, are read
+// by one reader, which keeps its turns: passing them on would wake the
+// next reader for each datagram only to find the socket empty. (Two
+// readers here; the datagrams are junk, dropped by the owner.)
+func TestReaderReadsAloneWhileLight(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	f := &feedConn{feed: make(chan []byte), closed: make(chan struct{})}
+	s, err := New(&Config{Name: "alone", PacketConn: f, AlivePeriod: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 20
+	for range n {
+		f.feed <- []byte("junk, not a RAET packet")
+	}
+	for i := 0; len(f.reads()) <= n; i++ { // the read after the last datagram
+		if i > 10_000 {
+			t.Fatal("no reader read again")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	got := f.reads()[:n+1]
+	for _, id := range got {
+		if id != got[0] {
+			t.Fatalf("light datagrams one at a time read by goroutines %v, want one", got)
+		}
 	}
 }

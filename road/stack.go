@@ -613,7 +613,7 @@ func (s *Stack) readLoop(mine, next readerTurns, feet *core.FootChecker) {
 	}()
 	want := minReadBatch // the buffers of the next read
 	holding := false     // this reader holds both turns (it reads alone)
-	heavy := true        // the last batch had signatures to check
+	heavy := false       // the last batch had signatures to check
 	for {
 		if !holding && !s.take(mine.read) {
 			return
