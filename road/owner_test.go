@@ -1,7 +1,10 @@
 package road
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"runtime"
@@ -244,5 +247,49 @@ func TestReaderReadsAloneWhileLight(t *testing.T) {
 		if id != got[0] {
 			t.Fatalf("light datagrams one at a time read by goroutines %v, want one", got)
 		}
+	}
+}
+
+// countHandler is a slog.Handler that counts the records of each message.
+type countHandler struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n[r.Message]++
+	return nil
+}
+func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countHandler) WithGroup(string) slog.Handler      { return h }
+
+// The owner, the writer and the readers may each meet a socket that failed
+// for good: the first failure stops the stack, with its error, and is
+// logged once.
+func TestSocketFailureCountsOnce(t *testing.T) {
+	logs := &countHandler{n: map[string]int{}}
+	f := &feedConn{feed: make(chan []byte), closed: make(chan struct{})}
+	s, err := New(&Config{Name: "failing", PacketConn: f, AlivePeriod: -1, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	first, second := errors.New("first failure"), errors.New("second failure")
+	s.fail(first)
+	s.fail(second)
+	<-s.Done()
+	s.Close()
+	if err := s.Err(); !errors.Is(err, ErrSocket) || !errors.Is(err, first) {
+		t.Fatalf("Err() = %v, want the first failure", err)
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if n := logs.n["raet: the socket failed; the stack stops"]; n != 1 {
+		t.Fatalf("the failure logged %d times", n)
 	}
 }

@@ -119,6 +119,7 @@ type Stack struct {
 	// handed counts the batches handed to the writer and not yet written:
 	// while it is not zero the owner writes none itself (direct).
 	handed atomic.Int32
+	failed atomic.Bool // the socket failed for good (fail)
 
 	mids *midSource // the ids of the messages we send
 	// resent is closed when the messages a Queue held at Start have been
@@ -551,12 +552,16 @@ func (s *Stack) drainKeep() {
 // its cause.
 func (s *Stack) Context() context.Context { return s.life }
 
-// fail stops the stack after its socket failed for good.
+// fail stops the stack after its socket failed for good. Only the first
+// failure counts: the owner, the writer and the readers may each meet it.
 func (s *Stack) fail(err error) {
 	select {
 	case <-s.closing:
 		return // stopping anyway
 	default:
+	}
+	if !s.failed.CompareAndSwap(false, true) {
+		return // stopping already
 	}
 	s.cfg.Logger.Error("raet: the socket failed; the stack stops", "addr", s.addr, "err", err)
 	go func() {
