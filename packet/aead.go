@@ -434,10 +434,12 @@ func (pk *Packer) packAEAD(dst []byte, h *codec.Head, a *AEADCoat, first, rest [
 // and no foot. The reassembled message is the plain body: its ml is
 // plainLen.
 func (pk *Packer) SegmentsAEAD(h *codec.Head, a *AEADCoat, plainLen int) (segSize, count int, err error) {
-	single := *h
-	single.CoatKind = a.Kind()
-	single.FootKind, single.FootLength = codec.FootKindNada, 0
-	return pk.segments(&single, plainLen, AEADOverhead)
+	s := headScratches.Get().(*headScratch)
+	defer headScratches.Put(s)
+	s.head = *h
+	s.head.CoatKind = a.Kind()
+	s.head.FootKind, s.head.FootLength = codec.FootKindNada, 0
+	return pk.segments(s, plainLen, AEADOverhead)
 }
 
 // PackSegmentAEAD appends segment i of count of the plain body prefix ||

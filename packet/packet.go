@@ -3,6 +3,7 @@ package packet
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/raet-go/raet/codec"
 	// Every head kind is understood on receive.
@@ -164,31 +165,50 @@ func (pk *Packer) Pack(dst []byte, h *codec.Head, coat []byte) ([]byte, error) {
 // size the reference computes: the limit less the unsegmented head, the
 // largest sn, sc and ml lines the head may gain, and the foot (§8.5).
 func (pk *Packer) Segments(h *codec.Head, coatLen int) (segSize, count int, err error) {
-	single := *h
-	single.FootKind, single.FootLength = pk.Foot.Kind(), uint16(pk.Foot.Size())
-	return pk.segments(&single, coatLen, pk.Foot.Size())
+	s := headScratches.Get().(*headScratch)
+	defer headScratches.Put(s)
+	s.head = *h
+	s.head.FootKind, s.head.FootLength = pk.Foot.Kind(), uint16(pk.Foot.Size())
+	return pk.segments(s, coatLen, pk.Foot.Size())
 }
 
-// segments plans a payload of n bytes in packets of head single (its coat
+// headScratch is where segments sizes a head: the head and the bytes it
+// encodes to. Both escape through the Codec interface, so they are pooled
+// rather than declared on each call (which made each message allocate
+// them) and not kept in the Packer, which is a value its callers copy and
+// share between goroutines.
+type headScratch struct {
+	head codec.Head
+	buf  [codec.MaxHeadSize]byte
+}
+
+var headScratches = sync.Pool{New: func() any { return new(headScratch) }}
+
+// segments plans a payload of n bytes in packets of head s.head (its coat
 // and foot kinds set), each carrying tail more bytes after its payload
-// (the foot, or the AEAD overhead).
-func (pk *Packer) segments(single *codec.Head, n, tail int) (segSize, count int, err error) {
-	single.SegmentNumber, single.SegmentCount, single.MessageLength = 0, 1, 0
-	single.SetSegment(false)
-	single.PacketLength = 0
-	var buf [codec.MaxHeadSize]byte
-	head, err := pk.Codec.Append(buf[:0], single)
+// (the foot, or the AEAD overhead), as Segments says: the head with the
+// largest sn, sc and ml fields is the unsegmented one and what they add
+// (the reference's 27 bytes for a native head and 36 for a JSON one),
+// measured here by encoding it.
+func (pk *Packer) segments(s *headScratch, n, tail int) (segSize, count int, err error) {
+	h := &s.head
+	h.SegmentNumber, h.SegmentCount, h.MessageLength = 0, 1, 0
+	h.SetSegment(false)
+	h.PacketLength = 0
+	head, err := pk.Codec.Append(s.buf[:0], h)
 	if err != nil {
 		return 0, 0, &PacketError{Op: "segment", Err: err}
 	}
-	if len(head)+n+tail <= pk.limit() {
+	headLen := len(head)
+	if headLen+n+tail <= pk.limit() {
 		return 0, 1, nil
 	}
-	extra, err := segmentExtra(pk.Codec, single)
+	h.SegmentNumber, h.SegmentCount, h.MessageLength = codec.MaxSegmentCount, codec.MaxSegmentCount, codec.MaxMessageSize
+	full, err := pk.Codec.Append(s.buf[:0], h)
 	if err != nil {
 		return 0, 0, &PacketError{Op: "segment", Err: err}
 	}
-	segSize = pk.limit() - (len(head) + extra + tail)
+	segSize = pk.limit() - (len(full) + tail)
 	if segSize <= 0 {
 		return 0, 0, &PacketError{Op: "segment", Err: ErrHeadTooLarge}
 	}
@@ -197,25 +217,6 @@ func (pk *Packer) segments(single *codec.Head, n, tail int) (segSize, count int,
 		return 0, 0, &PacketError{Op: "segment", Err: fmt.Errorf("%w: %d bytes in %d segments", ErrSegmentCount, n, count)}
 	}
 	return segSize, count, nil
-}
-
-// segmentExtra is how many bytes the sn, sc and ml fields add to a head at
-// their largest: the reference's 27 for a native head and 36 for a JSON one
-// (§8.5), derived here from the codec itself.
-func segmentExtra(c codec.Codec, h *codec.Head) (int, error) {
-	var a, b [codec.MaxHeadSize]byte
-	base := *h
-	base.SegmentNumber, base.SegmentCount, base.MessageLength = 0, 1, 0
-	plain, err := c.Append(a[:0], &base)
-	if err != nil {
-		return 0, err
-	}
-	base.SegmentNumber, base.SegmentCount, base.MessageLength = codec.MaxSegmentCount, codec.MaxSegmentCount, codec.MaxMessageSize
-	full, err := c.Append(b[:0], &base)
-	if err != nil {
-		return 0, err
-	}
-	return len(full) - len(plain), nil
 }
 
 // PackSegment appends segment i of count of the sealed coat (as Segments
