@@ -146,6 +146,53 @@ func ExampleKeep_LoadRemotes() {
 	// true
 }
 
+// A stack that forgot a remote finds its estate again by the uid a packet
+// names; a uid whose estate is gone, or given to another name, finds none.
+// ReindexUIDs, at start, mends the entries the reference never writes.
+func ExampleKeep_LoadRemoteUID() {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	k, _ := keep.Open(dir, nil)
+	_ = k.SaveRemote(keep.RemoteEstate{Name: "other", UID: 5, HA: keep.HostPort{Host: "127.0.0.1", Port: 7531}, Joined: new(true), Role: "other"})
+	e, err := k.LoadRemoteUID(5)
+	fmt.Println(e.Name, err)
+	_ = k.DeleteRemote("other")
+	_, err = k.LoadRemoteUID(5)
+	fmt.Println(errors.Is(err, fs.ErrNotExist))
+
+	// An estate file the reference wrote has no entry until a reindex.
+	_ = os.WriteFile(filepath.Join(dir, "remote", "estate.ref.json"), []byte(`{
+  "name": "ref",
+  "uid": 6,
+  "fuid": 2,
+  "ha": [
+    "127.0.0.1",
+    7532
+  ],
+  "iha": null,
+  "natted": null,
+  "fqdn": "localhost",
+  "dyned": null,
+  "sid": 1,
+  "main": false,
+  "kind": 0,
+  "joined": true,
+  "role": "ref"
+}`), 0o600)
+	_, err = k.LoadRemoteUID(6)
+	fmt.Println(errors.Is(err, fs.ErrNotExist))
+	remotes, _ := k.LoadRemotes()
+	fmt.Println(k.ReindexUIDs(remotes))
+	e, err = k.LoadRemoteUID(6)
+	fmt.Println(e.Name, err)
+	// Output:
+	// other <nil>
+	// true
+	// true
+	// <nil>
+	// ref <nil>
+}
+
 func ExampleCheckName() {
 	for _, n := range []string{"other", "../etc", "my estate"} {
 		fmt.Println(n, keep.CheckName(n))

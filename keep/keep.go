@@ -60,7 +60,7 @@ type Keep struct {
 }
 
 // Open opens the keep in dir, creating dir and its subdirectories (local,
-// remote, role/local, role/remote) with mode 0700 where they are missing;
+// remote, role/local, role/remote, and uid for the uid index) with mode 0700 where they are missing;
 // existing directories keep their mode. It removes temporary files left by an
 // interrupted write, unless a stack holds the keep (Lock): then they may be
 // its writes under way (Config.MustExist refuses a missing dir). Unlike the reference it never falls back to another
@@ -152,6 +152,7 @@ func (k *Keep) dirs() []string {
 		filepath.Join(k.dir, roleDir),
 		filepath.Join(k.dir, roleDir, localDir),
 		filepath.Join(k.dir, roleDir, remoteDir),
+		filepath.Join(k.dir, uidDir),
 	}
 }
 
@@ -260,7 +261,8 @@ func (k *Keep) loadRemote(name string) (RemoteEstate, error) {
 	return e, nil
 }
 
-// SaveRemote writes e to remote/estate.<e.Name>.json atomically.
+// SaveRemote writes e to remote/estate.<e.Name>.json atomically, and then
+// its uid index entry (see LoadRemoteUID) unless it is there already.
 func (k *Keep) SaveRemote(e RemoteEstate) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -268,11 +270,14 @@ func (k *Keep) SaveRemote(e RemoteEstate) error {
 	if err != nil {
 		return err
 	}
-	return k.save(path, e.MarshalJSON)
+	if err := k.save(path, e.MarshalJSON); err != nil {
+		return err
+	}
+	return k.indexUID(e.UID, e.Name)
 }
 
 // DeleteRemote removes remote/estate.<name>.json; a missing file is not an
-// error.
+// error. Its uid index entry stays, naming nothing (see LoadRemoteUID).
 func (k *Keep) DeleteRemote(name string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -467,16 +472,16 @@ func (k *Keep) save(path string, marshal func() ([]byte, error)) error {
 	if err != nil {
 		return fmt.Errorf("keep: save %s: %w", path, err)
 	}
-	if err := k.writeAtomic(path, data); err != nil {
+	if err := k.writeAtomic(path, data, true); err != nil {
 		return &FileError{Op: "save", Path: path, Err: err}
 	}
 	return nil
 }
 
-// writeAtomic writes data to a temporary file beside path, syncs it, renames
-// it over path and syncs the directory. On failure the temporary file is
-// removed and path is untouched.
-func (k *Keep) writeAtomic(path string, data []byte) (err error) {
+// writeAtomic writes data to a temporary file beside path, syncs it (if
+// durable), renames it over path and syncs the directory (if durable). On
+// failure the temporary file is removed and path is untouched.
+func (k *Keep) writeAtomic(path string, data []byte, durable bool) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, tempPrefix+"*"+tempSuffix)
 	if err != nil {
@@ -495,8 +500,10 @@ func (k *Keep) writeAtomic(path string, data []byte) (err error) {
 	if _, err = f.Write(data); err != nil {
 		return err
 	}
-	if err = f.Sync(); err != nil {
-		return err
+	if durable {
+		if err = f.Sync(); err != nil {
+			return err
+		}
 	}
 	if err = f.Close(); err != nil {
 		return err
@@ -508,6 +515,9 @@ func (k *Keep) writeAtomic(path string, data []byte) (err error) {
 	}
 	if err = os.Rename(tmp, path); err != nil {
 		return err
+	}
+	if !durable {
+		return nil
 	}
 	return syncDir(dir)
 }

@@ -1,6 +1,7 @@
 package keep
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -142,6 +143,8 @@ type writeOp struct {
 	kind opKind
 	path string
 	data []byte
+	uid  uint32 // a remote estate's, for its uid index entry
+	name string // the remote estate's name; "": no index entry
 	p    *Queued
 }
 
@@ -192,21 +195,24 @@ func (k *Keep) StartWriter(cfg *WriterConfig) *Writer {
 // does not pass Validate, or with ErrQueueFull, ErrWriterClosed,
 // ErrWriterFailed or (a keep from OpenReadOnly) ErrReadOnly.
 func (w *Writer) SaveLocal(e LocalEstate) (*Queued, error) {
-	return w.save(w.k.LocalEstatePath(), e.MarshalJSON)
+	return w.save(w.k.LocalEstatePath(), e.MarshalJSON, 0, "")
 }
 
 // SaveLocalRole queues a write of role/local/role.json, as SaveLocal.
 func (w *Writer) SaveLocalRole(r LocalRole) (*Queued, error) {
-	return w.save(w.k.LocalRolePath(), r.MarshalJSON)
+	return w.save(w.k.LocalRolePath(), r.MarshalJSON, 0, "")
 }
 
-// SaveRemote queues a write of remote/estate.<e.Name>.json, as SaveLocal.
+// SaveRemote queues a write of remote/estate.<e.Name>.json, as SaveLocal,
+// and of its uid index entry, as Keep.SaveRemote: the writer goroutine
+// makes the entries of a batch's estates once they are durable, before it
+// reports them so.
 func (w *Writer) SaveRemote(e RemoteEstate) (*Queued, error) {
 	path, err := w.k.RemoteEstatePath(e.Name)
 	if err != nil {
 		return nil, err
 	}
-	return w.save(path, e.MarshalJSON)
+	return w.save(path, e.MarshalJSON, e.UID, e.Name)
 }
 
 // SaveRemoteRole queues a write of role/remote/role.<r.Role>.json, as
@@ -216,7 +222,7 @@ func (w *Writer) SaveRemoteRole(r RemoteRole) (*Queued, error) {
 	if err != nil {
 		return nil, err
 	}
-	return w.save(path, r.MarshalJSON)
+	return w.save(path, r.MarshalJSON, 0, "")
 }
 
 // DeleteRemote queues the removal of remote/estate.<name>.json (a missing
@@ -267,7 +273,9 @@ func (w *Writer) Err() error {
 	return w.failed
 }
 
-func (w *Writer) save(path string, marshal func() ([]byte, error)) (*Queued, error) {
+// save queues a write of path; a name other than "" is a remote estate's,
+// whose uid index entry (uid → name) follows it.
+func (w *Writer) save(path string, marshal func() ([]byte, error), uid uint32, name string) (*Queued, error) {
 	if w.k.readOnly {
 		return nil, &FileError{Op: "save", Path: path, Err: ErrReadOnly}
 	}
@@ -275,7 +283,7 @@ func (w *Writer) save(path string, marshal func() ([]byte, error)) (*Queued, err
 	if err != nil {
 		return nil, fmt.Errorf("keep: save %s: %w", path, err)
 	}
-	return w.queue(&writeOp{kind: opSave, path: path, data: data})
+	return w.queue(&writeOp{kind: opSave, path: path, data: data, uid: uid, name: name})
 }
 
 func (w *Writer) delete(path string) (*Queued, error) {
@@ -473,6 +481,19 @@ func (w *Writer) write(batch []*writeOp) (done int, err error) {
 	for _, d := range dirs {
 		if serr := w.cfg.sync.dir(d); serr != nil {
 			return 0, &FileError{Op: "sync", Path: d, Err: serr}
+		}
+	}
+	// The uid index entries of the estates made durable, in queue order
+	// (the last of a uid's wins), unsynced (see LoadRemoteUID).
+	for _, op := range batch[:made] {
+		if op.name == "" {
+			continue
+		}
+		w.k.mu.Lock()
+		ierr := w.k.indexUID(op.uid, op.name)
+		w.k.mu.Unlock()
+		if ierr != nil {
+			return made, cmp.Or(err, ierr) // what was renamed is durable; the writer fails
 		}
 	}
 	return made, err
