@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 	"time"
@@ -457,4 +458,59 @@ func TestMutableRejoinFromNewAddress(t *testing.T) {
 		t.Fatalf("after the move: main has %v (allowed %v), other allowed %v", r.ha, r.allowed, o.allowed)
 	}
 	p.stillWorks(t, len(p.delivered[p.main]))
+}
+
+// A flood of packets naming uids main does not hold, signed (a forgotten
+// remote's are) or join requests, costs at most the reply budget's reads
+// of the keep's uid index (replyBurst at once, replyRate a second), since
+// the budget is taken before the keep is read; the forgotten remote still
+// comes back once the flood stops, from the keep on disk.
+func TestAttackRecallFlood(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+		forgetting(m, o)
+		m.KeepDir = t.TempDir()
+	})
+	p.join()
+	uid := p.forgetOther(t)
+	cs := &countingStore{Store: p.main.store}
+	p.main.store = cs
+	stranger := netip.MustParseAddrPort("127.9.9.9:4000")
+	rng := rand.New(rand.NewPCG(11, 12))
+	const steps, perStep, step = 10, 500, 100 * time.Millisecond
+	for i := range steps * perStep {
+		if i > 0 && i%perStep == 0 {
+			p.now = p.now.Add(step)
+		}
+		de := rng.Uint32()
+		if de == uid || p.main.remotes[de] != nil {
+			continue
+		}
+		var b []byte
+		if i%2 == 0 {
+			h := head(codec.TransactionKindAlive, codec.PacketKindRequest, 1+rng.Uint32N(1000), de, 1, uint32(i), false)
+			h.CoatKind, h.FootKind = codec.CoatKindNaCl, codec.FootKindNaCl
+			b = forge(t, codec.HeadKindRaet, p.other.signer, h, nil)
+		} else {
+			b = p.publicJoinRequest(t, 1+rng.Uint32N(1000), de, uint32(i))
+		}
+		p.feed(p.main, b, stranger)
+		p.main.TakeOut(nil) // the renews, to an attacker's address
+	}
+	limit := replyBurst + int(replyRate*(steps-1)*step.Seconds())
+	t.Logf("%d packets naming unknown uids: %d reads of the uid index (at most %d), %d over the budget",
+		steps*perStep, cs.loads, limit, p.main.stats.drops[dropReplyBudget])
+	if cs.loads > limit || cs.loads == 0 {
+		t.Fatalf("%d reads of the keep's uid index for %d packets, want 1 to %d", cs.loads, steps*perStep, limit)
+	}
+	if len(p.main.remotes) != 0 {
+		t.Fatalf("the flood made main hold %d remotes", len(p.main.remotes))
+	}
+	p.cut = nil
+	p.advance(5 * time.Second)
+	if r := p.mainRemote(); r == nil || r.nuid != uid || !r.allowed || !p.otherRemote().allowed {
+		t.Fatal("other did not come back after the flood")
+	}
+	if err := p.send(p.other, map[string]any{"back": 1}); err != nil {
+		t.Fatal(err)
+	}
 }

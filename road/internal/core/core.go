@@ -84,11 +84,8 @@ type Core struct {
 	touched []*remote
 	due     []*remote
 	visits  uint64
-	// forgotten names the remotes forgotten with their keep files kept,
-	// by uid, so that one coming back is loaded again (forget.go).
-	forgotten tombstones
-	silence   silenceList // the remotes, the longest silent first (forget.go)
-	peak      int         // the most remotes held since the maps were last rebuilt (shrink)
+	silence silenceList // the remotes, the longest silent first (forget.go)
+	peak    int         // the most remotes held since the maps were last rebuilt (shrink)
 
 	// keys is the table the readers check with; keysDirty are the uids
 	// whose entries may be out of date, keysAll says all may be (keys.go).
@@ -303,7 +300,7 @@ func (c *Core) nextUid() uint32 {
 		if c.puid == 0 {
 			c.puid = 1
 		}
-		if c.puid != c.uid && c.remotes[c.puid] == nil && !c.forgotten.has(c.puid) {
+		if c.puid != c.uid && c.remotes[c.puid] == nil {
 			return c.puid
 		}
 	}

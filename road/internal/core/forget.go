@@ -1,6 +1,9 @@
 package core
 
-import "encoding/binary"
+import (
+	"errors"
+	"io/fs"
+)
 
 // Bounded state for the departed. A main estate reaps a remote silent for
 // Interim (presence.go) and forgets it when it is still silent
@@ -8,96 +11,25 @@ import "encoding/binary"
 // MaxRemotes remotes forgets the longest silent (ReasonTooMany). To forget
 // is to drop the remote from every map, timer, reassembly slot and budget
 // of the core, failing what waits on it with ErrForgotten, and to report
-// EventForgotten with the reason; its keep files stay. The core keeps only
-// its uid and name (a tombstone, at most MaxRemotes of them), so that when
-// it comes back — a join naming its uid, or a signed packet, as from an
-// estate that never noticed — it is loaded again from the keep (recall)
-// and carries on as after a restart: it allows again, joining first when
-// the profile needs it. A remote with no tombstone left joins afresh
-// (vacuously, by name) and its kept keys still count.
-
-// tombstones are the forgotten remotes' names by uid, oldest first, the
-// names in one buffer: a tombstone costs its name and about two dozen bytes
-// (an index entry, a length, a place in the order), not a string and a map
-// entry of its own.
-type tombstones struct {
-	at    map[uint32]uint32 // uid → where its name starts in names
-	names []byte            // each name after its length (uvarint); dead bytes name no tombstone
-	order []uint32          // the uids, oldest first; some taken since, or twice
-	dead  int               // the bytes of names no tombstone names
-}
-
-func (t *tombstones) add(uid uint32, name string, limit int) {
-	if t.at == nil {
-		t.at = map[uint32]uint32{}
-	}
-	t.drop(uid)
-	t.at[uid] = uint32(len(t.names))
-	t.names = binary.AppendUvarint(t.names, uint64(len(name)))
-	t.names = append(t.names, name...)
-	t.order = append(t.order, uid)
-	for len(t.at) > limit && len(t.order) > 0 {
-		t.drop(t.order[0])
-		t.order = t.order[1:]
-	}
-	if len(t.order) > 2*limit || (t.dead > minCompact && t.dead > len(t.names)/2) {
-		t.compact() // uids recalled meanwhile, names dropped
-	}
-}
-
-// minCompact is the fewest dead bytes of names worth a compaction.
-const minCompact = 4096
-
-// name is the name that starts at off in names, and its length there.
-func (t *tombstones) name(off uint32) (string, int) {
-	n, k := binary.Uvarint(t.names[off:])
-	start := int(off) + k
-	return string(t.names[start : start+int(n)]), k + int(n)
-}
-
-// drop removes uid's tombstone, if it has one.
-func (t *tombstones) drop(uid uint32) {
-	if off, ok := t.at[uid]; ok {
-		_, size := t.name(off)
-		t.dead += size
-		delete(t.at, uid)
-	}
-}
-
-// compact keeps in order only the uids that still name a tombstone, once,
-// and in names only their names, in new room.
-func (t *tombstones) compact() {
-	order := make([]uint32, 0, len(t.at))
-	at := make(map[uint32]uint32, len(t.at))
-	var names []byte
-	for _, uid := range t.order {
-		off, ok := t.at[uid]
-		if _, done := at[uid]; !ok || done {
-			continue
-		}
-		name, _ := t.name(off)
-		at[uid] = uint32(len(names))
-		names = binary.AppendUvarint(names, uint64(len(name)))
-		names = append(names, name...)
-		order = append(order, uid)
-	}
-	t.at, t.names, t.order, t.dead = at, names, order, 0
-}
-
-func (t *tombstones) has(uid uint32) bool { _, ok := t.at[uid]; return ok }
-
-// take removes and returns the tombstone of uid.
-func (t *tombstones) take(uid uint32) (string, bool) {
-	off, ok := t.at[uid]
-	if !ok {
-		return "", false
-	}
-	name, _ := t.name(off)
-	t.drop(uid)
-	return name, true
-}
-
-func (t *tombstones) len() int { return len(t.at) }
+// EventForgotten with the reason; its keep files stay. The core keeps
+// nothing of it (shrink gives back the room its maps took).
+//
+// When it comes back — a join naming its uid, or a signed packet, as from
+// an estate that never noticed — it is loaded again from the keep
+// (recall): the store finds the estate of that uid by its uid index
+// (keep.Keep.LoadRemoteUID, kept by the keep writer beside the estate
+// files, off the owner goroutine, and mended from the estate files at
+// start), and it carries on as after a restart: it allows again, joining
+// first when the profile needs it. Only an estate kept as joined is
+// recalled (one forgotten before its join completed joins afresh), and
+// only within the budget of replies to unknown remotes, taken before the
+// store is read: a flood of packets naming uids the keep may not hold
+// costs at most that many reads. A remote the keep has no estate for
+// under its uid joins afresh (vacuously, by name) and its kept keys still
+// count. uids are given in order from the local estate's counter (PUID,
+// beyond every kept remote's), so a forgotten remote's uid is given again
+// only once the counter wraps (2^32 joins later); the newer estate then
+// takes the index entry, and the older joins afresh by name.
 
 // forget drops r from memory (see above); its keep files stay.
 func (c *Core) forget(r *remote, why Reason) {
@@ -131,12 +63,8 @@ func (c *Core) forget(r *remote, why Reason) {
 	if c.joinees[r.ha] == r {
 		delete(c.joinees, r.ha)
 	}
-	wasAdded := r.added
 	r.added = false
 	c.touch(r) // leaves the timer heap at the next flush
-	if wasAdded && r.joined {
-		c.forgotten.add(r.nuid, r.name, c.tombstoneLimit())
-	}
 	c.evictRole(r.role)
 	c.report(EventForgotten, r.name, r.nuid, why, r.ha, "")
 	c.shrink()
@@ -167,13 +95,6 @@ func rebuilt[K comparable, V any](m map[K]V) map[K]V {
 		out[k] = v
 	}
 	return out
-}
-
-func (c *Core) tombstoneLimit() int {
-	if c.cfg.MaxRemotes > 0 {
-		return c.cfg.MaxRemotes
-	}
-	return DefaultMaxRemotes
 }
 
 // capRemotes forgets the longest silent remotes (but keep) while there are
@@ -233,24 +154,26 @@ func (l *silenceList) remove(r *remote) {
 }
 
 // recall loads the forgotten remote of uid again from the keep, within the
-// budget of replies to unknown remotes; nil when there is none, or it
-// cannot be loaded.
+// budget of replies to unknown remotes (taken before the store is read);
+// nil when the keep holds no joined remote of that uid, or it cannot be
+// loaded.
 func (c *Core) recall(uid uint32) *remote {
-	if !c.forgotten.has(uid) {
+	if uid == 0 || uid == c.uid {
 		return nil
 	}
 	if !c.lim.renews.take(c.now, replyRate, replyBurst) {
 		c.stats.drop(dropReplyBudget)
 		return nil
 	}
-	name, _ := c.forgotten.take(uid)
-	est, err := c.store.loadRemote(name)
-	if err != nil {
-		c.log.Warn("raet: a forgotten remote came back but its keep cannot be read", "remote", name, "err", err)
+	est, err := c.store.loadRemoteUID(uid)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // none of that uid: the caller drops what named it, with its reason
+	case err != nil:
+		c.log.Warn("raet: a forgotten remote came back but its keep cannot be read", "uid", uid, "err", err)
 		return nil
-	}
-	if est.UID != uid {
-		return nil // the name was given to another estate since
+	case est.Joined == nil || !*est.Joined:
+		return nil // forgotten before it joined: it joins afresh
 	}
 	r := c.restore(est)
 	if r == nil {

@@ -1,14 +1,18 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/keys"
 )
 
 // The silence list holds exactly the added remotes, ordered by when they
@@ -111,35 +115,91 @@ func TestEvictedRoleStillDecides(t *testing.T) {
 	}
 }
 
-// Tombstones recalled and forgotten again over and over keep their names
-// through the compactions that follow, and their buffer stays within
-// twice what the live names take.
-func TestTombstonesCompact(t *testing.T) {
-	const limit = 100
-	var ts tombstones
-	name := func(i uint32) string { return fmt.Sprint("remote-", i) }
-	for i := range uint32(limit) {
-		ts.add(i, name(i), limit)
+// countingStore counts the reads of its uid index.
+type countingStore struct {
+	Store
+	loads int
+}
+
+func (s *countingStore) loadRemoteUID(uid uint32) (keep.RemoteEstate, error) {
+	s.loads++
+	return s.Store.loadRemoteUID(uid)
+}
+
+// forgetOther cuts the pair's network until main forgot other (reaped at
+// Interim, forgotten ForgetAfter later) and returns the uid main knew it
+// by.
+func (p *pair) forgetOther(t *testing.T) uint32 {
+	t.Helper()
+	uid := p.main.byName["other"].nuid
+	p.cut = func(wired) bool { return true }
+	p.advance(5 * time.Second)
+	p.main.Deadline()
+	if len(p.main.remotes) != 0 {
+		t.Fatalf("main still holds %d remotes", len(p.main.remotes))
 	}
-	live := len(ts.names)
-	for range 200 {
-		for i := uint32(0); i < limit; i += 2 {
-			got, ok := ts.take(i)
-			if !ok || got != name(i) {
-				t.Fatalf("take %d: %q, %v", i, got, ok)
-			}
-			ts.add(i, got, limit)
+	return uid
+}
+
+// forgetting shortens a pair's presence so that main forgets a silent
+// other within 5 s.
+func forgetting(m, o *estate) {
+	m.AlivePeriod, m.AliveTimeout, m.Interim, m.ForgetAfter = 100*time.Millisecond, 300*time.Millisecond, time.Second, 2*time.Second
+	o.AlivePeriod = 100 * time.Millisecond
+}
+
+// A main restarted on a keep whose uid index lost its entries (a crash, or
+// a keep the reference wrote: it writes none) mends the index from the
+// estate files as it loads them: a remote forgotten as it loads (beyond
+// MaxRemotes), whose estate the start does not write again, is found by
+// its uid when it comes back, joins and allows again, and messages flow.
+func TestRecallAfterReindex(t *testing.T) {
+	dir := t.TempDir()
+	var mcfg estate
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+		forgetting(m, o)
+		m.KeepDir = dir
+		mcfg = *m
+	})
+	p.join()
+	uid := p.mainRemote().nuid
+	// A second kept remote, as the reference writes it: its files, no
+	// index entry. Loaded after other (by name), it makes main forget
+	// other at once under MaxRemotes 1.
+	k, err := keep.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = errors.Join(k.SaveRemoteRole(keep.RemoteRole{Role: "zed", Acceptance: keep.Accepted, Verify: keys.VerifyKey{1}, Public: keys.PublicKey{2}}),
+		k.SaveRemote(keep.RemoteEstate{Name: "zed", UID: uid + 1, HA: keep.HostPort{Host: "127.0.0.9", Port: 7531}, Joined: new(true), Role: "zed"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := filepath.Glob(filepath.Join(dir, "uid", "*"))
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("the keep's uid index holds %v (%v), want 2 entries", entries, err)
+	}
+	for _, e := range entries {
+		if err := os.Remove(e); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if ts.len() != limit || len(ts.names) > 2*live+minCompact || len(ts.order) > 2*limit {
-		t.Fatalf("%d tombstones in %d bytes of names (%d live), order of %d", ts.len(), len(ts.names), live, len(ts.order))
+	mcfg.MaxRemotes = 1
+	p.cut = func(wired) bool { return true }
+	p.restart(p.main, &mcfg)
+	if len(p.main.remotes) != 1 || p.main.byName["zed"] == nil {
+		t.Fatalf("the restarted main holds %d remotes, want zed only", len(p.main.remotes))
 	}
-	for i := range uint32(limit) {
-		if got, ok := ts.take(i); !ok || got != name(i) {
-			t.Fatalf("take %d after the compactions: %q, %v", i, got, ok)
-		}
+	before := len(p.events[p.other])
+	p.cut = nil
+	p.advance(5 * time.Second)
+	if r := p.mainRemote(); r == nil || r.nuid != uid || !r.allowed || !p.otherRemote().allowed {
+		t.Fatalf("not recalled and allowed again (uid %d); other's events %v", uid, p.kinds(p.other, before))
 	}
-	if ts.len() != 0 {
-		t.Fatalf("%d tombstones left after taking all", ts.len())
+	if err := p.send(p.other, map[string]any{"back": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.send(p.main, map[string]any{"welcome": 1}); err != nil {
+		t.Fatal(err)
 	}
 }

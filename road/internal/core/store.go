@@ -23,10 +23,16 @@ import (
 type Store interface {
 	loadLocal() (keep.LocalEstate, keep.LocalRole, bool, error)
 	// loadRemotes returns every kept remote estate; those whose files are
-	// unusable come back as errors.
+	// unusable come back as errors. It mends the uid index to name them
+	// (keep.Keep.ReindexUIDs), reporting what it could not mend as errors
+	// too.
 	loadRemotes() ([]keep.RemoteEstate, error)
-	// loadRemote returns the kept remote estate named name.
-	loadRemote(name string) (keep.RemoteEstate, error)
+	// loadRemoteUID returns the kept remote estate whose uid is uid, from
+	// the store's uid index (keep.Keep.LoadRemoteUID), which loadRemotes
+	// brings up to date; an error wrapping fs.ErrNotExist says it holds
+	// none. It is what recalls a forgotten remote (forget.go): the core
+	// holds nothing for it.
+	loadRemoteUID(uid uint32) (keep.RemoteEstate, error)
 	// loadRoles returns every kept remote role.
 	loadRoles() ([]keep.RemoteRole, error)
 	// readRole re-reads role's record (an operator may have changed it);
@@ -173,11 +179,19 @@ func (d *diskStore) loadLocal() (keep.LocalEstate, keep.LocalRole, bool, error) 
 	return e, r, true, nil
 }
 
-func (d *diskStore) loadRemotes() ([]keep.RemoteEstate, error) { return d.k.LoadRemotes() }
+func (d *diskStore) loadRemotes() ([]keep.RemoteEstate, error) {
+	es, err := d.k.LoadRemotes()
+	if es == nil && err != nil {
+		return nil, err // none read (the listing failed?): the index stays as it is
+	}
+	return es, errors.Join(err, d.k.ReindexUIDs(es))
+}
 
 func (d *diskStore) loadRoles() ([]keep.RemoteRole, error) { return d.k.LoadRemoteRoles() }
 
-func (d *diskStore) loadRemote(name string) (keep.RemoteEstate, error) { return d.k.LoadRemote(name) }
+func (d *diskStore) loadRemoteUID(uid uint32) (keep.RemoteEstate, error) {
+	return d.k.LoadRemoteUID(uid)
+}
 
 func (d *diskStore) readRole(role string) (keep.RemoteRole, bool, error) {
 	r, err := d.k.LoadRemoteRole(role)
@@ -200,6 +214,7 @@ type memStore struct {
 	local   *keep.LocalEstate
 	role    keep.LocalRole
 	remotes map[string]keep.RemoteEstate
+	uids    map[uint32]string // the uid index: the name last saved with each uid
 	roles   map[string]keep.RemoteRole
 }
 
@@ -208,7 +223,7 @@ type memStore struct {
 func MemStore() Store { return newMemStore() }
 
 func newMemStore() *memStore {
-	return &memStore{remotes: map[string]keep.RemoteEstate{}, roles: map[string]keep.RemoteRole{}}
+	return &memStore{remotes: map[string]keep.RemoteEstate{}, uids: map[uint32]string{}, roles: map[string]keep.RemoteRole{}}
 }
 
 func (m *memStore) loadLocal() (keep.LocalEstate, keep.LocalRole, bool, error) {
@@ -230,12 +245,12 @@ func (m *memStore) loadRemotes() ([]keep.RemoteEstate, error) {
 	return out, nil
 }
 
-func (m *memStore) loadRemote(name string) (keep.RemoteEstate, error) {
+func (m *memStore) loadRemoteUID(uid uint32) (keep.RemoteEstate, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e, ok := m.remotes[name]
-	if !ok {
-		return e, fmt.Errorf("remote %q: %w", name, fs.ErrNotExist)
+	e, ok := m.remotes[m.uids[uid]]
+	if !ok || e.UID != uid {
+		return keep.RemoteEstate{}, fmt.Errorf("remote of uid %d: %w", uid, fs.ErrNotExist)
 	}
 	return e, nil
 }
@@ -266,7 +281,11 @@ func (m *memStore) write(w *keepWrite) (uint64, error) {
 		m.local, m.role = &e, w.localRole
 	case opSaveRemote:
 		m.remotes[w.remote.Name] = w.remote
+		m.uids[w.remote.UID] = w.remote.Name
 	case opDeleteRemote:
+		if e, ok := m.remotes[w.name]; ok && m.uids[e.UID] == w.name {
+			delete(m.uids, e.UID)
+		}
 		delete(m.remotes, w.name)
 	case opSaveRole:
 		m.roles[w.role.Role] = w.role
