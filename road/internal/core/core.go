@@ -80,12 +80,13 @@ type Core struct {
 	// timers holds the remotes by their earliest timer; touched are those
 	// whose timers may have moved since the last flushWake; due is Tick's
 	// scratch; visits counts the remotes Tick ran (timers.go).
-	timers  timerHeap
-	touched []*remote
-	due     []*remote
-	visits  uint64
-	silence silenceList // the remotes, the longest silent first (forget.go)
-	peak    int         // the most remotes held since the maps were last rebuilt (shrink)
+	timers       timerHeap
+	touched      []*remote
+	due          []*remote
+	visits       uint64
+	silence      silenceList // the remotes, the longest silent first (forget.go)
+	peak         int         // the most remotes held since the maps were last rebuilt (shrink)
+	shrinkTimers bool        // the next flushWake rebuilds the timer heap and touched (shrink)
 
 	// keys is the table the readers check with; keysDirty are the uids
 	// whose entries may be out of date, keysAll says all may be (keys.go).

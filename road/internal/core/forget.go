@@ -12,7 +12,9 @@ import (
 // is to drop the remote from every map, timer, reassembly slot and budget
 // of the core, failing what waits on it with ErrForgotten, and to report
 // EventForgotten with the reason; its keep files stay. The core keeps
-// nothing of it (shrink gives back the room its maps took).
+// nothing of it: a main that ten thousand remotes left holds what it held
+// before they came (shrink gives back the room the maps, the timer heap
+// and the budgets took at their peak).
 //
 // When it comes back — a join naming its uid, or a signed packet, as from
 // an estate that never noticed — it is loaded again from the keep
@@ -71,19 +73,22 @@ func (c *Core) forget(r *remote, why Reason) {
 }
 
 // shrink rebuilds the remotes' maps (and the roles' records and the joins
-// in progress, which forgetting empties too) and the timer heap once they
-// hold a quarter of their peak (Go's maps never give back their memory),
-// so that a main whose remotes all left holds what it held before they
-// came.
+// in progress, which forgetting empties too) once they hold a quarter of
+// their peak (Go's maps never give back their memory), and has the next
+// flush rebuild the timer heap and the touched list once the forgotten
+// left them (flushWake): so that a main whose remotes all left holds what
+// it held before they came. The budgets of the strangers' addresses go
+// too (a main that thousands joined holds a bucket for each until it
+// sweeps them: limits.sweep).
 func (c *Core) shrink() {
 	if c.peak < 64 || len(c.remotes) > c.peak/4 {
 		return
 	}
 	c.remotes, c.byName = rebuilt(c.remotes), rebuilt(c.byName)
 	c.roles, c.joinees = rebuilt(c.roles), rebuilt(c.joinees)
-	c.timers = append(timerHeap(nil), c.timers...)
-	c.touched = append([]*remote(nil), c.touched...)
+	c.shrinkTimers = true
 	c.due = nil
+	c.lim.sweep(c.now)
 	c.peak = len(c.remotes)
 }
 

@@ -141,6 +141,10 @@ func (c *Core) flushWake() {
 		c.timers.set(r, at)
 	}
 	c.touched = c.touched[:0]
+	if c.shrinkTimers { // the forgotten left the heap just now (shrink)
+		c.timers = append(timerHeap(nil), c.timers...)
+		c.touched, c.shrinkTimers = nil, false
+	}
 }
 
 // tracked says whether r is the core's: added, or a vacuous join in
