@@ -317,6 +317,7 @@ func (s *Stack) start() error {
 	turns[0].push <- struct{}{}
 	s.wg.Add(3 + readers)
 	feet := core.NewFootChecker(&s.verifies) // one memory of checked feet for all readers
+	s.core.OwnFeet(feet)                     // sized to the remotes: given back as they go
 	for i := range readers {
 		if i > 0 {
 			feet = feet.Twin()

@@ -93,6 +93,9 @@ type Core struct {
 	keys      KeyTable
 	keysDirty []uint32
 	keysAll   bool
+	// feet is the readers' memory of checked feet, sized to the table's
+	// remotes as it is published (OwnFeet); nil: none given.
+	feet *seenFeet
 	// rekeyAt: a session whose AEAD coat has less than this left to seal
 	// (packet.AEADCoat.Remaining) is allowed again (rekey).
 	rekeyAt uint64

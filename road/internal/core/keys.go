@@ -87,12 +87,14 @@ func (c *Core) PublishKeys() {
 	if c.keysAll {
 		c.keysAll, c.keysDirty = false, c.keysDirty[:0]
 		c.rebuildKeys()
+		c.trimFeet()
 		return
 	}
 	d := c.keysDirty
 	if len(d) == 0 {
 		return
 	}
+	defer c.trimFeet()
 	slices.SortFunc(d, func(a, b uint32) int { return cmp.Compare(a%keyShards, b%keyShards) })
 	for i := 0; i < len(d); {
 		s := d[i] % keyShards
@@ -107,6 +109,14 @@ func (c *Core) PublishKeys() {
 		d = nil
 	}
 	c.keysDirty = d[:0]
+}
+
+// trimFeet gives back the slots of the readers' memory of checked feet
+// beyond what the remotes of the table published need (OwnFeet).
+func (c *Core) trimFeet() {
+	if c.feet != nil {
+		c.feet.trim(seenFeetFor(c.keys.entries()))
+	}
 }
 
 // publishShard replaces shard s by a copy with the entries of uids

@@ -362,7 +362,9 @@ type FootChecker struct {
 // slots or less (an idle client's keeps 2 KiB, a main taking 8k signed
 // packets a second 1 MiB); but never to more than seenFeetFor the remotes
 // the key table holds: the slots gained for remotes that are gone since go
-// back at the next datagram (trim).
+// back when the owner publishes the table without them (Core.OwnFeet,
+// trim), so a main that its remotes left holds 2 KiB again before any
+// datagram comes.
 type seenFeet struct {
 	seed   maphash.Seed
 	mu     sync.Mutex   // the readers check at once
@@ -406,8 +408,9 @@ func seenFeetFor(n int) int {
 	return room
 }
 
-// trim gives back the slots beyond room (seenFeetFor), on every datagram a
-// reader parses, signed or not (an AEAD session's have no foot to check).
+// trim gives back the slots beyond room (seenFeetFor), on the owner
+// goroutine each time it publishes the key table (Core.PublishKeys); the
+// readers check at once.
 func (m *seenFeet) trim(room int) {
 	if m.slots.Load() <= int64(room) {
 		return
@@ -512,6 +515,13 @@ func NewFootChecker(n *atomic.Uint64) *FootChecker {
 // f's memory of checked feet and its count.
 func (f *FootChecker) Twin() *FootChecker { return newFootChecker(f.n, f.mem) }
 
+// OwnFeet has c size f's memory of checked feet (its twins share it) to
+// the remotes c publishes: the room gained for remotes that are gone goes
+// back as the key table lets them go (PublishKeys), not when a reader next
+// parses a datagram, which a main that its remotes left may wait long for.
+// Call it before the readers start.
+func (c *Core) OwnFeet(f *FootChecker) { c.feet = f.mem }
+
 func newFootChecker(n *atomic.Uint64, mem *seenFeet) *FootChecker {
 	f := &FootChecker{mem: mem, n: n}
 	f.foot = packet.NewNaClFoot(nil, func(uint32) (*[32]byte, bool) { return f.key, f.key != nil })
@@ -525,7 +535,6 @@ func newFootChecker(n *atomic.Uint64, mem *seenFeet) *FootChecker {
 // taken it.
 func (f *FootChecker) Parse(in *Inbound, b []byte, from netip.AddrPort, table *KeyTable) {
 	*in = Inbound{}
-	f.mem.trim(seenFeetFor(table.entries()))
 	in.pkt.from = from
 	in.parseErr = packet.Parse(b, &in.pkt.Packet)
 	if in.parseErr != nil {

@@ -203,6 +203,7 @@ func TestSeenFeetShared(t *testing.T) {
 	var n atomic.Uint64
 	a := NewFootChecker(&n)
 	b := a.Twin()
+	p.main.OwnFeet(b) // the memory they share
 	now := time.Unix(1_700_000_000, 0)
 	a.mem.clock = func() time.Time { return now }
 	check := func(f *FootChecker, dg []byte) bool {
@@ -252,20 +253,22 @@ func TestSeenFeetShared(t *testing.T) {
 	if slots := len(a.mem.sets) * seenWays; slots != minSeenFeet {
 		t.Fatalf("%d slots after quiet spans, want %d", slots, minSeenFeet)
 	}
-	// A burst again, then the remotes go: the next check gives back the
-	// room they had.
+	// A burst again, then the remotes go: publishing the table without
+	// them gives back the room they had, before any datagram comes.
 	for _, dg := range signedAlives(t, p, 200_000, 1000) {
 		check(a, dg)
 	}
+	grown := len(a.mem.sets) * seenWays
 	for _, rr := range slices.Collect(maps.Values(p.main.remotes)) {
 		if rr != p.mainRemote() {
 			p.main.removeRemote(rr, ErrRejected)
 		}
 	}
 	p.main.PublishKeys()
-	table = p.main.KeyTable()
-	check(b, dgs[0])
-	if slots := len(a.mem.sets) * seenWays; slots != seenFeetFor(1) {
-		t.Fatalf("%d slots once one remote is left, want %d", slots, seenFeetFor(1))
+	if slots := len(a.mem.sets) * seenWays; slots != seenFeetFor(1) || grown <= slots {
+		t.Fatalf("%d slots once one remote is left (%d before), want %d", slots, grown, seenFeetFor(1))
+	}
+	if !check(b, dgs[0]) {
+		t.Fatal("the remote left is not checked")
 	}
 }
