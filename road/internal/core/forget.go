@@ -74,12 +74,14 @@ func (c *Core) forget(r *remote, why Reason) {
 
 // shrink rebuilds the remotes' maps (and the roles' records and the joins
 // in progress, which forgetting empties too) once they hold a quarter of
-// their peak (Go's maps never give back their memory), and has the next
-// flush rebuild the timer heap and the touched list once the forgotten
-// left them (flushWake): so that a main whose remotes all left holds what
-// it held before they came. The budgets of the strangers' addresses go
-// too (a main that thousands joined holds a bucket for each until it
-// sweeps them: limits.sweep).
+// their peak (Go's maps and slices never give back their room), and has
+// the next flush rebuild the timer heap, the touched list and the timers'
+// scratch once the forgotten left them (flushWake): so that a main whose
+// remotes all left holds what it held before they came. The room of what
+// the fleet's joins and messages queued goes too: the keep queue's maps
+// and held datagrams, the deliveries not yet taken, and the budgets of
+// the strangers' addresses (a main that thousands joined holds a bucket
+// for each until it sweeps them: limits.sweep).
 func (c *Core) shrink() {
 	if c.peak < 64 || len(c.remotes) > c.peak/4 {
 		return
@@ -87,7 +89,10 @@ func (c *Core) shrink() {
 	c.remotes, c.byName = rebuilt(c.remotes), rebuilt(c.byName)
 	c.roles, c.joinees = rebuilt(c.roles), rebuilt(c.joinees)
 	c.shrinkTimers = true
-	c.due = nil
+	q := &c.kq
+	q.holds, q.queued = rebuilt(q.holds), rebuilt(q.queued)
+	q.held = append([]heldDatagram(nil), q.held...)
+	c.delivery = append([]Message(nil), c.delivery...)
 	c.lim.sweep(c.now)
 	c.peak = len(c.remotes)
 }

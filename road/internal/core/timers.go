@@ -143,7 +143,7 @@ func (c *Core) flushWake() {
 	c.touched = c.touched[:0]
 	if c.shrinkTimers { // the forgotten left the heap just now (shrink)
 		c.timers = append(timerHeap(nil), c.timers...)
-		c.touched, c.shrinkTimers = nil, false
+		c.touched, c.due, c.shrinkTimers = nil, nil, false
 	}
 }
 
