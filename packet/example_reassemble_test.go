@@ -36,3 +36,23 @@ func ExampleReassembler() {
 	// polite: "helloworld" <nil>
 	// greedy holds 2
 }
+
+// A receiver whose senders are gone gives back what its busiest moment
+// left for reuse; a message under way still completes.
+func ExampleReassembler_Shrink() {
+	ra := packet.NewReassembler[string, int](nil)
+	seg := func(sn uint16) *codec.Head {
+		var h codec.Head
+		h.Reset()
+		h.SegmentNumber, h.SegmentCount, h.MessageLength = sn, 2, 10
+		h.SetSegment(true)
+		return &h
+	}
+	ra.Add("left", 1, seg(0), []byte("hello"))
+	ra.Add("left", 1, seg(1), []byte("world")) // done: its room is kept for reuse
+	ra.Add("stays", 2, seg(0), []byte("still"))
+	ra.Shrink() // the sender "left" is gone
+	whole, _, err := ra.Add("stays", 2, seg(1), []byte("there"))
+	fmt.Printf("%q %v %d\n", whole, err, ra.Pending())
+	// Output: "stillthere" <nil> 0
+}

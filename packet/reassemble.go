@@ -533,6 +533,26 @@ func (r *Reassembler[O, K]) Drop(key K) {
 	}
 }
 
+// Shrink gives back what the Reassembler keeps at the size of its
+// busiest moment: the spare chunks and the bookkeeping of finished
+// messages and idle owners kept for reuse, and the room of its maps. For
+// a receiver whose senders are gone (a main whose remotes it forgot), so
+// that it holds what it held before they came; the messages under way
+// are kept, and later ones allocate afresh until reuse sets in again.
+func (r *Reassembler[O, K]) Shrink() {
+	r.free, r.freeUse, r.odd = nil, nil, nil
+	r.chunks = [numClasses][][]byte{}
+	msgs := make(map[K]*partial[O, K], len(r.msgs))
+	for k, p := range r.msgs {
+		msgs[k] = p
+	}
+	owners := make(map[O]*ownerUse[K], len(r.owners))
+	for o, u := range r.owners {
+		owners[o] = u
+	}
+	r.msgs, r.owners, r.heap = msgs, owners, append([]*ownerUse[K](nil), r.heap...)
+}
+
 // Pending is the number of unfinished messages.
 func (r *Reassembler[O, K]) Pending() int { return len(r.msgs) }
 

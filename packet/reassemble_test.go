@@ -328,6 +328,51 @@ func TestReassembleReusesMemory(t *testing.T) {
 	}
 }
 
+// TestReassembleShrink: Shrink gives back the spares that 100 owners'
+// messages left for reuse and keeps a message under way, which then
+// completes.
+func TestReassembleShrink(t *testing.T) {
+	msg := bytes.Repeat([]byte("0123456789abcdef"), 4_000) // 64000 bytes
+	heads, segs := cut(msg, 1300)
+	r := NewReassembler[int, int](nil)
+	for i := range heads { // at once
+		for owner := range 100 {
+			if _, _, err := r.Add(owner, owner, &heads[i], segs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range heads[:len(heads)-1] { // one under way
+		if _, _, err := r.Add(500, 500, &heads[i], segs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spare := len(r.free) + len(r.freeUse) + len(r.odd)
+	for _, c := range r.chunks {
+		spare += len(c)
+	}
+	if spare == 0 {
+		t.Fatal("nothing kept for reuse")
+	}
+	r.Shrink()
+	spare = 0
+	for _, c := range r.chunks {
+		spare += len(c)
+	}
+	if spare+len(r.free)+len(r.freeUse)+len(r.odd) != 0 || r.Pending() != 1 {
+		t.Fatalf("after Shrink: %d spare chunks, %d partials, %d owners, %d odd kept; %d pending, want 1",
+			spare, len(r.free), len(r.freeUse), len(r.odd), r.Pending())
+	}
+	last := len(heads) - 1
+	got, _, err := r.Add(500, 500, &heads[last], segs[last])
+	if err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("the message under way after Shrink: %d bytes, %v", len(got), err)
+	}
+	if r.Pending() != 0 || r.Memory() != 0 {
+		t.Fatalf("%d pending, %d B charged once done", r.Pending(), r.Memory())
+	}
+}
+
 // TestReassembleSegmentBomb: one owner opens as many huge messages as it
 // may, each with a first segment only, and keeps sending more and
 // repeating them; another owner's messages of 50 KB all complete, and the

@@ -79,9 +79,11 @@ func (c *Core) forget(r *remote, why Reason) {
 // scratch once the forgotten left them (flushWake): so that a main whose
 // remotes all left holds what it held before they came. The room of what
 // the fleet's joins and messages queued goes too: the keep queue's maps
-// and held datagrams, the deliveries not yet taken, and the budgets of
-// the strangers' addresses (a main that thousands joined holds a bucket
-// for each until it sweeps them: limits.sweep).
+// and held datagrams, the deliveries not yet taken, what the reassembler
+// keeps for reuse (packet.Reassembler.Shrink: the chunks of a fan-in of
+// segmented messages, 680 KB from 10000 reference remotes), and the
+// budgets of the strangers' addresses (a main that thousands joined holds
+// a bucket for each until it sweeps them: limits.sweep).
 func (c *Core) shrink() {
 	if c.peak < 64 || len(c.remotes) > c.peak/4 {
 		return
@@ -93,6 +95,7 @@ func (c *Core) shrink() {
 	q.holds, q.queued = rebuilt(q.holds), rebuilt(q.queued)
 	q.held = append([]heldDatagram(nil), q.held...)
 	c.delivery = append([]Message(nil), c.delivery...)
+	c.reasm.Shrink()
 	c.lim.sweep(c.now)
 	c.peak = len(c.remotes)
 }
