@@ -8,8 +8,17 @@
 //	<dir>/remote/estate.<name>.json      RemoteEstate, one per remote name
 //	<dir>/role/local/role.json           LocalRole (sighex, prihex: secret)
 //	<dir>/role/remote/role.<role>.json   RemoteRole, one per remote role
+//	<dir>/uid/<uid>                      the name of the remote estate of that uid
 //
-// Each file is a JSON object written as Python's json.dump(obj, indent=2)
+// The uid index (uid/) is ours: the reference neither reads nor writes it
+// (it lists only local, remote and role), and every lookup through it
+// (LoadRemoteUID) checks the estate file it names, so an entry missing or
+// stale is as none, and ReindexUIDs mends the index from the estate files.
+// A road stack finds a remote it forgot through it, by the uid the
+// remote's packets name, and so holds nothing in memory for it. An entry
+// holds the name alone (no newline).
+//
+// Each file of the reference's layout is a JSON object written as Python's json.dump(obj, indent=2)
 // writes it: keys in the reference's order, one per line with a two-space
 // indent, ": " after each key, "," ending every item but the last, lists such
 // as ha spread one item per line, None as null, every character outside

@@ -87,9 +87,12 @@
 // remote between its alives stays; it forgets a reaped remote
 // (EventForgotten, ReasonSilent) still silent ForgetAfter later
 // (24 h); beyond MaxRemotes (65536) the longest silent remote is forgotten
-// (ReasonTooMany). A forgotten remote leaves the stack's memory but not
-// its keep: when it comes back it is loaded from the keep and allows
-// again.
+// (ReasonTooMany). A forgotten remote leaves the stack's memory, all of
+// it, but not its keep: when it comes back, naming the uid it was given,
+// it is found by that uid in the keep (its uid index, keep.LoadRemoteUID;
+// with no KeepDir, in the stack's memory store), loaded and allows again.
+// A main whose remotes all left and were forgotten holds what it held
+// before they came.
 //
 // # When a join fails
 //

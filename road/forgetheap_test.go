@@ -15,12 +15,16 @@ import (
 )
 
 // maxForgottenHeap bounds what a main stack keeps of each remote it forgot:
-// its tombstone (a uid and a name, forget.go, ~30-40 B) and nothing else,
-// with room for the bounded caches and queues that a fleet may leave a
-// little larger than it found them (the readers' remembered feet, the room
-// of the writes and datagrams in flight): 15-200 B measured; ~1100 B in the
-// fast profile before the readers let go of forgotten sessions.
-const maxForgottenHeap = 256
+// nothing (the keep's uid index finds one that comes back, forget.go), but
+// for what a fleet leaves of a size of its own, not of the remotes' number,
+// which 400 remotes cannot tell from theirs: the buffers the readers hold
+// for their next read and the runtime's threads, ~±30 KB from one fleet to
+// the next, up to ~80 B a remote here (-19 to 106 B measured; bench/fleet
+// shows what is left a remote at N=10000). 15-200 B with the tombstones
+// (~40 B a remote) and the readers' feet, timer heap, keep queue and
+// reassembler spares at their peak; ~1100 B in the fast profile before the
+// readers let go of forgotten sessions.
+const maxForgottenHeap = 160
 
 // TestForgottenHeap: a main stack (keep on disk) that 400 remotes joined, traded
 // messages with both ways and forgot once they left keeps at most
