@@ -123,17 +123,18 @@ func TestWriterIndexesUIDs(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	k := openKeep(t, AutoNever)
 	var durable []uint64
+	uidOf := func(seq uint64) uint32 { return uint32(min(seq, 3)) } // the uid of write seq
 	w := k.StartWriter(&WriterConfig{OnDurable: func(seq uint64) {
-		for uid := uint32(1); uid <= 3; uid++ {
-			if _, err := k.LoadRemoteUID(uid); err != nil {
-				t.Errorf("reported durable (%d) before uid %d was indexed: %v", seq, uid, err)
+		for s := uint64(1); s <= seq; s++ {
+			if _, err := k.LoadRemoteUID(uidOf(s)); err != nil {
+				t.Errorf("write %d reported durable (%d) before its uid %d was indexed: %v", s, seq, uidOf(s), err)
 			}
 		}
 		durable = append(durable, seq)
 	}})
 	var last *Queued
 	for i, name := range []string{"a", "b", "c", "c2"} {
-		q, err := w.SaveRemote(RemoteEstate{Name: name, UID: uint32(min(i+1, 3)), HA: HostPort{"127.0.0.1", 7531}, Role: name})
+		q, err := w.SaveRemote(RemoteEstate{Name: name, UID: uidOf(uint64(i + 1)), HA: HostPort{"127.0.0.1", 7531}, Role: name})
 		if err != nil {
 			t.Fatal(err)
 		}
