@@ -363,11 +363,15 @@ func (w *Writer) commit(batch []*writeOp) {
 	}
 }
 
-// staged is a save of a batch, written to its temporary file.
+// staged is a save of a batch, written to its temporary file; or, with
+// entry, the uid index entry of a remote estate's save op.
 type staged struct {
-	op  *writeOp
-	f   *os.File
-	tmp string
+	op    *writeOp
+	f     *os.File
+	tmp   string
+	entry bool // op's uid index entry (op.uid → op.name), not op's file
+	at    int  // entry: op's place in the batch
+	same  bool // entry: it names op.name already, nothing to write
 }
 
 // stagers bounds the goroutines that write a batch's temporary files. Each
@@ -382,7 +386,7 @@ const stagers = 4
 // target, on up to stagers goroutines, and returns the error of the first
 // (in queue order) that failed. What it made is in stage (to close and
 // remove on failure).
-func stageFiles(stage []staged) error {
+func stageFiles(k *Keep, stage []staged) error {
 	errs := make([]error, len(stage))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -393,7 +397,7 @@ func stageFiles(stage []staged) error {
 				if i >= len(stage) {
 					return
 				}
-				errs[i] = stage[i].write()
+				errs[i] = stage[i].write(k)
 			}
 		})
 	}
@@ -406,18 +410,27 @@ func stageFiles(stage []staged) error {
 	return nil
 }
 
-// write makes s's temporary file and writes the data into it.
-func (s *staged) write() error {
-	f, err := os.CreateTemp(filepath.Dir(s.op.path), tempPrefix+"*"+tempSuffix)
+// write makes s's temporary file and writes the data into it; an index
+// entry that names its estate already is left as it is.
+func (s *staged) write(k *Keep) error {
+	path, data := s.op.path, s.op.data
+	if s.entry {
+		path, data = k.uidPath(s.op.uid), []byte(s.op.name)
+		if old, err := readUIDEntry(path); err == nil && old == s.op.name {
+			s.same = true
+			return nil
+		}
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), tempPrefix+"*"+tempSuffix)
 	if err != nil {
-		return &FileError{Op: "save", Path: s.op.path, Err: err}
+		return &FileError{Op: "save", Path: path, Err: err}
 	}
 	s.f, s.tmp = f, f.Name()
 	if err := f.Chmod(filePerm); err != nil {
-		return &FileError{Op: "save", Path: s.op.path, Err: err}
+		return &FileError{Op: "save", Path: path, Err: err}
 	}
-	if _, err := f.Write(s.op.data); err != nil {
-		return &FileError{Op: "save", Path: s.op.path, Err: err}
+	if _, err := f.Write(data); err != nil {
+		return &FileError{Op: "save", Path: path, Err: err}
 	}
 	return nil
 }
@@ -443,25 +456,39 @@ func (w *Writer) write(batch []*writeOp) (done int, err error) {
 			stage = append(stage, staged{op: op})
 		}
 	}
-	if err := stageFiles(stage); err != nil {
+	// Then the uid index entries of the batch's estates, staged with them
+	// (a new file is a new inode, which may cost more than its write) but
+	// not synced: the last of each uid's.
+	files := len(stage)
+	for i := len(batch) - 1; i >= 0; i-- {
+		op := batch[i]
+		if op.name != "" && !slices.ContainsFunc(stage[files:], func(s staged) bool { return s.op.uid == op.uid }) {
+			stage = append(stage, staged{op: op, entry: true, at: i})
+		}
+	}
+	if err := stageFiles(w.k, stage); err != nil {
 		return 0, err
 	}
-	files := make([]*os.File, len(stage))
-	for i, s := range stage {
-		files[i] = s.f
-	}
-	if len(files) > 0 {
-		if err := w.cfg.sync.data(w.k.dir, files); err != nil {
+	if files > 0 {
+		datas := make([]*os.File, files)
+		for i, s := range stage[:files] {
+			datas[i] = s.f
+		}
+		if err := w.cfg.sync.data(w.k.dir, datas); err != nil {
 			return 0, &FileError{Op: "save", Path: w.k.dir, Err: err}
 		}
 	}
 	for i := range stage {
+		if stage[i].f == nil {
+			continue // an index entry that stays
+		}
 		err := stage[i].f.Close()
 		stage[i].f = nil
 		if err != nil {
 			return 0, &FileError{Op: "save", Path: stage[i].op.path, Err: err}
 		}
 	}
+	estates, entries := stage[:files:files], stage[files:]
 	// Rename and remove in queue order; on a failure, what was done before
 	// it is still made durable.
 	var dirs []string
@@ -469,7 +496,7 @@ func (w *Writer) write(batch []*writeOp) (done int, err error) {
 	made := 0
 	for i, op := range batch {
 		if op.kind != opBarrier {
-			if err = w.apply(op, stage, &next); err != nil {
+			if err = w.apply(op, estates, &next); err != nil {
 				break
 			}
 			if d := filepath.Dir(op.path); !slices.Contains(dirs, d) {
@@ -483,18 +510,19 @@ func (w *Writer) write(batch []*writeOp) (done int, err error) {
 			return 0, &FileError{Op: "sync", Path: d, Err: serr}
 		}
 	}
-	// The uid index entries of the estates made durable, in queue order
-	// (the last of a uid's wins), unsynced (see LoadRemoteUID).
-	for _, op := range batch[:made] {
-		if op.name == "" {
+	// The uid index entries of the estates made durable, unsynced (see
+	// LoadRemoteUID).
+	w.k.mu.Lock()
+	defer w.k.mu.Unlock()
+	for i := range entries {
+		e := &entries[i]
+		if e.same || e.at >= made {
 			continue
 		}
-		w.k.mu.Lock()
-		ierr := w.k.indexUID(op.uid, op.name)
-		w.k.mu.Unlock()
-		if ierr != nil {
-			return made, cmp.Or(err, ierr) // what was renamed is durable; the writer fails
+		if rerr := os.Rename(e.tmp, w.k.uidPath(e.op.uid)); rerr != nil {
+			return made, cmp.Or(err, error(&FileError{Op: "save", Path: w.k.uidPath(e.op.uid), Err: rerr}))
 		}
+		e.tmp = ""
 	}
 	return made, err
 }
