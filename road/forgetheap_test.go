@@ -18,13 +18,14 @@ import (
 // nothing (the keep's uid index finds one that comes back, forget.go), but
 // for what a fleet leaves of a size of its own, not of the remotes' number,
 // which 400 remotes cannot tell from theirs: the buffers the readers hold
-// for their next read and the runtime's threads, ~±30 KB from one fleet to
-// the next, up to ~80 B a remote here (-19 to 106 B measured; bench/fleet
-// shows what is left a remote at N=10000). 15-200 B with the tombstones
+// for their next read and the runtime's threads, ±50 KB from one fleet to
+// the next, ±125 B a remote here (-125 to 119 B measured in 10 runs;
+// bench/fleet shows what is left a remote at N=10000: -1 B fast, 4 B
+// reference). 15-200 B with the tombstones
 // (~40 B a remote) and the readers' feet, timer heap, keep queue and
 // reassembler spares at their peak; ~1100 B in the fast profile before the
 // readers let go of forgotten sessions.
-const maxForgottenHeap = 160
+const maxForgottenHeap = 192
 
 // TestForgottenHeap: a main stack (keep on disk) that 400 remotes joined, traded
 // messages with both ways and forgot once they left keeps at most
