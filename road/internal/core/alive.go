@@ -18,6 +18,8 @@ type aliver struct {
 	timeout expiry
 	redo    redo
 	last    []byte
+
+	heapSlot // in its remote's clock (timers.go)
 }
 
 func (a *aliver) kind() codec.TransactionKind { return codec.TransactionKindAlive }
@@ -96,6 +98,7 @@ func (a *aliver) tick(c *Core) {
 	}
 	if a.redo.due(c.now) {
 		a.redo.backoff(c.now)
+		c.retime(a.r, a)
 		if a.r.aead() != nil {
 			// Sealed again: the same datagram twice is a replay.
 			h := c.aliveHead(a.r, codec.PacketKindRequest, a.si, a.ti, false)

@@ -95,6 +95,7 @@ type allower struct {
 	oreo              handshake.Oreo
 	asked             time.Time // when the initiate went, timed (timeRequest)
 	timeout           expiry
+	heapSlot          // in its remote's clock (timers.go)
 	redo              redo
 	last              []byte
 	lastKind          codec.PacketKind
@@ -161,6 +162,7 @@ func (a *allower) send(c *Core, pk codec.PacketKind, body []byte) {
 		}
 		a.last, a.lastKind = b, pk
 		a.redo.restart(c.now)
+		c.retime(a.r, a)
 	}
 }
 
@@ -236,6 +238,7 @@ func (a *allower) tick(c *Core) {
 	}
 	if a.redo.due(c.now) {
 		a.redo.backoff(c.now)
+		c.retime(a.r, a)
 		if a.last != nil {
 			c.retransmit(a.last, a.r.ha)
 			c.timeRequest(&a.asked, a.r.ha, true)
@@ -253,6 +256,7 @@ type allowent struct {
 	oreo      handshake.Oreo
 	asked     time.Time // when the cookie or the ack went, timed (timeRequest)
 	timeout   expiry
+	heapSlot  // in its remote's clock (timers.go)
 	redo      redo
 	last      []byte
 	lastKind  codec.PacketKind
@@ -276,6 +280,7 @@ func (a *allowent) send(c *Core, pk codec.PacketKind, body []byte) {
 		}
 		a.last, a.lastKind = b, pk
 		a.redo.restart(c.now)
+		c.retime(a.r, a)
 	}
 }
 
@@ -418,6 +423,7 @@ func (a *allowent) tick(c *Core) {
 	}
 	if a.redo.due(c.now) {
 		a.redo.backoff(c.now)
+		c.retime(a.r, a)
 		if a.last != nil {
 			c.retransmit(a.last, a.r.ha)
 			c.timeRequest(&a.asked, a.r.ha, true)

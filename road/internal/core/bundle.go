@@ -68,6 +68,7 @@ func (c *Core) bundles(r *remote) bool { return r.prof != nil && r.prof.bdl }
 // queue puts m in the bundles of this moment.
 func (c *Core) queue(m *messenger) {
 	m.queued = true
+	c.retime(m.r, m)
 	c.bundling.queued = append(c.bundling.queued, m)
 }
 
@@ -122,12 +123,10 @@ func tidOrder(x, y uint32) int { return cmp.Compare(int32(x-y), 0) }
 // it, sorted by session and ti.
 func (c *Core) flushRemote(r *remote, ms []*messenger, as []owed) {
 	b := &c.bundling
-	if len(ms) > 0 {
-		c.touch(r) // their timers count again (deadline)
-	}
 	live := ms[:0]
 	for _, m := range ms {
-		m.queued = false
+		m.queued = false // its timers count again (deadline)
+		c.retime(r, m)
 		if m.bundled && r.added && r.allowed && r.txns[m.key()] == txn(m) {
 			live = append(live, m)
 		}
@@ -276,7 +275,7 @@ func (c *Core) flushBundle(r *remote, h *codec.Head, ms []*messenger) {
 		for _, m := range ms { // their timers try again
 			if m.bundled {
 				m.redo.restart(c.now)
-				c.touch(m.r)
+				c.retime(m.r, m)
 			}
 		}
 		return
@@ -310,7 +309,7 @@ func (m *messenger) sent(c *Core) {
 	c.timeRequest(&m.sentAt, m.r.ha, m.retry)
 	m.retry = false
 	m.redo.restart(c.now)
-	c.touch(m.r)
+	c.retime(m.r, m)
 }
 
 // receiveBundled takes a bundle or an answers packet from r, authenticated

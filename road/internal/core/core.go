@@ -78,12 +78,15 @@ type Core struct {
 	stats   stats
 
 	// timers holds the remotes by their earliest timer; touched are those
-	// whose timers may have moved since the last flushWake; due is Tick's
-	// scratch; visits counts the remotes Tick ran (timers.go).
-	timers       timerHeap
+	// whose timers may have moved since the last flushWake, retimed the
+	// transactions; due is Tick's scratch; visits counts the remotes Tick
+	// ran, keyed the transactions whose deadlines it read (timers.go).
+	timers       timerHeap[*remote]
 	touched      []*remote
+	retimed      []retimed
 	due          []*remote
 	visits       uint64
+	keyed        uint64
 	silence      silenceList // the remotes, the longest silent first (forget.go)
 	peak         int         // the most remotes held since the maps were last rebuilt (shrink)
 	shrinkTimers bool        // the next flushWake rebuilds the timer heap and touched (shrink)
@@ -375,28 +378,43 @@ func (c *Core) removeRemote(r *remote, reason error) {
 	}
 }
 
-// addTxn registers t with r.
+// addTxn registers t with r, in place of another at its key.
 func (c *Core) addTxn(r *remote, t txn) {
+	k := t.key()
+	if old := r.txns[k]; old != nil && old != t {
+		c.removeTxn(r, old)
+	}
 	if r.txns == nil {
 		r.txns, c.spareTxns = c.spareTxns, nil
 		if r.txns == nil {
 			r.txns = make(map[txnKey]txn, 1)
 		}
 	}
-	r.txns[t.key()] = t
-	c.touch(r)
+	r.txns[k] = t
+	t.timerSlot().inTxns = true
+	c.retime(r, t)
 }
 
 // removeTxn unregisters t from r (if it is still the one at its key).
 func (c *Core) removeTxn(r *remote, t txn) {
 	if r.txns[t.key()] == t {
 		delete(r.txns, t.key())
+		s := t.timerSlot()
+		s.inTxns, s.marked = false, false // not keyed again (flushWake)
+		r.clock.set(t, time.Time{})
 		if len(r.txns) == 0 {
 			c.spareTxns, r.txns = r.txns, nil // an idle remote holds no table
+			if cap(r.clock) > idleClock {
+				r.clock = nil
+			}
 		}
 	}
 	c.touch(r)
 }
+
+// idleClock is the most entries a remote's clock keeps room for once it
+// has no transaction.
+const idleClock = 16
 
 func (c *Core) event(k EventKind, r *remote) { c.report(k, c.nameOf(r), r.nuid, ReasonNone, r.ha, "") }
 
@@ -1121,7 +1139,13 @@ func (c *Core) replaceStaleInitiators(r *remote) {
 // tickRemote runs r's timers that are due (see remoteDeadline and tick in
 // timers.go).
 func (c *Core) tickRemote(r *remote) {
-	for _, t := range r.txns {
+	// Only the due: each leaves the clock, keyed again at the next flush;
+	// a tick moves no other's key (retime waits for the flush), so this
+	// ends within len(r.clock) turns.
+	for r.clock.dueAt(c.now) {
+		t := r.clock.pop()
+		c.keyed++
+		c.retime(r, t)
 		if d := t.deadline(); !d.IsZero() && !c.now.Before(d) {
 			t.tick(c)
 		}

@@ -259,6 +259,7 @@ type joiner struct {
 	answered bool   // the joinent said something
 	tries    int    // requests sent
 	timeout  expiry
+	heapSlot // in its remote's clock (timers.go)
 	redo     redo
 	last     []byte
 	lastKind codec.PacketKind
@@ -303,6 +304,7 @@ func (j *joiner) send(c *Core, pk codec.PacketKind, body []byte) {
 	if b := c.sendNew(j.r, &h, body, j.r.ha); b != nil {
 		j.last, j.lastKind = b, pk
 		j.redo.restart(c.now)
+		c.retime(j.r, j)
 		if pk == codec.PacketKindRequest {
 			j.tries++
 		}
@@ -331,6 +333,7 @@ func (j *joiner) receive(c *Core, p *rxPacket) {
 		if !j.pended || j.pendWhy != why {
 			j.pended, j.pendWhy = true, why
 			j.timeout = after(c.now, c.cfg.PendTimeout)
+			c.retime(j.r, j)
 			c.report(EventPending, c.nameOf(j.r), j.r.nuid, why, j.r.ha, c.hint(why, j.r.name))
 		}
 	case codec.PacketKindResponse:
@@ -489,8 +492,10 @@ func (j *joiner) tick(c *Core) {
 	if j.pended { // by the joinent: ask again now and then
 		j.redo.cur = min(pendRedo, c.cfg.PendTimeout)
 		j.redo.restart(c.now)
+		c.retime(j.r, j)
 	} else {
 		j.redo.backoff(c.now)
+		c.retime(j.r, j)
 	}
 	c.retransmit(j.last, j.r.ha)
 	j.tries++
@@ -525,6 +530,7 @@ type joinent struct {
 	reid     uint32
 	change   bool
 	timeout  expiry
+	heapSlot // in its remote's clock (timers.go)
 	redo     redo
 	last     []byte
 	lastKind codec.PacketKind
@@ -547,6 +553,7 @@ func (j *joinent) send(c *Core, pk codec.PacketKind, body []byte) {
 	if b := c.sendNew(j.r, &h, body, j.from); b != nil {
 		j.last, j.lastKind = b, pk
 		j.redo.restart(c.now)
+		c.retime(j.r, j)
 	}
 }
 
@@ -588,6 +595,7 @@ func (j *joinent) receive(c *Core, p *rxPacket) {
 		// operator decides, and our timer waits for it.
 		j.pended = true
 		j.redo.at = time.Time{}
+		c.retime(j.r, j)
 	case codec.PacketKindAck:
 		j.complete(c)
 	case codec.PacketKindNack, codec.PacketKindRefuse, codec.PacketKindReject:
@@ -714,12 +722,14 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 	}
 	if status == keep.Accepted {
 		j.redo.backoff(c.now)
+		c.retime(j.r, j)
 		j.ackAccept(c)
 		return
 	}
 	c.saveRemote(r, false) // a remote we know; nothing is kept for a stranger
 	j.pended = true
 	j.timeout = after(c.now, c.cfg.PendTimeout)
+	c.retime(j.r, j)
 	c.report(EventPending, r.name, r.nuid, ReasonPendingOurs, j.from, c.hint(ReasonPendingOurs, r.name))
 	j.send(c, codec.PacketKindPend, nil)
 	j.redo.at = time.Time{} // the pend timer decides now
@@ -808,6 +818,7 @@ func (j *joinent) tick(c *Core) {
 		return
 	}
 	j.redo.backoff(c.now)
+	c.retime(j.r, j)
 	if j.lastKind == codec.PacketKindResponse {
 		c.retransmit(j.last, j.from)
 	}
@@ -818,6 +829,7 @@ func (j *joinent) decided(c *Core, status keep.Acceptance) {
 	if status == keep.Accepted {
 		j.pended = false
 		j.timeout = after(c.now, c.cfg.JoinentTimeout)
+		c.retime(j.r, j)
 		j.ackAccept(c)
 		return
 	}

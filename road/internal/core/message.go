@@ -66,6 +66,7 @@ type messenger struct {
 	lastSign *packet.NaClFoot
 	sentAt   time.Time // when a packet went last; zero when it is not timed (timeRequest)
 	timeout  expiry
+	heapSlot // in its remote's clock (timers.go)
 	redo     redo
 	started  time.Time
 	result   Waiter // takes the outcome; nil when nobody waits
@@ -234,6 +235,7 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	m.lastSeg = i
 	c.timeRequest(&m.sentAt, m.r.ha, again)
 	m.redo.restart(c.now)
+	c.retime(m.r, m)
 }
 
 // sample gives the remote's RTT estimate the time since the last packet,
@@ -348,6 +350,7 @@ func (m *messenger) tick(c *Core) {
 		if m.redo.due(c.now) && !m.queued {
 			// Lost, or its done was: into the bundles of this moment again.
 			m.redo.backoff(c.now)
+			c.retime(m.r, m)
 			m.retry = true
 			c.queue(m)
 		}
@@ -357,6 +360,7 @@ func (m *messenger) tick(c *Core) {
 		return
 	}
 	m.redo.backoff(c.now)
+	c.retime(m.r, m)
 	if m.acked && m.flags[m.lastSeg]&segAgain == 0 {
 		m.flags[m.lastSeg] |= segAgain
 		m.sendSeg(c, m.lastSeg, true)
@@ -456,6 +460,7 @@ type messengent struct {
 	first    time.Time // its first packet
 	dec      Decode    // pending's body, for the decoder
 	timeout  expiry
+	heapSlot // in its remote's clock (timers.go)
 	redo     redo
 }
 
@@ -478,6 +483,7 @@ func (m *messengent) send(c *Core, pk codec.PacketKind, body []byte, sn int) {
 	h.SegmentNumber = uint16(sn)
 	if c.send(m.r, h, body, m.r.ha) {
 		m.redo.restart(c.now)
+		c.retime(m.r, m)
 	}
 }
 
@@ -562,6 +568,7 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 		// Only a new segment buys time: duplicates do not, and nothing
 		// buys more than maxReassemblyAge from the first segment.
 		m.timeout = expiry(earliest(time.Time(after(c.now, c.cfg.MessageTimeout)), m.first.Add(maxReassemblyAge)))
+		c.retime(m.r, m)
 	}
 	c.refresh(r, yes)
 	m.wait = h.Wait()
@@ -659,7 +666,7 @@ func (m *messengent) complete(c *Core) {
 	if len(c.delivery) >= c.cfg.ReceiveQueue {
 		c.stats.drop(dropReceiveQueueFull)
 		m.redo.restart(c.now)
-		c.touch(m.r)
+		c.retime(m.r, m)
 		return
 	}
 	if m.id.Seq != 0 {
@@ -690,6 +697,7 @@ func (m *messengent) tick(c *Core) {
 		return
 	}
 	m.redo.backoff(c.now)
+	c.retime(m.r, m)
 	if m.decoding {
 		return // the decoder answers, or the timeout nacks
 	}

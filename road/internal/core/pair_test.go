@@ -236,6 +236,7 @@ func (p *pair) advance(d time.Duration) {
 		next := end
 		cores := p.cores()
 		for _, c := range cores {
+			checkClocks(p.tb, c)
 			if w := c.Deadline(); !w.IsZero() && w.Before(next) {
 				next = w
 			}

@@ -43,7 +43,6 @@ type remote struct {
 	// sessionReset says it joined afresh (vacuously) since the window's
 	// session began, so that its next allow may set rsid back (see route).
 	sessionReset bool
-	marked       bool // waits in core.touched (timers.go)
 	rttSeeded    bool // srtt has only the handshake's samples (observeRTT)
 	// unconfirmed: we joined it vacuously and have allowed no session
 	// since, so it may never have seen our join complete (renew).
@@ -80,11 +79,11 @@ type remote struct {
 	// they were last heard (silenceList, forget.go).
 	older, newer *remote
 
-	// due is its key in the core's timer heap, slot 1 + its index there
-	// (0: not in it), marked (with the flags) that it waits in
-	// core.touched (timers.go).
-	due  time.Time
-	slot int32
+	// heapSlot is its place in the core's timer heap, marked that it
+	// waits in core.touched (timers.go).
+	heapSlot
+	// clock holds its transactions by deadline (timers.go).
+	clock timerHeap[txn]
 	// joinAckTi is the transaction of joinAck.
 	joinAckTi uint32
 
@@ -126,6 +125,9 @@ type txn interface {
 	// abort ends the transaction because its session went stale, sending
 	// the peer a nack of kind pk when it is not zero.
 	abort(c *Core, pk codec.PacketKind)
+	// timerSlot is its place in its remote's clock, by deadline (each
+	// kind embeds a heapSlot); whatever moves its deadline retimes it.
+	timerSlot() *heapSlot
 }
 
 // coatKind is the coat kind of the session: NaCl unless another was

@@ -13,39 +13,61 @@ import "time"
 // and Deadline is exact. Finished transaction ids are a bounded window
 // (replay.go) and never walked.
 
-// timerHeap holds the remotes with a timer, by due time: a 4-ary min-heap
-// whose entries carry their keys (no remote is read to compare, and four
-// children share a cache line); remote.slot is 1 + its index, 0 when it
-// is not in the heap, and remote.due its key.
-type timerHeap []timerEntry
+// timerHeap holds what has a timer, by due time: a 4-ary min-heap whose
+// entries carry their keys (nothing is read to compare, and four children
+// share a cache line). The core's holds the remotes; each remote's holds
+// its transactions (remote.clock), so that the earliest of thousands in
+// flight is its root, not a walk. Each keeps its key and index in its
+// heapSlot.
+type timerHeap[T slotted] []timerEntry[T]
 
-type timerEntry struct {
+type timerEntry[T slotted] struct {
 	at int64 // due, in Unix nanoseconds
-	r  *remote
+	v  T
 }
 
+// slotted is what a timerHeap holds: a remote or a transaction, each with
+// its heapSlot.
+type slotted interface {
+	comparable
+	timerSlot() *heapSlot
+}
+
+// heapSlot is a timed thing's place in its heap: its key (due), and
+// 1 + its index there (idx; 0 when it is not in it). marked says that it
+// waits to be keyed again (core.touched, core.retimed).
+type heapSlot struct {
+	due    time.Time
+	idx    int32
+	marked bool
+	inTxns bool // a transaction's: in its remote's txns (addTxn)
+}
+
+func (s *heapSlot) timerSlot() *heapSlot { return s }
+
 // next is the earliest due time; zero when the heap is empty.
-func (h timerHeap) next() time.Time {
+func (h timerHeap[T]) next() time.Time {
 	if len(h) == 0 {
 		return time.Time{}
 	}
-	return h[0].r.due
+	return h[0].v.timerSlot().due
 }
 
-// set keys r at `at`, or takes it out of the heap when at is zero.
-func (h *timerHeap) set(r *remote, at time.Time) {
+// set keys v at `at`, or takes it out of the heap when at is zero.
+func (h *timerHeap[T]) set(v T, at time.Time) {
+	s := v.timerSlot()
 	switch {
-	case at.IsZero() && r.slot == 0:
+	case at.IsZero() && s.idx == 0:
 	case at.IsZero():
-		h.remove(int(r.slot - 1))
-	case r.slot == 0:
-		r.due = at
-		*h = append(*h, timerEntry{at.UnixNano(), r})
+		h.remove(int(s.idx - 1))
+	case s.idx == 0:
+		s.due = at
+		*h = append(*h, timerEntry[T]{at.UnixNano(), v})
 		h.up(len(*h)-1, (*h)[len(*h)-1])
-	case !at.Equal(r.due):
-		r.due = at
-		i := int(r.slot - 1)
-		e := timerEntry{at.UnixNano(), r}
+	case !at.Equal(s.due):
+		s.due = at
+		i := int(s.idx - 1)
+		e := timerEntry[T]{at.UnixNano(), v}
 		if i > 0 && e.at < (*h)[(i-1)/4].at {
 			h.up(i, e)
 		} else {
@@ -54,20 +76,24 @@ func (h *timerHeap) set(r *remote, at time.Time) {
 	}
 }
 
-// pop takes out the earliest remote.
-func (h *timerHeap) pop() *remote {
-	r := (*h)[0].r
+// dueAt reports whether the root is due at now.
+func (h timerHeap[T]) dueAt(now time.Time) bool { return len(h) > 0 && !now.Before(h.next()) }
+
+// pop takes out the earliest.
+func (h *timerHeap[T]) pop() T {
+	v := (*h)[0].v
 	h.remove(0)
-	return r
+	return v
 }
 
-func (h *timerHeap) remove(i int) {
+func (h *timerHeap[T]) remove(i int) {
 	s := *h
 	n := len(s) - 1
-	r, last := s[i].r, s[n]
-	s[n] = timerEntry{}
+	v, last := s[i].v, s[n]
+	s[n] = timerEntry[T]{}
 	*h = s[:n]
-	r.slot, r.due = 0, time.Time{}
+	sl := v.timerSlot()
+	sl.idx, sl.due = 0, time.Time{}
 	if i == n {
 		return
 	}
@@ -79,7 +105,7 @@ func (h *timerHeap) remove(i int) {
 }
 
 // up places e at the hole i or above it.
-func (h timerHeap) up(i int, e timerEntry) {
+func (h timerHeap[T]) up(i int, e timerEntry[T]) {
 	for i > 0 {
 		p := (i - 1) / 4
 		if e.at >= h[p].at {
@@ -92,7 +118,7 @@ func (h timerHeap) up(i int, e timerEntry) {
 }
 
 // down places e at the hole i or below it.
-func (h timerHeap) down(i int, e timerEntry) {
+func (h timerHeap[T]) down(i int, e timerEntry[T]) {
 	for {
 		c := 4*i + 1
 		if c >= len(h) {
@@ -113,9 +139,9 @@ func (h timerHeap) down(i int, e timerEntry) {
 	h.put(i, e)
 }
 
-func (h timerHeap) put(i int, e timerEntry) {
+func (h timerHeap[T]) put(i int, e timerEntry[T]) {
 	h[i] = e
-	e.r.slot = int32(i + 1)
+	e.v.timerSlot().idx = int32(i + 1)
 }
 
 // touch marks r: its timers may have moved, and flushWake keys it again.
@@ -126,11 +152,41 @@ func (c *Core) touch(r *remote) {
 	}
 }
 
-// flushWake keys again the remotes touched since the last call; the owner
-// calls it (through Deadline) after every event. A remote the core no
-// longer tracks (removed, forgotten, a vacuous join given up) leaves the
-// heap.
+// retime marks t, r's transaction: its deadline may have moved, and
+// flushWake keys it again in r.clock (and r in the core's heap). Whatever
+// moves a transaction's timers (its redo, its timeout, a messenger's
+// queued) calls it; addTxn retimes what it adds, so that one not added yet
+// is left alone (and one removed, by removeTxn, too).
+func (c *Core) retime(r *remote, t txn) {
+	if s := t.timerSlot(); s.inTxns && !s.marked {
+		s.marked = true
+		c.retimed = append(c.retimed, retimed{r, t})
+	}
+}
+
+// retimed is a transaction waiting in core.retimed, with its remote.
+type retimed struct {
+	r *remote
+	t txn
+}
+
+// flushWake keys again the transactions retimed and the remotes touched
+// since the last call; the owner calls it (through Deadline) after every
+// event. A transaction removed meanwhile is no longer marked (removeTxn);
+// a remote the core no longer tracks (removed, forgotten, a vacuous join
+// given up) leaves the heap. The cost is O(what moved · log), whatever is
+// in flight.
 func (c *Core) flushWake() {
+	for i, e := range c.retimed {
+		c.retimed[i] = retimed{}
+		if s := e.t.timerSlot(); s.marked {
+			s.marked = false
+			c.keyed++
+			e.r.clock.set(e.t, e.t.deadline())
+			c.touch(e.r)
+		}
+	}
+	c.retimed = c.retimed[:0]
 	for i, r := range c.touched {
 		r.marked = false
 		c.touched[i] = nil
@@ -142,8 +198,8 @@ func (c *Core) flushWake() {
 	}
 	c.touched = c.touched[:0]
 	if c.shrinkTimers { // the forgotten left the heap just now (shrink)
-		c.timers = append(timerHeap(nil), c.timers...)
-		c.touched, c.due, c.shrinkTimers = nil, nil, false
+		c.timers = append(timerHeap[*remote](nil), c.timers...)
+		c.touched, c.retimed, c.due, c.shrinkTimers = nil, nil, nil, false
 	}
 }
 
@@ -152,12 +208,10 @@ func (c *Core) flushWake() {
 func (c *Core) tracked(r *remote) bool { return r.added || c.joinees[r.ha] == r }
 
 // remoteDeadline is the earliest of r's timers: what tickRemote acts on,
-// so that none stays due after its tick.
+// so that none stays due after its tick. Its transactions' is the root of
+// r.clock.
 func (c *Core) remoteDeadline(r *remote) time.Time {
-	var d time.Time
-	for _, t := range r.txns {
-		d = earliest(d, t.deadline())
-	}
+	d := r.clock.next()
 	for _, m := range r.saved {
 		d = earliest(d, time.Time(m.timeout))
 	}
@@ -190,7 +244,7 @@ func (c *Core) tick(now time.Time) {
 	for range tickRounds {
 		c.flushWake()
 		due := c.due[:0]
-		for len(c.timers) > 0 && !now.Before(c.timers[0].r.due) {
+		for c.timers.dueAt(now) {
 			due = append(due, c.timers.pop())
 		}
 		for i, r := range due {

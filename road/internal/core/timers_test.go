@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/raet-go/raet/keep"
 )
 
 // The heap keeps every remote at its key and pops them in order, through
@@ -17,7 +19,7 @@ func TestTimerHeap(t *testing.T) {
 	for i := range rs {
 		rs[i] = &remote{}
 	}
-	var h timerHeap
+	var h timerHeap[*remote]
 	want := map[*remote]time.Time{}
 	for range 5000 {
 		r := rs[rng.IntN(len(rs))]
@@ -35,9 +37,9 @@ func TestTimerHeap(t *testing.T) {
 			t.Fatalf("%d in the heap, want %d", len(h), len(want))
 		}
 		for i, e := range h {
-			x := e.r
-			if int(x.slot) != i+1 || !x.due.Equal(want[x]) || e.at != want[x].UnixNano() {
-				t.Fatalf("remote at %d: slot %d, due %v, want %v", i, x.slot, x.due, want[x])
+			x := e.v
+			if int(x.idx) != i+1 || !x.due.Equal(want[x]) || e.at != want[x].UnixNano() {
+				t.Fatalf("remote at %d: slot %d, due %v, want %v", i, x.idx, x.due, want[x])
 			}
 			if i > 0 && e.at < h[(i-1)/4].at {
 				t.Fatalf("heap order broken at %d", i)
@@ -46,11 +48,11 @@ func TestTimerHeap(t *testing.T) {
 	}
 	last := time.Time{}
 	for len(h) > 0 {
-		if !h.next().Equal(want[h[0].r]) {
+		if !h.next().Equal(want[h[0].v]) {
 			t.Fatal("next is not the root's key")
 		}
 		r := h.pop()
-		if r.slot != 0 || !r.due.IsZero() || want[r].Before(last) {
+		if r.idx != 0 || !r.due.IsZero() || want[r].Before(last) {
 			t.Fatal("popped out of order")
 		}
 		last = want[r]
@@ -125,5 +127,124 @@ func TestIdleTickVisitsNone(t *testing.T) {
 		if c.visits != v || allocs != 0 {
 			t.Errorf("%d remotes: idle ticks visited %d remotes and allocated %.1f times", n, c.visits-v, allocs)
 		}
+	}
+}
+
+// checkClocks fails unless, after a flush, each remote's clock holds its
+// transactions that have a deadline, each at that deadline, in heap order,
+// and nothing else: whatever moved a transaction's timers retimed it. The
+// pair rig runs it at every step of its clock (of cores with a few
+// remotes: it walks them all).
+func checkClocks(tb testing.TB, c *Core) {
+	tb.Helper()
+	if len(c.remotes) > 64 {
+		return
+	}
+	c.flushWake()
+	check := func(r *remote) {
+		n := 0
+		for _, t := range r.txns {
+			s, d := t.timerSlot(), t.deadline()
+			switch {
+			case d.IsZero() && s.idx != 0:
+				tb.Fatalf("%s: %s %v has no deadline but is in the clock", c.name, t.kind(), t.key())
+			case d.IsZero():
+			case s.idx == 0 || int(s.idx) > len(r.clock) || r.clock[s.idx-1].v != t || !s.due.Equal(d) || r.clock[s.idx-1].at != d.UnixNano():
+				tb.Fatalf("%s: %s %v is due %v, its clock says %v (slot %d): not retimed", c.name, t.kind(), t.key(), d, s.due, s.idx)
+			default:
+				n++
+			}
+		}
+		if len(r.clock) != n {
+			tb.Fatalf("%s: %s's clock holds %d, %d of its transactions have a deadline", c.name, r.name, len(r.clock), n)
+		}
+		for i := 1; i < len(r.clock); i++ {
+			if r.clock[i].at < r.clock[(i-1)/4].at {
+				tb.Fatalf("%s: %s's clock out of heap order at %d", c.name, r.name, i)
+			}
+		}
+	}
+	for _, r := range c.remotes {
+		check(r)
+	}
+	for _, r := range c.joinees {
+		if !r.added {
+			check(r)
+		}
+	}
+}
+
+// inFlight is a joined fast-profile pair whose other has n messages under
+// way to main, none of them done: main's answers are cut.
+func inFlight(tb testing.TB, n int) *pair {
+	p := newPair(tb, keep.AutoAlways, func(m, o *estate) {
+		aeadProfile.set(m, o)
+		o.MessageTimeout = time.Hour
+	})
+	p.join()
+	p.cut = func(w wired) bool { return w.from == p.main }
+	p.sendAll(p.other, n, 8)
+	p.pump()
+	if got := len(p.otherRemote().txns); got != n {
+		tb.Fatalf("%d messages under way, want %d", got, n)
+	}
+	return p
+}
+
+// The owner's timer work for a message started and sent (the messenger
+// added, queued, bundled, its timer keyed) does not grow with the messages
+// already in flight to that remote: flushWake keys what moved in the
+// remote's clock and reads the earliest from its root, on the fake clock.
+// (Walking a remote's transactions at each flush read 16 and 1024.)
+func TestTimersInFlight(t *testing.T) {
+	const k = 50
+	per := map[int]float64{}
+	for _, n := range []int{16, 1024} {
+		p := inFlight(t, n)
+		c := p.other
+		c.Deadline()
+		keyed, v := c.keyed, c.visits
+		p.sendAll(c, k, 8)
+		p.pump()
+		c.Deadline()
+		per[n] = float64(c.keyed-keyed) / k
+		if c.visits != v {
+			t.Errorf("n=%d: %d remotes ticked, nothing was due", n, c.visits-v)
+		}
+		if got := len(p.otherRemote().clock); got != n+k {
+			t.Errorf("n=%d: the clock holds %d, want %d", n, got, n+k)
+		}
+	}
+	t.Logf("deadlines read a message: %.2f with 16 in flight, %.2f with 1024", per[16], per[1024])
+	if per[16] > 3 || per[1024] != per[16] {
+		t.Errorf("deadlines read a message: %.2f with 16 in flight, %.2f with 1024 (want the same, at most 3)", per[16], per[1024])
+	}
+}
+
+// BenchmarkInFlightMessage is the owner's cost of a message started and
+// sent with n others in flight to the same remote (compare the
+// sub-benchmarks' ns/op: the timers do not walk the n).
+func BenchmarkInFlightMessage(b *testing.B) {
+	for _, n := range []int{16, 1024} {
+		b.Run(fmt.Sprint("N=", n), func(b *testing.B) {
+			p := inFlight(b, n)
+			c, r := p.other, p.otherRemote()
+			body, err := c.marshal(map[string]any{"data": "b"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				c.Send(r.name, body, c.cfg.BodyKind, MsgID{}, nil, p.now, p.now)
+				for _, d := range c.TakeOut(nil) {
+					d.Release()
+				}
+				c.Deadline()
+				// The oldest done: n stay in flight.
+				c.removeTxn(r, r.txns[txnKey{si: r.sid, ti: r.tid - uint32(n)}])
+				c.Deadline()
+			}
+		})
 	}
 }
