@@ -52,6 +52,7 @@ type bundling struct {
 	list    []byte               // an answers list being piggybacked
 	parsed  packet.Bundle        // a received bundle
 	plain   []byte               // its opened payload
+	lone    messengent           // an entry's, while it is delivered (bundledMessage)
 }
 
 // owed is a done owed to remote r for its transaction (si, ti).
@@ -436,7 +437,7 @@ func (c *Core) bundledMessage(p *rxPacket, r *remote, e *packet.BundleEntry) boo
 		return false
 	}
 	if t := r.txns[txnKey{rf: true, si: eh.SessionID, ti: e.TI}]; t != nil {
-		if m, ok := t.(*messengent); !ok || m.pending == nil {
+		if m, ok := t.(*messengent); !ok || !m.whole {
 			c.stats.drop(dropBundleEntryBusy) // a segmented message of that ti
 		}
 		return false // else whole already, waiting to be delivered
@@ -446,11 +447,27 @@ func (c *Core) bundledMessage(p *rxPacket, r *remote, e *packet.BundleEntry) boo
 		c.replyStaleTo(&eh, p.from, r, codec.PacketKindNack)
 		return false
 	}
-	m := &messengent{r: r, si: eh.SessionID, ti: e.TI, ck: eh.CoatKind, fk: eh.FootKind, redo: r.messageRedo(),
+	msg, id, later, err := c.decodeMessage(r, e.BodyKind, bytes.Clone(e.Plain))
+	// Most entries are delivered (or refused) at once: their messengent
+	// ends within opened, and needs neither memory of its own nor a place
+	// in r.txns. One that waits (for room to deliver) moves to its own; one
+	// for the decoder has its own from the start (its Decode points to it).
+	b := &c.bundling
+	m := &b.lone
+	if later {
+		m = new(messengent)
+	}
+	*m = messengent{r: r, si: eh.SessionID, ti: e.TI, ck: eh.CoatKind, fk: eh.FootKind, redo: r.messageRedo(),
 		first: c.now}
 	m.timeout = expiry(earliest(time.Time(after(c.now, c.cfg.MessageTimeout)), c.now.Add(maxReassemblyAge)))
-	c.addTxn(r, m)
-	msg, id, later, err := c.decodeMessage(r, e.BodyKind, bytes.Clone(e.Plain))
 	m.opened(c, msg, id, later, err)
+	if !m.ended {
+		if m == &b.lone {
+			m = new(messengent)
+			*m = b.lone
+		}
+		c.addTxn(r, m)
+	}
+	b.lone = messengent{}
 	return true
 }

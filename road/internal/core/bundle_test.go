@@ -658,3 +658,59 @@ func TestSpareTxnTable(t *testing.T) {
 		}
 	})
 }
+
+// A bundled message costs the sender's core one allocation (its
+// messenger) and the receiver's one (the copy its Message.Raw keeps): the
+// sender measures no head to know it fits, and an entry delivered at once
+// has no messengent, Message or txns entry of its own (raw bodies, 20 a
+// bundle, their answers carried back, one message under way throughout;
+// amortized).
+func TestBundledMessageAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates") // make allocs runs it
+	}
+	eachFastProfile(t, func(t *testing.T, tp testProfile) {
+		p := joinedPair(t, tp)
+		r := p.otherRemote()
+		checker := NewFootChecker(new(atomic.Uint64))
+		var in Inbound
+		var spare []Datagram
+		carry := func(from, to *Core) {
+			out := from.TakeOut(spare)
+			for i := range out {
+				checker.Parse(&in, out[i].B, p.addrOf(from), to.KeyTable())
+				to.Receive(&in, p.now)
+				out[i].Release()
+			}
+			spare = out[:0]
+		}
+		body := []byte("sixty-four bytes of payload, as bench/peers sends one-way......")
+		const k = 20
+		cycle := func() {
+			for range k {
+				p.other.Send(r.name, body, codec.BodyKindRaw, MsgID{}, nil, p.now, p.now)
+			}
+			carry(p.other, p.main)
+			p.main.Delivered(len(p.main.Deliveries()))
+			carry(p.main, p.other)
+		}
+		// One stays under way (its answers are lost), as in a stream: the
+		// window and the table of transactions stay.
+		p.other.Send(r.name, body, codec.BodyKindRaw, MsgID{}, nil, p.now, p.now)
+		carry(p.other, p.main)
+		p.main.TakeOut(nil)
+		cycle()
+		in0 := p.main.stats.c.MessagesIn
+		n := testing.AllocsPerRun(100, cycle)
+		if got := p.main.stats.c.MessagesIn - in0; got != 101*k {
+			t.Fatalf("%d delivered, want %d", got, 101*k)
+		}
+		if len(r.txns) != 1 {
+			t.Fatalf("%d transactions under way, want 1", len(r.txns))
+		}
+		t.Logf("%.1f allocations for %d messages", n, k)
+		if n > 2*k+2 {
+			t.Errorf("%.1f allocations for %d messages, want at most %d", n, k, 2*k+2)
+		}
+	})
+}

@@ -104,24 +104,11 @@ func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgI
 	m.si, m.ti = r.sid, r.nextTid()
 	m.timeout = after(c.now, c.cfg.MessageTimeout)
 	m.redo = r.messageRedo()
-	if c.bundles(r) {
-		h := m.head(c, 0, 0)
-		h.FootKind = codec.FootKindNaCl
-		pk := c.packerFor(r, &h)
-		n, err := 0, error(nil)
-		switch plain := m.plainLen(); {
-		case pk.MaxPacketSize > 0 && plain >= pk.MaxPacketSize: // with any head, more than one packet
-		case r.aead() != nil:
-			_, n, err = pk.SegmentsAEAD(&h, r.aead(), plain)
-		default:
-			_, n, err = pk.Segments(&h, plain+r.coat.Overhead())
-		}
-		if err == nil && n == 1 {
-			m.bundled, m.count, m.flags = true, 1, m.flag1[:]
-			c.addTxn(r, m)
-			c.queue(m)
-			return
-		}
+	if c.bundles(r) && m.onePacket(c) {
+		m.bundled, m.count, m.flags = true, 1, m.flag1[:]
+		c.addTxn(r, m)
+		c.queue(m)
+		return
 	}
 	if err := m.alone(c); err != nil {
 		m.finish(c, err)
@@ -129,6 +116,40 @@ func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgI
 	}
 	c.addTxn(r, m)
 	m.burst(c)
+}
+
+// onePacket reports whether the message travels in one packet, from the
+// lengths of its envelope and body (plainLen). One whose coat leaves room
+// for the largest head any codec writes (codec.MaxHeadSize) does, and one
+// at least a packet long does not: for neither is a head encoded, which
+// Segments does (and that costs it two allocations). The head is built in
+// c.txHead, not one of its own that would escape.
+func (m *messenger) onePacket(c *Core) bool {
+	r := m.r
+	h := &c.txHead
+	*h = m.head(c, 0, 0)
+	h.FootKind = codec.FootKindNaCl
+	pk := c.packerFor(r, h)
+	plain := m.plainLen()
+	a := r.aead()
+	n := plain + packet.AEADOverhead
+	if a == nil {
+		n = plain + r.coat.Overhead() + pk.Foot.Size()
+	}
+	switch {
+	case pk.MaxPacketSize > 0 && codec.MaxHeadSize+n <= pk.MaxPacketSize: // with any head, one packet
+		return true
+	case pk.MaxPacketSize > 0 && plain >= pk.MaxPacketSize: // with any head, more than one
+		return false
+	}
+	var count int
+	var err error
+	if a != nil {
+		_, count, err = pk.SegmentsAEAD(h, a, plain)
+	} else {
+		_, count, err = pk.Segments(h, plain+r.coat.Overhead())
+	}
+	return err == nil && count == 1
 }
 
 // alone seals the message and plans its segments, to send it by itself.
@@ -452,11 +473,12 @@ type messengent struct {
 	fk      codec.FootKind
 	lowest  int
 	highest int
-	pending *Message // whole, waiting for room to deliver
-	id      MsgID    // pending's id, from a peer that negotiated message ids
+	pending Message // whole (when whole), waiting for room to deliver
+	id      MsgID   // pending's id, from a peer that negotiated message ids
 	// decoding: pending's body is being decoded off the owner goroutine
-	// (a BatchSerializer's kind); complete waits for decoded.
-	decoding bool
+	// (a BatchSerializer's kind); complete waits for decoded. whole: it
+	// has pending; ended: it was removed.
+	decoding, whole, ended bool
 	first    time.Time // its first packet
 	dec      Decode    // pending's body, for the decoder
 	timeout  expiry
@@ -489,6 +511,7 @@ func (m *messengent) send(c *Core, pk codec.PacketKind, body []byte, sn int) {
 
 // remove ends the transaction, delivered or (refused) not.
 func (m *messengent) remove(c *Core, refused bool) {
+	m.ended = true
 	c.removeTxn(m.r, m)
 	c.reasm.Drop(m.msgKey())
 	c.used(m.r, m.si, m.ti, refused)
@@ -517,7 +540,7 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 		m.nack(c)
 		return
 	}
-	if m.pending != nil {
+	if m.whole {
 		return // whole already; waiting to deliver
 	}
 	h := &p.Head
@@ -584,13 +607,13 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 
 // opened takes the message once whole and opened (openMessage's outcome):
 // it delivers it, hands its body to the decoder, or nacks it.
-func (m *messengent) opened(c *Core, msg *Message, id MsgID, later bool, err error) {
+func (m *messengent) opened(c *Core, msg Message, id MsgID, later bool, err error) {
 	if err != nil {
 		c.stats.drop(errDrop(err))
 		m.nack(c)
 		return
 	}
-	m.pending, m.id = msg, id
+	m.pending, m.whole, m.id = msg, true, id
 	if later {
 		m.decoding = true
 		m.dec = Decode{Kind: msg.Kind, Raw: msg.Raw, m: m}
@@ -672,7 +695,7 @@ func (m *messengent) complete(c *Core) {
 	if m.id.Seq != 0 {
 		m.r.mids.delivered(m.id, c.now)
 	}
-	c.delivery = append(c.delivery, *m.pending)
+	c.delivery = append(c.delivery, m.pending)
 	c.stats.c.MessagesIn++
 	m.done(c)
 	m.remove(c, false)
@@ -701,7 +724,7 @@ func (m *messengent) tick(c *Core) {
 	if m.decoding {
 		return // the decoder answers, or the timeout nacks
 	}
-	if m.pending != nil {
+	if m.whole {
 		m.complete(c)
 		return
 	}
@@ -725,10 +748,10 @@ func (m *messengent) decoded(c *Core, body map[string]any, err error) {
 }
 
 // openMessage opens a whole coat and decodes it (decodeMessage).
-func (c *Core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat []byte) (msg *Message, id MsgID, later bool, err error) {
+func (c *Core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat []byte) (msg Message, id MsgID, later bool, err error) {
 	plain, err := openCoat(r, ck, coat)
 	if err != nil {
-		return nil, id, false, err
+		return msg, id, false, err
 	}
 	return c.decodeMessage(r, bk, plain)
 }
@@ -737,25 +760,27 @@ func (c *Core) openMessage(r *remote, bk codec.BodyKind, ck codec.CoatKind, coat
 // ids) from its opened coat plain, which the message keeps, and decodes
 // its body, or, for a body of a BatchSerializer's kind, leaves that to the
 // decoder goroutine (later).
-func (c *Core) decodeMessage(r *remote, bk codec.BodyKind, plain []byte) (msg *Message, id MsgID, later bool, err error) {
+func (c *Core) decodeMessage(r *remote, bk codec.BodyKind, plain []byte) (msg Message, id MsgID, later bool, err error) {
 	if r.prof != nil && r.prof.mids {
 		if id, plain, err = packet.SplitMessageID(plain); err != nil {
-			return nil, id, false, &packet.BodyError{Kind: bk, Op: "unmarshal", Err: fmt.Errorf("%w: %w", packet.ErrMalformedBody, err)}
+			return msg, id, false, &packet.BodyError{Kind: bk, Op: "unmarshal", Err: fmt.Errorf("%w: %w", packet.ErrMalformedBody, err)}
 		}
 	}
-	msg = &Message{From: r.name, Kind: bk, Raw: plain}
+	msg = Message{From: r.name, Kind: bk, Raw: plain}
 	if bk == codec.BodyKindRaw {
 		return msg, id, false, nil
 	}
 	ser, err := c.cfg.Serializers.Lookup(bk)
 	if err != nil {
-		return nil, id, false, err
+		return Message{}, id, false, err
 	}
 	if _, ok := ser.(packet.BatchSerializer); ok && c.cfg.DecodeLater && len(plain) > 0 {
 		return msg, id, true, nil
 	}
-	if err := ser.Unmarshal(plain, &msg.Body); err != nil {
-		return nil, id, false, err
+	var body map[string]any // of its own: msg does not escape to the serializer
+	if err := ser.Unmarshal(plain, &body); err != nil {
+		return Message{}, id, false, err
 	}
+	msg.Body = body
 	return msg, id, false, nil
 }
