@@ -162,7 +162,7 @@ func (a *allower) send(c *Core, pk codec.PacketKind, body []byte) {
 		}
 		a.last, a.lastKind = b, pk
 		a.redo.restart(c.now)
-		c.retime(a.r, a)
+		c.retime(a)
 	}
 }
 
@@ -238,7 +238,7 @@ func (a *allower) tick(c *Core) {
 	}
 	if a.redo.due(c.now) {
 		a.redo.backoff(c.now)
-		c.retime(a.r, a)
+		c.retime(a)
 		if a.last != nil {
 			c.retransmit(a.last, a.r.ha)
 			c.timeRequest(&a.asked, a.r.ha, true)
@@ -280,7 +280,7 @@ func (a *allowent) send(c *Core, pk codec.PacketKind, body []byte) {
 		}
 		a.last, a.lastKind = b, pk
 		a.redo.restart(c.now)
-		c.retime(a.r, a)
+		c.retime(a)
 	}
 }
 
@@ -423,7 +423,7 @@ func (a *allowent) tick(c *Core) {
 	}
 	if a.redo.due(c.now) {
 		a.redo.backoff(c.now)
-		c.retime(a.r, a)
+		c.retime(a)
 		if a.last != nil {
 			c.retransmit(a.last, a.r.ha)
 			c.timeRequest(&a.asked, a.r.ha, true)

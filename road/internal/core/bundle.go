@@ -69,7 +69,7 @@ func (c *Core) bundles(r *remote) bool { return r.prof != nil && r.prof.bdl }
 // queue puts m in the bundles of this moment.
 func (c *Core) queue(m *messenger) {
 	m.queued = true
-	c.retime(m.r, m)
+	c.retime(m)
 	c.bundling.queued = append(c.bundling.queued, m)
 }
 
@@ -127,8 +127,8 @@ func (c *Core) flushRemote(r *remote, ms []*messenger, as []owed) {
 	live := ms[:0]
 	for _, m := range ms {
 		m.queued = false // its timers count again (deadline)
-		c.retime(r, m)
-		if m.bundled && r.added && r.allowed && r.txns[m.key()] == txn(m) {
+		c.retime(m)
+		if m.bundled && r.added && r.allowed && m.in == r {
 			live = append(live, m)
 		}
 	}
@@ -276,7 +276,7 @@ func (c *Core) flushBundle(r *remote, h *codec.Head, ms []*messenger) {
 		for _, m := range ms { // their timers try again
 			if m.bundled {
 				m.redo.restart(c.now)
-				c.retime(m.r, m)
+				c.retime(m)
 			}
 		}
 		return
@@ -310,7 +310,7 @@ func (m *messenger) sent(c *Core) {
 	c.timeRequest(&m.sentAt, m.r.ha, m.retry)
 	m.retry = false
 	m.redo.restart(c.now)
-	c.retime(m.r, m)
+	c.retime(m)
 }
 
 // receiveBundled takes a bundle or an answers packet from r, authenticated

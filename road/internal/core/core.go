@@ -83,7 +83,7 @@ type Core struct {
 	// ran, keyed the transactions whose deadlines it read (timers.go).
 	timers       timerHeap[*remote]
 	touched      []*remote
-	retimed      []retimed
+	retimed      []txn
 	due          []*remote
 	visits       uint64
 	keyed        uint64
@@ -391,16 +391,15 @@ func (c *Core) addTxn(r *remote, t txn) {
 		}
 	}
 	r.txns[k] = t
-	t.timerSlot().inTxns = true
-	c.retime(r, t)
+	t.timerSlot().in = r
+	c.retime(t)
 }
 
 // removeTxn unregisters t from r (if it is still the one at its key).
 func (c *Core) removeTxn(r *remote, t txn) {
-	if r.txns[t.key()] == t {
+	if s := t.timerSlot(); s.in == r {
 		delete(r.txns, t.key())
-		s := t.timerSlot()
-		s.inTxns, s.marked = false, false // not keyed again (flushWake)
+		s.in, s.marked = nil, false // not keyed again (flushWake)
 		r.clock.set(t, time.Time{})
 		if len(r.txns) == 0 {
 			c.spareTxns, r.txns = r.txns, nil // an idle remote holds no table
@@ -1145,7 +1144,7 @@ func (c *Core) tickRemote(r *remote) {
 	for r.clock.dueAt(c.now) {
 		t := r.clock.pop()
 		c.keyed++
-		c.retime(r, t)
+		c.retime(t)
 		if d := t.deadline(); !d.IsZero() && !c.now.Before(d) {
 			t.tick(c)
 		}

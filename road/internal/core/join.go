@@ -304,7 +304,7 @@ func (j *joiner) send(c *Core, pk codec.PacketKind, body []byte) {
 	if b := c.sendNew(j.r, &h, body, j.r.ha); b != nil {
 		j.last, j.lastKind = b, pk
 		j.redo.restart(c.now)
-		c.retime(j.r, j)
+		c.retime(j)
 		if pk == codec.PacketKindRequest {
 			j.tries++
 		}
@@ -333,7 +333,7 @@ func (j *joiner) receive(c *Core, p *rxPacket) {
 		if !j.pended || j.pendWhy != why {
 			j.pended, j.pendWhy = true, why
 			j.timeout = after(c.now, c.cfg.PendTimeout)
-			c.retime(j.r, j)
+			c.retime(j)
 			c.report(EventPending, c.nameOf(j.r), j.r.nuid, why, j.r.ha, c.hint(why, j.r.name))
 		}
 	case codec.PacketKindResponse:
@@ -492,10 +492,10 @@ func (j *joiner) tick(c *Core) {
 	if j.pended { // by the joinent: ask again now and then
 		j.redo.cur = min(pendRedo, c.cfg.PendTimeout)
 		j.redo.restart(c.now)
-		c.retime(j.r, j)
+		c.retime(j)
 	} else {
 		j.redo.backoff(c.now)
-		c.retime(j.r, j)
+		c.retime(j)
 	}
 	c.retransmit(j.last, j.r.ha)
 	j.tries++
@@ -553,7 +553,7 @@ func (j *joinent) send(c *Core, pk codec.PacketKind, body []byte) {
 	if b := c.sendNew(j.r, &h, body, j.from); b != nil {
 		j.last, j.lastKind = b, pk
 		j.redo.restart(c.now)
-		c.retime(j.r, j)
+		c.retime(j)
 	}
 }
 
@@ -595,7 +595,7 @@ func (j *joinent) receive(c *Core, p *rxPacket) {
 		// operator decides, and our timer waits for it.
 		j.pended = true
 		j.redo.at = time.Time{}
-		c.retime(j.r, j)
+		c.retime(j)
 	case codec.PacketKindAck:
 		j.complete(c)
 	case codec.PacketKindNack, codec.PacketKindRefuse, codec.PacketKindReject:
@@ -722,14 +722,14 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 	}
 	if status == keep.Accepted {
 		j.redo.backoff(c.now)
-		c.retime(j.r, j)
+		c.retime(j)
 		j.ackAccept(c)
 		return
 	}
 	c.saveRemote(r, false) // a remote we know; nothing is kept for a stranger
 	j.pended = true
 	j.timeout = after(c.now, c.cfg.PendTimeout)
-	c.retime(j.r, j)
+	c.retime(j)
 	c.report(EventPending, r.name, r.nuid, ReasonPendingOurs, j.from, c.hint(ReasonPendingOurs, r.name))
 	j.send(c, codec.PacketKindPend, nil)
 	j.redo.at = time.Time{} // the pend timer decides now
@@ -818,7 +818,7 @@ func (j *joinent) tick(c *Core) {
 		return
 	}
 	j.redo.backoff(c.now)
-	c.retime(j.r, j)
+	c.retime(j)
 	if j.lastKind == codec.PacketKindResponse {
 		c.retransmit(j.last, j.from)
 	}
@@ -829,7 +829,7 @@ func (j *joinent) decided(c *Core, status keep.Acceptance) {
 	if status == keep.Accepted {
 		j.pended = false
 		j.timeout = after(c.now, c.cfg.JoinentTimeout)
-		c.retime(j.r, j)
+		c.retime(j)
 		j.ackAccept(c)
 		return
 	}

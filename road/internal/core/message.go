@@ -94,12 +94,13 @@ func (m *messenger) deadline() time.Time {
 // startMessenger sends a serialized body with its id to r. result receives
 // the outcome. A message that fits one packet of a session that bundles
 // waits for the flush of this moment (bundle.go); any other is sealed and
-// sent now, whole or in segments.
-func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) {
+// sent now, whole or in segments. It returns the messenger, under way
+// unless it ended at once (m.in is nil then).
+func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) *messenger {
 	m := &messenger{r: r, body: body, bk: bk, id: id, result: result, started: started, lastSeg: -1}
 	if !r.allowed || r.coat == nil {
 		m.finish(c, ErrNotAllowed)
-		return
+		return m
 	}
 	m.si, m.ti = r.sid, r.nextTid()
 	m.timeout = after(c.now, c.cfg.MessageTimeout)
@@ -108,14 +109,15 @@ func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgI
 		m.bundled, m.count, m.flags = true, 1, m.flag1[:]
 		c.addTxn(r, m)
 		c.queue(m)
-		return
+		return m
 	}
 	if err := m.alone(c); err != nil {
 		m.finish(c, err)
-		return
+		return m
 	}
 	c.addTxn(r, m)
 	m.burst(c)
+	return m
 }
 
 // onePacket reports whether the message travels in one packet, from the
@@ -256,7 +258,7 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	m.lastSeg = i
 	c.timeRequest(&m.sentAt, m.r.ha, again)
 	m.redo.restart(c.now)
-	c.retime(m.r, m)
+	c.retime(m)
 }
 
 // sample gives the remote's RTT estimate the time since the last packet,
@@ -371,7 +373,7 @@ func (m *messenger) tick(c *Core) {
 		if m.redo.due(c.now) && !m.queued {
 			// Lost, or its done was: into the bundles of this moment again.
 			m.redo.backoff(c.now)
-			c.retime(m.r, m)
+			c.retime(m)
 			m.retry = true
 			c.queue(m)
 		}
@@ -381,7 +383,7 @@ func (m *messenger) tick(c *Core) {
 		return
 	}
 	m.redo.backoff(c.now)
-	c.retime(m.r, m)
+	c.retime(m)
 	if m.acked && m.flags[m.lastSeg]&segAgain == 0 {
 		m.flags[m.lastSeg] |= segAgain
 		m.sendSeg(c, m.lastSeg, true)
@@ -476,14 +478,16 @@ type messengent struct {
 	pending Message // whole (when whole), waiting for room to deliver
 	id      MsgID   // pending's id, from a peer that negotiated message ids
 	// decoding: pending's body is being decoded off the owner goroutine
-	// (a BatchSerializer's kind); complete waits for decoded. whole: it
-	// has pending; ended: it was removed.
-	decoding, whole, ended bool
+	// (a BatchSerializer's kind); complete waits for decoded.
+	decoding bool
 	first    time.Time // its first packet
 	dec      Decode    // pending's body, for the decoder
 	timeout  expiry
 	heapSlot // in its remote's clock (timers.go)
 	redo     redo
+
+	whole bool // it has pending
+	ended bool // removed
 }
 
 func (m *messengent) kind() codec.TransactionKind { return codec.TransactionKindMessage }
@@ -505,7 +509,7 @@ func (m *messengent) send(c *Core, pk codec.PacketKind, body []byte, sn int) {
 	h.SegmentNumber = uint16(sn)
 	if c.send(m.r, h, body, m.r.ha) {
 		m.redo.restart(c.now)
-		c.retime(m.r, m)
+		c.retime(m)
 	}
 }
 
@@ -591,7 +595,7 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 		// Only a new segment buys time: duplicates do not, and nothing
 		// buys more than maxReassemblyAge from the first segment.
 		m.timeout = expiry(earliest(time.Time(after(c.now, c.cfg.MessageTimeout)), m.first.Add(maxReassemblyAge)))
-		c.retime(m.r, m)
+		c.retime(m)
 	}
 	c.refresh(r, yes)
 	m.wait = h.Wait()
@@ -689,7 +693,7 @@ func (m *messengent) complete(c *Core) {
 	if len(c.delivery) >= c.cfg.ReceiveQueue {
 		c.stats.drop(dropReceiveQueueFull)
 		m.redo.restart(c.now)
-		c.retime(m.r, m)
+		c.retime(m)
 		return
 	}
 	if m.id.Seq != 0 {
@@ -720,7 +724,7 @@ func (m *messengent) tick(c *Core) {
 		return
 	}
 	m.redo.backoff(c.now)
-	c.retime(m.r, m)
+	c.retime(m)
 	if m.decoding {
 		return // the decoder answers, or the timeout nacks
 	}

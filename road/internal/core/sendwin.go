@@ -40,8 +40,12 @@ type sendWindow struct {
 	// from head on; those that ended are dropped as they reach the head.
 	started []txnKey
 	head    int
-	large   int // segmented messages under way
-	charge  int // what they may be charged in the receiver's reassembly
+	// first is the messenger at started[head] when oldest found it under
+	// way: while it is, oldest looks nothing up (it asks at every start and
+	// every done).
+	first  *messenger
+	large  int // segmented messages under way
+	charge int // what they may be charged in the receiver's reassembly
 }
 
 // roomCharge is what the receiver's Reassembler charges at most for m's
@@ -54,13 +58,17 @@ func roomCharge(m *messenger) int {
 func (w *sendWindow) oldest(r *remote) (uint32, bool) {
 	for w.head < len(w.started) {
 		k := w.started[w.head]
-		if _, ok := r.txns[k].(*messenger); ok && k.si == r.sid {
+		if m := w.first; m != nil && m.in == r && m.key() == k && k.si == r.sid {
+			return k.ti, true
+		}
+		if m, ok := r.txns[k].(*messenger); ok && k.si == r.sid {
+			w.first = m
 			return k.ti, true
 		}
 		w.started[w.head] = txnKey{}
 		w.head++
 	}
-	w.started, w.head = w.started[:0], 0
+	w.started, w.head, w.first = w.started[:0], 0, nil
 	return 0, false
 }
 
@@ -93,13 +101,7 @@ func (c *Core) begin(r *remote, body []byte, bk codec.BodyKind, id MsgID, result
 
 // launch starts a message to r and counts it in r's window.
 func (c *Core) launch(r *remote, body []byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) {
-	tid := r.tid
-	c.startMessenger(r, body, bk, id, result, started)
-	if r.tid == tid {
-		return // it did not start
-	}
-	// A message that starts is the newest transaction: the one at tid.
-	if m, ok := r.txns[txnKey{si: r.sid, ti: r.tid}].(*messenger); ok {
+	if m := c.startMessenger(r, body, bk, id, result, started); m.in == r {
 		c.began(m)
 	}
 }

@@ -35,12 +35,13 @@ type slotted interface {
 
 // heapSlot is a timed thing's place in its heap: its key (due), and
 // 1 + its index there (idx; 0 when it is not in it). marked says that it
-// waits to be keyed again (core.touched, core.retimed).
+// waits to be keyed again (core.touched, core.retimed). A transaction's
+// also says whose txns (and clock) hold it: in, nil when none does.
 type heapSlot struct {
 	due    time.Time
+	in     *remote
 	idx    int32
 	marked bool
-	inTxns bool // a transaction's: in its remote's txns (addTxn)
 }
 
 func (s *heapSlot) timerSlot() *heapSlot { return s }
@@ -152,22 +153,17 @@ func (c *Core) touch(r *remote) {
 	}
 }
 
-// retime marks t, r's transaction: its deadline may have moved, and
-// flushWake keys it again in r.clock (and r in the core's heap). Whatever
+// retime marks transaction t: its deadline may have moved, and flushWake
+// keys it again in its remote's clock (and the remote in the core's heap).
+// Whatever
 // moves a transaction's timers (its redo, its timeout, a messenger's
 // queued) calls it; addTxn retimes what it adds, so that one not added yet
 // is left alone (and one removed, by removeTxn, too).
-func (c *Core) retime(r *remote, t txn) {
-	if s := t.timerSlot(); s.inTxns && !s.marked {
+func (c *Core) retime(t txn) {
+	if s := t.timerSlot(); s.in != nil && !s.marked {
 		s.marked = true
-		c.retimed = append(c.retimed, retimed{r, t})
+		c.retimed = append(c.retimed, t)
 	}
-}
-
-// retimed is a transaction waiting in core.retimed, with its remote.
-type retimed struct {
-	r *remote
-	t txn
 }
 
 // flushWake keys again the transactions retimed and the remotes touched
@@ -177,13 +173,13 @@ type retimed struct {
 // given up) leaves the heap. The cost is O(what moved · log), whatever is
 // in flight.
 func (c *Core) flushWake() {
-	for i, e := range c.retimed {
-		c.retimed[i] = retimed{}
-		if s := e.t.timerSlot(); s.marked {
+	for i, t := range c.retimed {
+		c.retimed[i] = nil
+		if s := t.timerSlot(); s.marked {
 			s.marked = false
 			c.keyed++
-			e.r.clock.set(e.t, e.t.deadline())
-			c.touch(e.r)
+			s.in.clock.set(t, t.deadline())
+			c.touch(s.in)
 		}
 	}
 	c.retimed = c.retimed[:0]
