@@ -1,7 +1,6 @@
 package core
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"slices"
@@ -53,6 +52,12 @@ type bundling struct {
 	parsed  packet.Bundle        // a received bundle
 	plain   []byte               // its opened payload
 	lone    messengent           // an entry's, while it is delivered (bundledMessage)
+	// own is the memory the new entries of the bundle being received
+	// keep (their Message.Raw, each capped to its own), made at the first
+	// of them for all: one allocation a bundle, not one an entry. owing is
+	// what the bundle's entries hold in all.
+	own   []byte
+	owing int
 }
 
 // owed is a done owed to remote r for its transaction (si, ti).
@@ -379,9 +384,15 @@ func (c *Core) receiveBundled(p *rxPacket, r *remote) {
 	// The answers are of our transactions: of our session, which the
 	// bundle's head (of its sender's session) does not name.
 	live := c.answered(r, r.sid, rs) > 0
+	b.own, b.owing = nil, 0
+	for i := range b.parsed.Entries {
+		b.owing += len(b.parsed.Entries[i].Plain)
+	}
 	for i := range b.parsed.Entries {
 		live = c.bundledMessage(p, r, &b.parsed.Entries[i]) || live
 	}
+	// The messages hold their memory now.
+	b.own = nil
 	if live { // not only repeats, which could hide a remote gone: it is there
 		c.heard(r)
 		c.refresh(r, yes)
@@ -408,6 +419,19 @@ func (c *Core) answered(r *remote, si uint32, rs []packet.AnswerRange) (live int
 		}
 	}
 	return live
+}
+
+// ownCopy copies plain, a new entry's, into the memory the bundle being
+// received gives its entries (bundling.own), capped so that an append to
+// it cannot reach the next entry's.
+func (c *Core) ownCopy(plain []byte) []byte {
+	b := &c.bundling
+	if b.own == nil {
+		b.own = make([]byte, 0, b.owing)
+	}
+	start := len(b.own)
+	b.own = append(b.own, plain...)
+	return b.own[start:len(b.own):len(b.own)]
 }
 
 // entryHead is the head entry e of bundle p would have as a lone message.
@@ -447,7 +471,7 @@ func (c *Core) bundledMessage(p *rxPacket, r *remote, e *packet.BundleEntry) boo
 		c.replyStaleTo(&eh, p.from, r, codec.PacketKindNack)
 		return false
 	}
-	msg, id, later, err := c.decodeMessage(r, e.BodyKind, bytes.Clone(e.Plain))
+	msg, id, later, err := c.decodeMessage(r, e.BodyKind, c.ownCopy(e.Plain))
 	// Most entries are delivered (or refused) at once: their messengent
 	// ends within opened, and needs neither memory of its own nor a place
 	// in r.txns. One that waits (for room to deliver) moves to its own; one

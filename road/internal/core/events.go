@@ -75,7 +75,9 @@ type Message struct {
 	// Body is the decoded mapping (empty for an empty body); nil for a raw
 	// body.
 	Body map[string]any
-	// Raw is the serialized body as received (after the coat is opened).
+	// Raw is the serialized body as received (after the coat is opened),
+	// the message's to keep: the messages of one bundle share one block of
+	// memory, each Raw capped to its own bytes (an append copies).
 	Raw []byte
 }
 
