@@ -1,7 +1,9 @@
 package road
 
 import (
+	"cmp"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,10 +33,18 @@ type midSource struct {
 	warned time.Time // the last warning of a message sent without an id
 }
 
-// openSeqs are a remote's seqs not yet done.
+// openSeqs are a remote's seqs not yet done: in order from head (a
+// Stack's own grow, so each goes at the end), some done (dropped once
+// they reach the head), found by binary search, with no map or hash.
 type openSeqs struct {
-	open map[uint64]struct{}
-	low  []uint64 // a min-heap of them, some done (lazily removed)
+	seqs []openSeq
+	head int
+	open int // how many are not done
+}
+
+type openSeq struct {
+	seq  uint64
+	done bool
 }
 
 type pendingPut struct {
@@ -98,14 +108,11 @@ func (s *midSource) holdLocked(remote string, seq uint64) {
 	o := s.remotes[remote]
 	if o == nil {
 		if o, s.spare = s.spare, nil; o == nil {
-			o = &openSeqs{open: map[uint64]struct{}{}}
+			o = &openSeqs{}
 		}
 		s.remotes[remote] = o
 	}
-	if _, ok := o.open[seq]; !ok {
-		o.open[seq] = struct{}{}
-		o.push(seq)
-	}
+	o.add(seq)
 }
 
 // done forgets seq of a message to remote: the remote has it (or, without
@@ -117,16 +124,8 @@ func (s *midSource) done(remote string, seq uint64) {
 	if o == nil {
 		return
 	}
-	delete(o.open, seq)
-	for len(o.low) > 0 {
-		if _, ok := o.open[o.low[0]]; ok {
-			break
-		}
-		o.pop()
-	}
-	if len(o.open) == 0 {
+	if o.remove(seq) == 0 {
 		delete(s.remotes, remote)
-		o.low = o.low[:0]
 		s.spare = o
 	}
 }
@@ -135,8 +134,8 @@ func (s *midSource) done(remote string, seq uint64) {
 // one when there is none.
 func (s *midSource) floor(remote string) uint64 {
 	f := s.high + 1
-	if o := s.remotes[remote]; o != nil && len(o.low) > 0 {
-		f = o.low[0]
+	if o := s.remotes[remote]; o != nil && o.open > 0 {
+		f = o.seqs[o.head].seq
 	}
 	for _, p := range s.puts {
 		if p.remote == remote {
@@ -157,37 +156,47 @@ func (s *midSource) warn(now time.Time) bool {
 	return true
 }
 
-func (o *openSeqs) push(seq uint64) {
-	h := append(o.low, seq)
-	for i := len(h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if h[p] <= h[i] {
-			break
-		}
-		h[p], h[i] = h[i], h[p]
-		i = p
-	}
-	o.low = h
+// find is where seq is, or would go, among the seqs from head.
+func (o *openSeqs) find(seq uint64) (int, bool) {
+	live := o.seqs[o.head:]
+	i, found := slices.BinarySearchFunc(live, seq, func(e openSeq, seq uint64) int { return cmp.Compare(e.seq, seq) })
+	return o.head + i, found
 }
 
-func (o *openSeqs) pop() {
-	h := o.low
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	for i := 0; ; {
-		small, l, r := i, 2*i+1, 2*i+2
-		if l < len(h) && h[l] < h[small] {
-			small = l
-		}
-		if r < len(h) && h[r] < h[small] {
-			small = r
-		}
-		if small == i {
-			break
-		}
-		h[i], h[small] = h[small], h[i]
-		i = small
+// add opens seq (again, if it was done).
+func (o *openSeqs) add(seq uint64) {
+	if n := len(o.seqs); n == o.head || o.seqs[n-1].seq < seq {
+		o.seqs = append(o.seqs, openSeq{seq: seq})
+		o.open++
+		return
 	}
-	o.low = h
+	i, found := o.find(seq)
+	switch {
+	case !found:
+		o.seqs = slices.Insert(o.seqs, i, openSeq{seq: seq})
+		o.open++
+	case o.seqs[i].done:
+		o.seqs[i].done = false
+		o.open++
+	}
+}
+
+// remove marks seq done, drops the done ones at the head, and returns how
+// many stay open; none: the seqs are emptied (their memory kept).
+func (o *openSeqs) remove(seq uint64) int {
+	if i, found := o.find(seq); found && !o.seqs[i].done {
+		o.seqs[i].done = true
+		o.open--
+	}
+	for o.head < len(o.seqs) && o.seqs[o.head].done {
+		o.head++
+	}
+	switch {
+	case o.open == 0:
+		o.seqs, o.head = o.seqs[:0], 0
+	case o.head >= len(o.seqs)/2 && o.head >= 64:
+		n := copy(o.seqs, o.seqs[o.head:])
+		o.seqs, o.head = o.seqs[:n], 0
+	}
+	return o.open
 }

@@ -1,6 +1,7 @@
 package road
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/raet-go/raet/road/internal/core"
@@ -60,5 +61,54 @@ func TestMidSource(t *testing.T) {
 	}
 	if newMidSource(0).stream == 0 {
 		t.Fatal("a zero stream")
+	}
+}
+
+// A remote's open seqs, through any mix of seqs opened (in order, out of
+// order, again) and done, against a set: the same open, the same lowest.
+func TestOpenSeqs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var o openSeqs
+	model := map[uint64]bool{}
+	next := uint64(100)
+	for i := range 8000 {
+		var seq uint64
+		switch k := rng.IntN(10); {
+		case k < 4: // a Stack's own, in order
+			next++
+			seq = next
+			o.add(seq)
+			model[seq] = true
+		case k < 5: // an earlier run's, or one opened again
+			seq = next - uint64(rng.IntN(150))
+			o.add(seq)
+			model[seq] = true
+		default:
+			seq = next - uint64(rng.IntN(150))
+			o.remove(seq)
+			delete(model, seq)
+		}
+		low, ok := uint64(0), false
+		for s := range model {
+			if !ok || s < low {
+				low, ok = s, true
+			}
+		}
+		if o.open != len(model) || (ok && o.seqs[o.head].seq != low) {
+			t.Fatalf("step %d (seq %d): %d open, lowest %v; want %d, %d", i, seq, o.open, o.seqs[o.head:min(o.head+1, len(o.seqs))], len(model), low)
+		}
+		// Held: each seq once, in order, none below the lowest open (so no
+		// more than the span from it).
+		for j := o.head + 1; j < len(o.seqs); j++ {
+			if o.seqs[j-1].seq >= o.seqs[j].seq {
+				t.Fatalf("step %d: seqs out of order at %d", i, j)
+			}
+		}
+		if ok && uint64(len(o.seqs)-o.head) > next-low+1 {
+			t.Fatalf("step %d: %d seqs held, from %d to %d", i, len(o.seqs)-o.head, low, next)
+		}
+		if !ok && len(o.seqs) != 0 {
+			t.Fatalf("step %d: %d seqs held, none open", i, len(o.seqs))
+		}
 	}
 }
