@@ -84,10 +84,38 @@ func (c *Core) TakeOut(spare []Datagram) []Datagram {
 const maxKeptOut = 256
 
 // Deliveries are the received messages not yet taken, oldest first.
-func (c *Core) Deliveries() []Message { return c.delivery }
+func (c *Core) Deliveries() []Message { return c.delivery.items() }
 
 // Delivered forgets the first n Deliveries, taken by the caller.
-func (c *Core) Delivered(n int) { c.delivery = dropFirst(c.delivery, n) }
+func (c *Core) Delivered(n int) { c.delivery.drop(n) }
+
+// fifo is a queue taken from the front: drop moves a head on, and what is
+// left moves down only once the head has passed as much as is left, so
+// that a caller taking a few of a long queue at a time (a Stack's receive
+// channel full) copies nothing each time (dropFirst would copy the rest).
+type fifo[T any] struct {
+	s    []T
+	head int
+}
+
+func (q *fifo[T]) items() []T { return q.s[q.head:] }
+func (q *fifo[T]) len() int   { return len(q.s) - q.head }
+func (q *fifo[T]) push(v T)   { q.s = append(q.s, v) }
+
+// drop forgets the first n items, clearing their slots: what they point to
+// is not kept alive.
+func (q *fifo[T]) drop(n int) {
+	clear(q.s[q.head : q.head+n])
+	q.head += n
+	switch left := len(q.s) - q.head; {
+	case left == 0:
+		q.s, q.head = q.s[:0], 0
+	case q.head >= left:
+		k := copy(q.s, q.s[q.head:])
+		clear(q.s[k:])
+		q.s, q.head = q.s[:k], 0
+	}
+}
 
 // dropFirst removes the first n elements of s, in place, and clears the
 // slots past its new end: what moved down must not stay behind there too,

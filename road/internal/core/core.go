@@ -70,7 +70,8 @@ type Core struct {
 	scratch  []byte     // a message's coat plaintext, being bundled
 	bufs     bufPool    // buffers of the datagrams in out that nobody keeps
 	txHead   codec.Head // the head being sent, kept here so it is not allocated per packet
-	delivery []Message  // completed messages not yet taken (Deliveries)
+	// delivery is the completed messages not yet taken (Deliveries).
+	delivery fifo[Message]
 	// decodes are messages whose bodies wait for a decoder
 	// (Config.DecodeLater; Decodes).
 	decodes []*Decode

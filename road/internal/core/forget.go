@@ -94,7 +94,7 @@ func (c *Core) shrink() {
 	q := &c.kq
 	q.holds, q.queued = rebuilt(q.holds), rebuilt(q.queued)
 	q.held = append([]heldDatagram(nil), q.held...)
-	c.delivery = append([]Message(nil), c.delivery...)
+	c.delivery = fifo[Message]{s: append([]Message(nil), c.delivery.items()...)}
 	c.reasm.Shrink()
 	c.lim.sweep(c.now)
 	c.peak = len(c.remotes)

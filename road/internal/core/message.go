@@ -690,7 +690,7 @@ func (m *messengent) complete(c *Core) {
 		m.remove(c, false)
 		return
 	}
-	if len(c.delivery) >= c.cfg.ReceiveQueue {
+	if c.delivery.len() >= c.cfg.ReceiveQueue {
 		c.stats.drop(dropReceiveQueueFull)
 		m.redo.restart(c.now)
 		c.retime(m)
@@ -699,7 +699,7 @@ func (m *messengent) complete(c *Core) {
 	if m.id.Seq != 0 {
 		m.r.mids.delivered(m.id, c.now)
 	}
-	c.delivery = append(c.delivery, m.pending)
+	c.delivery.push(m.pending)
 	c.stats.c.MessagesIn++
 	m.done(c)
 	m.remove(c, false)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -321,5 +322,41 @@ func TestStrangerSourcesSwept(t *testing.T) {
 	}
 	if n := len(l.sources); n > 2*minSweep {
 		t.Fatalf("%d sources kept, want at most %d", n, 2*minSweep)
+	}
+}
+
+// The queue of deliveries keeps its order through any mix of pushes and
+// drops, clears what it drops, and taking one of a long queue moves
+// nothing (the rest moves down once the head passed half).
+func TestFifo(t *testing.T) {
+	var q fifo[*int]
+	var model []*int
+	for i := range 5000 {
+		if i%3 != 2 || len(model) == 0 {
+			v := new(int)
+			*v = i
+			q.push(v)
+			model = append(model, v)
+		} else {
+			n := 1 + i%min(len(model), 7)
+			q.drop(n)
+			model = model[n:]
+		}
+		if q.len() != len(model) || !slices.Equal(q.items(), model) {
+			t.Fatalf("step %d: queue of %d, want %d", i, q.len(), len(model))
+		}
+		for j, p := range q.s[:q.head] {
+			if p != nil {
+				t.Fatalf("step %d: dropped slot %d still points", i, j)
+			}
+		}
+	}
+	var long fifo[int]
+	for i := range 1000 {
+		long.push(i)
+	}
+	long.drop(1)
+	if long.head != 1 || long.items()[0] != 1 {
+		t.Fatalf("taking one of 1000 moved the rest (head %d)", long.head)
 	}
 }
