@@ -2,16 +2,18 @@ package core
 
 import "time"
 
-// Timers by what is due. Each remote has one key, the earliest of its
-// timers (its transactions', its saved messages' timeouts, its AEAD coat's
-// idle check, its presence, reaping and forgetting: remoteDeadline), and
-// the remotes with a timer sit in a binary min-heap by that key, each
-// holding its index. Whatever
-// may move a remote's timers marks it (touch); after each event flushWake
-// keys again only the marked remotes, and Tick runs only the remotes whose
-// key is due. So an idle tick costs O(due · log remotes), not O(remotes),
-// and Deadline is exact. Finished transaction ids are a bounded window
-// (replay.go) and never walked.
+// Timers by what is due, at two levels. Each remote's transactions sit in
+// its clock, a heap by deadline; whatever moves a transaction's timers
+// marks it (retime). Each remote has one key, the earliest of its timers
+// (its clock's root, its saved messages' timeouts, its AEAD coat's idle
+// check, its presence, reaping and forgetting: remoteDeadline), and the
+// remotes with a timer sit in the core's heap by that key. Whatever may
+// move a remote's timers marks it (touch). After each event flushWake keys
+// again only what was marked, and Tick runs only the remotes whose key is
+// due, and of them only the transactions due. So an idle tick costs
+// O(due · log remotes), not O(remotes), a message started or answered
+// O(log in flight), not O(in flight), and Deadline is exact. Finished
+// transaction ids are a bounded window (replay.go) and never walked.
 
 // timerHeap holds what has a timer, by due time: a 4-ary min-heap whose
 // entries carry their keys (nothing is read to compare, and four children
@@ -155,10 +157,9 @@ func (c *Core) touch(r *remote) {
 
 // retime marks transaction t: its deadline may have moved, and flushWake
 // keys it again in its remote's clock (and the remote in the core's heap).
-// Whatever
-// moves a transaction's timers (its redo, its timeout, a messenger's
-// queued) calls it; addTxn retimes what it adds, so that one not added yet
-// is left alone (and one removed, by removeTxn, too).
+// Whatever moves a transaction's timers (its redo, its timeout, a
+// messenger's queued) calls it; addTxn retimes what it adds, so that one
+// not added yet is left alone (and one removed, by removeTxn, too).
 func (c *Core) retime(t txn) {
 	if s := t.timerSlot(); s.in != nil && !s.marked {
 		s.marked = true
