@@ -400,8 +400,11 @@ func (c *Core) receiveBundled(p *rxPacket, r *remote) {
 }
 
 // answered takes the answers rs of r to our transactions of session si,
-// and returns how many were of live ones.
+// and returns how many were of live ones. Each done ends its messenger as
+// a done packet would (done), the remote refreshed at the first and what
+// waits started after the last (not at each).
 func (c *Core) answered(r *remote, si uint32, rs []packet.AnswerRange) (live int) {
+	dones := 0
 	for _, g := range rs {
 		for k := range g.Count {
 			m, _ := r.txns[txnKey{si: si, ti: g.First + k}].(*messenger)
@@ -410,13 +413,20 @@ func (c *Core) answered(r *remote, si uint32, rs []packet.AnswerRange) (live int
 				c.stats.drop(dropStaleAnswer) // done before, or never ours
 			case g.Kind == codec.PacketKindDone:
 				live++
-				m.done(c)
+				m.sample(c)
+				if dones++; dones == 1 {
+					c.refresh(r, yes)
+				}
+				m.doneOnly(c)
 			default: // an ack: the message arrived, its done may take a while
 				live++
 				m.acked = true
 				m.sample(c)
 			}
 		}
+	}
+	if dones > 0 {
+		c.startHeld(r)
 	}
 	return live
 }

@@ -337,10 +337,16 @@ func (m *messenger) receive(c *Core, p *rxPacket) {
 func (m *messenger) done(c *Core) {
 	m.sample(c)
 	c.refresh(m.r, yes)
+	m.doneOnly(c)
+	c.startHeld(m.r)
+}
+
+// doneOnly ends the messenger as done does, but for what the caller does
+// once for many (answered): refresh the remote, start what waits.
+func (m *messenger) doneOnly(c *Core) {
 	c.removeTxn(m.r, m)
 	c.stats.rtt(c.now.Sub(m.started))
 	m.finish(c, nil)
-	c.startHeld(m.r)
 }
 
 // sendMisseds sends the segments asked for again: af on all, wf only on the
