@@ -55,7 +55,7 @@ func TestAllowRetransmits(t *testing.T) {
 				t.Fatal("nothing was sent again")
 			}
 			p.advance(5 * time.Second) // the allowent ends too
-			if n := len(p.mainRemote().txns) + len(p.otherRemote().txns); n != 0 {
+			if n := p.mainRemote().numTxns() + p.otherRemote().numTxns(); n != 0 {
 				t.Fatalf("%d transactions left", n)
 			}
 			if err := p.send(p.other, map[string]any{"n": 1}); err != nil {
@@ -143,8 +143,8 @@ func TestAllowentEnds(t *testing.T) {
 	p.join()
 	p.lose(p.other, codec.TransactionKindAllow, codec.PacketKindAck, 1000)
 	p.reallow(5 * time.Second)
-	if mr := p.mainRemote(); !mr.allowed || len(mr.txns) != 0 {
-		t.Fatalf("allowed %v, %d transactions", mr.allowed, len(mr.txns))
+	if mr := p.mainRemote(); !mr.allowed || mr.numTxns() != 0 {
+		t.Fatalf("allowed %v, %d transactions", mr.allowed, mr.numTxns())
 	}
 	p.cut = nil
 	if err := p.send(p.main, map[string]any{"n": 1}); err != nil {
@@ -208,8 +208,8 @@ func TestSessionChangeAborts(t *testing.T) {
 	or.sid++ // a new session of ours, as an allow makes
 	p.other.replaceStaleInitiators(or)
 	p.pump()
-	if len(or.txns) != 0 {
-		t.Fatalf("%d transactions of the old session left", len(or.txns))
+	if or.numTxns() != 0 {
+		t.Fatalf("%d transactions of the old session left", or.numTxns())
 	}
 	if p.count(p.other, codec.TransactionKindAlive, codec.PacketKindNack) != 1 {
 		t.Fatal("the aborted alive was not nacked")
@@ -222,8 +222,8 @@ func TestSessionChangeAborts(t *testing.T) {
 	mr.rsid++
 	p.main.removeStaleCorrespondents(mr)
 	p.pump()
-	if len(mr.txns) != 0 || p.count(p.main, codec.TransactionKindMessage, codec.PacketKindNack) != 1 {
-		t.Fatalf("%d correspondents left", len(mr.txns))
+	if mr.numTxns() != 0 || p.count(p.main, codec.TransactionKindMessage, codec.PacketKindNack) != 1 {
+		t.Fatalf("%d correspondents left", mr.numTxns())
 	}
 }
 

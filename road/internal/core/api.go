@@ -275,7 +275,7 @@ func (c *Core) Counters() Counters {
 // owner calls it when it stops.
 func (c *Core) Shutdown() {
 	for _, r := range c.remotes {
-		for _, t := range r.txns {
+		for t := range r.eachTxn {
 			if m, ok := t.(*messenger); ok {
 				m.finish(c, ErrClosed)
 			}

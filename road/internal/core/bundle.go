@@ -407,7 +407,7 @@ func (c *Core) answered(r *remote, si uint32, rs []packet.AnswerRange) (live int
 	dones := 0
 	for _, g := range rs {
 		for k := range g.Count {
-			m, _ := r.txns[txnKey{si: si, ti: g.First + k}].(*messenger)
+			m, _ := r.txn(txnKey{si: si, ti: g.First + k}).(*messenger)
 			switch {
 			case m == nil:
 				c.stats.drop(dropStaleAnswer) // done before, or never ours
@@ -470,7 +470,7 @@ func (c *Core) bundledMessage(p *rxPacket, r *remote, e *packet.BundleEntry) boo
 		c.replyStaleTo(&eh, p.from, r, codec.PacketKindNack)
 		return false
 	}
-	if t := r.txns[txnKey{rf: true, si: eh.SessionID, ti: e.TI}]; t != nil {
+	if t := r.txn(txnKey{rf: true, si: eh.SessionID, ti: e.TI}); t != nil {
 		if m, ok := t.(*messengent); !ok || !m.whole {
 			c.stats.drop(dropBundleEntryBusy) // a segmented message of that ti
 		}
@@ -484,7 +484,7 @@ func (c *Core) bundledMessage(p *rxPacket, r *remote, e *packet.BundleEntry) boo
 	msg, id, later, err := c.decodeMessage(r, e.BodyKind, c.ownCopy(e.Plain))
 	// Most entries are delivered (or refused) at once: their messengent
 	// ends within opened, and needs neither memory of its own nor a place
-	// in r.txns. One that waits (for room to deliver) moves to its own; one
+	// in r's tables. One that waits (for room to deliver) moves to its own; one
 	// for the decoder has its own from the start (its Decode points to it).
 	b := &c.bundling
 	m := &b.lone

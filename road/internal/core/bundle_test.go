@@ -497,7 +497,7 @@ func testBundleFlushAllocs(t *testing.T, tp testProfile) {
 	p.pump()
 	r := p.otherRemote()
 	var ms []*messenger
-	for _, t := range r.txns {
+	for t := range r.eachTxn {
 		if m, ok := t.(*messenger); ok {
 			ms = append(ms, m)
 		}
@@ -600,7 +600,7 @@ func TestBundleQueuedTimerNotDue(t *testing.T) {
 		c.Send("main", b, codec.BodyKindJSON, MsgID{}, res, p.now, p.now)
 		p.pump()
 		var m *messenger
-		for _, tx := range p.otherRemote().txns {
+		for tx := range p.otherRemote().eachTxn {
 			m, _ = tx.(*messenger)
 		}
 		if m == nil || !m.bundled {
@@ -643,16 +643,16 @@ func TestSpareTxnTable(t *testing.T) {
 		var table unsafe.Pointer
 		for round := range 3 {
 			res := p.sendAll(p.other, 16, 64)
-			if p.other.spareTxns != nil || r.txns == nil {
+			if p.other.spareTxns != nil || r.ours == nil {
 				t.Fatalf("round %d: 16 messages under way, and the spare table not taken", round)
 			}
-			if got := reflect.ValueOf(r.txns).UnsafePointer(); round > 0 && got != table {
+			if got := reflect.ValueOf(r.ours).UnsafePointer(); round > 0 && got != table {
 				t.Fatalf("round %d: a new table for the remote, not the spare", round)
 			}
 			p.pump()
 			allDone(t, res)
-			if r.txns != nil || p.other.spareTxns == nil || len(p.other.spareTxns) != 0 {
-				t.Fatalf("round %d: every message done, the remote holds %d transactions, spare %v", round, len(r.txns), p.other.spareTxns)
+			if r.ours != nil || p.other.spareTxns == nil || len(p.other.spareTxns) != 0 {
+				t.Fatalf("round %d: every message done, the remote holds %d transactions, spare %v", round, r.numTxns(), p.other.spareTxns)
 			}
 			table = reflect.ValueOf(p.other.spareTxns).UnsafePointer()
 		}
@@ -705,8 +705,8 @@ func TestBundledMessageAllocs(t *testing.T) {
 		if got := p.main.stats.c.MessagesIn - in0; got != 101*k {
 			t.Fatalf("%d delivered, want %d", got, 101*k)
 		}
-		if len(r.txns) != 1 {
-			t.Fatalf("%d transactions under way, want 1", len(r.txns))
+		if r.numTxns() != 1 {
+			t.Fatalf("%d transactions under way, want 1", r.numTxns())
 		}
 		t.Logf("%.1f allocations for %d messages", n, k)
 		if n > k+2 {

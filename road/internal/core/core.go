@@ -44,12 +44,13 @@ type Core struct {
 	kq      keepQueue                  // the writes to the store (keeptab.go)
 	joinees map[netip.AddrPort]*remote // vacuous joins in progress, by address
 
-	// spareTxns is the empty transaction table of the remote whose
-	// transactions all ended last, for the next remote to start one: a
+	// spareTxns is the empty transaction table (ours or theirs) of the
+	// remote whose transactions of one side all ended last, for the next
+	// remote to start one: a
 	// remote whose window of messages drains and fills again (16 in
 	// flight, answered by one bundle of dones) would make and grow a table
 	// each time. One a core, never larger than a remote's was.
-	spareTxns map[txnKey]txn
+	spareTxns map[txnID]txn
 
 	// rolesEvicted says roles lacks records the store holds (evictRole).
 	rolesEvicted bool
@@ -352,7 +353,7 @@ func (c *Core) renameRemote(r *remote, name string) error {
 
 // removeRemote forgets r (and its kept file), ending its transactions.
 func (c *Core) removeRemote(r *remote, reason error) {
-	for _, t := range r.txns {
+	for t := range r.eachTxn {
 		t.abort(c, codec.PacketKindNack)
 	}
 	for _, m := range r.saved {
@@ -382,16 +383,17 @@ func (c *Core) removeRemote(r *remote, reason error) {
 // addTxn registers t with r, in place of another at its key.
 func (c *Core) addTxn(r *remote, t txn) {
 	k := t.key()
-	if old := r.txns[k]; old != nil && old != t {
+	if old := r.txn(k); old != nil && old != t {
 		c.removeTxn(r, old)
 	}
-	if r.txns == nil {
-		r.txns, c.spareTxns = c.spareTxns, nil
-		if r.txns == nil {
-			r.txns = make(map[txnKey]txn, 1)
+	m := r.table(k)
+	if *m == nil {
+		*m, c.spareTxns = c.spareTxns, nil
+		if *m == nil {
+			*m = make(map[txnID]txn, 1)
 		}
 	}
-	r.txns[k] = t
+	(*m)[k.id()] = t
 	t.timerSlot().in = r
 	c.retime(t)
 }
@@ -399,14 +401,16 @@ func (c *Core) addTxn(r *remote, t txn) {
 // removeTxn unregisters t from r (if it is still the one at its key).
 func (c *Core) removeTxn(r *remote, t txn) {
 	if s := t.timerSlot(); s.in == r {
-		delete(r.txns, t.key())
+		k := t.key()
+		m := r.table(k)
+		delete(*m, k.id())
 		s.in, s.marked = nil, false // not keyed again (flushWake)
 		r.clock.set(t, time.Time{})
-		if len(r.txns) == 0 {
-			c.spareTxns, r.txns = r.txns, nil // an idle remote holds no table
-			if cap(r.clock) > idleClock {
-				r.clock = nil
-			}
+		if len(*m) == 0 {
+			c.spareTxns, *m = *m, nil // an idle remote holds no table
+		}
+		if r.numTxns() == 0 && cap(r.clock) > idleClock {
+			r.clock = nil
 		}
 	}
 	c.touch(r)
@@ -573,7 +577,7 @@ func (c *Core) idleAEAD(r *remote) {
 // states go now rather than by a timer aeadIdle later.
 func (c *Core) idleExchange(r *remote) {
 	p := r.prof
-	if p == nil || p.aeadCheck == 0 || len(r.txns) > 0 || c.pairPeriod(r) <= aeadIdle {
+	if p == nil || p.aeadCheck == 0 || r.numTxns() > 0 || c.pairPeriod(r) <= aeadIdle {
 		return
 	}
 	p.aead.Drop()
@@ -767,7 +771,7 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 		c.receiveBundled(p, r)
 		return
 	}
-	if t := r.txns[txnKey{rf: !h.Correspondent(), si: h.SessionID, ti: h.TransactionID}]; t != nil {
+	if t := r.txn(txnKey{rf: !h.Correspondent(), si: h.SessionID, ti: h.TransactionID}); t != nil {
 		if h.TransactionKind != codec.TransactionKindJoin {
 			c.heard(r)
 		}
@@ -1096,7 +1100,7 @@ func (c *Core) replyStaleTo(h *codec.Head, from netip.AddrPort, r *remote, pk co
 // sessions once it started a newer one, whose ids start a new window.
 func (c *Core) removeStaleCorrespondents(r *remote) {
 	held := false
-	for _, t := range r.txns {
+	for t := range r.eachTxn {
 		if k := t.key(); k.rf && !validSid(k.si, r.rsid) {
 			if a, ok := t.(*allowent); ok && r.allowed && a.lastKind == codec.PacketKindAck {
 				// Allowed, and its final ack lost: the remote's packet of the
@@ -1117,7 +1121,7 @@ func (c *Core) removeStaleCorrespondents(r *remote) {
 // replaceStaleInitiators ends our transactions of older sessions after our
 // session changed, saving their messages to send after the next allow.
 func (c *Core) replaceStaleInitiators(r *remote) {
-	for _, t := range r.txns {
+	for t := range r.eachTxn {
 		k := t.key()
 		if k.rf || validSid(k.si, r.sid) {
 			continue

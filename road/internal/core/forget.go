@@ -35,7 +35,7 @@ import (
 
 // forget drops r from memory (see above); its keep files stay.
 func (c *Core) forget(r *remote, why Reason) {
-	for _, t := range r.txns {
+	for t := range r.eachTxn {
 		switch t := t.(type) {
 		case *messenger:
 			t.finish(c, ErrForgotten)
@@ -45,7 +45,8 @@ func (c *Core) forget(r *remote, why Reason) {
 			c.unpend(t)
 		}
 	}
-	clear(r.txns)
+	clear(r.ours)
+	clear(r.theirs)
 	for _, m := range r.saved {
 		m.finish(c, ErrForgotten)
 	}

@@ -313,7 +313,7 @@ func (j *joiner) send(c *Core, pk codec.PacketKind, body []byte) {
 
 func (j *joiner) remove(c *Core) {
 	c.removeTxn(j.r, j)
-	if j.vacuous && c.joinees[j.r.ha] == j.r && len(j.r.txns) == 0 {
+	if j.vacuous && c.joinees[j.r.ha] == j.r && j.r.numTxns() == 0 {
 		delete(c.joinees, j.r.ha)
 	}
 }
@@ -560,7 +560,7 @@ func (j *joinent) send(c *Core, pk codec.PacketKind, body []byte) {
 func (j *joinent) remove(c *Core) {
 	c.removeTxn(j.r, j)
 	c.unpend(j)
-	if j.vacuous && c.joinees[j.from] == j.r && len(j.r.txns) == 0 {
+	if j.vacuous && c.joinees[j.from] == j.r && j.r.numTxns() == 0 {
 		delete(c.joinees, j.from)
 	}
 	if j.added {
@@ -619,7 +619,7 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 	j.vacuous = p.Head.DestinationID == 0
 	reid := p.Head.SourceID
 	r := j.r
-	if r.txns[j.key()] == txn(j) {
+	if r.txn(j.key()) == txn(j) {
 		return // a duplicate request
 	}
 	target := r

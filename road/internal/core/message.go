@@ -565,7 +565,7 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 		}
 	} else {
 		m.highest = max(m.highest, int(h.SegmentNumber))
-		fresh := r.txns[m.key()] == nil
+		fresh := r.txn(m.key()) == nil
 		if fresh && c.reserved(m) {
 			// The last free slot is kept for an older message (fair.go).
 			c.reassemblyFull(r, packet.ErrRemoteQuota)
@@ -593,7 +593,7 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 		}
 		whole, complete, progress = got, got != nil, prog
 	}
-	if r.txns[m.key()] == nil {
+	if r.txn(m.key()) == nil {
 		c.addTxn(r, m)
 		m.first = c.now
 	}
@@ -744,7 +744,7 @@ func (m *messengent) tick(c *Core) {
 // decoded takes the outcome of decoding the pending body off the owner
 // goroutine: deliver it, or nack a body that does not decode.
 func (m *messengent) decoded(c *Core, body map[string]any, err error) {
-	if !m.decoding || m.r.txns[m.key()] != txn(m) {
+	if !m.decoding || m.r.txn(m.key()) != txn(m) {
 		return // ended meanwhile (timeout, nack)
 	}
 	m.decoding = false

@@ -352,8 +352,8 @@ func snapshot(r *remote) sessionOf {
 	s := sessionOf{sid: r.sid, rsid: r.rsid, fuid: r.fuid, allowed: r.allowed, joined: r.joined, added: r.added,
 		short: r.short.Private, peerShort: r.peerShort, verify: r.verify, pub: r.pub,
 		coat: r.coat, prof: r.prof, window: fmt.Sprintf("%d %d %x", r.window.top, r.window.span, r.window.bits), ha: r.ha, name: r.name, role: r.role}
-	for k, t := range r.txns {
-		if !k.rf {
+	for t := range r.eachTxn {
+		if !t.key().rf {
 			continue
 		}
 		switch t.(type) {
@@ -428,9 +428,9 @@ func dueTimers(c *Core) string {
 		if r.prof != nil && r.prof.aeadCheck != 0 && r.prof.aeadCheck <= c.now.UnixNano() {
 			fmt.Fprintf(&b, "%s aead idle check; ", r.name)
 		}
-		for k, t := range r.txns {
+		for t := range r.eachTxn {
 			if d := t.deadline(); !d.IsZero() && !d.After(c.now) {
-				fmt.Fprintf(&b, "%s %T %+v; ", r.name, t, k)
+				fmt.Fprintf(&b, "%s %T %+v; ", r.name, t, t.key())
 			}
 		}
 	}

@@ -125,8 +125,8 @@ func TestRemoveRemoteAborts(t *testing.T) {
 		mr := p.mainRemote()
 		p.cut = func(w wired) bool { return w.from == p.main }
 		p.pump() // main's joinent or allowent waits for the next packet
-		if len(r.txns) != 1 || len(mr.txns) != 1 {
-			t.Fatalf("%s: %d and %d transactions", start, len(r.txns), len(mr.txns))
+		if r.numTxns() != 1 || mr.numTxns() != 1 {
+			t.Fatalf("%s: %d and %d transactions", start, r.numTxns(), mr.numTxns())
 		}
 		p.other.removeRemote(r, ErrRejected)
 		p.main.removeRemote(mr, ErrRejected)

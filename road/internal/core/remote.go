@@ -62,7 +62,9 @@ type remote struct {
 	// yet. In µs: the struct is a cost of every remote.
 	srtt, rttvar int32
 
-	txns map[txnKey]txn // nil when it has none
+	// ours and theirs are its transactions that we and it started (txn,
+	// eachTxn); each nil when it has none.
+	ours, theirs map[txnID]txn
 	// window holds the transaction ids it used in its session rsid.
 	window replayWindow
 	// replies and joins are its budgets of replies to packets of no live
@@ -109,6 +111,40 @@ type txnKey struct {
 	rf bool // the remote initiated it
 	si uint32
 	ti uint32
+}
+
+// txnID is a txnKey but for who started it: the key of one side's table
+// (remote.ours, remote.theirs), 8 bytes that a map hashes as one word
+// (txnKey, with rf, has a hash of its own per field: each message looked
+// its key up several times).
+type txnID struct{ si, ti uint32 }
+
+func (k txnKey) id() txnID { return txnID{k.si, k.ti} }
+
+// table is the map of r's transactions of k's side.
+func (r *remote) table(k txnKey) *map[txnID]txn {
+	if k.rf {
+		return &r.theirs
+	}
+	return &r.ours
+}
+
+// txn is r's transaction at k; nil when there is none.
+func (r *remote) txn(k txnKey) txn { return (*r.table(k))[k.id()] }
+
+// numTxns is how many transactions r has.
+func (r *remote) numTxns() int { return len(r.ours) + len(r.theirs) }
+
+// eachTxn yields r's transactions, ours then theirs; the one yielded may
+// be removed.
+func (r *remote) eachTxn(yield func(txn) bool) {
+	for _, m := range [2]map[txnID]txn{r.ours, r.theirs} {
+		for _, t := range m {
+			if !yield(t) {
+				return
+			}
+		}
+	}
 }
 
 // txn is a transaction state machine. It never blocks or does I/O: it
@@ -187,7 +223,7 @@ func validSid(new, old uint32) bool {
 
 func (r *remote) inProcess(k codec.TransactionKind) []txn {
 	var out []txn
-	for _, t := range r.txns {
+	for t := range r.eachTxn {
 		if t.kind() == k {
 			out = append(out, t)
 		}

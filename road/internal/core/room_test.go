@@ -144,7 +144,7 @@ func TestEvictedMessageAsksAgain(t *testing.T) {
 	if passed != 1 || p.main.reasm.Pending() != 1 {
 		t.Fatalf("%d segments passed, %d messages held", passed, p.main.reasm.Pending())
 	}
-	for _, tx := range p.mainRemote().txns {
+	for tx := range p.mainRemote().eachTxn {
 		if m, ok := tx.(*messengent); ok {
 			p.main.reasm.Drop(m.msgKey()) // as an eviction does
 		}

@@ -61,7 +61,7 @@ func (w *sendWindow) oldest(r *remote) (uint32, bool) {
 		if m := w.first; m != nil && m.in == r && m.key() == k && k.si == r.sid {
 			return k.ti, true
 		}
-		if m, ok := r.txns[k].(*messenger); ok && k.si == r.sid {
+		if m, ok := r.txn(k).(*messenger); ok && k.si == r.sid {
 			w.first = m
 			return k.ti, true
 		}

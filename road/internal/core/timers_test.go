@@ -71,7 +71,7 @@ func idleMain(tb testing.TB, n int) (*Core, []*remote, time.Time) {
 	c.Start(netip.MustParseAddrPort("127.0.0.1:7530"), now)
 	rs := make([]*remote, n)
 	for i := range rs {
-		r := &remote{nuid: c.nextUid(), name: fmt.Sprint("r", i), joined: true, allowed: true, txns: map[txnKey]txn{},
+		r := &remote{nuid: c.nextUid(), name: fmt.Sprint("r", i), joined: true, allowed: true,
 			ha: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 7531)}
 		c.addRemote(r)
 		c.schedulePresence(r, true)
@@ -143,7 +143,7 @@ func checkClocks(tb testing.TB, c *Core) {
 	c.flushWake()
 	check := func(r *remote) {
 		n := 0
-		for _, t := range r.txns {
+		for t := range r.eachTxn {
 			s, d := t.timerSlot(), t.deadline()
 			switch {
 			case d.IsZero() && s.idx != 0:
@@ -185,7 +185,7 @@ func inFlight(tb testing.TB, n int) *pair {
 	p.cut = func(w wired) bool { return w.from == p.main }
 	p.sendAll(p.other, n, 8)
 	p.pump()
-	if got := len(p.otherRemote().txns); got != n {
+	if got := p.otherRemote().numTxns(); got != n {
 		tb.Fatalf("%d messages under way, want %d", got, n)
 	}
 	return p
@@ -242,7 +242,7 @@ func BenchmarkInFlightMessage(b *testing.B) {
 				}
 				c.Deadline()
 				// The oldest done: n stay in flight.
-				c.removeTxn(r, r.txns[txnKey{si: r.sid, ti: r.tid - uint32(n)}])
+				c.removeTxn(r, r.txn(txnKey{si: r.sid, ti: r.tid - uint32(n)}))
 				c.Deadline()
 			}
 		})
