@@ -1035,8 +1035,10 @@ const joinAttempts = 3
 
 func (s *Stack) join(ctx context.Context, ap netip.AddrPort) (Remote, error) {
 	res := make(chan error, 1)
-	var info Remote
-	err := s.do(ctx, func(c *core.Core) { info, _ = c.Join(ap, res, time.Now()) })
+	// The remote comes back on a channel of its own: c.Join may give its
+	// outcome (res) before it returns, while the owner has yet to set it.
+	got := make(chan Remote, 1)
+	err := s.do(ctx, func(c *core.Core) { r, _ := c.Join(ap, res, time.Now()); got <- r })
 	if err != nil {
 		return Remote{}, err
 	}
@@ -1046,7 +1048,7 @@ func (s *Stack) join(ctx context.Context, ap netip.AddrPort) (Remote, error) {
 		}
 		return Remote{}, err
 	}
-	if info.Name != "" {
+	if info := <-got; info.Name != "" {
 		return info, nil
 	}
 	return s.remoteInfo(ctx, func(c *core.Core) (Remote, bool) { return c.RemoteAt(ap) })
