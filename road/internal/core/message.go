@@ -123,9 +123,9 @@ func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgI
 // onePacket reports whether the message travels in one packet, from the
 // lengths of its envelope and body (plainLen). One whose coat leaves room
 // for the largest head any codec writes (codec.MaxHeadSize) does, and one
-// at least a packet long does not: for neither is a head encoded, which
-// Segments does (and that costs it two allocations). The head is built in
-// c.txHead, not one of its own that would escape.
+// at least a packet long does not: for neither is a head encoded, as
+// Segments encodes one to measure it. The head is built in c.txHead, not
+// one of its own that would escape.
 func (m *messenger) onePacket(c *Core) bool {
 	r := m.r
 	h := &c.txHead
