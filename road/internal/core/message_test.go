@@ -182,14 +182,16 @@ func TestMessageBurstsAndResends(t *testing.T) {
 // then fails with ErrTimeout at MessageTimeout; the receiver of a message
 // that stops half way nacks it at its own timeout.
 func TestMessageTimeouts(t *testing.T) {
-	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.MessageTimeout, o.MessageTimeout = 3*time.Second, 3*time.Second })
+	// Long enough for three copies on the timer of a first message: 1 s,
+	// then 2 s and 2.5 s (firstMessageRedo, backed off).
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.MessageTimeout, o.MessageTimeout = 6*time.Second, 6*time.Second })
 	p.join()
 	p.cut = func(w wired) bool { return w.from == p.main }
 	res := make(chan error, 1)
 	b, _ := p.other.marshal(map[string]any{"n": 1})
 	p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, res, p.now, p.now)
 	p.pump()
-	p.advance(2900 * time.Millisecond)
+	p.advance(5900 * time.Millisecond)
 	if _, ok := outcome(res); ok {
 		t.Fatal("ended before its timeout")
 	}
@@ -214,7 +216,7 @@ func TestMessageTimeouts(t *testing.T) {
 	big, _ := p.other.marshal(map[string]any{"data": strings.Repeat("z", 20_000)})
 	p.other.Send("main", big, codec.BodyKindJSON, MsgID{}, make(chan error, 1), p.now, p.now)
 	p.pump()
-	p.advance(4 * time.Second)
+	p.advance(7 * time.Second)
 	if got := p.count(p.main, codec.TransactionKindMessage, codec.PacketKindNack); got != nacks+1 {
 		t.Fatalf("main nacked %d times, want once", got-nacks)
 	}

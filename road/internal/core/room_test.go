@@ -184,7 +184,7 @@ func TestLostDoneAnsweredBeyondTheBudget(t *testing.T) {
 			p.cut = nil
 			p.mainRemote().replies = bucket{at: p.now.Add(time.Hour).UnixNano()} // spent, not refilling
 			budget := p.main.stats.drops[dropReplyBudget]
-			p.advance(minMessageRedo + minMessageRedo/2) // one repeat
+			p.advance(firstMessageRedo + firstMessageRedo/2) // one repeat (the first message's timer)
 			err, ok := outcome(res)
 			spent := p.main.stats.drops[dropReplyBudget] > budget
 			if spent != tc.budget || ok == tc.budget || (ok && err != nil) {

@@ -9,14 +9,24 @@ import (
 	"github.com/raet-go/raet/keep"
 )
 
-// The message timer follows the remote's measured answer time: the
-// reference's 200 ms until a sample, longer for a slow remote (bounded),
-// and back down when it speeds up.
+// The message timer follows the remote's measured answer time: RFC
+// 6298's 1 s until a message's sample (the handshake's seed alone keeps
+// that floor), longer for a slow remote (bounded), and down to the 200 ms
+// floor when it speeds up.
 func TestMessageRedoFollowsRTT(t *testing.T) {
 	var r remote
-	if got := r.messageRedo(); got.min != minMessageRedo || got.max != minMessageRedo*5/2 {
-		t.Fatalf("no sample: %v..%v, want the reference's 200ms..500ms", got.min, got.max)
+	if got := r.messageRedo(); got.min != firstMessageRedo || got.max != firstMessageRedo*5/2 {
+		t.Fatalf("no sample: %v..%v, want 1s..2.5s", got.min, got.max)
 	}
+	r.observeRTT(time.Millisecond, true) // an allow answered at once
+	if got := r.messageRedo().min; got != firstMessageRedo {
+		t.Fatalf("seeded by a 1 ms handshake: %v, want the floor %v until a message is timed", got, firstMessageRedo)
+	}
+	r.observeRTT(time.Millisecond, false) // a message's own
+	if got := r.messageRedo().min; got != minMessageRedo {
+		t.Fatalf("after a 1 ms message: %v, want %v", got, minMessageRedo)
+	}
+	r = remote{}
 	for range 20 {
 		r.observeRTT(400*time.Millisecond, false) // a loaded remote
 	}
@@ -58,8 +68,9 @@ func (p *pair) joinSlow(t *testing.T, oneWay time.Duration) {
 // The allow's round trips seed both sides' estimates (the allower's from
 // its initiate to the ack, the allowent's from its cookie to the initiate
 // and its ack to the final ack), so that a remote's first message waits
-// for its done as long as the path takes: over a round trip beyond the
-// 200 ms floor of no sample, which sent it twice, it is sent once. The
+// for its done as long as the path takes (here the 1 s floor of a remote
+// no message has timed yet covers it; the seed lengthens the timer of a
+// round trip beyond a third of that). The
 // first message's own sample then starts the estimate afresh: messages
 // that take longer than the handshake (here the link slowed down since)
 // are not timed from it.
@@ -103,7 +114,7 @@ func TestAllowSeedsRTT(t *testing.T) {
 
 // Karn's rule: an initiate sent again (its ack was lost) gives the allower
 // no sample, since the ack that comes may answer either copy; so its
-// estimate stays unset and its first message timer at the floor. The
+// estimate stays unset and its first message timer at the 1 s floor. The
 // allowent's cookie, answered once, still gives it one.
 func TestAllowRTTNotFromRetransmission(t *testing.T) {
 	const oneWay = 120 * time.Millisecond // a round trip past the 200 ms floor, within the allow's 250 ms timer
@@ -113,7 +124,7 @@ func TestAllowRTTNotFromRetransmission(t *testing.T) {
 	if p.other.Counters().Retransmits == 0 {
 		t.Fatal("the allower sent nothing again")
 	}
-	if r := p.otherRemote(); r.srtt != 0 || r.messageRedo().min != minMessageRedo {
+	if r := p.otherRemote(); r.srtt != 0 || r.messageRedo().min != firstMessageRedo {
 		t.Fatalf("the allower's estimate %v µs from an initiate sent again (timer %v)", r.srtt, r.messageRedo().min)
 	}
 	if got := time.Duration(p.mainRemote().srtt) * time.Microsecond; got != 2*oneWay {
