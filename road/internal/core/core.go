@@ -67,6 +67,7 @@ type Core struct {
 	strangerJoins int
 
 	out      []Datagram
+	answers  answers    // the dones sent last, to send again unchanged (answers.go)
 	bundling bundling   // the messages and answers of this moment (bundle.go)
 	scratch  []byte     // a message's coat plaintext, being bundled
 	bufs     bufPool    // buffers of the datagrams in out that nobody keeps
@@ -127,6 +128,11 @@ type Datagram struct {
 	// sign signs B's Ed25519 foot, left as zeros (Config.SignLater); nil
 	// when B is ready to send.
 	sign *packet.NaClFoot
+	// ans keeps B once signed, in slot ansSlot for answer ansGen: a done
+	// sent again unchanged (answers.go); nil when B is not kept so.
+	ans     *answers
+	ansSlot int
+	ansGen  uint64
 }
 
 // Sign signs B's Ed25519 foot in place when the core left it unsigned
@@ -143,6 +149,10 @@ func (d *Datagram) Sign() {
 	// only without a signing key, and the core's signer has one.
 	d.B, _ = d.sign.Sign(d.B[:len(d.B)-packet.NaClFootSize])
 	d.sign = nil
+	if d.ans != nil {
+		d.ans.fill(d.ansSlot, d.ansGen, d.B)
+		d.ans = nil
+	}
 }
 
 // Unsigned reports whether B's Ed25519 foot waits for Sign: a costly call
@@ -592,8 +602,12 @@ func (c *Core) marshal(body any) ([]byte, error) { return c.bodies.Marshal(nil, 
 // datagram to an address whose keep writes are not yet durable waits for
 // them (keeptab.go).
 func (c *Core) transmit(b []byte, buf *[]byte, to netip.AddrPort, h *codec.Head, sign *packet.NaClFoot) {
-	d := Datagram{B: b, To: to, buf: buf, pool: &c.bufs, sign: sign}
-	if seq, ok := c.heldFor(to); ok {
+	c.queueOut(Datagram{B: b, To: to, buf: buf, pool: &c.bufs, sign: sign}, h)
+}
+
+// queueOut queues d, a packet of head h (transmit).
+func (c *Core) queueOut(d Datagram, h *codec.Head) {
+	if seq, ok := c.heldFor(d.To); ok {
 		c.hold(seq, d)
 	} else {
 		c.out = append(c.out, d)
@@ -642,6 +656,16 @@ func (c *Core) sendNew(r *remote, h *codec.Head, body []byte, to netip.AddrPort)
 // send packs and queues a packet the caller does not keep, in a buffer from
 // c.bufs that the writer gives back. It reports whether the packet went.
 func (c *Core) send(r *remote, h *codec.Head, body []byte, to netip.AddrPort) bool {
+	d, ok := c.packOut(r, h, body, to)
+	if ok {
+		c.queueOut(d, h)
+	}
+	return ok
+}
+
+// packOut packs a packet of head h to r at `to` for send, in a buffer from
+// c.bufs; false when it could not be packed, which is logged and counted.
+func (c *Core) packOut(r *remote, h *codec.Head, body []byte, to netip.AddrPort) (Datagram, bool) {
 	limit := c.cfg.MaxPacketSize
 	if r != nil && r.prof != nil {
 		limit = max(limit, r.prof.mps)
@@ -651,9 +675,45 @@ func (c *Core) send(r *remote, h *codec.Head, body []byte, to netip.AddrPort) bo
 	if err != nil {
 		c.bufs.put(buf)
 		c.packFailed(r, err)
+		return Datagram{}, false
+	}
+	return Datagram{B: b, To: to, buf: buf, pool: &c.bufs, sign: sign}, true
+}
+
+// sendAnswer sends the done of head h to r at `to`, and keeps it to send
+// again unchanged should the message come again (answers.go).
+func (c *Core) sendAnswer(r *remote, h *codec.Head, to netip.AddrPort) {
+	d, ok := c.packOut(r, h, nil, to)
+	if !ok {
+		return
+	}
+	if keepsAnswer(h.CoatKind) {
+		k := answerKey{to: to, nuid: h.SourceID, fuid: h.DestinationID, si: h.SessionID, ti: h.TransactionID,
+			ck: h.CoatKind, fk: h.FootKind}
+		c.answers.note(k, &d, c.now, answersFor(len(c.remotes)))
+	}
+	c.queueOut(d, h)
+}
+
+// answerAgain sends the kept done (sendAnswer) of the message of head h,
+// received again from `from`; false when none is kept (or what goes to
+// `from` waits for the keep: a done signed anew waits with it).
+func (c *Core) answerAgain(h *codec.Head, from netip.AddrPort) bool {
+	if _, held := c.heldFor(from); held || !keepsAnswer(h.CoatKind) {
 		return false
 	}
-	c.transmit(b, buf, to, h, sign)
+	k := answerKeyOf(h, from)
+	buf := c.bufs.get(maxAnswerSize)
+	b, ok := c.answers.recall(&k, (*buf)[:0])
+	if !ok {
+		c.bufs.put(buf)
+		return false
+	}
+	*buf = b
+	out := &c.txHead
+	out.Reset()
+	out.TransactionKind, out.PacketKind = h.TransactionKind, codec.PacketKindDone
+	c.queueOut(Datagram{B: b, To: from, buf: buf, pool: &c.bufs}, out)
 	return true
 }
 
@@ -1087,9 +1147,14 @@ func (c *Core) replyStaleTo(h *codec.Head, from netip.AddrPort, r *remote, pk co
 		c.stats.drop(dropReplyBudget)
 		return
 	}
-	if pk == codec.PacketKindDone && h.TransactionKind == codec.TransactionKindMessage && r != nil && c.bundles(r) {
-		c.answer(r, h.SessionID, h.TransactionID)
-		return
+	if pk == codec.PacketKindDone && h.TransactionKind == codec.TransactionKindMessage && r != nil {
+		if c.bundles(r) {
+			c.answer(r, h.SessionID, h.TransactionID)
+			return
+		}
+		if c.answerAgain(h, from) {
+			return
+		}
 	}
 	out := c.outHead(h.TransactionKind, pk, h.DestinationID, h.SourceID, h.SessionID, h.TransactionID, true)
 	out.BodyKind, out.CoatKind, out.FootKind = c.cfg.BodyKind, h.CoatKind, h.FootKind

@@ -89,6 +89,7 @@ func (c *Core) shrink() {
 	if c.peak < 64 || len(c.remotes) > c.peak/4 {
 		return
 	}
+	c.answers.trim(answersFor(len(c.remotes)))
 	c.remotes, c.byName = rebuilt(c.remotes), rebuilt(c.byName)
 	c.roles, c.joinees = rebuilt(c.roles), rebuilt(c.joinees)
 	c.shrinkTimers = true

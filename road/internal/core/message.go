@@ -507,13 +507,19 @@ func (c *Core) startMessengent(p *rxPacket, r *remote) {
 	m.message(c, p)
 }
 
-func (m *messengent) send(c *Core, pk codec.PacketKind, body []byte, sn int) {
+// head is the head of its reply of kind pk (segment number sn), in
+// c.txHead.
+func (m *messengent) head(c *Core, pk codec.PacketKind, sn int) *codec.Head {
 	h := &c.txHead
 	*h = c.outHead(codec.TransactionKindMessage, pk, m.r.nuid, m.r.fuid, m.si, m.ti, true)
 	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, m.ck, m.fk
 	h.SetWait(m.wait)
 	h.SegmentNumber = uint16(sn)
-	if c.send(m.r, h, body, m.r.ha) {
+	return h
+}
+
+func (m *messengent) send(c *Core, pk codec.PacketKind, body []byte, sn int) {
+	if c.send(m.r, m.head(c, pk, sn), body, m.r.ha) {
 		m.redo.restart(c.now)
 		c.retime(m)
 	}
@@ -718,7 +724,8 @@ func (m *messengent) done(c *Core) {
 		c.answer(m.r, m.si, m.ti)
 		return
 	}
-	m.send(c, codec.PacketKindDone, nil, 0)
+	// Kept, to send again unchanged should the message come again.
+	c.sendAnswer(m.r, m.head(c, codec.PacketKindDone, 0), m.r.ha)
 }
 
 func (m *messengent) tick(c *Core) {
