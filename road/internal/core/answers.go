@@ -28,7 +28,7 @@ import (
 // taken for a new one, from minAnswers slots up to answersFor the remotes
 // the stack holds (so that a stack with few remotes stays small), growing
 // when it would drop an answer noted less than answerSpan ago; forgetting
-// remotes gives the memory back (Core.shrink). A kept answer goes only to
+// remotes gives the memory back (Core.forget). A kept answer goes only to
 // the remote, at the address, whose transaction it answered (answerKey):
 // a different remote, session or transaction never gets it. Answers of an
 // AEAD session (sealed under a new counter each time: never the same

@@ -59,6 +59,7 @@ func (c *Core) forget(r *remote, why Reason) {
 	}
 	c.markKeys(r)
 	delete(c.remotes, r.nuid)
+	c.answers.trim(answersFor(len(c.remotes))) // the kept dones' memory goes with the remotes
 	c.silence.remove(r)
 	if c.byName[r.name] == r {
 		delete(c.byName, r.name)
@@ -89,7 +90,6 @@ func (c *Core) shrink() {
 	if c.peak < 64 || len(c.remotes) > c.peak/4 {
 		return
 	}
-	c.answers.trim(answersFor(len(c.remotes)))
 	c.remotes, c.byName = rebuilt(c.remotes), rebuilt(c.byName)
 	c.roles, c.joinees = rebuilt(c.roles), rebuilt(c.joinees)
 	c.shrinkTimers = true
