@@ -378,7 +378,7 @@ func (m *messenger) tick(c *Core) {
 	if m.bundled {
 		if m.redo.due(c.now) && !m.queued {
 			// Lost, or its done was: into the bundles of this moment again.
-			m.redo.backoff(c.now)
+			m.backoff(c)
 			c.retime(m)
 			m.retry = true
 			c.queue(m)
@@ -388,7 +388,7 @@ func (m *messenger) tick(c *Core) {
 	if !m.redo.due(c.now) || m.lastSeg < 0 {
 		return
 	}
-	m.redo.backoff(c.now)
+	m.backoff(c)
 	c.retime(m)
 	if m.acked && m.flags[m.lastSeg]&segAgain == 0 {
 		m.flags[m.lastSeg] |= segAgain
@@ -403,6 +403,13 @@ func (m *messenger) tick(c *Core) {
 	// which comes out the same).
 	c.resend(m.last, m.r.ha, m.lastSign)
 	m.sentAt = time.Time{}
+}
+
+// backoff backs its timer off, from the remote's estimate when that came
+// down since the message started (timed since: messageRedo).
+func (m *messenger) backoff(c *Core) {
+	m.redo.rebase(m.r.messageRedo())
+	m.redo.backoff(c.now)
 }
 
 // abort ends the messenger when its session went stale; the core saves it

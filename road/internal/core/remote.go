@@ -321,7 +321,7 @@ func (r *remote) observeRTT(d time.Duration, seed bool) {
 	r.srtt = int32((7*srtt + us) / 8)
 }
 
-// messageRedo is the retransmission timer of a new message transaction:
+// messageRedo is the retransmission timer of a new message of ours to r:
 // from the estimate (srtt + 4·rttvar) within [200 ms, 5 s], doubling up to
 // 2.5 times that (the reference: 200 ms up to 500 ms). Until a message of
 // ours to r has been timed (no sample, or only the handshake's seed) the
@@ -332,7 +332,10 @@ func (r *remote) observeRTT(d time.Duration, seed bool) {
 // 200 ms, so that with the lower floor nearly every one went twice, each
 // copy a verification and a done more for the main (bench/fleet,
 // reference fan-in, N=10000). A seed beyond the floor still lengthens it
-// (a slow path: TestAllowSeedsRTT).
+// (a slow path: TestAllowSeedsRTT). Messages started on that floor take
+// the estimate once it is timed, when their timer next runs
+// (messenger.backoff). A message r sends us times our asks again with it
+// too (messengent).
 func (r *remote) messageRedo() redo {
 	floor := minMessageRedo
 	if r.srtt == 0 || r.rttSeeded {

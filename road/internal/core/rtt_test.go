@@ -7,6 +7,7 @@ import (
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/internal/netsim"
 	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/packet"
 )
 
 // The message timer follows the remote's measured answer time: RFC
@@ -164,5 +165,40 @@ func TestAllowRTTNotFromHeld(t *testing.T) {
 	}
 	if got := time.Duration(r.srtt) * time.Microsecond; got >= wait/2 {
 		t.Fatalf("the allowent's estimate %v took in the cookie's wait for the keep", got)
+	}
+}
+
+// Messages started before any of the remote's was timed wait on the 1 s
+// floor; once one is timed, the others' timers take the estimate when they
+// next run: a message whose dones keep being lost goes again at 1 s, then
+// every 500 ms (the 200 ms floor backed off), not at 3 s.
+func TestMessageTimerTakesTimedEstimate(t *testing.T) {
+	p := joinedPair(t, refProfile)
+	a := p.start(p.other, map[string]any{"n": 1}, MsgID{})
+	b := p.start(p.other, map[string]any{"n": 2}, MsgID{})
+	tiB := p.otherRemote().tid
+	p.cut = func(w wired) bool {
+		var pk packet.Packet
+		return w.from == p.main && packet.Parse(w.b, &pk) == nil &&
+			pk.Head.PacketKind == codec.PacketKindDone && pk.Head.TransactionID == tiB
+	}
+	p.pump()
+	if err, ok := outcome(a); !ok || err != nil {
+		t.Fatalf("the first message: %v (%v)", err, ok)
+	}
+	if r := p.otherRemote(); r.srtt == 0 || r.rttSeeded {
+		t.Fatal("the first message's done gave no sample")
+	}
+	before := p.other.Counters().Retransmits
+	p.advance(firstMessageRedo) // the second's first timer, on the floor it started with
+	if got := p.other.Counters().Retransmits - before; got != 1 {
+		t.Fatalf("%d copies at the first timer, want 1", got)
+	}
+	p.advance(minMessageRedo * 5 / 2 * 6 / 5)
+	if got := p.other.Counters().Retransmits - before; got != 2 {
+		t.Fatalf("%d copies 600 ms on, want 2: the timer did not take the estimate", got)
+	}
+	if _, ok := outcome(b); ok {
+		t.Fatal("the second message ended with its dones lost")
 	}
 }

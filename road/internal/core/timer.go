@@ -30,6 +30,15 @@ func (r *redo) backoff(now time.Time) {
 	r.restart(now)
 }
 
+// rebase takes the bounds of fresh, a timer made now, when they are
+// shorter (the estimate came down since r was made), its current duration
+// within them.
+func (r *redo) rebase(fresh redo) {
+	if fresh.min < r.min {
+		r.min, r.max, r.cur = fresh.min, fresh.max, min(r.cur, fresh.max)
+	}
+}
+
 func (r *redo) due(now time.Time) bool { return !r.at.IsZero() && !now.Before(r.at) }
 
 // expiry is a transaction timeout; zero means none.
