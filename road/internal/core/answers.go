@@ -28,7 +28,9 @@ import (
 // taken for a new one, from minAnswers slots up to answersFor the remotes
 // the stack holds (so that a stack with few remotes stays small), growing
 // when it would drop an answer noted less than answerSpan ago; forgetting
-// remotes gives the memory back (Core.forget). A kept answer goes only to
+// remotes gives the memory back (Core.forget), and so does a stack that
+// noted no answer for answerSpan (expire: the repeats it serves come at
+// the senders' first timers), so that idle remotes hold none of it. A kept answer goes only to
 // the remote, at the address, whose transaction it answered (answerKey):
 // a different remote, session or transaction never gets it. Answers of an
 // AEAD session (sealed under a new counter each time: never the same
@@ -72,6 +74,7 @@ type answers struct {
 	seed  uint64
 	slots []answerSlot // len(slots)/answerWays sets; nil until the first answer
 	gen   uint64       // counts the answers noted
+	last  int64        // unix ns of the newest answer noted
 }
 
 type answerSlot struct {
@@ -141,6 +144,7 @@ func (a *answers) note(k answerKey, d *Datagram, now time.Time, room int) {
 		i = a.slotFor(&k)
 	}
 	a.gen++
+	a.last = now.UnixNano()
 	v := &a.slots[i]
 	v.key, v.gen, v.at, v.n = k, a.gen, now.UnixNano(), 0
 	if d.sign == nil {
@@ -175,6 +179,25 @@ func (a *answers) recall(k *answerKey, dst []byte) ([]byte, bool) {
 		}
 	}
 	return dst, false
+}
+
+// expiry is when expire gives the memory back; zero when it holds none.
+// Only the owner goroutine, which alone sets slots and last, calls it.
+func (a *answers) expiry() time.Time {
+	if a.slots == nil {
+		return time.Time{}
+	}
+	return time.Unix(0, a.last+int64(answerSpan))
+}
+
+// expire gives back the memory once no answer was noted for answerSpan.
+func (a *answers) expire(now time.Time) {
+	if a.slots == nil || now.UnixNano()-a.last < int64(answerSpan) {
+		return
+	}
+	a.mu.Lock()
+	a.slots = nil
+	a.mu.Unlock()
 }
 
 // trim gives back the slots beyond room (answersFor), as remotes go.

@@ -49,7 +49,7 @@ func (c *Core) Tick(now time.Time) { c.tick(now) }
 // Deadline is when Tick must run next; zero when no timer is set.
 func (c *Core) Deadline() time.Time {
 	c.flushWake()
-	return earliest(c.pendAt, c.timers.next())
+	return earliest(c.pendAt, c.timers.next(), c.answers.expiry())
 }
 
 // OutLen is how many datagrams wait to be sent. Like TakeOut, it first

@@ -238,6 +238,7 @@ func (c *Core) tick(now time.Time) {
 	if !c.pendAt.IsZero() && !now.Before(c.pendAt) {
 		c.checkPended()
 	}
+	c.answers.expire(now)
 	for range tickRounds {
 		c.flushWake()
 		due := c.due[:0]
