@@ -94,7 +94,11 @@ func TestDissectBus(t *testing.T) {
 	byKind := map[codec.BusKind]*dissect.Packet{}
 	var reqN, jobN int
 	var lines []string
-	for _, rec := range readAll(t, bytes.NewReader(capture)) {
+	// A page sent is tapped after the kernel took it, so its answer, read
+	// meanwhile, may come first in the capture; their times are in order.
+	recs := readAll(t, bytes.NewReader(capture))
+	slices.SortStableFunc(recs, func(a, b dissect.Record) int { return a.Time.Compare(b.Time) })
+	for _, rec := range recs {
 		p := d.Decode(rec)
 		if p == nil || p.Err != nil {
 			t.Fatalf("packet %+v", p)
@@ -145,7 +149,11 @@ func TestTsharkBus(t *testing.T) {
 	rows := tsharkFields(t, tshark, path, []string{"raet_bus.ek", "raet_bus.id", "raet_bus.sj", "raet_bus.sq", "raet_bus.error"})
 	d := dissect.NewDissector(nil)
 	n := 0
-	for _, rec := range readAll(t, bytes.NewReader(capture)) {
+	// A page sent is tapped after the kernel took it, so its answer, read
+	// meanwhile, may come first in the capture; their times are in order.
+	recs := readAll(t, bytes.NewReader(capture))
+	slices.SortStableFunc(recs, func(a, b dissect.Record) int { return a.Time.Compare(b.Time) })
+	for _, rec := range recs {
 		p := d.Decode(rec)
 		e := p.Bus.Envelope
 		want := []string{strconv.Itoa(int(e.Kind)), "", e.Subject, "", ""}

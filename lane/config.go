@@ -154,7 +154,9 @@ type Config struct {
 	// Tap, when set, sees every page the stack sends and receives, for
 	// example to write a capture with package dissect (see TapPacket). A
 	// page sent is tapped once the kernel has taken it, from the goroutine
-	// calling Send; a page received is tapped as it is read, before it is
+	// calling Send, with the time its sending began (so that its answer,
+	// which another goroutine may tap first, never has an earlier time); a
+	// page received is tapped as it is read, before it is
 	// checked (dropped pages too), from the reader goroutine. Calls may be
 	// concurrent. Tap must not keep Data after it returns, and should be
 	// quick: it holds up the Send or the reading. Nil means no tap, at no

@@ -563,6 +563,10 @@ func (s *Stack) sendFailed(yard string, page, pages int, err error) *SendError {
 
 // write writes one page, retrying while the destination is busy.
 func (s *Stack) write(ctx context.Context, y *yard, p []byte, deadline *time.Time) error {
+	var at time.Time // a tapped page's time: when its sending began
+	if s.cfg.Tap != nil {
+		at = time.Now()
+	}
 	err := s.sock.send(p, y.to)
 	if err != nil && isBusy(err) {
 		err = s.retry(ctx, y, p, deadline)
@@ -571,7 +575,7 @@ func (s *Stack) write(ctx context.Context, y *yard, p []byte, deadline *time.Tim
 		s.ctr.pagesOut.Add(1)
 		s.ctr.bytesOut.Add(uint64(len(p)))
 		if tap := s.cfg.Tap; tap != nil {
-			tap(TapPacket{Out: true, Local: s.path, Remote: y.path, Time: time.Now(), Data: p})
+			tap(TapPacket{Out: true, Local: s.path, Remote: y.path, Time: at, Data: p})
 		}
 		return nil
 	}
