@@ -4,10 +4,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -144,3 +146,51 @@ func TestParseFlags(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
+
+// TestSpread checks the fan-out and fan-in schedule: every peer gets its
+// count, never more than perPeer at a time however large the window, and
+// a failed send or an ended context counts as failed.
+func TestSpread(t *testing.T) {
+	for _, c := range []struct{ n, count, perPeer, window int }{
+		{n: 3, count: 7, perPeer: 1, window: 256},
+		{n: 3, count: 7, perPeer: 0, window: 2},
+		{n: 5, count: 4, perPeer: 2, window: 64},
+		{n: 2, count: 3, perPeer: 10, window: 64},
+	} {
+		var mu sync.Mutex
+		in, most, sent := make([]int, c.n), 0, make([]int, c.n)
+		done, failed := spread(context.Background(), c.n, c.count, c.perPeer, c.window, func(p int) error {
+			mu.Lock()
+			in[p]++
+			most = max(most, in[p])
+			sent[p]++
+			first := sent[p] == 1
+			mu.Unlock()
+			time.Sleep(time.Millisecond) // long enough for the window's others to start
+			mu.Lock()
+			in[p]--
+			mu.Unlock()
+			if first && p == 0 {
+				return errors.New("lost")
+			}
+			return nil
+		})
+		want := max(1, min(c.perPeer, c.count))
+		if most > want {
+			t.Errorf("%+v: %d in flight to one peer at most, want %d", c, most, want)
+		}
+		for p, k := range sent {
+			if k != c.count {
+				t.Errorf("%+v: peer %d got %d, want %d", c, p, k, c.count)
+			}
+		}
+		if done != c.n*c.count-1 || failed != 1 {
+			t.Errorf("%+v: %d done, %d failed; want %d, 1", c, done, failed, c.n*c.count-1)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if done, failed := spread(ctx, 4, 5, 1, 8, func(int) error { return nil }); done != 0 || failed != 20 {
+		t.Errorf("ended context: %d done, %d failed; want 0, 20", done, failed)
+	}
+}

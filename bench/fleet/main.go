@@ -35,11 +35,15 @@
 //   - idle: for --idle, the main's CPU in µs per remote per second and the
 //     packets it sends and receives per second (presence);
 //   - fan-out: the main sends --msgs messages of --size bytes spread evenly
-//     over the remotes (at least one each), --window at a time; messages
-//     per second and the main's CPU per message;
+//     over the remotes (at least one each), --window at a time and
+//     --per-remote (1) at a time to one remote, so that each N does the
+//     same work per message (a remote with several queued would have them
+//     bundled in the fast profile, which a fixed window gives only a small
+//     N); messages per second and the main's CPU per message;
 //   - fan-in: as many from the clients to the main, --window at a time per
-//     process; the segments each message took, and the main's drops for
-//     want of reassembly room (reassembly_* in its Counters.Drops);
+//     process and --per-remote at a time from one client; the segments
+//     each message took, and the main's drops for want of reassembly room
+//     (reassembly_* in its Counters.Drops);
 //   - leave: every client closes, and the main finds them dead (within its
 //     presence period + 2 × AliveTimeout), reaps them --interim later and
 //     forgets them after --forget-after; the phase waits, at most
@@ -140,6 +144,7 @@ type options struct {
 	msgs       int
 	size       int
 	window     int
+	perRemote  int
 	joinWindow int
 	settle     time.Duration
 	idle       time.Duration
@@ -173,6 +178,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	msgs := fs.Int("msgs", 5000, "messages in each of fan-out and fan-in (at least one per remote)")
 	size := fs.Int("size", 1500, "message body bytes (1500: two segments in both profiles)")
 	window := fs.Int("window", 256, "messages in flight per process")
+	perRemote := fs.Int("per-remote", 1, "messages of the window in flight to (fan-out) or from (fan-in) one remote at most: with 1, every N has one at a time per remote, so that per-message CPU compares across N (with more, the fast profile bundles those a remote has queued together, which only a small N reaches with a fixed -window)")
 	joinWindow := fs.Int("join-window", 64, "joins in flight in all, shared by the client processes")
 	settle := fs.Duration("settle", 3*time.Second, "wait after the joins before measuring state (the idle sessions' cipher states go after 2 s)")
 	idle := fs.Duration("idle", 5*time.Second, "how long idle CPU and packets are measured")
@@ -206,13 +212,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "fleet", v)
 		return exitOK
 	}
-	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window,
+	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window, perRemote: *perRemote,
 		joinWindow: *joinWindow, settle: *settle, idle: *idle, oneAddr: *oneAddr, phase: *phase,
 		perProc: *perProc, leave: *leave, pprof: *pprofDir, clientAlive: *clientAlive, main: mainConfig{AlivePeriod: *alivePeriod, AliveTimeout: *aliveTimeout, AliveRate: *aliveRate, Interim: *interim, ForgetAfter: *forget,
 			StrangerJoinRate: *joinRate, StrangerJoins: *joins}}
 	var err error
 	if o.ns, err = parseInts(*ns); err != nil || fs.NArg() != 0 || o.procs < 1 || o.msgs < 1 ||
-		o.size < 0 || o.window < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 || o.phase <= 0 ||
+		o.size < 0 || o.window < 1 || o.perRemote < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 || o.phase <= 0 ||
 		o.perProc < 1 || o.leave < 0 || o.main.AlivePeriod < 0 || o.clientAlive < 0 || o.main.AliveTimeout < 0 || o.main.AliveRate < 0 || o.main.Interim < 0 || o.main.ForgetAfter < 0 ||
 		o.main.StrangerJoinRate < 0 || o.main.StrangerJoins < 0 {
 		fmt.Fprintln(stderr, "fleet: bad flags (see -help):", errors.Join(err, argsErr(fs.Args())))
@@ -936,10 +942,11 @@ func warmUp(ctx context.Context, o options, profile string, m, c *workerProc, ma
 	}
 	steps := []request{
 		{Op: "join", To: mainAddr, Window: warmClients},
-		// A window's worth each way, so that what grows with the load
+		// A window's worth each way, all of it in flight (a few remotes
+		// take a window's worth each), so that what grows with the load
 		// (the readers' remembered feet, buffer pools) grows here first.
-		{Op: "fanout", Count: perEach(o.window, warmClients), Size: o.size, Window: o.window},
-		{Op: "fanin", Count: perEach(o.window, warmClients), Size: o.size, Window: o.window},
+		{Op: "fanout", Count: perEach(o.window, warmClients), Size: o.size, Window: o.window, PerRemote: o.window},
+		{Op: "fanin", Count: perEach(o.window, warmClients), Size: o.size, Window: o.window, PerRemote: o.window},
 		{Op: "leave"},
 	}
 	for _, req := range steps {
@@ -987,7 +994,7 @@ func fanout(ctx context.Context, o options, m *workerProc, clients []*workerProc
 	pctx, cancel := phaseContext(ctx, o.phase)
 	var rep reply
 	err = profiled(ctx, o, m, clients[0], r, "fanout", func() (err error) {
-		rep, err = m.call(pctx, request{Op: "fanout", Count: perEach(o.msgs, max(1, before.Allowed)), Size: o.size, Window: o.window})
+		rep, err = m.call(pctx, request{Op: "fanout", Count: perEach(o.msgs, max(1, before.Allowed)), Size: o.size, Window: o.window, PerRemote: o.perRemote})
 		return err
 	})
 	cancel()
@@ -1027,7 +1034,7 @@ func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 	var reps []reply
 	err = profiled(ctx, o, m, clients[0], r, "fanin", func() (err error) {
 		reps, err = each(pctx, clients, func(int) request {
-			return request{Op: "fanin", Count: perEach(o.msgs, r.N), Size: o.size, Window: o.window}
+			return request{Op: "fanin", Count: perEach(o.msgs, r.N), Size: o.size, Window: o.window, PerRemote: o.perRemote}
 		})
 		return err
 	})

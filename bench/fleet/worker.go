@@ -46,7 +46,10 @@ type request struct {
 	Count   int        `json:"count,omitempty"`  // fanout, fanin: messages per remote or stack
 	Size    int        `json:"size,omitempty"`   // fanout, fanin: body bytes
 	Window  int        `json:"window,omitempty"` // join, fanout, fanin: calls in flight
-	GC      bool       `json:"gc,omitempty"`     // stats: collect garbage before reading the heap
+	// PerRemote (fanout, fanin) is how many of the Window may be in flight
+	// to one remote (fanout) or from one stack (fanin); 0 means 1.
+	PerRemote int  `json:"per_remote,omitempty"`
+	GC        bool `json:"gc,omitempty"` // stats: collect garbage before reading the heap
 	// Counters (stats, clients) sums the stacks' counters into the reply.
 	Counters bool `json:"counters,omitempty"`
 	// AlivePeriod is the clients' road.Config.AlivePeriod (start, client;
@@ -334,6 +337,30 @@ func parallel(ctx context.Context, n, window int, do func(i int) error) (done, f
 	return done, n - done, n - done - failed
 }
 
+// spread sends count messages to each of n peers with send(peer), window
+// at a time in all and at most perPeer (0: 1) at a time to one peer, so
+// that how many are in flight to a remote does not grow as n falls: each
+// peer's messages go in order on perPeer lanes, one after the other on
+// each. Those not sent when ctx ends count as failed.
+func spread(ctx context.Context, n, count, perPeer, window int, send func(peer int) error) (done, failed int) {
+	lanes := max(1, min(perPeer, count)) // of each peer
+	var ok atomic.Int64
+	parallel(ctx, n*lanes, window, func(l int) error {
+		peer, lane := l%n, l/n
+		for range count/lanes + b2i(lane < count%lanes) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if send(peer) == nil {
+				ok.Add(1)
+			}
+		}
+		return nil
+	})
+	done = int(ok.Load())
+	return done, n*count - done
+}
+
 // joinTries is how often a client tries to join before it counts as failed.
 const joinTries = 3
 
@@ -424,12 +451,12 @@ func (w *worker) send(ctx context.Context, req request) (reply, error) {
 		return err
 	}
 	if w.main {
-		done, failed, _ = parallel(ctx, len(targets)*req.Count, req.Window, func(i int) error {
-			return fail(w.stacks[0].Send(ctx, targets[i%len(targets)], body))
+		done, failed = spread(ctx, len(targets), req.Count, req.PerRemote, req.Window, func(i int) error {
+			return fail(w.stacks[0].Send(ctx, targets[i], body))
 		})
 	} else {
-		done, failed, _ = parallel(ctx, len(w.stacks)*req.Count, req.Window, func(i int) error {
-			return fail(w.stacks[i%len(w.stacks)].Send(ctx, w.to, body))
+		done, failed = spread(ctx, len(w.stacks), req.Count, req.PerRemote, req.Window, func(i int) error {
+			return fail(w.stacks[i].Send(ctx, w.to, body))
 		})
 	}
 	rep := reply{Seconds: time.Since(start).Seconds(), Done: done, Failed: failed}
