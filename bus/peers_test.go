@@ -130,8 +130,8 @@ func TestServeBounded(t *testing.T) {
 	var running, most atomic.Int64
 	release := make(chan struct{})
 	if _, err := ns[1].Serve("slow", func(ctx context.Context, r *bus.Request) (any, error) {
-		if n := running.Add(1); n > most.Load() {
-			most.Store(n)
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 		}
 		defer running.Add(-1)
 		<-release
@@ -154,6 +154,11 @@ func TestServeBounded(t *testing.T) {
 			t.Fatalf("request beyond the backlog: %v", err)
 		}
 		busy++
+	}
+	// Both admitted handlers hold their slots until release: wait until
+	// both run, so that the count below sees them at once.
+	for i := 0; running.Load() < 2 && i < 5000; i++ {
+		time.Sleep(time.Millisecond)
 	}
 	close(release)
 	for range 5 {
