@@ -37,6 +37,7 @@ const (
 	ceilingPeer      = "raet reference ceiling"
 	batchCeilingPeer = "raet ref ceiling voi batch"
 	ceilingOf        = "raet reference"
+	udpPeer          = "udp" // the I/O floor per datagram (ioBound)
 )
 
 // ceilingBatch is how many signatures the batch verifier takes at once.

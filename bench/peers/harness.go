@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -76,7 +77,7 @@ func peers(raetFastMPS int) []peer {
 		return peer{name: name, dial: dial, oneWay: func() (oneWay, error) { return dialRaetOneWay(o) }}
 	}
 	ps := []peer{
-		{name: "udp", dial: dialUDP, oneWay: dialUDPOneWay},
+		{name: udpPeer, dial: dialUDP, oneWay: dialUDPOneWay},
 		{name: "kcp-go aes-gcm", dial: dialKCP, oneWay: func() (oneWay, error) { return dialOneWayStream(dialKCPStreams) }},
 		{name: "quic-go 1 stream", dial: dialQUIC, oneWay: func() (oneWay, error) { return dialOneWayStream(dialQUICStreams) }},
 		{name: "zeromq push/pull", oneWay: dialZMQPushPull},
@@ -127,15 +128,18 @@ type result struct {
 	// CPUusPerMsg is the process's CPU time (both ends) per message counted.
 	CPUusPerMsg float64 `json:"cpu_us_per_msg"`
 	// PktsPerMsg is how many datagrams both ends sent per message (the
-	// road stack, windowed; the ceiling rows: the packets signed and
-	// verified per message).
+	// road stack and raw UDP, windowed; the ceiling rows: the packets
+	// signed and verified per message).
 	PktsPerMsg float64 `json:"pkts_per_msg,omitempty"`
 	// OfCeiling is, for the reference profile's row, its msgs/s over its
 	// crypto ceiling's in the same run, and for the batch ceiling's row,
 	// its msgs/s over the road verifier's ceiling (ceiling.go).
 	OfCeiling float64 `json:"of_ceiling,omitempty"`
-	RTTP50us  float64 `json:"rtt_p50_us,omitempty"`
-	RTTP99us  float64 `json:"rtt_p99_us,omitempty"`
+	// OfCeilingIO is, for the reference profile's row, its msgs/s over
+	// the ceiling with the I/O floor added (ioBound) in the same run.
+	OfCeilingIO float64 `json:"of_ceiling_io,omitempty"`
+	RTTP50us    float64 `json:"rtt_p50_us,omitempty"`
+	RTTP99us    float64 `json:"rtt_p99_us,omitempty"`
 	// IdleP50us is the RTT p50 of a separate, shorter run with one message
 	// in flight (latency without queueing).
 	IdleP50us float64 `json:"idle_rtt_p50_us,omitempty"`
@@ -305,6 +309,7 @@ type udpTransport struct {
 	mu      sync.Mutex
 	buf     []byte
 	wg      sync.WaitGroup
+	sent    atomic.Uint64 // datagrams both ends sent (packets)
 }
 
 // udpLoopback is a server socket on loopback and a client connected to it,
@@ -342,7 +347,9 @@ func dialUDP() (transport, error) {
 				return
 			}
 			if n >= 8 {
-				s.WriteToUDPAddrPort(b[:8], from)
+				if _, err := s.WriteToUDPAddrPort(b[:8], from); err == nil {
+					t.sent.Add(1)
+				}
 			}
 		}
 	}()
@@ -362,9 +369,14 @@ func (t *udpTransport) send(id uint64, p []byte) error {
 		if _, err := t.c.Write(d); err != nil {
 			return err
 		}
+		t.sent.Add(1)
 	}
 	return nil
 }
+
+// packets is how many datagrams both ends sent: the messages' and the
+// acks' (the I/O floor of the reference row, ioBound, is per datagram).
+func (t *udpTransport) packets() uint64 { return t.sent.Load() }
 
 func (t *udpTransport) recvAck() (uint64, error) {
 	for {

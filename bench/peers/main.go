@@ -42,6 +42,11 @@
 // reference row's msgs/s over its ceiling's (and the batch ceiling's over
 // the road verifier's), the median of the ratios of each run (the peers
 // take turns in every run); pkts/msg is how many datagrams a message took.
+// A message's datagrams cost kernel and Go I/O that no stack avoids, so
+// column ×ceiling+I/O gives the reference row's msgs/s over the bound with
+// that floor added: the ceiling's CPU per message plus its pkts/msg times
+// the CPU of one datagram of the raw udp row (its CPU per message over its
+// 2 datagrams), measured in the same run, on the cores the ceiling used.
 //
 // The fast profile's rows send the payload as bytes (body kind raw), as
 // every other peer does; "raet fast json" sends it as a mapping
@@ -235,17 +240,41 @@ func run(ps []peer, mode string, sizes []int, window, runs int, dur time.Duratio
 }
 
 // ofCeiling sets, in one round of measurements, the reference profile's
-// msgs/s over its crypto ceiling's, and the batch ceiling's over it.
+// msgs/s over its crypto ceiling's and over the ceiling with the I/O floor
+// added (ioBound, with the raw udp row of the round), and the batch
+// ceiling's over the road verifier's ceiling.
 func ofCeiling(round []result) {
 	i := slices.IndexFunc(round, func(r result) bool { return r.Peer == ceilingPeer })
 	if i < 0 || round[i].MsgsPerS == 0 {
 		return
 	}
+	var bound float64
+	if u := slices.IndexFunc(round, func(r result) bool { return r.Peer == udpPeer }); u >= 0 {
+		bound = ioBound(round[i], round[u])
+	}
 	for j, r := range round {
 		if r.Peer == ceilingOf || r.Peer == batchCeilingPeer {
 			round[j].OfCeiling = r.MsgsPerS / round[i].MsgsPerS
 		}
+		if r.Peer == ceilingOf && bound > 0 {
+			round[j].OfCeilingIO = r.MsgsPerS / bound
+		}
 	}
+}
+
+// ioBound is the msgs/s the reference profile would reach if a message
+// cost the CPU of its crypto (the ceiling row c's per message) and of
+// sending and receiving its datagrams (c's datagrams per message, each at
+// what one datagram of the raw udp row u cost: the kernel's and Go's
+// work, no protocol), on as many cores as the ceiling kept busy; 0
+// without the figures. The reference row cannot pass it: its datagrams
+// go through the same kernel, and its coats, heads and bodies cost more.
+func ioBound(c, u result) float64 {
+	if c.CPUusPerMsg <= 0 || u.CPUusPerMsg <= 0 || u.PktsPerMsg <= 0 {
+		return 0
+	}
+	floor := c.PktsPerMsg * u.CPUusPerMsg / u.PktsPerMsg
+	return c.MsgsPerS * c.CPUusPerMsg / (c.CPUusPerMsg + floor)
 }
 
 func median(rs []result) result {
@@ -266,6 +295,7 @@ func median(rs []result) result {
 	m.CPUusPerMsg = pick(func(r result) float64 { return r.CPUusPerMsg })
 	m.PktsPerMsg = pick(func(r result) float64 { return r.PktsPerMsg })
 	m.OfCeiling = pick(func(r result) float64 { return r.OfCeiling })
+	m.OfCeilingIO = pick(func(r result) float64 { return r.OfCeilingIO })
 	m.Count, m.Errors, m.Lost = 0, 0, 0
 	for _, r := range rs {
 		m.Count += r.Count
@@ -285,7 +315,7 @@ func printTable(w io.Writer, res []result, mode string, window, runs int, dur ti
 	if oneWay {
 		fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMB/s\tCPU µs/msg\tmsgs/s ×kcp\tCPU ×kcp\tlost\terrors\t")
 	} else {
-		fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMB/s\tCPU µs/msg\tp50 µs\tp99 µs\tidle p50 µs\tmsgs/s ×kcp\tCPU ×kcp\tp50 ×kcp\tidle p50 ×kcp\tpkts/msg\t×ceiling\terrors\t")
+		fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMB/s\tCPU µs/msg\tp50 µs\tp99 µs\tidle p50 µs\tmsgs/s ×kcp\tCPU ×kcp\tp50 ×kcp\tidle p50 ×kcp\tpkts/msg\t×ceiling\t×ceiling+I/O\terrors\t")
 	}
 	base := map[int]result{}
 	for _, r := range res {
@@ -310,16 +340,19 @@ func printTable(w io.Writer, res []result, mode string, window, runs int, dur ti
 		// (ceiling.go): the stack's share of it, and the batch verifier's
 		// ceiling over the road verifier's (medians of the ratios of each
 		// run).
-		ofCeiling, pkts := "-", "-"
+		ofCeiling, ofCeilingIO, pkts := "-", "-", "-"
 		if r.OfCeiling > 0 {
 			ofCeiling = fmt.Sprintf("%.2f", r.OfCeiling)
+		}
+		if r.OfCeilingIO > 0 {
+			ofCeilingIO = fmt.Sprintf("%.2f", r.OfCeilingIO)
 		}
 		if r.PktsPerMsg > 0 {
 			pkts = fmt.Sprintf("%.2f", r.PktsPerMsg)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", sizeName(r.Size), r.Peer, r.MsgsPerS, r.MBPerS,
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", sizeName(r.Size), r.Peer, r.MsgsPerS, r.MBPerS,
 			r.CPUusPerMsg, r.RTTP50us, r.RTTP99us, r.IdleP50us, ratio(r.MsgsPerS, b.MsgsPerS), ratio(r.CPUusPerMsg, b.CPUusPerMsg),
-			ratio(r.RTTP50us, b.RTTP50us), ratio(r.IdleP50us, b.IdleP50us), pkts, ofCeiling, r.Errors)
+			ratio(r.RTTP50us, b.RTTP50us), ratio(r.IdleP50us, b.IdleP50us), pkts, ofCeiling, ofCeilingIO, r.Errors)
 	}
 	tw.Flush()
 	for _, r := range res {

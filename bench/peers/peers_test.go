@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,14 @@ func TestSmoke(t *testing.T) {
 			}
 			if hasRatio := mode == modeWindowed && (r.Peer == ceilingOf || r.Peer == batchCeilingPeer); hasRatio != (r.OfCeiling > 0) {
 				t.Errorf("%s %s %d: ratio to the crypto ceiling %v", mode, r.Peer, r.Size, r.OfCeiling)
+			}
+			// The bound with the I/O floor is below the ceiling: the
+			// reference row is a larger share of it.
+			if hasIO := mode == modeWindowed && r.Peer == ceilingOf; hasIO != (r.OfCeilingIO > r.OfCeiling) {
+				t.Errorf("%s %s %d: ratio to the ceiling with the I/O floor %v (to the ceiling %v)", mode, r.Peer, r.Size, r.OfCeilingIO, r.OfCeiling)
+			}
+			if mode == modeWindowed && r.Peer == udpPeer && r.PktsPerMsg != 2 {
+				t.Errorf("%s %s %d: %.2f datagrams a message, want the message and its ack", mode, r.Peer, r.Size, r.PktsPerMsg)
 			}
 		}
 		var b bytes.Buffer
@@ -88,6 +97,27 @@ func TestCeiling(t *testing.T) {
 		if run.Errors != 0 || run.PktsPerMsg < float64(len(pkts)) || run.PktsPerMsg > float64(len(pkts))+0.5 {
 			t.Fatalf("%d B: the run of %q sent %.2f datagrams per message, the ceiling signs %d: %+v", tc.size, run.Peer, run.PktsPerMsg, len(pkts), run)
 		}
+	}
+}
+
+// TestIOBound checks the bound with the I/O floor against the figures of
+// the integrator's quiet run: a ceiling of 12052 msgs/s at 164.2 µs of
+// crypto for 3 datagrams, and raw UDP at 14.4 µs for its 2 (7.2 µs each),
+// give 164.2+3·7.2 = 185.8 µs a message, 12052·164.2/185.8 = 10651 msgs/s;
+// and no bound without the udp row's figures.
+func TestIOBound(t *testing.T) {
+	c := result{Peer: ceilingPeer, MsgsPerS: 12052, CPUusPerMsg: 164.2, PktsPerMsg: 3}
+	u := result{Peer: udpPeer, CPUusPerMsg: 14.4, PktsPerMsg: 2}
+	if got := ioBound(c, u); math.Abs(got-10651) > 1 {
+		t.Errorf("ioBound = %.1f, want 10651", got)
+	}
+	if got := ioBound(c, result{Peer: udpPeer, CPUusPerMsg: 14.4}); got != 0 {
+		t.Errorf("ioBound without the udp row's datagrams = %v, want 0", got)
+	}
+	round := []result{u, {Peer: ceilingOf, MsgsPerS: 8361}, c}
+	ofCeiling(round)
+	if r := round[1]; math.Abs(r.OfCeiling-0.694) > 0.001 || math.Abs(r.OfCeilingIO-0.785) > 0.001 {
+		t.Errorf("reference row: ×ceiling %.3f, ×ceiling+I/O %.3f; want 0.694, 0.785", r.OfCeiling, r.OfCeilingIO)
 	}
 }
 
