@@ -131,9 +131,7 @@ func TestEd25519MatchesStdlib(t *testing.T) {
 	for _, c := range cs {
 		want := ed25519.Verify(c.pub, c.msg, c.sig)
 		std = append(std, want)
-		if got := verifyEd25519(c.pub, c.msg, c.sig); got != want {
-			t.Errorf("%s: the foot's verifier %v, stdlib %v", c.name, got, want)
-		}
+		checkBothWays(t, c, want)
 		bv.AddWithOptions(c.pub, c.msg, c.sig, batchOpts)
 	}
 	_, valid := bv.Verify(nil)
@@ -163,6 +161,26 @@ func TestEd25519MatchesStdlib(t *testing.T) {
 		if err != nil || !bytes.Equal(got[len(c.msg):], want) {
 			t.Errorf("%s: the foot signs %x, stdlib %x (%v)", c.name, got[len(c.msg):], want, err)
 		}
+	}
+}
+
+// checkBothWays checks that the foot's verifier gives the standard
+// library's answer want on c with its key as given and, when the key is a
+// point, expanded (expandedKeys).
+func checkBothWays(t *testing.T, c sigCase, want bool) {
+	t.Helper()
+	if got := verifyEd25519(c.pub, nil, c.msg, c.sig); got != want {
+		t.Errorf("%s: the foot's verifier %v, stdlib %v", c.name, got, want)
+	}
+	x, err := voi.NewExpandedPublicKey(c.pub)
+	if err != nil {
+		if want {
+			t.Errorf("%s: the stdlib accepts a key voi cannot expand: %v", c.name, err)
+		}
+		return
+	}
+	if got := verifyEd25519(c.pub, x, c.msg, c.sig); got != want {
+		t.Errorf("%s: the foot's verifier with the key expanded %v, stdlib %v", c.name, got, want)
 	}
 }
 
@@ -202,9 +220,7 @@ func TestEd25519EdgeVectors(t *testing.T) {
 		if want {
 			accepted++
 		}
-		if got := verifyEd25519(c.pub, c.msg, c.sig); got != want {
-			t.Errorf("%s: the foot's verifier %v, stdlib %v", c.name, got, want)
-		}
+		checkBothWays(t, c, want)
 		bv := voi.NewBatchVerifier()
 		bv.AddWithOptions(c.pub, c.msg, c.sig, batchOpts)
 		if _, valid := bv.Verify(nil); valid[0] != want {

@@ -9,7 +9,10 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
+
+	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 
 	"github.com/raet-go/raet/codec"
 )
@@ -206,6 +209,125 @@ func TestNaClFootErrors(t *testing.T) {
 }
 
 // Verify works when head||coat and foot are separate buffers (it copies).
+// TestNaClFootExpandsRuns checks the foot's expanded keys (expandedKeys):
+// a key is expanded at its second packet in a row in its slot and used
+// from then on, with the same answers (a tampered packet still fails); two
+// keys taking turns in one slot are verified as given, with no
+// allocation, as are the packets under a key that is not a point; and
+// the foot stays safe to share between goroutines.
+func TestNaClFootExpandsRuns(t *testing.T) {
+	// Two signers whose keys share a slot, and one verifying foot that
+	// resolves de 1 and 2 to them.
+	var seeds [2][32]byte
+	var keys [2]*[32]byte
+	for i := byte(1); keys[1] == nil; i++ {
+		seed := [32]byte{i}
+		pub := (*[32]byte)(ed25519.NewKeyFromSeed(seed[:])[32:])
+		switch {
+		case keys[0] == nil:
+			seeds[0], keys[0] = seed, pub
+		case pub[0]%expandedSlots == keys[0][0]%expandedSlots:
+			seeds[1], keys[1] = seed, pub
+		}
+	}
+	var pkts [2][]byte
+	for i := range pkts {
+		pkts[i], _ = NewNaClFoot(&seeds[i], nil).Sign(bench1K(NaClFootSize))
+	}
+	n := len(pkts[0]) - NaClFootSize
+	newFoot := func() *NaClFoot {
+		return NewNaClFoot(nil, func(de uint32) (*[32]byte, bool) { return keys[de-1], de == 1 || de == 2 })
+	}
+	slot := keys[0][0] % expandedSlots
+	verify := func(f *NaClFoot, i int) {
+		t.Helper()
+		if err := f.Verify(pkts[i][:n], pkts[i][n:], uint32(i+1)); err != nil {
+			t.Fatalf("packet %d: %v", i, err)
+		}
+	}
+
+	f := newFoot()
+	verify(f, 0)
+	if f.expanded[slot].key.Load() != nil {
+		t.Fatal("a key was expanded at its first packet")
+	}
+	verify(f, 0)
+	k := f.expanded[slot].key.Load()
+	if k == nil || k.pub != *keys[0] {
+		t.Fatal("a key was not expanded at its second packet in a row")
+	}
+	verify(f, 0)
+	bad := bytes.Clone(pkts[0])
+	bad[10] ^= 1
+	if err := f.Verify(bad[:n], bad[n:], 1); !errors.Is(err, ErrFootVerify) {
+		t.Fatalf("a tampered packet with the key expanded: %v, want ErrFootVerify", err)
+	}
+	if err := f.Verify(pkts[1][:n], pkts[0][n:], 2); !errors.Is(err, ErrFootVerify) {
+		t.Fatalf("a signature of another key: %v, want ErrFootVerify", err)
+	}
+
+	f = newFoot()
+	turns := func() {
+		for i := range 6 {
+			verify(f, i%2)
+		}
+	}
+	turns()
+	if f.expanded[slot].key.Load() != nil {
+		t.Fatal("keys taking turns in a slot were expanded")
+	}
+	if !raceEnabled() {
+		if a := testing.AllocsPerRun(5, turns); a != 0 {
+			t.Errorf("keys taking turns: %v allocs, want 0", a)
+		}
+	}
+
+	// A key that is not a point fails every packet, and is tried once.
+	notPoint := new([32]byte)
+	for i := byte(2); ; i++ {
+		notPoint[0] = i
+		if _, err := voi.NewExpandedPublicKey(notPoint[:]); err != nil {
+			break
+		}
+	}
+	f = NewNaClFoot(nil, func(uint32) (*[32]byte, bool) { return notPoint, true })
+	bogus := func() {
+		if err := f.Verify(pkts[0][:n], pkts[0][n:], 1); !errors.Is(err, ErrFootVerify) {
+			t.Fatalf("a key that is not a point: %v, want ErrFootVerify", err)
+		}
+	}
+	bogus()
+	bogus()
+	if k := f.expanded[notPoint[0]%expandedSlots].key.Load(); k == nil || k.x != nil {
+		t.Fatal("the slot does not keep that a key is not a point")
+	}
+	if !raceEnabled() {
+		// A failure allocates its error, and nothing more.
+		good := newFoot()
+		refused := testing.AllocsPerRun(5, func() {
+			if err := good.Verify(bad[:n], bad[n:], 1); err == nil {
+				t.Fatal("a tampered packet verified")
+			}
+		})
+		if a := testing.AllocsPerRun(5, bogus); a != refused {
+			t.Errorf("a key that is not a point: %v allocs, want %v (a refused packet's)", a, refused)
+		}
+	}
+
+	f = newFoot()
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Go(func() {
+			for range 4 {
+				if err := f.Verify(pkts[g][:n], pkts[g][n:], uint32(g+1)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 func TestNaClFootSeparateBuffers(t *testing.T) {
 	pkt := vectorHex(t, "alive_request.hex")
 	head, sig := bytes.Clone(pkt[:aliveHeadLen]), bytes.Clone(pkt[aliveHeadLen:])
