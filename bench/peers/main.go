@@ -11,6 +11,7 @@
 //	                           [-fanout-sizes 64,1024] [-subs 1,10,100]
 //	                           [-window 16] [-oneway-window 1024] [-dur 1s] [-runs 3]
 //	                           [-peers udp,raet fast] [-raet-fast-mps 8192] [-json] [-cpuprofile FILE]
+//	                           [-trace FILE]
 //
 // Windowed mode: every peer carries each message from a client to a server,
 // and the server answers with a small ack (for the road stack: Send until
@@ -65,6 +66,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,7 +87,18 @@ func main() {
 	fastMPS := flag.Int("raet-fast-mps", 0, "also measure the fast profile with this packet size (loopback takes e.g. 8192)")
 	asJSON := flag.Bool("json", false, "print every measurement as a JSON line too")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	traceFile := flag.String("trace", "", "write an execution trace of the whole run to this file (go tool trace)")
 	flag.Parse()
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "peers: trace: %v\n", err)
+			os.Exit(2)
+		}
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -137,6 +150,7 @@ func main() {
 		}
 	}
 	pprof.StopCPUProfile() // a no-op without -cpuprofile
+	trace.Stop()           // and without -trace
 	if failed {
 		os.Exit(1)
 	}
