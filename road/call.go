@@ -229,6 +229,7 @@ func (s *Stack) takeSends() {
 	for i, c := range q {
 		s.core.SendFor(c.To, c.plain, c.kind, c.mid, (*callWaiter)(c), c.started, now)
 		q[i] = nil
+		s.handEarly()
 	}
 	s.sendSpare = q[:0]
 }

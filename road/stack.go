@@ -845,6 +845,7 @@ func (s *Stack) moreInbound(d *rxDatagram, now time.Time) {
 		case *d = <-s.inbound:
 			s.core.Receive(&d.in, now)
 			s.bufs.Put(d.buf)
+			s.handEarly()
 		default:
 			return
 		}
@@ -918,23 +919,8 @@ func earliest(a, b time.Time) time.Time {
 // when Close's linger ran out.
 func (s *Stack) flush() (time.Time, bool) {
 	c := s.core
-	if c.OutLen() > 0 {
-		bp, ok := s.batches.Get().(*[]core.Datagram)
-		if !ok {
-			bp = new([]core.Datagram)
-		}
-		*bp = c.TakeOut(*bp)
-		if s.direct(*bp) {
-			*bp = (*bp)[:0]
-			s.batches.Put(bp)
-		} else {
-			s.handed.Add(1)
-			select { // while closing too: Close lingers for these
-			case s.outbound <- bp:
-			case <-s.abort:
-				return time.Time{}, false
-			}
-		}
+	if c.OutLen() > 0 && !s.handOut() {
+		return time.Time{}, false
 	}
 	var retry time.Time
 	n := 0
@@ -966,6 +952,44 @@ func (s *Stack) flush() (time.Time, bool) {
 		retry = earliest(retry, time.Now().Add(deliverRetry))
 	}
 	return retry, true
+}
+
+// handOut takes the core's datagrams and writes them (direct) or hands
+// them to the writer; false when Close's linger ran out.
+func (s *Stack) handOut() bool {
+	bp, ok := s.batches.Get().(*[]core.Datagram)
+	if !ok {
+		bp = new([]core.Datagram)
+	}
+	*bp = s.core.TakeOut(*bp)
+	if s.direct(*bp) {
+		*bp = (*bp)[:0]
+		s.batches.Put(bp)
+		return true
+	}
+	s.handed.Add(1)
+	select { // while closing too: Close lingers for these
+	case s.outbound <- bp:
+		return true
+	case <-s.abort:
+		return false
+	}
+}
+
+// handEarly hands the writer what the core made so far, in the middle of a
+// turn of the owner (sends to start, datagrams to take), once it is more
+// than the owner would write itself (direct) and no message waits for the
+// bundles of this moment. So a segmented message leaves while the owner
+// seals the next one, on the other core, rather than the turn's messages
+// waiting for its end to leave together: then the stages of a message's
+// way (the owner's sealing, the writer's system call, the receiver's
+// reader and owner, the done's way back) took turns with the whole window
+// in one of them, a convoy that kept one core busy of two (16 messages
+// of 16 KiB in flight: each turn sealed all 16, 208 datagrams).
+func (s *Stack) handEarly() {
+	if c := s.core; c.Ready() > maxDirect && !c.Bundling() {
+		s.handOut() // false: Close's linger ran out, which the flush at the turn's end finds too
+	}
 }
 
 // do runs f on the owner goroutine.

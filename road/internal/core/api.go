@@ -60,6 +60,10 @@ func (c *Core) OutLen() int {
 	return len(c.out)
 }
 
+// Ready is how many datagrams are made and wait to be taken, without the
+// bundles of this moment (which OutLen and TakeOut make first).
+func (c *Core) Ready() int { return len(c.out) }
+
 // Bundling reports whether messages wait for the bundles of this moment
 // (sent by the next OutLen or TakeOut).
 func (c *Core) Bundling() bool { return len(c.bundling.queued) > 0 }
