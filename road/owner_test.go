@@ -119,11 +119,12 @@ func (r *recordIO) written() []string {
 	return slices.Clone(r.wrote)
 }
 
-// The owner writes a small flush itself, but only once the writer has
-// written everything handed to it, so that the datagrams leave in the
-// order the core made them; a long run goes to the writer. (A flush with
-// an Ed25519 foot to sign goes to the writer too: the reference profile's
-// tests would fail were one written unsigned.)
+// The owner writes a small flush itself, and one run to one address (a
+// segmented message), but only once the writer has written everything
+// handed to it, so that the datagrams leave in the order the core made
+// them; a longer flush goes to the writer. (A flush with an Ed25519 foot
+// to sign goes to the writer too: the reference profile's tests would fail
+// were one written unsigned.)
 func TestOwnerWritesSmallFlushesInOrder(t *testing.T) {
 	to := netip.MustParseAddrPort("127.0.0.1:7530")
 	batch := func(names ...string) []core.Datagram {
@@ -132,6 +133,10 @@ func TestOwnerWritesSmallFlushesInOrder(t *testing.T) {
 			ds[i] = core.Datagram{B: []byte(n), To: to}
 		}
 		return ds
+	}
+	run := make([]string, maxDirect+1) // to one address, within maxDirectRun
+	for i := range run {
+		run[i] = fmt.Sprintf("run%d", i)
 	}
 	rec := &recordIO{hold: "w1", gate: make(chan struct{})}
 	s := &Stack{cfg: &Config{}, io: rec, outbound: make(chan *[]core.Datagram, 1), abort: make(chan struct{}),
@@ -144,12 +149,19 @@ func TestOwnerWritesSmallFlushesInOrder(t *testing.T) {
 		s.wg.Wait()
 	}()
 
-	long := make([]string, maxDirect+1)
-	for i := range long {
-		long[i] = fmt.Sprintf("long%d", i)
+	spread := batch(run...)
+	for i := range spread {
+		spread[i].To = netip.AddrPortFrom(to.Addr(), uint16(7531+i))
 	}
-	if s.direct(batch(long...)) {
-		t.Fatalf("the owner wrote %d datagrams itself (most %d)", len(long), maxDirect)
+	if s.direct(spread) {
+		t.Fatalf("the owner wrote %d datagrams to %d addresses itself (most %d)", len(spread), len(spread), maxDirect)
+	}
+	big := batch(run...)
+	for i := range big {
+		big[i].B = make([]byte, maxDirectRun/maxDirect)
+	}
+	if s.direct(big) {
+		t.Fatalf("the owner wrote a run of %d bytes itself (most %d)", len(big)*len(big[0].B), maxDirectRun)
 	}
 	first := batch("w1", "w2")
 	s.handed.Add(1)
@@ -173,7 +185,10 @@ func TestOwnerWritesSmallFlushesInOrder(t *testing.T) {
 	if !s.direct(batch("o2", "o3")) {
 		t.Fatal("the owner handed a small flush to an idle writer")
 	}
-	if got, want := rec.written(), []string{"w1", "w2", "o2", "o3"}; !slices.Equal(got, want) {
+	if !s.direct(batch(run...)) {
+		t.Fatalf("the owner handed a run of %d datagrams to one address to an idle writer", len(run))
+	}
+	if got, want := rec.written(), append([]string{"w1", "w2", "o2", "o3"}, run...); !slices.Equal(got, want) {
 		t.Fatalf("written %q, want %q", got, want)
 	}
 }
