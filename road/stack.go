@@ -31,8 +31,9 @@ import (
 // the message datagrams the owner flushes (so that the owner's work and
 // the signing run on different cores) and writes them (sendmmsg, with UDP
 // GSO for runs of equal-sized datagrams to one peer where Linux has it;
-// see Config.NoOffload), and the owner writes a small flush with nothing
-// to sign itself while the writer is idle; a decoder goroutine, and with
+// see Config.NoOffload), and the owner writes a small flush, or a
+// segmented message's run of datagrams, with nothing to sign itself while
+// the writer is idle, as soon as it is made; a decoder goroutine, and with
 // a BatchSerializer an encoder goroutine, make the serializer's costly
 // calls in batches. The calls (Join, Send, Remotes, …) talk to the owner through
 // channels.
