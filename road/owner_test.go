@@ -308,3 +308,94 @@ func TestSocketFailureCountsOnce(t *testing.T) {
 		t.Fatalf("the failure logged %d times", n)
 	}
 }
+
+// writeWatch is a PacketConn whose writes call watch with the datagram
+// first.
+type writeWatch struct {
+	net.PacketConn
+	watch func(b []byte)
+}
+
+func (w writeWatch) WriteTo(b []byte, to net.Addr) (int, error) {
+	w.watch(b)
+	return w.PacketConn.WriteTo(b, to)
+}
+
+// A turn of the owner that starts several segmented messages sends each
+// as soon as it is sealed, before it starts the next, rather than all of
+// them at the turn's end (the convoy handEarly explains). Four Sends wait
+// for the owner, which is held: two segmented ones to the main, each
+// followed by one to a remote nobody knows, whose outcome the owner hands
+// over at once as it comes to it. A segment written before the first
+// unknown's outcome was handed over was sent before the owner went on.
+func TestOwnerSendsEachSegmentedMessageAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		network := netsim.NewNetwork(1)
+		defer network.Close()
+		mainAddr := netip.MustParseAddrPort("10.0.0.1:7530")
+		unknown := make(chan *Call, 2)
+		var mu sync.Mutex
+		var seen []int // for each segment the other wrote: the unknowns' outcomes handed over by then
+		watching := false
+		stack := func(cfg Config, at netip.AddrPort) *Stack {
+			conn, err := network.Listen(at, netsim.Impairment{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.PacketConn = writeWatch{conn, func(b []byte) {
+				mu.Lock()
+				defer mu.Unlock()
+				if watching && len(b) > 1000 { // a segment: nothing else this long goes now
+					seen = append(seen, len(unknown))
+				}
+			}}
+			cfg.Auto, cfg.AlivePeriod = keep.AutoAlways, -1
+			s, err := New(&cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Start(); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		m := stack(Config{Name: "main", Main: true}, mainAddr)
+		defer m.Close()
+		o := stack(Config{Name: "other"}, netip.MustParseAddrPort("10.0.0.2:7530"))
+		defer o.Close()
+		ctx := t.Context()
+		if _, err := o.Join(ctx, mainAddr.String()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		release := make(chan struct{})
+		if err := o.do(ctx, func(*core.Core) { <-release }); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		watching = true
+		mu.Unlock()
+		big := strings.Repeat("x", 16<<10)
+		sent := make(chan *Call, 2)
+		for _, to := range []string{"main", "nobody", "main", "nobody"} {
+			done := sent
+			if to == "nobody" {
+				done = unknown
+			}
+			if _, err := o.Go(ctx, to, big, done); err != nil {
+				t.Fatal(err)
+			}
+		}
+		close(release) // the owner takes the four in one turn
+		for range 2 {
+			if c := <-sent; c.Err != nil {
+				t.Fatal(c.Err)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) < 2 || seen[0] != 0 || seen[len(seen)-1] != 1 {
+			t.Fatalf("the segments were written after %v outcomes of the unknowns each: want the first message's before either (0), the second's after the first (1)", seen)
+		}
+	})
+}
