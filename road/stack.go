@@ -604,7 +604,10 @@ func (s *Stack) take(turn chan struct{}) bool {
 func (s *Stack) readLoop(mine, next readerTurns, feet *core.FootChecker) {
 	defer s.wg.Done()
 	var (
-		ptrs  [ioBatch]*[]byte
+		ptrs [ioBatch]*[]byte
+		// bufs[i] is *ptrs[i] while this reader holds it and nil once it
+		// is handed on: a slice left behind keeps its buffer live (for
+		// good, beyond the last batch as large).
 		bufs  [ioBatch][]byte
 		ns    [ioBatch]int
 		froms [ioBatch]netip.AddrPort
@@ -638,7 +641,7 @@ func (s *Stack) readLoop(mine, next readerTurns, feet *core.FootChecker) {
 		for i := n; i < len(ptrs); i++ {
 			if ptrs[i] != nil { // unused: for the next reader
 				s.bufs.Put(ptrs[i])
-				ptrs[i] = nil
+				ptrs[i], bufs[i] = nil, nil
 			}
 		}
 		share := err != nil || n == want || heavy
@@ -684,7 +687,7 @@ func (s *Stack) readLoop(mine, next readerTurns, feet *core.FootChecker) {
 			// work; the owner never verifies them again. A full batch says
 			// the socket holds more: presence is shed (FootChecker.Shed).
 			ds[k].buf = ptrs[i]
-			ptrs[i] = nil
+			ptrs[i], bufs[i] = nil, nil
 			feet.Parse(&ds[k].in, b, froms[i], s.keys)
 			k++
 		}
