@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/road/internal/core"
+	"github.com/raet-go/raet/road/internal/shrink"
 )
 
 // The ids of the messages a Stack sends (the wire form, and the receiver's
@@ -26,6 +27,10 @@ type midSource struct {
 	// floor stays at or below that until its id is known.
 	puts   map[uint64]pendingPut
 	ticket uint64
+	// remotesPeak and putsPeak say when remotes and puts, emptied of
+	// most of what they held (a fan-out to ten thousand remotes done),
+	// are rebuilt, to give back their room (shrink).
+	remotesPeak, putsPeak shrink.Peak
 	// spare is the seqs of a remote that had none open any more, emptied,
 	// for the next remote that has (a remote sent one message at a time
 	// makes none anew per message).
@@ -66,6 +71,7 @@ func (s *midSource) reserve(remote string) (ticket uint64) {
 	defer s.mu.Unlock()
 	s.ticket++
 	s.puts[s.ticket] = pendingPut{remote: remote, above: s.high + 1}
+	s.putsPeak.Note(len(s.puts))
 	return s.ticket
 }
 
@@ -73,7 +79,19 @@ func (s *midSource) reserve(remote string) (ticket uint64) {
 func (s *midSource) cancel(ticket uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.endPut(ticket)
+}
+
+// endPut ends the reservation of ticket (0: none).
+func (s *midSource) endPut(ticket uint64) {
+	if ticket == 0 {
+		return
+	}
 	delete(s.puts, ticket)
+	if s.putsPeak.Due(len(s.puts)) {
+		s.puts = shrink.Map(s.puts)
+		s.putsPeak.Rebuilt(len(s.puts))
+	}
 }
 
 // begin registers seq (0: the next of the Stack's own, with no queue) of
@@ -83,7 +101,7 @@ func (s *midSource) cancel(ticket uint64) {
 func (s *midSource) begin(remote string, seq, ticket uint64) (core.MsgID, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.puts, ticket)
+	s.endPut(ticket)
 	if seq == 0 {
 		seq = s.high + 1
 	}
@@ -111,6 +129,7 @@ func (s *midSource) holdLocked(remote string, seq uint64) {
 			o = &openSeqs{}
 		}
 		s.remotes[remote] = o
+		s.remotesPeak.Note(len(s.remotes))
 	}
 	o.add(seq)
 }
@@ -127,6 +146,10 @@ func (s *midSource) done(remote string, seq uint64) {
 	if o.remove(seq) == 0 {
 		delete(s.remotes, remote)
 		s.spare = o
+		if s.remotesPeak.Due(len(s.remotes)) {
+			s.remotes = shrink.Map(s.remotes)
+			s.remotesPeak.Rebuilt(len(s.remotes))
+		}
 	}
 }
 
