@@ -69,23 +69,30 @@ func (c *Core) Ready() int { return len(c.out) }
 func (c *Core) Bundling() bool { return len(c.bundling.queued) > 0 }
 
 // TakeOut returns the datagrams to send, in order, and keeps spare's
-// memory (emptied) for the next ones, unless it is more than maxKeptOut.
+// memory (emptied) for the next ones, unless it is more than keptOut.
 // Each datagram must be signed (Sign, a no-op unless Config.SignLater left
 // its foot) before it is sent, and its Release gives its buffer back once
 // it is sent.
 func (c *Core) TakeOut(spare []Datagram) []Datagram {
 	c.flushBundles()
 	out := c.out
-	if cap(spare) > maxKeptOut {
+	if cap(spare) > c.keptOut() {
 		spare = nil // a burst's room (an alive to each of thousands) goes
 	}
 	c.out = spare[:0]
 	return out
 }
 
-// maxKeptOut is the most room for datagrams to send the core keeps
-// between flushes.
-const maxKeptOut = 256
+// keptOut is the most room for datagrams to send the core keeps between
+// flushes: two datagrams' for each remote, from minKeptOut (a segmented
+// message's burst) up to maxKeptOut; so that a main that a fleet left
+// does not keep the room of their last alives (up to 26 KB).
+func (c *Core) keptOut() int { return min(maxKeptOut, max(minKeptOut, 2*len(c.remotes))) }
+
+const (
+	minKeptOut = 64
+	maxKeptOut = 256
+)
 
 // Deliveries are the received messages not yet taken, oldest first.
 func (c *Core) Deliveries() []Message { return c.delivery.items() }

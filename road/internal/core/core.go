@@ -11,6 +11,7 @@ import (
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/keys"
 	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/road/internal/shrink"
 )
 
 // Core is an estate's state and protocol logic, with no sockets, no
@@ -91,7 +92,7 @@ type Core struct {
 	visits       uint64
 	keyed        uint64
 	silence      silenceList // the remotes, the longest silent first (forget.go)
-	peak         int         // the most remotes held since the maps were last rebuilt (shrink)
+	peak         shrink.Peak // the most remotes held since the maps were last rebuilt (Core.shrink)
 	shrinkTimers bool        // the next flushWake rebuilds the timer heap and touched (shrink)
 
 	// keys is the table the readers check with; keysDirty are the uids
@@ -339,7 +340,7 @@ func (c *Core) addRemote(r *remote) {
 	c.silence.last(r)
 	c.remotes[r.nuid] = r
 	c.byName[r.name] = r
-	c.peak = max(c.peak, len(c.remotes))
+	c.peak.Note(len(c.remotes))
 	if r.role == "" {
 		r.role = r.name
 	}

@@ -3,6 +3,8 @@ package core
 import (
 	"errors"
 	"io/fs"
+
+	"github.com/raet-go/raet/road/internal/shrink"
 )
 
 // Bounded state for the departed. A main estate reaps a remote silent for
@@ -76,40 +78,36 @@ func (c *Core) forget(r *remote, why Reason) {
 
 // shrink rebuilds the remotes' maps (and the roles' records and the joins
 // in progress, which forgetting empties too) once they hold a quarter of
-// their peak (Go's maps and slices never give back their room), and has
-// the next flush rebuild the timer heap, the touched list and the timers'
-// scratch once the forgotten left them (flushWake): so that a main whose
-// remotes all left holds what it held before they came. The room of what
-// the fleet's joins and messages queued goes too: the keep queue's maps
-// and held datagrams, the deliveries not yet taken, what the reassembler
-// keeps for reuse (packet.Reassembler.Shrink: the chunks of a fan-in of
-// segmented messages, 680 KB from 10000 reference remotes), and the
-// budgets of the strangers' addresses (a main that thousands joined holds
-// a bucket for each until it sweeps them: limits.sweep).
+// their peak (shrink.Peak: Go's maps and slices never give back their
+// room), down to the least room a map takes (it stopped at 64 remotes,
+// and a main that a fleet left kept the maps' room for up to 63, ~6 KB),
+// and has the next flush rebuild the timer heap, the touched list and the
+// timers' scratch once the forgotten left them (flushWake): so that a
+// main whose remotes all left holds what it held before they came. The
+// room of what the fleet's joins and messages queued goes too: the keep
+// queue's maps and held datagrams, the datagrams to send (keptOut), the
+// deliveries not yet taken, what the reassembler keeps for reuse
+// (packet.Reassembler.Shrink: the chunks of a fan-in of segmented
+// messages, 680 KB from 10000 reference remotes), and the budgets of the
+// strangers' addresses (a main that thousands joined holds a bucket for
+// each until it sweeps them: limits.sweep).
 func (c *Core) shrink() {
-	if c.peak < 64 || len(c.remotes) > c.peak/4 {
+	if !c.peak.Due(len(c.remotes)) {
 		return
 	}
-	c.remotes, c.byName = rebuilt(c.remotes), rebuilt(c.byName)
-	c.roles, c.joinees = rebuilt(c.roles), rebuilt(c.joinees)
+	c.remotes, c.byName = shrink.Map(c.remotes), shrink.Map(c.byName)
+	c.roles, c.joinees = shrink.Map(c.roles), shrink.Map(c.joinees)
 	c.shrinkTimers = true
 	q := &c.kq
-	q.holds, q.queued = rebuilt(q.holds), rebuilt(q.queued)
+	q.holds, q.queued = shrink.Map(q.holds), shrink.Map(q.queued)
 	q.held = append([]heldDatagram(nil), q.held...)
+	if cap(c.out) > c.keptOut() {
+		c.out = append([]Datagram(nil), c.out...)
+	}
 	c.delivery = fifo[Message]{s: append([]Message(nil), c.delivery.items()...)}
 	c.reasm.Shrink()
 	c.lim.sweep(c.now)
-	c.peak = len(c.remotes)
-}
-
-// rebuilt is a new map, of the room its entries need, with m's entries
-// (maps.Clone keeps the room of m).
-func rebuilt[K comparable, V any](m map[K]V) map[K]V {
-	out := make(map[K]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+	c.peak.Rebuilt(len(c.remotes))
 }
 
 // capRemotes forgets the longest silent remotes (but keep) while there are
