@@ -212,6 +212,13 @@ func (w *worker) start(req request) (reply, error) {
 		w.main = true
 		if req.HeapSample {
 			runtime.MemProfileRate = heapSampleRate
+			// What the profile writer makes at its first use (the
+			// checksum tables of its gzip stream, 8 KB) is made now, not
+			// after the start is weighed, so that the heap the leave
+			// phase compares with the start does not count it.
+			if err := pprof.Lookup("heap").WriteTo(io.Discard, 0); err != nil {
+				return reply{}, err
+			}
 		}
 		cfg.Name, cfg.Main, cfg.KeepDir = "main", true, req.Dir
 		mc := req.MainCfg
