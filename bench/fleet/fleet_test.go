@@ -71,6 +71,10 @@ func TestFleetSmoke(t *testing.T) {
 			t.Errorf("%s: %.1f s after the clients left: %d remembered, %d of them reaped, heap %d (%.2f × start)",
 				p, r.LeaveSeconds, r.Remembered, r.RememberedRep, r.MainHeapLeft, r.LeftHeapRatio)
 		}
+		// The runtime's threads: GOMAXPROCS's at least.
+		if r.MainThreadsStart < 2 || (r.Left && r.MainThreadsLeft < 2) {
+			t.Errorf("%s: the main's threads at the start %d, once they left %d; want 2 or more", p, r.MainThreadsStart, r.MainThreadsLeft)
+		}
 		if o.pprof != "" {
 			for _, phase := range []string{"join", "idle", "fanout", "fanin", "start.heap", "state.heap", "left.heap"} {
 				path := filepath.Join(o.pprof, fmt.Sprintf("main-%s-%d-%s.pprof", p, n, phase))

@@ -51,7 +51,14 @@
 //     main's heap then with its heap before the joins. That start is
 //     measured after a warm-up (three clients join, send --window
 //     messages each way, leave and are forgotten), so that what a main
-//     makes once at first use (read buffers, pools) is in it.
+//     makes once at first use (read buffers, pools) is in it. Before the
+//     idle main's heap is weighed (at that start and once they left) it
+//     is sent a few datagrams one by one, so that its readers hold the
+//     buffers of a read after one datagram, not after the last burst
+//     (quiet). What
+//     the Go runtime made for the most work the main did at once, its
+//     threads and goroutines, it never gives back: the JSON line has the
+//     main's threads at the start and once they left.
 //
 // The clients' presence period is --client-alive-period; by default a
 // reference-profile client, which cannot learn the main's period on the
@@ -456,9 +463,10 @@ type row struct {
 	JoinPacketsBy   map[string]uint64 `json:"join_main_packets_in_by,omitempty"`
 	JoinRetransmits uint64            `json:"join_main_retransmits"`
 	// JoinDropsBy is what the main dropped during the joins, by reason.
-	JoinDropsBy   map[string]uint64 `json:"join_drops_by,omitempty"`
-	MainHeapStart uint64            `json:"main_heap_start_b"` // before the joins (after the warm-up, see warmUp)
-	MainHeap      uint64            `json:"main_heap_b"`       // after them
+	JoinDropsBy      map[string]uint64 `json:"join_drops_by,omitempty"`
+	MainHeapStart    uint64            `json:"main_heap_start_b"`  // before the joins (after the warm-up, see warmUp)
+	MainThreadsStart int               `json:"main_threads_start"` // the main's threads then (procStats.Threads)
+	MainHeap         uint64            `json:"main_heap_b"`        // after them
 	// MainHeapMarginal is the heap each remote adds from the profile's
 	// previous N to this one: the per-remote cost without the fixed one.
 	MainHeapMarginal float64 `json:"main_heap_marginal_b,omitempty"`
@@ -519,6 +527,11 @@ type row struct {
 	// start (warmUp).
 	LeftHeapRatio float64 `json:"left_heap_ratio,omitempty"`
 	LeftPerRemote float64 `json:"left_heap_per_remote_b,omitempty"`
+	// MainThreadsLeft are the main's threads once they left: those it
+	// started beyond MainThreadsStart for the fleet's work at once, and
+	// the goroutines it ran at once, keep their heap (procStats.Threads),
+	// in MainHeapLeft.
+	MainThreadsLeft int `json:"main_threads_left,omitempty"`
 }
 
 // failures counts what went wrong in a row: a measure that stopped part
@@ -691,11 +704,11 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 	}); err != nil {
 		return r, err
 	}
-	mBase, err := m.stats(ctx, true)
+	mBase, err := m.quietStats(ctx)
 	if err != nil {
 		return r, err
 	}
-	r.MainHeapStart = mBase.Heap
+	r.MainHeapStart, r.MainThreadsStart = mBase.Heap, mBase.Threads
 	if err := heapProfile(ctx, o, m, &r, "start"); err != nil {
 		return r, err
 	}
@@ -891,11 +904,11 @@ func leave(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 	}
 	r.Remembered, r.RememberedRep = st.Remotes, st.Reaped
 	r.LeaveSeconds = time.Since(t).Seconds()
-	st, err = m.stats(ctx, true)
+	st, err = m.quietStats(ctx)
 	if err != nil {
 		return err
 	}
-	r.MainHeapLeft = st.Heap
+	r.MainHeapLeft, r.MainThreadsLeft = st.Heap, st.Threads
 	if err := heapProfile(ctx, o, m, r, "left"); err != nil {
 		return err
 	}
@@ -1231,6 +1244,13 @@ func (p *workerProc) call(ctx context.Context, req request) (reply, error) {
 
 func (p *workerProc) stats(ctx context.Context, gc bool) (procStats, error) {
 	rep, err := p.call(ctx, request{Op: "stats", GC: gc})
+	return rep.Stats, err
+}
+
+// quietStats is the stats of the idle main, after a collection, its
+// readers quieted first (quiet).
+func (p *workerProc) quietStats(ctx context.Context) (procStats, error) {
+	rep, err := p.call(ctx, request{Op: "stats", GC: true, Quiet: true})
 	return rep.Stats, err
 }
 
