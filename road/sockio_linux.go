@@ -2,6 +2,7 @@ package road
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -39,9 +41,9 @@ type mmsgIO struct {
 	// and hands out one datagram per caller buffer.
 	gro *groBuffers
 	// groRead is the function RawConn.Read calls while UDP_GRO is on:
-	// one recvmmsg into buffers it takes from groPool, given back when
+	// one recvmmsg into buffers it takes from gro.free, given back when
 	// nothing is there (EAGAIN): a GRO read holds no buffer while the
-	// poller waits.
+	// poller waits, and an idle socket's list soon none.
 	groRead func(fd uintptr) bool
 	waits   atomic.Uint64 // groRead's calls that found nothing (a wait follows)
 
@@ -57,9 +59,10 @@ const (
 	// groBufs is the most buffers one read takes while UDP_GRO is on: as
 	// many as without it, since most may hold one datagram each. A read
 	// takes twice as many as the last one when it filled them all, else as
-	// many as it filled (at least one), from groPool, and gives them back
-	// once their datagrams are handed out, and while it waits for the
-	// socket: an idle socket holds none.
+	// many as it filled (at least one), from its socket's free list, and
+	// gives them back once their datagrams are handed out, and while it
+	// waits for the socket; the list gives them up as the reads stop: an
+	// idle socket holds none.
 	groBufs = ioBatch
 	// ctrlWords is the room of one control message: a header and an int,
 	// in uint64s so that the header is aligned.
@@ -82,17 +85,101 @@ type mmsgSide struct {
 	calls atomic.Uint64 // system calls made (EAGAIN included)
 }
 
-// groPool holds the GRO buffers no read holds, for every socket of the
-// process: the number a read takes goes up and down with the traffic, and
-// making a 64 KiB buffer each time it went up again was most of what a
-// busy stack allocated (and so of its garbage collection); an idle socket
-// holds none.
-var groPool = sync.Pool{New: func() any { return new([maxDatagram]byte) }}
+// groKeep is how long a socket keeps GRO buffers no read holds: a tick
+// of its free list, at most one a groKeep and only while the list holds
+// buffers, drops those the reads since the tick before did not need, and
+// all of them when no read came (idle: within two ticks a socket holds
+// none).
+const groKeep = 50 * time.Millisecond
+
+// groFree is a socket's free list of the GRO buffers no read holds. The
+// number a read takes goes up and down with the traffic; from a sync.Pool,
+// which every garbage collection empties, a busy stack made a 64 KiB
+// buffer each time it went up again (most of what it allocated, and so of
+// its collections). The list keeps them across collections while reads
+// come, and gives them back to the collector as they stop: a read costs a
+// lock and a pop or push per buffer, and no timer (the tick is armed when
+// the list fills, not per read).
+type groFree struct {
+	mu     sync.Mutex
+	arrs   [groBufs]*[maxDatagram]byte
+	n      int // buffers in arrs
+	need   int // the most buffers one read took since the last tick
+	made   int // buffers ever made: what the list did not have
+	armed  bool
+	closed bool
+	keep   time.Duration // the tick's period: groKeep
+	tick   *time.Timer   // calls decay; made at the first put
+}
+
+// get fills dst with buffers from the list, and new ones past its end.
+func (f *groFree) get(dst []*[maxDatagram]byte) {
+	f.mu.Lock()
+	f.need = max(f.need, len(dst))
+	for i := range dst {
+		if f.n > 0 {
+			f.n--
+			dst[i], f.arrs[f.n] = f.arrs[f.n], nil
+		} else {
+			dst[i] = new([maxDatagram]byte)
+			f.made++
+		}
+	}
+	f.mu.Unlock()
+}
+
+// put takes the buffers back (up to groBufs; none once closed) and arms
+// the tick.
+func (f *groFree) put(src []*[maxDatagram]byte) {
+	f.mu.Lock()
+	for _, a := range src {
+		if a != nil && !f.closed && f.n < groBufs {
+			f.arrs[f.n] = a
+			f.n++
+		}
+	}
+	if f.n > 0 && !f.armed {
+		f.armed = true
+		if f.tick == nil {
+			f.tick = time.AfterFunc(f.keep, f.decay)
+		} else {
+			f.tick.Reset(f.keep)
+		}
+	}
+	f.mu.Unlock()
+}
+
+// decay is the tick: it keeps as many buffers as one read since the last
+// tick took (none if no read came) and rearms while any is left.
+func (f *groFree) decay() {
+	f.mu.Lock()
+	keep := min(f.n, f.need)
+	clear(f.arrs[keep:f.n])
+	f.n, f.need = keep, 0
+	f.armed = f.n > 0 && !f.closed
+	if f.armed {
+		f.tick.Reset(f.keep)
+	}
+	f.mu.Unlock()
+}
+
+// close drops the list for good (the socket is closed) and stops the tick.
+func (f *groFree) close() {
+	f.mu.Lock()
+	f.closed, f.armed = true, false
+	clear(f.arrs[:f.n])
+	f.n = 0
+	if f.tick != nil {
+		f.tick.Stop()
+	}
+	f.mu.Unlock()
+}
 
 // groBuffers are read's buffers while UDP_GRO is on, and what is left of
 // the last recvmmsg: buffers next to count, the first from byte off.
 type groBuffers struct {
-	arrs  [groBufs]*[maxDatagram]byte // from groPool; nil when given back
+	free  groFree
+	arrs  [groBufs]*[maxDatagram]byte // from free, from index 0; nil when given back
 	bufs  [groBufs][]byte
 	ns    [groBufs]int // bytes received; < 0: skip the buffer
 	seg   [groBufs]int // the size of each datagram in it but the last
@@ -126,8 +213,8 @@ func newMmsgIO(c *net.UDPConn, offload bool) (*mmsgIO, error) {
 	m.w.call = m.w.syscall(unix.SYS_SENDMMSG)
 	m.groRead = func(fd uintptr) bool {
 		g := m.gro
+		g.free.get(g.arrs[:g.want])
 		for i := range g.want {
-			g.arrs[i] = groPool.Get().(*[maxDatagram]byte)
 			g.bufs[i] = g.arrs[i][:]
 		}
 		m.r.prepare(g.bufs[:g.want], true)
@@ -171,7 +258,7 @@ func (m *mmsgIO) offload(gso, gro bool) error {
 	case !gro || groErr != nil:
 		m.gro = nil
 	case m.gro == nil:
-		m.gro = &groBuffers{want: 1}
+		m.gro = &groBuffers{want: 1, free: groFree{keep: groKeep}}
 	}
 	return nil
 }
@@ -273,6 +360,9 @@ func (m *mmsgIO) readGRO(bufs [][]byte, ns []int, froms []netip.AddrPort) (int, 
 		n, err := m.r.result(m.rc.Read(m.groRead))
 		if err != nil {
 			g.giveBack()
+			if errors.Is(err, net.ErrClosed) {
+				g.free.close()
+			}
 			return 0, err
 		}
 		if n == g.want {
@@ -318,14 +408,14 @@ func (m *mmsgIO) readGRO(bufs [][]byte, ns []int, froms []netip.AddrPort) (int, 
 	return k, nil
 }
 
-// giveBack returns the buffers to groPool.
+// giveBack returns the buffers to the free list.
 func (g *groBuffers) giveBack() {
-	for i, a := range g.arrs {
-		if a != nil {
-			groPool.Put(a)
-			g.arrs[i], g.bufs[i] = nil, nil
-		}
+	if g.arrs[0] == nil {
+		return // none held (they are taken from index 0)
 	}
+	g.free.put(g.arrs[:])
+	clear(g.arrs[:])
+	clear(g.bufs[:])
 }
 
 // groSegment is the datagram size of a coalesced buffer (the UDP_GRO

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"runtime"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -312,7 +313,8 @@ func TestPacketIOOffload(t *testing.T) {
 }
 
 // A UDP_GRO socket waiting for datagrams holds none of its 64 KiB buffers,
-// and one whose datagrams were all handed out has given them back.
+// and one whose datagrams were all handed out has given them back to its
+// free list, which gives them up within two ticks of no reads.
 func TestGROIdleHoldsNoBuffer(t *testing.T) {
 	heap := func() uint64 {
 		runtime.GC()
@@ -369,6 +371,13 @@ func TestGROIdleHoldsNoBuffer(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	for _, m := range ios { // two ticks (as the timer makes them) with no read
+		m.gro.free.decay()
+		m.gro.free.decay()
+		if _, listed, _ := m.gro.free.state(); listed != 0 {
+			t.Errorf("an idle GRO socket lists %d buffers after two ticks", listed)
+		}
+	}
 	if grown := int64(heap()) - int64(before); grown > n*maxDatagram/2 {
 		t.Errorf("%d GRO sockets, read from and waiting, hold %d KiB of heap", n, grown>>10)
 	}
@@ -379,5 +388,106 @@ func TestGROIdleHoldsNoBuffer(t *testing.T) {
 		if err := <-done; err == nil {
 			t.Error("a read on a closed socket succeeded")
 		}
+	}
+}
+
+// A socket's free list keeps the GRO buffers while reads come, across
+// garbage collections (a sync.Pool, emptied by each, had the reads make
+// them again), and gives them back as the reads stop: a tick keeps what
+// one read since the last took, and none once no read came.
+func TestGROFreeListDecays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &groFree{keep: groKeep}
+		var out [8]*[maxDatagram]byte
+		for range 4 { // a burst: reads of 8 buffers, collections between
+			f.get(out[:])
+			runtime.GC()
+			f.put(out[:])
+			clear(out[:])
+		}
+		if made, n, _ := f.state(); made != 8 || n != 8 {
+			t.Fatalf("after a burst of reads of 8 buffers: %d made, %d listed; want 8 and 8", made, n)
+		}
+		time.Sleep(groKeep) // the tick: the last reads took 8
+		synctest.Wait()
+		if _, n, _ := f.state(); n != 8 {
+			t.Fatalf("after a busy tick, %d buffers listed, want 8", n)
+		}
+		f.get(out[:2]) // quieter: reads of 2
+		f.put(out[:2])
+		time.Sleep(groKeep)
+		synctest.Wait()
+		if made, n, _ := f.state(); n != 2 || made != 8 {
+			t.Fatalf("after a tick whose reads took 2: %d listed, %d made; want 2 and 8", n, made)
+		}
+		time.Sleep(groKeep) // idle
+		synctest.Wait()
+		if _, n, armed := f.state(); n != 0 || armed {
+			t.Fatalf("after an idle tick, %d buffers listed (armed %v), want none", n, armed)
+		}
+		f.get(out[:1]) // reads again: a new buffer, and the tick again
+		f.put(out[:1])
+		if made, _, armed := f.state(); made != 9 || !armed {
+			t.Fatalf("a read after idle: %d made, armed %v; want 9 and armed", made, armed)
+		}
+		f.close()
+		f.put(out[:1])
+		if _, n, armed := f.state(); n != 0 || armed {
+			t.Fatalf("a closed list holds %d buffers (armed %v)", n, armed)
+		}
+	})
+}
+
+// state is what f made, lists (every slot past it nil) and whether its
+// tick is armed, read under its lock (the tick runs on its own goroutine).
+func (f *groFree) state() (made, listed int, armed bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, a := range f.arrs {
+		if (a != nil) != (i < f.n) {
+			panic(fmt.Sprintf("free list slot %d of %d listed is %v", i, f.n, a != nil))
+		}
+	}
+	return f.made, f.n, f.armed
+}
+
+// Bursts of GRO reads (each of several buffers: datagrams from several
+// senders), with garbage collections between, reuse the buffers of the
+// first: the reader makes no new 64 KiB array once the socket's list
+// holds what its reads take.
+func TestGROReadsReuseBuffers(t *testing.T) {
+	rc, rio := listenIO(t, "127.0.0.1:0")
+	m := rio.(*mmsgIO)
+	if m.gro == nil {
+		t.Fatal("this kernel (loopback) should offer UDP_GRO")
+	}
+	m.gro.free.keep = time.Hour // no tick here: TestGROFreeListDecays has them
+	const senders = 8
+	tx := make([]*net.UDPConn, senders)
+	for i := range tx {
+		tx[i], _ = listenIO(t, "127.0.0.1:0")
+	}
+	burst := func() {
+		for _, c := range tx {
+			if _, err := c.WriteToUDPAddrPort([]byte("burst"), localAP(rc)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		readAll(t, m, senders)
+	}
+	for range 8 { // the reads' want grows to what a burst brings
+		burst()
+	}
+	made, _, _ := m.gro.free.state()
+	for range 32 {
+		runtime.GC()
+		runtime.GC()
+		burst()
+	}
+	if got, _, _ := m.gro.free.state(); got != made {
+		t.Errorf("32 more bursts, with collections between, made %d new GRO buffers (had made %d)", got-made, made)
+	}
+	if made > groBufs {
+		t.Errorf("the reads made %d GRO buffers, more than the %d one read takes", made, groBufs)
 	}
 }
