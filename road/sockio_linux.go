@@ -342,8 +342,8 @@ func (s *mmsgSide) result(err error) (int, error) {
 
 // forget drops the iovecs' pointers once a call is over, so that the side
 // does not keep its last buffers alive (an idle GRO socket would keep
-// its 64 KiB buffers, given back to their pool, out of the collector's
-// reach).
+// its 64 KiB buffers, once its free list let them go, out of the
+// collector's reach).
 func (s *mmsgSide) forget() {
 	for i := range s.iovs {
 		s.iovs[i].Base = nil

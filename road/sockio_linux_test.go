@@ -2,6 +2,7 @@ package road
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -489,5 +490,14 @@ func TestGROReadsReuseBuffers(t *testing.T) {
 	}
 	if made > groBufs {
 		t.Errorf("the reads made %d GRO buffers, more than the %d one read takes", made, groBufs)
+	}
+	rc.Close() // a read of the closed socket drops the list and stops its tick
+	var bufs [1][]byte
+	bufs[0] = make([]byte, 64)
+	if _, err := m.read(bufs[:], make([]int, 1), make([]netip.AddrPort, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("a read of a closed socket: %v", err)
+	}
+	if _, listed, armed := m.gro.free.state(); listed != 0 || armed {
+		t.Errorf("a closed GRO socket lists %d buffers (tick armed %v)", listed, armed)
 	}
 }
