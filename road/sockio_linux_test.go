@@ -314,8 +314,8 @@ func TestPacketIOOffload(t *testing.T) {
 }
 
 // A UDP_GRO socket waiting for datagrams holds none of its 64 KiB buffers,
-// and one whose datagrams were all handed out has given them back to its
-// free list, which gives them up within two ticks of no reads.
+// and one whose datagrams were all handed out has given them back (to
+// the pool: a socket read now and then keeps no free list).
 func TestGROIdleHoldsNoBuffer(t *testing.T) {
 	heap := func() uint64 {
 		runtime.GC()
@@ -372,11 +372,9 @@ func TestGROIdleHoldsNoBuffer(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	for _, m := range ios { // two ticks (as the timer makes them) with no read
-		m.gro.free.decay()
-		m.gro.free.decay()
+	for _, m := range ios { // read now and then: not busy
 		if _, listed, _ := m.gro.free.state(); listed != 0 {
-			t.Errorf("an idle GRO socket lists %d buffers after two ticks", listed)
+			t.Errorf("a GRO socket read now and then lists %d buffers", listed)
 		}
 	}
 	if grown := int64(heap()) - int64(before); grown > n*maxDatagram/2 {
@@ -392,56 +390,71 @@ func TestGROIdleHoldsNoBuffer(t *testing.T) {
 	}
 }
 
-// A socket's free list keeps the GRO buffers while reads come, across
-// garbage collections (a sync.Pool, emptied by each, had the reads make
-// them again), and gives them back as the reads stop: a tick keeps what
-// one read since the last took, and none once no read came.
+// A GRO socket's free list keeps the buffers while the socket is busy,
+// across garbage collections (from a sync.Pool alone, emptied by each,
+// the reads made them again), and as much as the reads need: a tick keeps
+// what one read since the last took. A socket read now and then keeps
+// none, and a busy one gives them all back at the first tick with few
+// reads.
 func TestGROFreeListDecays(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &groFree{keep: groKeep}
 		var out [8]*[maxDatagram]byte
-		for range 4 { // a burst: reads of 8 buffers, collections between
-			f.get(out[:])
-			runtime.GC()
-			f.put(out[:])
-			clear(out[:])
+		reads := func(k, bufs int) {
+			for i := range k {
+				f.get(out[:bufs])
+				if i%16 == 0 {
+					runtime.GC()
+				}
+				f.put(out[:bufs])
+				clear(out[:])
+			}
 		}
-		if made, n, _ := f.state(); made != 8 || n != 8 {
-			t.Fatalf("after a burst of reads of 8 buffers: %d made, %d listed; want 8 and 8", made, n)
+		tick := func() {
+			time.Sleep(groKeep)
+			synctest.Wait()
 		}
-		time.Sleep(groKeep) // the tick: the last reads took 8
-		synctest.Wait()
-		if _, n, _ := f.state(); n != 8 {
-			t.Fatalf("after a busy tick, %d buffers listed, want 8", n)
+		reads(1, 1) // now and then: nothing kept
+		if _, n, armed := f.state(); n != 0 || !armed {
+			t.Fatalf("after a read: %d listed (armed %v), want none, armed", n, armed)
 		}
-		f.get(out[:2]) // quieter: reads of 2
-		f.put(out[:2])
-		time.Sleep(groKeep)
-		synctest.Wait()
-		if made, n, _ := f.state(); n != 2 || made != 8 {
-			t.Fatalf("after a tick whose reads took 2: %d listed, %d made; want 2 and 8", n, made)
-		}
-		time.Sleep(groKeep) // idle
-		synctest.Wait()
+		tick()
 		if _, n, armed := f.state(); n != 0 || armed {
-			t.Fatalf("after an idle tick, %d buffers listed (armed %v), want none", n, armed)
+			t.Fatalf("after a quiet tick: %d listed (armed %v), want none, no tick", n, armed)
 		}
-		f.get(out[:1]) // reads again: a new buffer, and the tick again
-		f.put(out[:1])
-		if made, _, armed := f.state(); made != 9 || !armed {
-			t.Fatalf("a read after idle: %d made, armed %v; want 9 and armed", made, armed)
+		reads(groBusy, 8) // busy
+		tick()
+		out0, _, _ := f.state()
+		reads(groBusy, 8) // busy: the reads of 8 take the list's
+		if outside, n, _ := f.state(); n != 8 || outside != out0+8 {
+			t.Fatalf("busy reads of 8: %d listed, %d taken from the pool; want 8 and 8", n, outside-out0)
+		}
+		tick()
+		reads(groBusy, 2) // still busy, but reads of 2
+		if _, n, _ := f.state(); n != 8 {
+			t.Fatalf("after a busy tick: %d listed, want 8", n)
+		}
+		tick()
+		if _, n, armed := f.state(); n != 2 || !armed {
+			t.Fatalf("after a busy tick whose reads took 2: %d listed (armed %v), want 2, armed", n, armed)
+		}
+		reads(3, 2) // few reads
+		tick()
+		if _, n, armed := f.state(); n != 0 || armed {
+			t.Fatalf("after a tick with few reads: %d listed (armed %v), want none", n, armed)
 		}
 		f.close()
-		f.put(out[:1])
+		reads(1, 1)
 		if _, n, armed := f.state(); n != 0 || armed {
 			t.Fatalf("a closed list holds %d buffers (armed %v)", n, armed)
 		}
 	})
 }
 
-// state is what f made, lists (every slot past it nil) and whether its
-// tick is armed, read under its lock (the tick runs on its own goroutine).
-func (f *groFree) state() (made, listed int, armed bool) {
+// state is how many buffers f took from groPool, lists (every slot past
+// it nil) and whether its tick is armed, read under its lock (the tick
+// runs on its own goroutine).
+func (f *groFree) state() (outside, listed int, armed bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, a := range f.arrs {
@@ -449,13 +462,14 @@ func (f *groFree) state() (made, listed int, armed bool) {
 			panic(fmt.Sprintf("free list slot %d of %d listed is %v", i, f.n, a != nil))
 		}
 	}
-	return f.made, f.n, f.armed
+	return f.outside, f.n, f.armed
 }
 
 // Bursts of GRO reads (each of several buffers: datagrams from several
 // senders), with garbage collections between, reuse the buffers of the
-// first: the reader makes no new 64 KiB array once the socket's list
-// holds what its reads take.
+// first once the socket is busy: the reader takes no 64 KiB array from
+// the pool (which each collection empties) once the socket's list holds
+// what its reads take; a tick with no read gives them all back.
 func TestGROReadsReuseBuffers(t *testing.T) {
 	rc, rio := listenIO(t, "127.0.0.1:0")
 	m := rio.(*mmsgIO)
@@ -476,21 +490,31 @@ func TestGROReadsReuseBuffers(t *testing.T) {
 		}
 		readAll(t, m, senders)
 	}
-	for range 8 { // the reads' want grows to what a burst brings
+	for range groBusy { // at least groBusy reads: busy at the tick
 		burst()
 	}
-	made, _, _ := m.gro.free.state()
+	m.gro.free.decay() // the tick (its timer's is an hour away)
+	for range 4 {      // the list fills with what the reads take
+		burst()
+	}
+	out0, _, _ := m.gro.free.state()
 	for range 32 {
 		runtime.GC()
 		runtime.GC()
 		burst()
 	}
-	if got, _, _ := m.gro.free.state(); got != made {
-		t.Errorf("32 more bursts, with collections between, made %d new GRO buffers (had made %d)", got-made, made)
+	if got, _, _ := m.gro.free.state(); got != out0 {
+		t.Errorf("32 more bursts, with collections between, took %d GRO buffers from the pool", got-out0)
 	}
-	if made > groBufs {
-		t.Errorf("the reads made %d GRO buffers, more than the %d one read takes", made, groBufs)
+	m.gro.free.decay() // busy still: it keeps what one read took
+	if _, listed, _ := m.gro.free.state(); listed == 0 || listed > groBufs {
+		t.Errorf("a busy GRO socket lists %d buffers after a tick", listed)
 	}
+	m.gro.free.decay() // no read since: all given back
+	if _, listed, armed := m.gro.free.state(); listed != 0 || armed {
+		t.Errorf("a GRO socket no longer busy lists %d buffers (tick armed %v)", listed, armed)
+	}
+	burst()
 	rc.Close() // a read of the closed socket drops the list and stops its tick
 	var bufs [1][]byte
 	bufs[0] = make([]byte, 64)
