@@ -198,3 +198,29 @@ func TestSpread(t *testing.T) {
 		t.Errorf("ended context: %d done, %d failed; want 0, 20", done, failed)
 	}
 }
+
+// TestFoldRounds checks how the rounds of a phase make one row: medians of
+// rates and CPU per message (one slow round does not move them), sums of
+// counts, and per-message figures weighted by each round's messages.
+func TestFoldRounds(t *testing.T) {
+	rs := []row{
+		{FanoutMsgs: 100, FanoutDelivered: 100, FanoutRate: 1000, FanoutCPUPerMsg: 10, FaninMsgs: 100, FaninSegments: 2, FaninDropsBy: map[string]uint64{"x": 1}, FaninDrops: 1},
+		{FanoutMsgs: 100, FanoutFailed: 2, FanoutDelivered: 98, FanoutRate: 200, FanoutCPUPerMsg: 50, FaninMsgs: 300, FaninSegments: 3, FaninClientResends: 1},
+		{FanoutMsgs: 100, FanoutDelivered: 100, FanoutRate: 900, FanoutCPUPerMsg: 20, FaninMsgs: 0, FaninDropsBy: map[string]uint64{"x": 2, "y": 1}, FaninDrops: 3},
+	}
+	var r row
+	foldFanout(&r, rs)
+	foldFanin(&r, rs)
+	if r.FanoutMsgs != 300 || r.FanoutFailed != 2 || r.FanoutDelivered != 298 || r.FanoutRate != 900 || r.FanoutCPUPerMsg != 20 {
+		t.Errorf("fan-out folded into %d msgs, %d failed, %d delivered, %.0f/s, %.0f µs; want 300, 2, 298, 900, 20",
+			r.FanoutMsgs, r.FanoutFailed, r.FanoutDelivered, r.FanoutRate, r.FanoutCPUPerMsg)
+	}
+	if r.FaninMsgs != 400 || r.FaninSegments != 2.75 || r.FaninClientResends != 0.75 || r.FaninDrops != 4 ||
+		r.FaninDropsBy["x"] != 3 || r.FaninDropsBy["y"] != 1 {
+		t.Errorf("fan-in folded into %d msgs, %.2f segments/msg, %.2f resends/msg, %d drops %v; want 400, 2.75, 0.75, 4 map[x:3 y:1]",
+			r.FaninMsgs, r.FaninSegments, r.FaninClientResends, r.FaninDrops, r.FaninDropsBy)
+	}
+	if m := median(rs[:2], func(x *row) float64 { return x.FanoutCPUPerMsg }); m != 30 {
+		t.Errorf("median of 10 and 50: %v, want 30", m)
+	}
+}

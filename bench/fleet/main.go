@@ -43,7 +43,9 @@
 //   - fan-in: as many from the clients to the main, --window at a time per
 //     process and --per-remote at a time from one client; the segments
 //     each message took, and the main's drops for want of reassembly room
-//     (reassembly_* in its Counters.Drops);
+//     (reassembly_* in its Counters.Drops); fan-out and fan-in are each
+//     run --rounds (3) times, and their rates and CPU per message are the
+//     rounds' medians (with --pprof, the profile is the last round's);
 //   - leave: every client closes, and the main finds them dead (within its
 //     presence period + 2 × AliveTimeout), reaps them --interim later and
 //     forgets them after --forget-after; the phase waits, at most
@@ -103,6 +105,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,6 +155,7 @@ type options struct {
 	size       int
 	window     int
 	perRemote  int
+	rounds     int // of fan-out and of fan-in
 	joinWindow int
 	settle     time.Duration
 	idle       time.Duration
@@ -185,6 +189,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	msgs := fs.Int("msgs", 5000, "messages in each of fan-out and fan-in (at least one per remote)")
 	size := fs.Int("size", 1500, "message body bytes (1500: two segments in both profiles)")
 	window := fs.Int("window", 256, "messages in flight per process")
+	nrounds := fs.Int("rounds", 3, "rounds of each of fan-out and fan-in: the table gives the medians of their rates and CPU per message, and the sums of their counts")
 	perRemote := fs.Int("per-remote", 1, "messages of the window in flight to (fan-out) or from (fan-in) one remote at most: with 1, every N has one at a time per remote, so that per-message CPU compares across N (with more, the fast profile bundles those a remote has queued together, which only a small N reaches with a fixed -window)")
 	joinWindow := fs.Int("join-window", 64, "joins in flight in all, shared by the client processes")
 	settle := fs.Duration("settle", 3*time.Second, "wait after the joins before measuring state (the idle sessions' cipher states go after 2 s)")
@@ -219,13 +224,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "fleet", v)
 		return exitOK
 	}
-	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window, perRemote: *perRemote,
+	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window, perRemote: *perRemote, rounds: *nrounds,
 		joinWindow: *joinWindow, settle: *settle, idle: *idle, oneAddr: *oneAddr, phase: *phase,
 		perProc: *perProc, leave: *leave, pprof: *pprofDir, clientAlive: *clientAlive, main: mainConfig{AlivePeriod: *alivePeriod, AliveTimeout: *aliveTimeout, AliveRate: *aliveRate, Interim: *interim, ForgetAfter: *forget,
 			StrangerJoinRate: *joinRate, StrangerJoins: *joins}}
 	var err error
 	if o.ns, err = parseInts(*ns); err != nil || fs.NArg() != 0 || o.procs < 1 || o.msgs < 1 ||
-		o.size < 0 || o.window < 1 || o.perRemote < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 || o.phase <= 0 ||
+		o.size < 0 || o.window < 1 || o.perRemote < 1 || o.rounds < 1 || o.joinWindow < 1 || o.idle <= 0 || o.settle < 0 || o.phase <= 0 ||
 		o.perProc < 1 || o.leave < 0 || o.main.AlivePeriod < 0 || o.clientAlive < 0 || o.main.AliveTimeout < 0 || o.main.AliveRate < 0 || o.main.Interim < 0 || o.main.ForgetAfter < 0 ||
 		o.main.StrangerJoinRate < 0 || o.main.StrangerJoins < 0 {
 		fmt.Fprintln(stderr, "fleet: bad flags (see -help):", errors.Join(err, argsErr(fs.Args())))
@@ -761,10 +766,10 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 	r.IdlePackets = float64(idle1.PacketsIn+idle1.PacketsOut-idle0.PacketsIn-idle0.PacketsOut) / secs
 	r.IdlePktsPerRem = r.IdlePackets / held
 
-	if err := fanout(ctx, o, m, clients, &r, stderr); err != nil {
+	if err := rounds(o, &r, func(rr *row) error { return fanout(ctx, o, m, clients, rr, stderr) }, foldFanout); err != nil {
 		return r, err
 	}
-	if err := fanin(ctx, o, m, clients, &r, stderr); err != nil {
+	if err := rounds(o, &r, func(rr *row) error { return fanin(ctx, o, m, clients, rr, stderr) }, foldFanin); err != nil {
 		return r, err
 	}
 	if o.leave > 0 {
@@ -990,6 +995,71 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// rounds runs phase -rounds times, each on a row of its own, and folds
+// them into r: the machine is shared, and one round may be slowed by
+// another process, so fold takes the rounds' medians of rates and CPU per
+// message and adds up their counts.
+func rounds(o options, r *row, phase func(*row) error, fold func(r *row, rs []row)) error {
+	rs := make([]row, max(1, o.rounds))
+	for i := range rs {
+		rs[i] = row{Profile: r.Profile, N: r.N}
+		if err := phase(&rs[i]); err != nil {
+			return err
+		}
+	}
+	fold(r, rs)
+	return nil
+}
+
+// median is the median of the rounds' f (the mean of the middle two of an
+// even count).
+func median(rs []row, f func(*row) float64) float64 {
+	v := make([]float64, len(rs))
+	for i := range rs {
+		v[i] = f(&rs[i])
+	}
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	return v[len(v)/2]
+}
+
+func foldFanout(r *row, rs []row) {
+	for _, x := range rs {
+		r.FanoutMsgs += x.FanoutMsgs
+		r.FanoutFailed += x.FanoutFailed
+		r.FanoutDelivered += x.FanoutDelivered
+		r.FanoutRetransmits += x.FanoutRetransmits
+	}
+	r.FanoutRate = median(rs, func(x *row) float64 { return x.FanoutRate })
+	r.FanoutCPUPerMsg = median(rs, func(x *row) float64 { return x.FanoutCPUPerMsg })
+}
+
+func foldFanin(r *row, rs []row) {
+	var segs, resends float64
+	for _, x := range rs {
+		r.FaninMsgs += x.FaninMsgs
+		r.FaninFailed += x.FaninFailed
+		r.FaninDelivered += x.FaninDelivered
+		r.FaninDrops += x.FaninDrops
+		r.FaninReasmDrops += x.FaninReasmDrops
+		r.FaninRetransmits += x.FaninRetransmits
+		segs += x.FaninSegments * float64(x.FaninMsgs)
+		resends += x.FaninClientResends * float64(x.FaninMsgs)
+		for k, v := range x.FaninDropsBy {
+			if r.FaninDropsBy == nil {
+				r.FaninDropsBy = map[string]uint64{}
+			}
+			r.FaninDropsBy[k] += v
+		}
+	}
+	r.FaninSegments = segs / float64(max(1, r.FaninMsgs))
+	r.FaninClientResends = resends / float64(max(1, r.FaninMsgs))
+	r.FaninRate = median(rs, func(x *row) float64 { return x.FaninRate })
+	r.FaninCPUPerMsg = median(rs, func(x *row) float64 { return x.FaninCPUPerMsg })
 }
 
 // perEach spreads msgs over n senders or receivers, at least one each.
