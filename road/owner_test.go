@@ -32,29 +32,10 @@ func TestOwnerTakesAnswersBeforeTimers(t *testing.T) {
 		network := netsim.NewNetwork(1)
 		defer network.Close()
 		mainAddr := netip.MustParseAddrPort("10.0.0.1:7530")
-		stack := func(cfg Config, at netip.AddrPort) *Stack {
-			conn, err := network.Listen(at, netsim.Impairment{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.PacketConn, cfg.Auto, cfg.AlivePeriod, cfg.Profile = conn, keep.AutoAlways, -1, ProfileReference
-			s, err := New(&cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Start(); err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
-		m := stack(Config{Name: "main", Main: true}, mainAddr)
+		m, o := joinedPair(t, network, mainAddr, ProfileReference, nil)
 		defer m.Close()
-		o := stack(Config{Name: "other"}, netip.MustParseAddrPort("10.0.0.2:7530"))
 		defer o.Close()
 		ctx := t.Context()
-		if _, err := o.Join(ctx, mainAddr.String()); err != nil {
-			t.Fatal(err)
-		}
 		hold := func(s *Stack) chan struct{} {
 			release := make(chan struct{})
 			if err := s.do(ctx, func(*core.Core) { <-release }); err != nil {
@@ -311,6 +292,41 @@ func TestSocketFailureCountsOnce(t *testing.T) {
 
 // writeWatch is a PacketConn whose writes call watch with the datagram
 // first.
+// joinedPair starts a main at mainAddr and an estate "other" at
+// 10.0.0.2:7530 on network, in profile prof, accepting every key, with no
+// presence, each on its socket wrapped by wrap when it is not nil, and
+// joins other to the main. The caller closes both.
+func joinedPair(t *testing.T, network *netsim.Network, mainAddr netip.AddrPort, prof Profile, wrap func(net.PacketConn) net.PacketConn) (m, o *Stack) {
+	t.Helper()
+	stack := func(cfg Config, at netip.AddrPort) *Stack {
+		conn, err := network.Listen(at, netsim.Impairment{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.PacketConn = conn
+		if wrap != nil {
+			cfg.PacketConn = wrap(conn)
+		}
+		cfg.Auto, cfg.AlivePeriod, cfg.Profile = keep.AutoAlways, -1, prof
+		s, err := New(&cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	m = stack(Config{Name: "main", Main: true}, mainAddr)
+	o = stack(Config{Name: "other"}, netip.MustParseAddrPort("10.0.0.2:7530"))
+	if _, err := o.Join(t.Context(), mainAddr.String()); err != nil {
+		o.Close()
+		m.Close()
+		t.Fatal(err)
+	}
+	return m, o
+}
+
 type writeWatch struct {
 	net.PacketConn
 	watch func(b []byte)
@@ -337,36 +353,18 @@ func TestOwnerSendsEachSegmentedMessageAtOnce(t *testing.T) {
 		var mu sync.Mutex
 		var seen []int // for each segment the other wrote: the unknowns' outcomes handed over by then
 		watching := false
-		stack := func(cfg Config, at netip.AddrPort) *Stack {
-			conn, err := network.Listen(at, netsim.Impairment{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.PacketConn = writeWatch{conn, func(b []byte) {
+		m, o := joinedPair(t, network, mainAddr, ProfileAuto, func(conn net.PacketConn) net.PacketConn {
+			return writeWatch{conn, func(b []byte) {
 				mu.Lock()
 				defer mu.Unlock()
 				if watching && len(b) > 1000 { // a segment: nothing else this long goes now
 					seen = append(seen, len(unknown))
 				}
 			}}
-			cfg.Auto, cfg.AlivePeriod = keep.AutoAlways, -1
-			s, err := New(&cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Start(); err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
-		m := stack(Config{Name: "main", Main: true}, mainAddr)
+		})
 		defer m.Close()
-		o := stack(Config{Name: "other"}, netip.MustParseAddrPort("10.0.0.2:7530"))
 		defer o.Close()
 		ctx := t.Context()
-		if _, err := o.Join(ctx, mainAddr.String()); err != nil {
-			t.Fatal(err)
-		}
 		synctest.Wait()
 		release := make(chan struct{})
 		if err := o.do(ctx, func(*core.Core) { <-release }); err != nil {
