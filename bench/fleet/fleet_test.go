@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +31,8 @@ func TestMain(m *testing.M) {
 // ways and was delivered, each in two segments with none dropped for want
 // of reassembly room, the measures are of the right sign, and (in the fast
 // profile, to keep the test short) after the clients left the main forgot
-// them.
+// them; in the reference profile a fleet of 3 clients runs beside, in
+// turn with the row's rounds.
 func TestFleetSmoke(t *testing.T) {
 	o := options{procs: 2, perProc: 3, dir: t.TempDir(), msgs: 12, size: 1500, window: 4, joinWindow: 3,
 		settle: 50 * time.Millisecond, phase: time.Minute,
@@ -43,10 +46,11 @@ func TestFleetSmoke(t *testing.T) {
 	for _, p := range []string{"fast", "reference"} {
 		const n = 5
 		o.leave, o.pprof = 0, ""
+		pairN := 3
 		if p == "fast" {
-			o.leave, o.pprof = 7*time.Second, t.TempDir()
+			o.leave, o.pprof, pairN = 7*time.Second, t.TempDir(), 0
 		}
-		r, err := measure(ctx, o, p, n, t.Output())
+		r, err := measure(ctx, o, p, n, pairN, t.Output())
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
@@ -83,6 +87,11 @@ func TestFleetSmoke(t *testing.T) {
 				}
 			}
 		}
+		// Paired: the fleet beside measured, and the ratios taken from it.
+		if paired := r.FanoutPairCPU > 0 && r.FaninPairCPU > 0 && r.FanoutCPURatio > 0 && r.FaninCPURatio > 0; paired != (pairN > 0) {
+			t.Errorf("%s: beside it %d clients: fan-out %.1f µs a message there (×%.2f), fan-in %.1f (×%.2f)",
+				p, pairN, r.FanoutPairCPU, r.FanoutCPURatio, r.FaninPairCPU, r.FaninCPURatio)
+		}
 		if r.ClientFDsStack < 1 {
 			t.Errorf("%s: %.1f open files per client stack, want its socket at least", p, r.ClientFDsStack)
 		}
@@ -105,7 +114,7 @@ func TestFleetSmoke(t *testing.T) {
 func TestChecks(t *testing.T) {
 	good := row{N: 10000, JoinSeconds: 19, Allowed: 10000, IdleCPUPerRemS: 4, IdleRatio: 1.1,
 		MainHeapPerRem: 2000, MainHeapMarginal: 1900, Left: true, LeftHeapRatio: 1.05,
-		FanoutCPURatio: 1.15, FaninCPURatio: 1.19, ClientHeapStack: 200 << 10}
+		FanoutPairCPU: 30, FanoutCPURatio: 1.15, FaninPairCPU: 20, FaninCPURatio: 1.19, ClientHeapStack: 200 << 10}
 	cs := checks(good)
 	if len(cs) != 10 {
 		t.Fatalf("%d checks at N=10000, want 10: %+v", len(cs), cs)
@@ -222,5 +231,59 @@ func TestFoldRounds(t *testing.T) {
 	}
 	if m := median(rs[:2], func(x *row) float64 { return x.FanoutCPUPerMsg }); m != 30 {
 		t.Errorf("median of 10 and 50: %v, want 30", m)
+	}
+}
+
+// TestPairedRounds checks how a row's rounds are paired with those of a
+// fleet beside it: each of the row's rounds follows one of the pair's, and
+// the ratio is the median of the rounds' ratios: the machine's speed,
+// which drifts for both fleets alike, cancels round by round, and one
+// round of the row slowed alone does not move it (the ratio of the
+// medians would be 30/20 here, not 1.2); an unpaired row is its own
+// baseline.
+func TestPairedRounds(t *testing.T) {
+	row100, row1e4 := &fleet{n: 100}, &fleet{n: 10000}
+	// The machine slows round by round; the big fleet costs 1.2× the small
+	// one's in the same round but for its second round, slowed alone.
+	cpu := map[*fleet][]float64{row100: {10, 20, 40}, row1e4: {12, 30, 48}}
+	var order []int
+	k := phaseRounds{
+		phase: func(f *fleet, r *row) error {
+			order = append(order, f.n)
+			i := 0
+			for _, n := range order[:len(order)-1] {
+				i += b2i(n == f.n)
+			}
+			r.FanoutMsgs, r.FanoutDelivered, r.FanoutCPUPerMsg = 10, 10, cpu[f][i]
+			return nil
+		},
+		fold: foldFanout,
+		cpu:  func(r *row) float64 { return r.FanoutCPUPerMsg },
+	}
+	var r row
+	pairCPU, ratio, err := k.run(options{rounds: 3}, &r, row1e4, row100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{100, 10000, 100, 10000, 100, 10000}; !slices.Equal(order, want) {
+		t.Errorf("rounds ran on N=%v, want %v", order, want)
+	}
+	if math.Abs(ratio-1.2) > 1e-9 || pairCPU != 20 || r.FanoutCPUPerMsg != 30 || r.FanoutMsgs != 30 {
+		t.Errorf("paired ratio %.3f, beside %.1f µs, row %.1f µs over %d msgs; want 1.2, 20, 30, 30", ratio, pairCPU, r.FanoutCPUPerMsg, r.FanoutMsgs)
+	}
+
+	// A round beside that lost a message fails the row: what it is
+	// compared with must be whole.
+	k.phase = func(f *fleet, r *row) error {
+		r.FanoutMsgs, r.FanoutDelivered, r.FanoutCPUPerMsg = 10, 10-b2i(f == row100), 1
+		return nil
+	}
+	if _, _, err := k.run(options{rounds: 1}, &row{}, row1e4, row100); err == nil || !strings.Contains(err.Error(), "N=100 fleet beside") {
+		t.Errorf("a round beside with a message lost: %v, want an error naming the fleet beside", err)
+	}
+
+	order = nil
+	if _, ratio, err := k.run(options{rounds: 2}, &row{}, row1e4, nil); err != nil || ratio != 1 {
+		t.Errorf("unpaired: ratio %v, %v; want 1", ratio, err)
 	}
 }

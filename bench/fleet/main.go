@@ -44,7 +44,7 @@
 //     process and --per-remote at a time from one client; the segments
 //     each message took, and the main's drops for want of reassembly room
 //     (reassembly_* in its Counters.Drops); fan-out and fan-in are each
-//     run --rounds (3) times, and their rates and CPU per message are the
+//     run --rounds (5) times, and their rates and CPU per message are the
 //     rounds' medians (with --pprof, the profile is the last round's);
 //   - leave: every client closes, and the main finds them dead (within its
 //     presence period + 2 × AliveTimeout), reaps them --interim later and
@@ -84,8 +84,16 @@
 // dozen bytes show.
 //
 // The fan-out and fan-in CPU per message of each N is also given as a
-// ratio to that of the first N of its profile. With -table a second table
-// checks each row against issue 14's targets.
+// ratio to that of the first N of its profile, measured in pairs of
+// rounds: for each N after the first, a second fleet of the first N
+// (main and clients, joined, one round each way unmeasured) runs beside
+// the N's own, and each round of the N's fan-out and fan-in follows one
+// on that fleet. The ratio is the median of the rounds' ratios, so that
+// what the shared machine's speed does over the minutes between rows
+// (one N=100 fan-out measured 22.6 µs a message in one run and 32.7 in
+// the next) does not move it; the table gives the first N's CPU per
+// message in those rounds beside. With -table a second table checks each
+// row against issue 14's targets.
 //
 // A run is bounded by --timeout, and each of join, fan-out and fan-in by
 // --phase-timeout (what is not done by then counts as failed); the workers
@@ -189,7 +197,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	msgs := fs.Int("msgs", 5000, "messages in each of fan-out and fan-in (at least one per remote)")
 	size := fs.Int("size", 1500, "message body bytes (1500: two segments in both profiles)")
 	window := fs.Int("window", 256, "messages in flight per process")
-	nrounds := fs.Int("rounds", 3, "rounds of each of fan-out and fan-in: the table gives the medians of their rates and CPU per message, and the sums of their counts")
+	nrounds := fs.Int("rounds", 5, "rounds of each of fan-out and fan-in: the table gives the medians of their rates and CPU per message, and the sums of their counts; after the first N, each follows one on a fleet of the first N beside, and the ratio is the median of the rounds' ratios")
 	perRemote := fs.Int("per-remote", 1, "messages of the window in flight to (fan-out) or from (fan-in) one remote at most: with 1, every N has one at a time per remote, so that per-message CPU compares across N (with more, the fast profile bundles those a remote has queued together, which only a small N reaches with a fixed -window)")
 	joinWindow := fs.Int("join-window", 64, "joins in flight in all, shared by the client processes")
 	settle := fs.Duration("settle", 3*time.Second, "wait after the joins before measuring state (the idle sessions' cipher states go after 2 s)")
@@ -318,25 +326,24 @@ func measureAll(ctx context.Context, o options, fsName string, enc *json.Encoder
 	defer os.RemoveAll(root)
 	o.dir = root
 	for _, p := range o.profiles {
-		// The profile's first N and first N of 1000 or more, for the
-		// ratios, and the N before.
-		var first, first1000, prev *row
-		for _, n := range o.ns {
+		// The profile's first N of 1000 or more, for the idle ratio, and
+		// the N before.
+		var first1000, prev *row
+		for i, n := range o.ns {
 			fmt.Fprintf(stderr, "fleet: %s N=%d (load average %s)\n", p, n, loadAvg())
-			r, err := measure(ctx, o, p, n, stderr)
-			r.KeepFS, r.LoadEnd = fsName, loadAvg()
-			if first == nil && err == nil {
-				first = &r
+			// Every N after the first is measured with a fleet of the
+			// first N beside it, whose rounds alternate with its own.
+			pairN := 0
+			if i > 0 {
+				pairN = o.ns[0]
 			}
+			r, err := measure(ctx, o, p, n, pairN, stderr)
+			r.KeepFS, r.LoadEnd = fsName, loadAvg()
 			if first1000 == nil && err == nil && n >= 1000 {
 				first1000 = &r
 			}
 			if first1000 != nil && first1000 != &r {
 				r.IdleRatio = ratio(r.IdleCPUPerRemS, first1000.IdleCPUPerRemS)
-			}
-			if first != nil {
-				r.FanoutCPURatio = ratio(r.FanoutCPUPerMsg, first.FanoutCPUPerMsg)
-				r.FaninCPURatio = ratio(r.FaninCPUPerMsg, first.FaninCPUPerMsg)
 			}
 			if prev != nil && r.N != prev.N {
 				r.MainHeapMarginal = (float64(r.MainHeap) - float64(prev.MainHeap)) / float64(r.N-prev.N)
@@ -494,8 +501,14 @@ type row struct {
 	FanoutRate        float64 `json:"fanout_msgs_per_s"`
 	FanoutCPUPerMsg   float64 `json:"fanout_cpu_per_msg_us"`
 	FanoutRetransmits uint64  `json:"fanout_retransmits"`
-	// FanoutCPURatio is FanoutCPUPerMsg over that of the profile's first N
-	// (FaninCPURatio likewise).
+	// FanoutPairCPU is, for an N after the profile's first, the CPU per
+	// message of a fleet of the first N beside this one, whose rounds
+	// alternated with this N's (the median of its rounds), and
+	// FanoutCPURatio the median of the rounds' ratios, this N's CPU per
+	// message over the first N's round just before (phaseRounds.run); the
+	// first N's own row has a ratio of 1. FaninPairCPU and FaninCPURatio
+	// likewise.
+	FanoutPairCPU  float64 `json:"fanout_pair_cpu_per_msg_us,omitempty"`
 	FanoutCPURatio float64 `json:"fanout_cpu_ratio"`
 
 	FaninMsgs      int     `json:"fanin_msgs"`
@@ -503,6 +516,7 @@ type row struct {
 	FaninDelivered int     `json:"fanin_delivered"`
 	FaninRate      float64 `json:"fanin_msgs_per_s"`
 	FaninCPUPerMsg float64 `json:"fanin_cpu_per_msg_us"`
+	FaninPairCPU   float64 `json:"fanin_pair_cpu_per_msg_us,omitempty"`
 	FaninCPURatio  float64 `json:"fanin_cpu_ratio"`
 	// FaninSegments is the message segments the main received per message
 	// (resent ones too).
@@ -549,11 +563,17 @@ func (r row) failures() int {
 func printTable(w io.Writer, rows []row) {
 	fmt.Fprintln(w, "| profile | N | procs | load 1m | join s | joined | main CPU/join µs | clients CPU/join µs | main heap/remote B | marginal B | main RSS/remote B | "+
 		"client heap/stack KiB | client goroutines/stack | idle µs/remote/s | ×first ≥ 1000 | idle pkts/s | idle pkts/remote/s | "+
-		"fan-out msgs/s | fan-out µs/msg | ×first | fan-in msgs/s | fan-in µs/msg | ×first | fan-in segs/msg | "+
+		"fan-out msgs/s | fan-out µs/msg | first N beside µs/msg | ×first | fan-in msgs/s | fan-in µs/msg | first N beside µs/msg | ×first | fan-in segs/msg | "+
 		"fan-in drops | fan-in reassembly drops | fan-in client resends/msg | client alive s | left heap/start | left B/remote | left remembered | failures |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
-		left, leftPer, remembered, marginal, idle := "-", "-", "-", "-", "-"
+		left, leftPer, remembered, marginal, idle, outPair, inPair := "-", "-", "-", "-", "-", "-", "-"
+		if r.FanoutPairCPU > 0 {
+			outPair = fmt.Sprintf("%.1f", r.FanoutPairCPU)
+		}
+		if r.FaninPairCPU > 0 {
+			inPair = fmt.Sprintf("%.1f", r.FaninPairCPU)
+		}
 		if r.IdleRatio > 0 {
 			idle = fmt.Sprintf("%.2f", r.IdleRatio)
 		}
@@ -564,10 +584,10 @@ func printTable(w io.Writer, rows []row) {
 			left, leftPer = fmt.Sprintf("%.2f", r.LeftHeapRatio), fmt.Sprintf("%.0f", r.LeftPerRemote)
 			remembered = fmt.Sprintf("%d (%d reaped)", r.Remembered, r.RememberedRep)
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %s | %.2f | %d | %.0f | %.0f | %.0f | %s | %.0f | %.1f | %.1f | %.2f | %s | %.0f | %.2f | %.0f | %.1f | %.2f | %.0f | %.1f | %.2f | %.2f | %d | %d | %.2f | %.0f | %s | %s | %s | %d |\n",
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %.2f | %d | %.0f | %.0f | %.0f | %s | %.0f | %.1f | %.1f | %.2f | %s | %.0f | %.2f | %.0f | %.1f | %s | %.2f | %.0f | %.1f | %s | %.2f | %.2f | %d | %d | %.2f | %.0f | %s | %s | %s | %d |\n",
 			r.Profile, r.N, r.Procs, load1(r.LoadStart), r.JoinSeconds, r.Joined, r.MainCPUPerJoin, r.ClientCPUPerJoin, r.MainHeapPerRem, marginal, r.MainRSSPerRem,
 			r.ClientHeapStack/1024, r.ClientGorStack, r.IdleCPUPerRemS, idle, r.IdlePackets, r.IdlePktsPerRem,
-			r.FanoutRate, r.FanoutCPUPerMsg, r.FanoutCPURatio, r.FaninRate, r.FaninCPUPerMsg, r.FaninCPURatio,
+			r.FanoutRate, r.FanoutCPUPerMsg, outPair, r.FanoutCPURatio, r.FaninRate, r.FaninCPUPerMsg, inPair, r.FaninCPURatio,
 			r.FaninSegments, r.FaninDrops, r.FaninReasmDrops, r.FaninClientResends, r.ClientAlive, left, leftPer, remembered, r.failures())
 	}
 }
@@ -613,11 +633,11 @@ func checks(r row) []check {
 		add("main heap after all left and were forgotten", r.LeftHeapRatio, "%.2f × start", "≤ 1.10, no remote listed",
 			r.LeftHeapRatio <= 1.10 && r.Remembered == 0)
 	}
-	if r.FanoutCPURatio > 0 && r.FanoutCPURatio != 1 {
-		add("fan-out CPU per message vs first N", r.FanoutCPURatio, "%.2f ×", "≤ 1.20", r.FanoutCPURatio <= 1.2)
+	if r.FanoutPairCPU > 0 {
+		add("fan-out CPU per message vs first N (paired rounds)", r.FanoutCPURatio, "%.2f ×", "≤ 1.20", r.FanoutCPURatio <= 1.2)
 	}
-	if r.FaninCPURatio > 0 && r.FaninCPURatio != 1 {
-		add("fan-in CPU per message vs first N", r.FaninCPURatio, "%.2f ×", "≤ 1.20", r.FaninCPURatio <= 1.2)
+	if r.FaninPairCPU > 0 {
+		add("fan-in CPU per message vs first N (paired rounds)", r.FaninCPURatio, "%.2f ×", "≤ 1.20", r.FaninCPURatio <= 1.2)
 	}
 	add("fan-in drops for want of reassembly room", float64(r.FaninReasmDrops), "%.0f", "0", r.FaninReasmDrops == 0)
 	add("client stack heap", r.ClientHeapStack/1024, "%.1f KiB", "≤ 256", r.ClientHeapStack <= 256<<10)
@@ -664,34 +684,135 @@ func clientAlivePeriod(o options, profile string, n int) time.Duration {
 	return road.PresencePeriod(&road.Config{AlivePeriod: o.main.AlivePeriod, AliveRate: o.main.AliveRate}, n)
 }
 
+// fleet is one main and the client processes of its stacks.
+type fleet struct {
+	procs   []*workerProc // all of them, the main's first
+	m       *workerProc
+	clients []*workerProc
+	addr    string // the main's
+	n       int    // client stacks
+	// profiled: its phases are profiled into -pprof's directory (not
+	// those of a fleet beside, whose files would take the first row's
+	// names).
+	profiled bool
+}
+
+// startFleet starts the main (its keep in a directory of its own under
+// o.dir) and the processes of n clients, which it does not start yet.
+func startFleet(ctx context.Context, o options, profile string, n int, heapSample bool) (*fleet, error) {
+	dir, err := os.MkdirTemp(o.dir, fmt.Sprintf("%s-%d-", profile, n)) // removed with o.dir (measureAll)
+	if err != nil {
+		return nil, &setupError{err}
+	}
+	procs, err := startWorkers(1 + procsFor(o, n))
+	if err != nil {
+		return nil, &setupError{err}
+	}
+	f := &fleet{procs: procs, m: procs[0], clients: procs[1:], n: n}
+	rep, err := f.m.call(ctx, request{Op: "start", Main: true, Profile: profile, Dir: filepath.Join(dir, "main"), MainCfg: o.main, HeapSample: heapSample})
+	if err != nil {
+		stopWorkers(procs)
+		return nil, fmt.Errorf("main: %w", err)
+	}
+	f.addr = rep.Addr
+	return f, nil
+}
+
+// startClients starts the fleet's n client stacks, spread evenly over its
+// client processes.
+func (f *fleet) startClients(ctx context.Context, o options, profile string) error {
+	share := func(i int) int { return f.n/len(f.clients) + b2i(i < f.n%len(f.clients)) }
+	_, err := each(ctx, f.clients, func(i int) request {
+		base := 0
+		for j := range i {
+			base += share(j)
+		}
+		return request{Op: "start", Profile: profile, N: share(i), Prefix: fmt.Sprintf("c%d", i), Base: base, Spread: !o.oneAddr,
+			AlivePeriod: clientAlivePeriod(o, profile, f.n)}
+	})
+	return err
+}
+
+// quit ends the fleet's workers, each when it has answered.
+func (f *fleet) quit(ctx context.Context) error {
+	for _, p := range f.procs {
+		if _, err := p.call(ctx, request{Op: "quit"}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// besideFleet starts a fleet of n clients of the profile, joined and
+// allowed, to be measured in turn with a row's (pairing), and runs one
+// round each way on it unmeasured, so that neither fleet's rounds are its
+// first: a fresh main makes its pools and buffers then.
+func besideFleet(ctx context.Context, o options, profile string, n int, stderr io.Writer) (*fleet, error) {
+	f, err := startFleet(ctx, o, profile, n, false)
+	if err != nil {
+		return nil, err
+	}
+	err = f.startClients(ctx, o, profile)
+	var r row
+	if err == nil {
+		r = row{Profile: profile, N: n}
+		err = join(ctx, o, f, &r, stderr)
+	}
+	if err == nil && r.Joined != n {
+		err = fmt.Errorf("%d of %d clients joined", r.Joined, n)
+	}
+	for _, phase := range []func(*fleet, *row) error{
+		func(f *fleet, r *row) error { return fanout(ctx, o, f, r, stderr) },
+		func(f *fleet, r *row) error { return fanin(ctx, o, f, r, stderr) },
+	} {
+		if err == nil {
+			err = pairRound(phase, f, &row{Profile: profile, N: n})
+		}
+	}
+	if err != nil {
+		stopWorkers(f.procs)
+		return nil, fmt.Errorf("the N=%d fleet beside: %w", n, err)
+	}
+	return f, nil
+}
+
+// pairRound runs one round of phase on the fleet beside a row's into r,
+// and fails if any of its messages did: what the row is compared with
+// must be whole.
+func pairRound(phase func(*fleet, *row) error, f *fleet, r *row) error {
+	if err := phase(f, r); err != nil {
+		return err
+	}
+	if n := r.FanoutFailed + r.FaninFailed + (r.FanoutMsgs - r.FanoutDelivered) + (r.FaninMsgs - r.FaninDelivered); n > 0 {
+		return fmt.Errorf("%d messages failed or were not delivered", n)
+	}
+	return nil
+}
+
 // measure runs the phases for one profile and N; what goes wrong on the
-// way (joins that failed, messages not sent) is told on stderr.
-func measure(ctx context.Context, o options, profile string, n int, stderr io.Writer) (row, error) {
+// way (joins that failed, messages not sent) is told on stderr. With
+// pairN > 0 a fleet of pairN clients runs beside it, and each of its
+// fan-out and fan-in rounds follows one on that fleet (rounds): the
+// machine is shared and its speed drifts over the minutes between rows,
+// so the per-message CPU of this N is compared with pairN's measured
+// seconds before, not with the first row's.
+func measure(ctx context.Context, o options, profile string, n, pairN int, stderr io.Writer) (row, error) {
 	r := row{Profile: profile, N: n, Procs: procsFor(o, n), ClientAddrs: "own", LoadStart: loadAvg()}
 	if o.oneAddr {
 		r.ClientAddrs = "127.0.0.1"
 	}
-	dir, err := os.MkdirTemp(o.dir, fmt.Sprintf("%s-%d-", profile, n)) // removed with o.dir (measureAll)
+	f, err := startFleet(ctx, o, profile, n, o.pprof != "")
 	if err != nil {
-		return r, &setupError{err}
+		return r, err
 	}
-	procs, err := startWorkers(1 + r.Procs)
-	if err != nil {
-		return r, &setupError{err}
-	}
-	defer stopWorkers(procs)
-	m, clients := procs[0], procs[1:]
+	defer stopWorkers(f.procs)
+	f.profiled = o.pprof != ""
+	m, clients := f.m, f.clients
 
 	r.MainInterim = o.main.Interim.Seconds()
-	clientAlive := clientAlivePeriod(o, profile, n)
-	r.ClientAlive = clientAlive.Seconds()
-	rep, err := m.call(ctx, request{Op: "start", Main: true, Profile: profile, Dir: filepath.Join(dir, "main"), MainCfg: o.main, HeapSample: o.pprof != ""})
-	if err != nil {
-		return r, fmt.Errorf("main: %w", err)
-	}
-	mainAddr := rep.Addr
+	r.ClientAlive = clientAlivePeriod(o, profile, n).Seconds()
 	if o.leave > 0 {
-		if err := warmUp(ctx, o, profile, m, clients[0], mainAddr, n); err != nil {
+		if err := warmUp(ctx, o, profile, m, clients[0], f.addr, n); err != nil {
 			return r, err
 		}
 	}
@@ -699,14 +820,7 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 	if err != nil {
 		return r, err
 	}
-	share := func(i int) int { return n/r.Procs + b2i(i < n%r.Procs) }
-	if _, err := each(ctx, clients, func(i int) request {
-		base := 0
-		for j := range i {
-			base += share(j)
-		}
-		return request{Op: "start", Profile: profile, N: share(i), Prefix: fmt.Sprintf("c%d", i), Base: base, Spread: !o.oneAddr, AlivePeriod: clientAlive}
-	}); err != nil {
+	if err := f.startClients(ctx, o, profile); err != nil {
 		return r, err
 	}
 	mBase, err := m.quietStats(ctx)
@@ -718,7 +832,7 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 		return r, err
 	}
 
-	if err := join(ctx, o, m, clients, mainAddr, mBase, &r, stderr); err != nil {
+	if err := join(ctx, o, f, &r, stderr); err != nil {
 		return r, err
 	}
 
@@ -754,7 +868,7 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 		return r, err
 	}
 	t := time.Now()
-	if err := profiled(ctx, o, m, clients[0], &r, "idle", func() error { return sleep(ctx, o.idle) }); err != nil {
+	if err := profiled(ctx, o, f, &r, "idle", func() error { return sleep(ctx, o.idle) }); err != nil {
 		return r, err
 	}
 	idle1, err := m.stats(ctx, false)
@@ -766,27 +880,49 @@ func measure(ctx context.Context, o options, profile string, n int, stderr io.Wr
 	r.IdlePackets = float64(idle1.PacketsIn+idle1.PacketsOut-idle0.PacketsIn-idle0.PacketsOut) / secs
 	r.IdlePktsPerRem = r.IdlePackets / held
 
-	if err := rounds(o, &r, func(rr *row) error { return fanout(ctx, o, m, clients, rr, stderr) }, foldFanout); err != nil {
+	var pair *fleet
+	if pairN > 0 {
+		if pair, err = besideFleet(ctx, o, profile, pairN, stderr); err != nil {
+			return r, err
+		}
+		defer stopWorkers(pair.procs)
+	}
+	out := phaseRounds{
+		phase: func(f *fleet, rr *row) error { return fanout(ctx, o, f, rr, stderr) },
+		fold:  foldFanout,
+		cpu:   func(x *row) float64 { return x.FanoutCPUPerMsg },
+	}
+	if r.FanoutPairCPU, r.FanoutCPURatio, err = out.run(o, &r, f, pair); err != nil {
 		return r, err
 	}
-	if err := rounds(o, &r, func(rr *row) error { return fanin(ctx, o, m, clients, rr, stderr) }, foldFanin); err != nil {
+	in := phaseRounds{
+		phase: func(f *fleet, rr *row) error { return fanin(ctx, o, f, rr, stderr) },
+		fold:  foldFanin,
+		cpu:   func(x *row) float64 { return x.FaninCPUPerMsg },
+	}
+	if r.FaninPairCPU, r.FaninCPURatio, err = in.run(o, &r, f, pair); err != nil {
 		return r, err
+	}
+	if pair != nil {
+		if err := pair.quit(ctx); err != nil {
+			return r, fmt.Errorf("the N=%d fleet beside: %w", pairN, err)
+		}
 	}
 	if o.leave > 0 {
 		if err := leave(ctx, o, m, clients, &r, stderr); err != nil {
 			return r, err
 		}
 	}
-	for _, p := range procs {
-		if _, err := p.call(ctx, request{Op: "quit"}); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
+	return r, f.quit(ctx)
 }
 
 // join joins every client to the main, -join-window at a time in all.
-func join(ctx context.Context, o options, m *workerProc, clients []*workerProc, mainAddr string, mBase procStats, r *row, stderr io.Writer) error {
+func join(ctx context.Context, o options, f *fleet, r *row, stderr io.Writer) error {
+	m, clients := f.m, f.clients
+	mBase, err := m.stats(ctx, false)
+	if err != nil {
+		return err
+	}
 	cJoin, err := each(ctx, clients, func(int) request { return request{Op: "stats"} })
 	if err != nil {
 		return err
@@ -795,8 +931,8 @@ func join(ctx context.Context, o options, m *workerProc, clients []*workerProc, 
 	pctx, cancel := phaseContext(ctx, o.phase)
 	window := func(i int) int { return max(1, o.joinWindow/len(clients)+b2i(i < o.joinWindow%len(clients))) }
 	var joins []reply
-	err = profiled(ctx, o, m, clients[0], r, "join", func() (err error) {
-		joins, err = each(pctx, clients, func(i int) request { return request{Op: "join", To: mainAddr, Window: window(i)} })
+	err = profiled(ctx, o, f, r, "join", func() (err error) {
+		joins, err = each(pctx, clients, func(i int) request { return request{Op: "join", To: f.addr, Window: window(i)} })
 		return err
 	})
 	cancel()
@@ -845,12 +981,14 @@ func phaseContext(ctx context.Context, d time.Duration) (context.Context, contex
 	return context.WithTimeout(ctx, d+max(3*time.Second, d/19))
 }
 
-// profiled runs phase with the CPU of the main and of the client process
-// c profiled into -pprof's directory, when one is set.
-func profiled(ctx context.Context, o options, m, c *workerProc, r *row, phase string, run func() error) error {
-	if o.pprof == "" {
+// profiled runs phase with the CPU of the main and of the first client
+// process profiled into -pprof's directory, when one is set and the
+// fleet's phases are profiled.
+func profiled(ctx context.Context, o options, f *fleet, r *row, phase string, run func() error) error {
+	if o.pprof == "" || !f.profiled {
 		return run()
 	}
+	m, c := f.m, f.clients[0]
 	if _, err := m.call(ctx, request{Op: "profile", Path: profilePath(o, r, "main", phase)}); err != nil {
 		return err
 	}
@@ -997,29 +1135,61 @@ func b2i(b bool) int {
 	return 0
 }
 
-// rounds runs phase -rounds times, each on a row of its own, and folds
-// them into r: the machine is shared, and one round may be slowed by
-// another process, so fold takes the rounds' medians of rates and CPU per
-// message and adds up their counts.
-func rounds(o options, r *row, phase func(*row) error, fold func(r *row, rs []row)) error {
-	rs := make([]row, max(1, o.rounds))
-	for i := range rs {
-		rs[i] = row{Profile: r.Profile, N: r.N}
-		if err := phase(&rs[i]); err != nil {
-			return err
-		}
-	}
-	fold(r, rs)
-	return nil
+// phaseRounds is a phase run -rounds times, each round on a row of its
+// own: fold makes them one row (the rounds' medians of rates and CPU per
+// message, the sums of their counts), and cpu is a round's CPU per
+// message.
+type phaseRounds struct {
+	phase func(f *fleet, r *row) error
+	fold  func(r *row, rs []row)
+	cpu   func(r *row) float64
 }
 
-// median is the median of the rounds' f (the mean of the middle two of an
-// even count).
+// run runs the rounds on fleet f and folds them into r. With a fleet
+// beside (pair), each round of f follows one on pair, and run returns the
+// median of pair's CPU per message and the median of the rounds' ratios
+// (f's over pair's, each pair of rounds seconds apart): the machine is
+// shared, and its speed drifts between rows more than within a pair.
+// Without one, it returns 0 and a ratio of 1 (the row is its own
+// baseline).
+func (k phaseRounds) run(o options, r *row, f, pair *fleet) (pairCPU, cpuRatio float64, err error) {
+	rs := make([]row, max(1, o.rounds))
+	ps := make([]row, len(rs))
+	for i := range rs {
+		if pair != nil {
+			ps[i] = row{Profile: r.Profile, N: pair.n}
+			if err := pairRound(k.phase, pair, &ps[i]); err != nil {
+				return 0, 0, fmt.Errorf("the N=%d fleet beside: %w", pair.n, err)
+			}
+		}
+		rs[i] = row{Profile: r.Profile, N: r.N}
+		if err := k.phase(f, &rs[i]); err != nil {
+			return 0, 0, err
+		}
+	}
+	k.fold(r, rs)
+	if pair == nil {
+		return 0, 1, nil
+	}
+	ratios := make([]float64, len(rs))
+	for i := range rs {
+		ratios[i] = ratio(k.cpu(&rs[i]), k.cpu(&ps[i]))
+	}
+	return median(ps, k.cpu), medianOf(ratios), nil
+}
+
+// median is the median of the rounds' f.
 func median(rs []row, f func(*row) float64) float64 {
 	v := make([]float64, len(rs))
 	for i := range rs {
 		v[i] = f(&rs[i])
 	}
+	return medianOf(v)
+}
+
+// medianOf is the median of v (the mean of the middle two of an even
+// count), which it sorts.
+func medianOf(v []float64) float64 {
 	slices.Sort(v)
 	if n := len(v); n%2 == 0 {
 		return (v[n/2-1] + v[n/2]) / 2
@@ -1065,7 +1235,8 @@ func foldFanin(r *row, rs []row) {
 // perEach spreads msgs over n senders or receivers, at least one each.
 func perEach(msgs, n int) int { return max(1, (msgs+n-1)/n) }
 
-func fanout(ctx context.Context, o options, m *workerProc, clients []*workerProc, r *row, stderr io.Writer) error {
+func fanout(ctx context.Context, o options, f *fleet, r *row, stderr io.Writer) error {
+	m, clients := f.m, f.clients
 	before, err := m.stats(ctx, false)
 	if err != nil {
 		return err
@@ -1076,7 +1247,7 @@ func fanout(ctx context.Context, o options, m *workerProc, clients []*workerProc
 	}
 	pctx, cancel := phaseContext(ctx, o.phase)
 	var rep reply
-	err = profiled(ctx, o, m, clients[0], r, "fanout", func() (err error) {
+	err = profiled(ctx, o, f, r, "fanout", func() (err error) {
 		rep, err = m.call(pctx, request{Op: "fanout", Count: perEach(o.msgs, max(1, before.Allowed)), Size: o.size, Window: o.window, PerRemote: o.perRemote})
 		return err
 	})
@@ -1103,7 +1274,8 @@ func fanout(ctx context.Context, o options, m *workerProc, clients []*workerProc
 	return err
 }
 
-func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc, r *row, stderr io.Writer) error {
+func fanin(ctx context.Context, o options, f *fleet, r *row, stderr io.Writer) error {
+	m, clients := f.m, f.clients
 	before, err := m.stats(ctx, false)
 	if err != nil {
 		return err
@@ -1115,7 +1287,7 @@ func fanin(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 	t := time.Now()
 	pctx, cancel := phaseContext(ctx, o.phase)
 	var reps []reply
-	err = profiled(ctx, o, m, clients[0], r, "fanin", func() (err error) {
+	err = profiled(ctx, o, f, r, "fanin", func() (err error) {
 		reps, err = each(pctx, clients, func(int) request {
 			return request{Op: "fanin", Count: perEach(o.msgs, r.N), Size: o.size, Window: o.window, PerRemote: o.perRemote}
 		})
