@@ -1079,18 +1079,18 @@ func forgotten(ctx context.Context, m *workerProc, bound time.Duration) (procSta
 	}
 }
 
-// warmClients is how many clients the warm-up joins and lets go.
-const warmClients = 3
-
-// warmUp, before the leave phase's start is measured, has warmClients
-// clients of c join the main, send -window messages each way and leave,
-// and waits until the main forgot them: what a main makes once and keeps
-// (read buffers, pools, tables sized at first use) is then in its heap at
-// the start, and the heap after the leave shows what it keeps of departed
-// remotes, not its first use.
+// warmUp, before the leave phase's start is measured, has -join-window
+// clients of c join the main all at once (as many joins as the fleet's
+// have in flight), send -window messages each way and leave, and waits
+// until the main forgot them: what a main makes once and keeps (read
+// buffers, pools, tables sized at first use, and the runtime's records of
+// the threads and goroutines its most work at once took, which it never
+// frees) is then in its heap at the start, and the heap after the leave
+// shows what it keeps of departed remotes, not its first use.
 func warmUp(ctx context.Context, o options, profile string, m, c *workerProc, mainAddr string, n int) error {
 	pctx, cancel := phaseContext(ctx, o.phase)
 	defer cancel()
+	warmClients := o.joinWindow
 	// Past the fleet's addresses, and names of their own.
 	if _, err := c.call(pctx, request{Op: "start", Profile: profile, N: warmClients, Prefix: "warm", Base: n, Spread: !o.oneAddr,
 		AlivePeriod: clientAlivePeriod(o, profile, n)}); err != nil {
