@@ -88,9 +88,9 @@ func TestFleetSmoke(t *testing.T) {
 			}
 		}
 		// Paired: the fleet beside measured, and the ratios taken from it.
-		if paired := r.FanoutPairCPU > 0 && r.FaninPairCPU > 0 && r.FanoutCPURatio > 0 && r.FaninCPURatio > 0; paired != (pairN > 0) {
-			t.Errorf("%s: beside it %d clients: fan-out %.1f µs a message there (×%.2f), fan-in %.1f (×%.2f)",
-				p, pairN, r.FanoutPairCPU, r.FanoutCPURatio, r.FaninPairCPU, r.FaninCPURatio)
+		if paired := r.FanoutPairCPU > 0 && r.FaninPairCPU > 0 && r.FloorPairCPU > 0 && r.FanoutCPURatio > 0 && r.FaninCPURatio > 0 && r.FloorRatio > 0; paired != (pairN > 0) {
+			t.Errorf("%s: beside it %d clients: fan-out %.1f µs a message there (×%.2f), fan-in %.1f (×%.2f), UDP floor %.2f µs a datagram (×%.2f)",
+				p, pairN, r.FanoutPairCPU, r.FanoutCPURatio, r.FaninPairCPU, r.FaninCPURatio, r.FloorPairCPU, r.FloorRatio)
 		}
 		if r.ClientFDsStack < 1 {
 			t.Errorf("%s: %.1f open files per client stack, want its socket at least", p, r.ClientFDsStack)
@@ -99,7 +99,7 @@ func TestFleetSmoke(t *testing.T) {
 			t.Errorf("%s: %d failures", p, r.failures())
 		}
 		if r.JoinSeconds <= 0 || r.MainCPUPerJoin <= 0 || r.FanoutRate <= 0 || r.FaninRate <= 0 ||
-			r.FanoutCPUPerMsg <= 0 || r.FaninCPUPerMsg <= 0 || r.ClientHeapStack <= 0 || r.IdlePackets <= 0 {
+			r.FanoutCPUPerMsg <= 0 || r.FaninCPUPerMsg <= 0 || r.FloorCPUPerDgram <= 0 || r.ClientHeapStack <= 0 || r.IdlePackets <= 0 {
 			t.Errorf("%s: a measure is not positive: %+v", p, r)
 		}
 		// Each stack runs its owner, writer, decoder and at least one reader.

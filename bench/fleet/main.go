@@ -46,6 +46,14 @@
 //     (reassembly_* in its Counters.Drops); fan-out and fan-in are each
 //     run --rounds (5) times, and their rates and CPU per message are the
 //     rounds' medians (with --pprof, the profile is the last round's);
+//   - UDP floor: the main sends as many datagrams of --size bytes from a
+//     plain socket of its own (no protocol), one to each remote in turn,
+//     20000 a second, and the CPU per datagram of the thread that sent
+//     them (its rounds, and its ratio to the first N, as for the fan-out):
+//     on loopback the kernel runs the receiving socket's side of a
+//     datagram (its queue, its reader's wake-up) on the sender's CPU, so
+//     this tells how much of a growth of the main's CPU per message with N
+//     is the kernel's, whatever the protocol;
 //   - leave: every client closes, and the main finds them dead (within its
 //     presence period + 2 × AliveTimeout), reaps them --interim later and
 //     forgets them after --forget-after; the phase waits, at most
@@ -527,6 +535,16 @@ type row struct {
 	FaninDropsBy     map[string]uint64 `json:"fanin_drops_by,omitempty"`
 	FaninReasmDrops  uint64            `json:"fanin_reassembly_drops"`
 	FaninRetransmits uint64            `json:"fanin_retransmits"`
+	// FloorCPUPerDgram is the UDP floor (udpFloor): the CPU in µs of the
+	// thread that sent, from a plain socket of the main's process, one
+	// datagram of -size bytes after another to the remotes (the medians of
+	// -rounds); FloorPairCPU and FloorRatio are, for an N after the first,
+	// the first N's beside and the median of the rounds' ratios, as for
+	// the fan-out. No target applies: it shows what of a growth of the
+	// main's CPU per message with N is the kernel's, on loopback.
+	FloorCPUPerDgram float64 `json:"udp_floor_cpu_per_datagram_us"`
+	FloorPairCPU     float64 `json:"udp_floor_pair_cpu_per_datagram_us,omitempty"`
+	FloorRatio       float64 `json:"udp_floor_ratio"`
 	// FaninClientResends is the packets the clients sent again during the
 	// fan-in, per message: message segments the main got twice, and alive
 	// requests asked again (those the main shed, presence_shed).
@@ -564,8 +582,8 @@ func printTable(w io.Writer, rows []row) {
 	fmt.Fprintln(w, "| profile | N | procs | load 1m | join s | joined | main CPU/join µs | clients CPU/join µs | main heap/remote B | marginal B | main RSS/remote B | "+
 		"client heap/stack KiB | client goroutines/stack | idle µs/remote/s | ×first ≥ 1000 | idle pkts/s | idle pkts/remote/s | "+
 		"fan-out msgs/s | fan-out µs/msg | first N beside µs/msg | ×first | fan-in msgs/s | fan-in µs/msg | first N beside µs/msg | ×first | fan-in segs/msg | "+
-		"fan-in drops | fan-in reassembly drops | fan-in client resends/msg | client alive s | left heap/start | left B/remote | left remembered | failures |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		"fan-in drops | fan-in reassembly drops | fan-in client resends/msg | UDP floor µs/datagram | ×first | client alive s | left heap/start | left B/remote | left remembered | failures |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		left, leftPer, remembered, marginal, idle, outPair, inPair := "-", "-", "-", "-", "-", "-", "-"
 		if r.FanoutPairCPU > 0 {
@@ -584,11 +602,11 @@ func printTable(w io.Writer, rows []row) {
 			left, leftPer = fmt.Sprintf("%.2f", r.LeftHeapRatio), fmt.Sprintf("%.0f", r.LeftPerRemote)
 			remembered = fmt.Sprintf("%d (%d reaped)", r.Remembered, r.RememberedRep)
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %s | %.2f | %d | %.0f | %.0f | %.0f | %s | %.0f | %.1f | %.1f | %.2f | %s | %.0f | %.2f | %.0f | %.1f | %s | %.2f | %.0f | %.1f | %s | %.2f | %.2f | %d | %d | %.2f | %.0f | %s | %s | %s | %d |\n",
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %.2f | %d | %.0f | %.0f | %.0f | %s | %.0f | %.1f | %.1f | %.2f | %s | %.0f | %.2f | %.0f | %.1f | %s | %.2f | %.0f | %.1f | %s | %.2f | %.2f | %d | %d | %.2f | %.2f | %.2f | %.0f | %s | %s | %s | %d |\n",
 			r.Profile, r.N, r.Procs, load1(r.LoadStart), r.JoinSeconds, r.Joined, r.MainCPUPerJoin, r.ClientCPUPerJoin, r.MainHeapPerRem, marginal, r.MainRSSPerRem,
 			r.ClientHeapStack/1024, r.ClientGorStack, r.IdleCPUPerRemS, idle, r.IdlePackets, r.IdlePktsPerRem,
 			r.FanoutRate, r.FanoutCPUPerMsg, outPair, r.FanoutCPURatio, r.FaninRate, r.FaninCPUPerMsg, inPair, r.FaninCPURatio,
-			r.FaninSegments, r.FaninDrops, r.FaninReasmDrops, r.FaninClientResends, r.ClientAlive, left, leftPer, remembered, r.failures())
+			r.FaninSegments, r.FaninDrops, r.FaninReasmDrops, r.FaninClientResends, r.FloorCPUPerDgram, r.FloorRatio, r.ClientAlive, left, leftPer, remembered, r.failures())
 	}
 }
 
@@ -901,6 +919,16 @@ func measure(ctx context.Context, o options, profile string, n, pairN int, stder
 		cpu:   func(x *row) float64 { return x.FaninCPUPerMsg },
 	}
 	if r.FaninPairCPU, r.FaninCPURatio, err = in.run(o, &r, f, pair); err != nil {
+		return r, err
+	}
+	floor := phaseRounds{
+		phase: func(f *fleet, rr *row) error { return udpFloor(ctx, o, f, rr) },
+		fold: func(r *row, rs []row) {
+			r.FloorCPUPerDgram = median(rs, func(x *row) float64 { return x.FloorCPUPerDgram })
+		},
+		cpu: func(x *row) float64 { return x.FloorCPUPerDgram },
+	}
+	if r.FloorPairCPU, r.FloorRatio, err = floor.run(o, &r, f, pair); err != nil {
 		return r, err
 	}
 	if pair != nil {
@@ -1230,6 +1258,34 @@ func foldFanin(r *row, rs []row) {
 	r.FaninClientResends = resends / float64(max(1, r.FaninMsgs))
 	r.FaninRate = median(rs, func(x *row) float64 { return x.FaninRate })
 	r.FaninCPUPerMsg = median(rs, func(x *row) float64 { return x.FaninCPUPerMsg })
+}
+
+// floorRate is the datagrams a second of the UDP floor (udpFloor): a
+// client's socket then gets one every 5 ms at N = 100, as its reader is
+// parked again, as in the fan-out.
+const floorRate = 20000
+
+// udpFloor has the main send -msgs datagrams of -size bytes from a plain
+// socket, spread over the remotes as the fan-out spreads its messages,
+// and takes the CPU per datagram of the thread that sent them: the
+// kernel's part of a datagram to one of N sockets on loopback, which the
+// main's CPU per message in the fan-out and fan-in holds too.
+func udpFloor(ctx context.Context, o options, f *fleet, r *row) error {
+	st, err := f.m.stats(ctx, false)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := phaseContext(ctx, o.phase)
+	defer cancel()
+	rep, err := f.m.call(pctx, request{Op: "udpfloor", Count: perEach(o.msgs, max(1, st.Allowed)), Size: o.size, Rate: floorRate})
+	if err != nil {
+		return err
+	}
+	if rep.Failed > 0 {
+		return fmt.Errorf("UDP floor: %d of %d datagrams not sent, the first: %s", rep.Failed, rep.Done+rep.Failed, rep.First)
+	}
+	r.FloorCPUPerDgram = float64(rep.Stats.CPUNs) / 1e3 / float64(max(1, rep.Done))
+	return nil
 }
 
 // perEach spreads msgs over n senders or receivers, at least one each.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"runtime/metrics"
@@ -19,6 +20,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/road"
@@ -30,7 +33,7 @@ const roleEnv = "RAET_FLEET_WORKER"
 
 // request is one line the coordinator writes to a worker's stdin.
 type request struct {
-	Op      string `json:"op"`                // start, join, stats, fanout, fanin, leave, profile, heapprofile, quit
+	Op      string `json:"op"`                // start, join, stats, fanout, fanin, udpfloor, leave, profile, heapprofile, quit
 	Main    bool   `json:"main,omitempty"`    // start: be the main estate
 	Profile string `json:"profile,omitempty"` // start: fast or reference
 	Dir     string `json:"dir,omitempty"`     // start (main): the keep directory
@@ -45,8 +48,9 @@ type request struct {
 	// MainCfg is the main's own settings (start, main).
 	MainCfg mainConfig `json:"main_cfg,omitzero"`
 	To      string     `json:"to,omitempty"`     // join: the main's address
-	Count   int        `json:"count,omitempty"`  // fanout, fanin: messages per remote or stack
-	Size    int        `json:"size,omitempty"`   // fanout, fanin: body bytes
+	Count   int        `json:"count,omitempty"`  // fanout, fanin, udpfloor: messages (datagrams) per remote or stack
+	Size    int        `json:"size,omitempty"`   // fanout, fanin: body bytes; udpfloor: datagram bytes
+	Rate    int        `json:"rate,omitempty"`   // udpfloor: datagrams a second
 	Window  int        `json:"window,omitempty"` // join, fanout, fanin: calls in flight
 	// PerRemote (fanout, fanin) is how many of the Window may be in flight
 	// to one remote (fanout) or from one stack (fanin); 0 means 1.
@@ -185,6 +189,8 @@ func (w *worker) handle(ctx context.Context, req request) (reply, error) {
 		return reply{Stats: st}, err
 	case "fanout", "fanin":
 		return w.send(ctx, req)
+	case "udpfloor":
+		return w.udpFloor(ctx, req)
 	case "leave":
 		return w.leave()
 	case "profile":
@@ -618,6 +624,87 @@ func cpuNs() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// threadCPUNs is the CPU time of the calling goroutine's thread (lock it
+// to one first), to the nanosecond: getrusage's is counted in ticks.
+func threadCPUNs() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return ts.Nano()
+}
+
+// udpFloor (main) sends req.Count datagrams of req.Size bytes to each
+// allowed remote's address, one to each in turn, req.Rate a second in all,
+// from a plain UDP socket of its own on a thread of its own, and replies
+// with that thread's CPU: what the kernel takes to send the fleet's
+// datagrams on loopback with no protocol at all, where it also runs the
+// receiving socket's side (its queue, and the wake-up of its reader) on
+// the sender's CPU. The clients' stacks drop the datagrams (not_raet).
+func (w *worker) udpFloor(ctx context.Context, req request) (reply, error) {
+	if !w.main || len(w.stacks) == 0 {
+		return reply{}, errors.New("udpfloor is the started main's")
+	}
+	if req.Count < 1 || req.Size < 1 || req.Rate < 1 {
+		return reply{}, fmt.Errorf("udpfloor: count %d, size %d, rate %d: want all positive", req.Count, req.Size, req.Rate)
+	}
+	rs, err := w.stacks[0].Remotes(ctx)
+	if err != nil {
+		return reply{}, err
+	}
+	var to []netip.AddrPort
+	for _, r := range rs {
+		if r.Allowed {
+			to = append(to, r.Addr)
+		}
+	}
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return reply{}, err
+	}
+	defer conn.Close()
+	var rep reply
+	var first error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		buf := make([]byte, req.Size)
+		start, cpu0 := time.Now(), threadCPUNs()
+		sent := 0
+		for range req.Count {
+			for _, a := range to {
+				if ctx.Err() != nil {
+					rep.Failed += len(to)*req.Count - sent
+					first = ctx.Err()
+					return
+				}
+				// Paced: sleeping, the thread takes no CPU.
+				if ahead := time.Duration(sent)*time.Second/time.Duration(req.Rate) - time.Since(start); ahead > time.Millisecond {
+					time.Sleep(ahead)
+				}
+				sent++
+				if _, err := conn.WriteToUDPAddrPort(buf, a); err != nil {
+					rep.Failed++
+					if first == nil {
+						first = err
+					}
+					continue
+				}
+				rep.Done++
+			}
+		}
+		rep.Stats.CPUNs = threadCPUNs() - cpu0
+		rep.Seconds = time.Since(start).Seconds()
+	}()
+	<-done
+	if first != nil {
+		rep.First = first.Error()
+	}
+	return rep, nil
 }
 
 // rss is the process's resident set in bytes (/proc/self/statm).
