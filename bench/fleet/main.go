@@ -709,6 +709,7 @@ type fleet struct {
 	clients []*workerProc
 	addr    string // the main's
 	n       int    // client stacks
+	allowed int    // the remotes the main allowed, once joined
 	// profiled: its phases are profiled into -pprof's directory (not
 	// those of a fleet beside, whose files would take the first row's
 	// names).
@@ -778,6 +779,11 @@ func besideFleet(ctx context.Context, o options, profile string, n int, stderr i
 	}
 	if err == nil && r.Joined != n {
 		err = fmt.Errorf("%d of %d clients joined", r.Joined, n)
+	}
+	if err == nil {
+		var st procStats
+		st, err = f.m.stats(ctx, false, true)
+		f.allowed = st.Allowed
 	}
 	for _, phase := range []func(*fleet, *row) error{
 		func(f *fleet, r *row) error { return fanout(ctx, o, f, r, stderr) },
@@ -857,7 +863,7 @@ func measure(ctx context.Context, o options, profile string, n, pairN int, stder
 	if err := sleep(ctx, o.settle); err != nil {
 		return r, err
 	}
-	mState, err := m.stats(ctx, true)
+	mState, err := m.stats(ctx, true, true)
 	if err != nil {
 		return r, err
 	}
@@ -866,6 +872,7 @@ func measure(ctx context.Context, o options, profile string, n, pairN int, stder
 		return r, err
 	}
 	r.Allowed, r.MainHeap = mState.Allowed, mState.Heap
+	f.allowed = r.Allowed
 	if err := heapProfile(ctx, o, m, &r, "state"); err != nil {
 		return r, err
 	}
@@ -881,7 +888,7 @@ func measure(ctx context.Context, o options, profile string, n, pairN int, stder
 	}
 	r.ClientHeapStack, r.ClientGorStack, r.ClientFDsStack = heap/float64(n), gor/float64(n), fds/float64(n)
 
-	idle0, err := m.stats(ctx, false)
+	idle0, err := m.stats(ctx, false, false)
 	if err != nil {
 		return r, err
 	}
@@ -889,7 +896,7 @@ func measure(ctx context.Context, o options, profile string, n, pairN int, stder
 	if err := profiled(ctx, o, f, &r, "idle", func() error { return sleep(ctx, o.idle) }); err != nil {
 		return r, err
 	}
-	idle1, err := m.stats(ctx, false)
+	idle1, err := m.stats(ctx, false, false)
 	if err != nil {
 		return r, err
 	}
@@ -947,7 +954,7 @@ func measure(ctx context.Context, o options, profile string, n, pairN int, stder
 // join joins every client to the main, -join-window at a time in all.
 func join(ctx context.Context, o options, f *fleet, r *row, stderr io.Writer) error {
 	m, clients := f.m, f.clients
-	mBase, err := m.stats(ctx, false)
+	mBase, err := m.stats(ctx, false, false)
 	if err != nil {
 		return err
 	}
@@ -968,7 +975,7 @@ func join(ctx context.Context, o options, f *fleet, r *row, stderr io.Writer) er
 		return err
 	}
 	r.JoinSeconds = time.Since(t).Seconds()
-	mJoined, err := m.stats(ctx, false)
+	mJoined, err := m.stats(ctx, false, false)
 	if err != nil {
 		return err
 	}
@@ -1097,7 +1104,7 @@ func leave(ctx context.Context, o options, m *workerProc, clients []*workerProc,
 func forgotten(ctx context.Context, m *workerProc, bound time.Duration) (procStats, error) {
 	t := time.Now()
 	for {
-		st, err := m.stats(ctx, false)
+		st, err := m.stats(ctx, false, true)
 		if err != nil || st.Remotes == 0 || time.Since(t) >= bound {
 			return st, err
 		}
@@ -1271,13 +1278,9 @@ const floorRate = 20000
 // kernel's part of a datagram to one of N sockets on loopback, which the
 // main's CPU per message in the fan-out and fan-in holds too.
 func udpFloor(ctx context.Context, o options, f *fleet, r *row) error {
-	st, err := f.m.stats(ctx, false)
-	if err != nil {
-		return err
-	}
 	pctx, cancel := phaseContext(ctx, o.phase)
 	defer cancel()
-	rep, err := f.m.call(pctx, request{Op: "udpfloor", Count: perEach(o.msgs, max(1, st.Allowed)), Size: o.size, Rate: floorRate})
+	rep, err := f.m.call(pctx, request{Op: "udpfloor", Count: perEach(o.msgs, max(1, f.allowed)), Size: o.size, Rate: floorRate, Targets: f.allowed})
 	if err != nil {
 		return err
 	}
@@ -1293,7 +1296,7 @@ func perEach(msgs, n int) int { return max(1, (msgs+n-1)/n) }
 
 func fanout(ctx context.Context, o options, f *fleet, r *row, stderr io.Writer) error {
 	m, clients := f.m, f.clients
-	before, err := m.stats(ctx, false)
+	before, err := m.stats(ctx, false, false)
 	if err != nil {
 		return err
 	}
@@ -1304,14 +1307,14 @@ func fanout(ctx context.Context, o options, f *fleet, r *row, stderr io.Writer) 
 	pctx, cancel := phaseContext(ctx, o.phase)
 	var rep reply
 	err = profiled(ctx, o, f, r, "fanout", func() (err error) {
-		rep, err = m.call(pctx, request{Op: "fanout", Count: perEach(o.msgs, max(1, before.Allowed)), Size: o.size, Window: o.window, PerRemote: o.perRemote})
+		rep, err = m.call(pctx, request{Op: "fanout", Count: perEach(o.msgs, max(1, f.allowed)), Size: o.size, Window: o.window, PerRemote: o.perRemote, Targets: f.allowed})
 		return err
 	})
 	cancel()
 	if err != nil {
 		return err
 	}
-	after, err := m.stats(ctx, false)
+	after, err := m.stats(ctx, false, false)
 	if err != nil {
 		return err
 	}
@@ -1332,7 +1335,7 @@ func fanout(ctx context.Context, o options, f *fleet, r *row, stderr io.Writer) 
 
 func fanin(ctx context.Context, o options, f *fleet, r *row, stderr io.Writer) error {
 	m, clients := f.m, f.clients
-	before, err := m.stats(ctx, false)
+	before, err := m.stats(ctx, false, false)
 	if err != nil {
 		return err
 	}
@@ -1354,7 +1357,7 @@ func fanin(ctx context.Context, o options, f *fleet, r *row, stderr io.Writer) e
 		return err
 	}
 	secs := time.Since(t).Seconds()
-	after, err := m.stats(ctx, false)
+	after, err := m.stats(ctx, false, false)
 	if err != nil {
 		return err
 	}
@@ -1391,7 +1394,7 @@ func fanin(ctx context.Context, o options, f *fleet, r *row, stderr io.Writer) e
 	}
 	r.FaninClientResends = float64(resends) / float64(max(1, r.FaninMsgs))
 	r.FaninDelivered, err = delivered(ctx, r.FaninMsgs, func() (int, error) {
-		st, err := m.stats(ctx, false)
+		st, err := m.stats(ctx, false, false)
 		return int(st.Received - before.Received), err
 	})
 	return err
@@ -1540,15 +1543,17 @@ func (p *workerProc) call(ctx context.Context, req request) (reply, error) {
 	}
 }
 
-func (p *workerProc) stats(ctx context.Context, gc bool) (procStats, error) {
-	rep, err := p.call(ctx, request{Op: "stats", GC: gc})
+// stats measures the worker, after a collection with gc; of the main, it
+// counts its remotes with remotes.
+func (p *workerProc) stats(ctx context.Context, gc, remotes bool) (procStats, error) {
+	rep, err := p.call(ctx, request{Op: "stats", GC: gc, Remotes: remotes})
 	return rep.Stats, err
 }
 
 // quietStats is the stats of the idle main, after a collection, its
-// readers quieted first (quiet).
+// readers quieted first (quiet), with its remotes counted.
 func (p *workerProc) quietStats(ctx context.Context) (procStats, error) {
-	rep, err := p.call(ctx, request{Op: "stats", GC: true, Quiet: true})
+	rep, err := p.call(ctx, request{Op: "stats", GC: true, Quiet: true, Remotes: true})
 	return rep.Stats, err
 }
 

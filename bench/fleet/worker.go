@@ -47,11 +47,15 @@ type request struct {
 	Spread bool `json:"spread,omitempty"`
 	// MainCfg is the main's own settings (start, main).
 	MainCfg mainConfig `json:"main_cfg,omitzero"`
-	To      string     `json:"to,omitempty"`     // join: the main's address
-	Count   int        `json:"count,omitempty"`  // fanout, fanin, udpfloor: messages (datagrams) per remote or stack
-	Size    int        `json:"size,omitempty"`   // fanout, fanin: body bytes; udpfloor: datagram bytes
-	Rate    int        `json:"rate,omitempty"`   // udpfloor: datagrams a second
-	Window  int        `json:"window,omitempty"` // join, fanout, fanin: calls in flight
+	To      string     `json:"to,omitempty"`    // join: the main's address
+	Count   int        `json:"count,omitempty"` // fanout, fanin, udpfloor: messages (datagrams) per remote or stack
+	Size    int        `json:"size,omitempty"`  // fanout, fanin: body bytes; udpfloor: datagram bytes
+	Rate    int        `json:"rate,omitempty"`  // udpfloor: datagrams a second
+	// Targets (fanout and udpfloor, main) is how many remotes the main
+	// has allowed, as the coordinator last counted them: the main lists
+	// them again only when it holds another count (allowedRemotes).
+	Targets int `json:"targets,omitempty"`
+	Window  int `json:"window,omitempty"` // join, fanout, fanin: calls in flight
 	// PerRemote (fanout, fanin) is how many of the Window may be in flight
 	// to one remote (fanout) or from one stack (fanin); 0 means 1.
 	PerRemote int  `json:"per_remote,omitempty"`
@@ -61,6 +65,11 @@ type request struct {
 	Quiet bool `json:"quiet,omitempty"`
 	// Counters (stats, clients) sums the stacks' counters into the reply.
 	Counters bool `json:"counters,omitempty"`
+	// Remotes (stats, of the main) counts its remotes, allowed, alive and
+	// reaped: a listing of them all (Stack.Remotes, ~1 MiB at N = 10000),
+	// which the phases' own stats do not ask for, so that the garbage of
+	// the benchmark's own questions is not collected in their rounds.
+	Remotes bool `json:"remotes,omitempty"`
 	// AlivePeriod is the clients' road.Config.AlivePeriod (start, client;
 	// 0: road's default).
 	AlivePeriod time.Duration `json:"alive_period,omitempty"`
@@ -143,6 +152,34 @@ type worker struct {
 	quit     chan struct{} // ends the drain goroutines
 	prof     *os.File      // the CPU profile being written
 	drains   sync.WaitGroup
+	// allowed is the main's allowed remotes as last listed (allowedRemotes).
+	allowed []road.Remote
+}
+
+// allowedRemotes is the main's allowed remotes. With want > 0 (the
+// fleet's count, which does not change between its rounds) it keeps them,
+// and answers with those it kept while it kept want of them; with 0 (the
+// warm-up's) it lists them and keeps none. A listing at N = 10000 makes
+// ~1 MiB of garbage, which the round after it would collect.
+func (w *worker) allowedRemotes(ctx context.Context, want int) ([]road.Remote, error) {
+	if want > 0 && len(w.allowed) == want {
+		return w.allowed, nil
+	}
+	rs, err := w.stacks[0].Remotes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var allowed []road.Remote
+	for _, r := range rs {
+		if r.Allowed {
+			allowed = append(allowed, r)
+		}
+	}
+	w.allowed = nil
+	if want > 0 {
+		w.allowed = allowed
+	}
+	return allowed, nil
 }
 
 // serveWorker answers requests from in until quit or EOF.
@@ -185,7 +222,7 @@ func (w *worker) handle(ctx context.Context, req request) (reply, error) {
 	case "join":
 		return w.join(ctx, req)
 	case "stats":
-		st, err := w.stats(ctx, req.GC, req.Quiet, req.Counters)
+		st, err := w.stats(ctx, req.GC, req.Quiet, req.Counters, req.Remotes)
 		return reply{Stats: st}, err
 	case "fanout", "fanin":
 		return w.send(ctx, req)
@@ -444,14 +481,12 @@ func (w *worker) send(ctx context.Context, req request) (reply, error) {
 		return reply{}, fmt.Errorf("%s is not this worker's op", req.Op)
 	}
 	if w.main {
-		rs, err := w.stacks[0].Remotes(ctx)
+		rs, err := w.allowedRemotes(ctx, req.Targets)
 		if err != nil {
 			return reply{}, err
 		}
 		for _, r := range rs {
-			if r.Allowed {
-				targets = append(targets, r.Name)
-			}
+			targets = append(targets, r.Name)
 		}
 	} else if w.to == "" {
 		return reply{}, errors.New("not joined")
@@ -536,10 +571,10 @@ func writeHeapProfile(path string) error {
 }
 
 // stats measures the process. The CPU time is read first, so that the
-// collection asked for is not in it. The main's counters are always read;
-// with counters a client process sums its stacks' (retransmits and
-// packets).
-func (w *worker) stats(ctx context.Context, gc, quieted, counters bool) (procStats, error) {
+// collection asked for is not in it. The main's counters are always read,
+// and with remotes the counts of its remotes; with counters a client
+// process sums its stacks' (retransmits and packets).
+func (w *worker) stats(ctx context.Context, gc, quieted, counters, remotes bool) (procStats, error) {
 	st := procStats{CPUNs: cpuNs(), Stacks: len(w.stacks), Received: w.received.Load(), FDs: openFiles(), FDLimit: fileLimit()}
 	if !w.main && counters {
 		for _, s := range w.stacks {
@@ -560,7 +595,9 @@ func (w *worker) stats(ctx context.Context, gc, quieted, counters bool) (procSta
 		}
 		st.PacketsIn, st.PacketsOut, st.Drops = sum(c.PacketsIn), sum(c.PacketsOut), sum(c.Drops)
 		st.Retransmits, st.DropsBy, st.PacketsInBy, st.Segments = c.Retransmits, c.Drops, c.PacketsIn, c.PacketsIn["message/message"]
-		rs, err := s.Remotes(ctx)
+	}
+	if w.main && len(w.stacks) == 1 && remotes {
+		rs, err := w.stacks[0].Remotes(ctx)
 		if err != nil {
 			return st, err
 		}
@@ -650,15 +687,13 @@ func (w *worker) udpFloor(ctx context.Context, req request) (reply, error) {
 	if req.Count < 1 || req.Size < 1 || req.Rate < 1 {
 		return reply{}, fmt.Errorf("udpfloor: count %d, size %d, rate %d: want all positive", req.Count, req.Size, req.Rate)
 	}
-	rs, err := w.stacks[0].Remotes(ctx)
+	rs, err := w.allowedRemotes(ctx, req.Targets)
 	if err != nil {
 		return reply{}, err
 	}
-	var to []netip.AddrPort
-	for _, r := range rs {
-		if r.Allowed {
-			to = append(to, r.Addr)
-		}
+	to := make([]netip.AddrPort, len(rs))
+	for i, r := range rs {
+		to[i] = r.Addr
 	}
 	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
