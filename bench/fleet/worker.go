@@ -158,9 +158,10 @@ type worker struct {
 
 // allowedRemotes is the main's allowed remotes. With want > 0 (the
 // fleet's count, which does not change between its rounds) it keeps them,
-// and answers with those it kept while it kept want of them; with 0 (the
-// warm-up's) it lists them and keeps none. A listing at N = 10000 makes
-// ~1 MiB of garbage, which the round after it would collect.
+// until a stats that counts the remotes (stats), and answers with those it
+// kept while it kept want of them; with 0 (the warm-up's) it lists them
+// and keeps none. A listing at N = 10000 makes ~1 MiB of garbage, which
+// the round after it would collect.
 func (w *worker) allowedRemotes(ctx context.Context, want int) ([]road.Remote, error) {
 	if want > 0 && len(w.allowed) == want {
 		return w.allowed, nil
@@ -597,6 +598,10 @@ func (w *worker) stats(ctx context.Context, gc, quieted, counters, remotes bool)
 		st.Retransmits, st.DropsBy, st.PacketsInBy, st.Segments = c.Retransmits, c.Drops, c.PacketsIn, c.PacketsIn["message/message"]
 	}
 	if w.main && len(w.stacks) == 1 && remotes {
+		// A count is asked for where the fleet may change (the joins, the
+		// leave): the remotes kept for the rounds go, and their memory
+		// with them before the heap is weighed.
+		w.allowed = nil
 		rs, err := w.stacks[0].Remotes(ctx)
 		if err != nil {
 			return st, err
