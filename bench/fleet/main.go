@@ -1117,10 +1117,9 @@ func forgotten(ctx context.Context, m *workerProc, bound time.Duration) (procSta
 
 // warmWindows is how many -join-window's worth of clients the warm-up
 // joins: enough that the main's keep writes under them block as under the
-// fleet's joins and the runtime starts the threads they take (with one
-// window's worth, 64, a main still started one to three more during 10000
-// joins, and its heap after the leave was 1.08× its start; with eight,
-// 1.00×).
+// fleet's joins and the runtime starts most of the threads they take
+// (after one window's worth, 64, a main started one to three more during
+// 10000 joins, each some KiB of records its heap keeps).
 const warmWindows = 8
 
 // warmUp, before the leave phase's start is measured, has warmWindows ×
