@@ -48,12 +48,7 @@ func TestForgottenFleetGivesBackRoom(t *testing.T) {
 	if cap(c.out) > minKeptOut {
 		t.Errorf("the core keeps room for %d datagrams to send once its remotes are forgotten, want at most %d", cap(c.out), minKeptOut)
 	}
-	heap := func() int64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return int64(ms.HeapAlloc)
-	}
+	heap := func() int64 { return int64(heapNow()) } // heap_test.go
 	// What the forgetting left to collect (some of it once cleanups ran
 	// after a collection) is collected first: the heap stays as it is.
 	with := heap()

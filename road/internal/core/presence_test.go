@@ -418,12 +418,7 @@ func TestForgetCap(t *testing.T) {
 // B more with tombstones), and tracks none of them.
 func TestForgetFreesMemory(t *testing.T) {
 	const n = 2000
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
+	heap := heapNow // heap_test.go
 	before := heap()
 	c, rs, _ := idleMain(t, n)
 	for _, r := range rs {
