@@ -347,8 +347,11 @@ func dialUDP() (transport, error) {
 				return
 			}
 			if n >= 8 {
-				if _, err := s.WriteToUDPAddrPort(b[:8], from); err == nil {
-					t.sent.Add(1)
+				// Counted before it goes, so that the client that counts
+				// the message done on this ack finds it counted.
+				t.sent.Add(1)
+				if _, err := s.WriteToUDPAddrPort(b[:8], from); err != nil {
+					t.sent.Add(^uint64(0))
 				}
 			}
 		}
@@ -366,10 +369,11 @@ func (t *udpTransport) send(id uint64, p []byte) error {
 		d := make([]byte, 8+len(chunk))
 		binary.BigEndian.PutUint64(d, id)
 		copy(d[8:], chunk)
+		t.sent.Add(1) // before it goes, as the server's acks
 		if _, err := t.c.Write(d); err != nil {
+			t.sent.Add(^uint64(0))
 			return err
 		}
-		t.sent.Add(1)
 	}
 	return nil
 }
