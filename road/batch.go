@@ -199,48 +199,91 @@ func takeMore[J any](ch <-chan J, jobs []J) []J {
 // sent as it is (body kind raw, copied: the caller may reuse it once Go
 // returns), any other body is a mapping for the stack's serializer, in
 // place with a built-in one, through the encoder goroutine with a
-// BatchSerializer.
-func (s *Stack) marshal(ctx context.Context, body any) ([]byte, codec.BodyKind, error) {
+// BatchSerializer. buf, when not nil, is the pooled buffer that holds the
+// body (bodyBuffer), for the core to give back at the message's outcome.
+func (s *Stack) marshal(ctx context.Context, body any) (plain []byte, buf *[]byte, kind codec.BodyKind, err error) {
 	switch b := body.(type) {
 	case []byte:
-		return append([]byte(nil), b...), codec.BodyKindRaw, nil
+		plain, buf = copyBody(s, b)
+		return plain, buf, codec.BodyKindRaw, nil
 	case string:
-		return []byte(b), codec.BodyKindRaw, nil
+		plain, buf = copyBody(s, b)
+		return plain, buf, codec.BodyKindRaw, nil
 	}
-	b, err := s.marshalMapping(ctx, body)
-	return b, s.ser.Kind(), err
+	plain, buf, err = s.marshalMapping(ctx, body)
+	return plain, buf, s.ser.Kind(), err
+}
+
+// bodyBuffer is a pooled buffer for a body of n bytes to send, or nil when
+// the body is not pooled: when the stack has a Queue (whose Put may keep
+// the body it is given), or n is beyond the pool's largest buffer.
+func (s *Stack) bodyBuffer(n int) *[]byte {
+	if s.cfg.Queue != nil {
+		return nil
+	}
+	return core.BodyBuffer(n)
+}
+
+// copyBody copies a raw body into a buffer of its own, pooled where it can
+// be (bodyBuffer).
+func copyBody[T []byte | string](s *Stack, b T) ([]byte, *[]byte) {
+	buf := s.bodyBuffer(len(b))
+	if buf == nil {
+		return append([]byte(nil), b...), nil
+	}
+	*buf = append(*buf, b...)
+	return *buf, buf
 }
 
 // marshalMapping serializes a mapping with the stack's serializer.
-func (s *Stack) marshalMapping(ctx context.Context, body any) ([]byte, error) {
+func (s *Stack) marshalMapping(ctx context.Context, body any) ([]byte, *[]byte, error) {
 	if _, ok := s.ser.(packet.BatchSerializer); !ok {
 		// Into a buffer of the last body's size (and a little): one
-		// allocation, not one per doubling. The core keeps the body until
-		// the message is done, so it is not pooled.
-		n := s.bodySize.Load()
-		b, err := s.ser.Marshal(make([]byte, 0, n+n/8+16), body)
+		// buffer, not one per doubling, from the pool where it can be.
+		n := int(s.bodySize.Load())
+		n += n/8 + 16
+		buf := s.bodyBuffer(n)
+		if buf == nil {
+			b, err := s.ser.Marshal(make([]byte, 0, n), body)
+			s.bodySize.Store(int64(len(b)))
+			return b, nil, err
+		}
+		b, err := s.ser.Marshal(*buf, body)
 		s.bodySize.Store(int64(len(b)))
-		return b, err
+		if err != nil || !sameArray(b, *buf) {
+			// It grew out of the buffer (or a serializer of the caller's
+			// returned memory of its own): not pooled.
+			core.PutBodyBuffer(buf)
+			return b, nil, err
+		}
+		*buf = b
+		return b, buf, nil
 	}
 	select {
 	case <-s.started:
 	default:
-		return nil, ErrNotStarted
+		return nil, nil, ErrNotStarted
 	}
 	res := make(chan encoded, 1)
 	select {
 	case s.encodeCh <- encodeJob{v: body, res: res}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	case <-s.closing:
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	select {
 	case e := <-res:
-		return e.b, e.err
+		return e.b, nil, e.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	case <-s.closing:
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
+}
+
+// sameArray reports whether b was appended to in the backing array of buf
+// (cap(buf) > 0): b ends where buf's array ends.
+func sameArray(b, buf []byte) bool {
+	return cap(b) == cap(buf) && &b[:cap(b)][cap(b)-1] == &buf[:cap(buf)][cap(buf)-1]
 }

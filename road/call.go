@@ -26,7 +26,8 @@ type Call struct {
 	Done chan *Call
 
 	s       *Stack
-	plain   []byte // the serialized body
+	plain   []byte  // the serialized body
+	buf     *[]byte // plain's pooled buffer, or nil (Stack.marshal); the core's once handed over
 	kind    codec.BodyKind
 	mid     core.MsgID
 	seq     uint64 // its seq in s.mids (without a Queue: done at the outcome)
@@ -142,15 +143,16 @@ func (s *Stack) goCall(ctx context.Context, c *Call) error {
 	default:
 		return ErrNotStarted
 	}
-	plain, kind, err := s.marshal(ctx, c.Body)
+	plain, buf, kind, err := s.marshal(ctx, c.Body)
 	switch {
 	case errors.Is(err, ErrNotStarted), errors.Is(err, ErrClosed), ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return err
 	case err != nil:
 		return fmt.Errorf("%w: %w", ErrNotMapping, err)
 	}
-	c.s, c.plain, c.kind = s, plain, kind
+	c.s, c.plain, c.buf, c.kind = s, plain, buf, kind
 	if err := s.takeRoom(ctx); err != nil {
+		c.unbuffer()
 		return err
 	}
 	if s.cfg.Queue == nil {
@@ -166,7 +168,18 @@ func (s *Stack) goCall(ctx context.Context, c *Call) error {
 		c.qid = id
 		c.mid, _ = s.beginID(c.To, id, ticket)
 	}
-	return s.post(c)
+	if err := s.post(c); err != nil {
+		c.unbuffer()
+		return err
+	}
+	return nil
+}
+
+// unbuffer gives back the pooled buffer of c's body, which the core did
+// not get.
+func (c *Call) unbuffer() {
+	core.PutBodyBuffer(c.buf)
+	c.plain, c.buf = nil, nil
 }
 
 // takeRoom takes a message's room in the send queue (Config.SendQueue),
@@ -227,7 +240,9 @@ func (s *Stack) takeSends() {
 	s.sendMu.Unlock()
 	now := time.Now()
 	for i, c := range q {
-		s.core.SendFor(c.To, c.plain, c.kind, c.mid, (*callWaiter)(c), c.started, now)
+		// c may be handed over, even reused, before SendFor returns: its
+		// body (and buf) are the core's from now on.
+		s.core.SendFor(c.To, c.plain, c.buf, c.kind, c.mid, (*callWaiter)(c), c.started, now)
 		q[i] = nil
 		s.handEarly()
 	}

@@ -255,25 +255,49 @@ func (c *Core) Send(to string, body []byte, bk codec.BodyKind, id MsgID, res cha
 	if res != nil {
 		w = errChan(res)
 	}
-	c.SendFor(to, body, bk, id, w, started, now)
+	c.SendFor(to, body, nil, bk, id, w, started, now)
 }
 
 // SendFor starts sending a serialized body of kind bk with its id (to
 // peers that negotiated message ids) to the remote named to; w takes the
 // outcome once (nil: no one waits). started is when the caller's send
 // began (the RTT counters measure from it). The core keeps body until the
-// outcome.
-func (c *Core) SendFor(to string, body []byte, bk codec.BodyKind, id MsgID, w Waiter, started, now time.Time) {
+// outcome. buf, when not nil, is the BodyBuffer that holds body: the core
+// owns it from now on and gives it back to the pool once the outcome is
+// known, so the caller must not touch body again.
+func (c *Core) SendFor(to string, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, w Waiter, started, now time.Time) {
 	c.now = now
 	r := c.byName[to]
 	if r == nil {
+		bodies.put(buf)
 		if w != nil {
 			w.MessageDone(ErrUnknownRemote)
 		}
 		return
 	}
-	c.begin(r, body, bk, id, w, started)
+	c.begin(r, body, buf, bk, id, w, started)
 }
+
+// bodies recycles the buffers of the bodies sent (BodyBuffer), for every
+// core: a caller takes one before it knows the core its message goes to.
+var bodies bufPool
+
+// BodyBuffer returns an empty pooled buffer with room for a body of n
+// bytes, to serialize a body into and hand to SendFor with it, or nil when
+// n is beyond the pool's largest buffer (maxBodyBuffer: such a body is not
+// pooled). PutBodyBuffer gives back one that SendFor did not get. Both are
+// safe from any goroutine.
+func BodyBuffer(n int) *[]byte {
+	if n > maxBodyBuffer {
+		return nil
+	}
+	return bodies.get(n)
+}
+
+// PutBodyBuffer gives back a buffer of BodyBuffer's that was not handed to
+// SendFor (nil: none). One that grew beyond maxBodyBuffer is left to the
+// collector.
+func PutBodyBuffer(buf *[]byte) { bodies.put(buf) }
 
 // Counters returns a snapshot of the core's statistics.
 func (c *Core) Counters() Counters {

@@ -121,7 +121,7 @@ func BenchmarkReceivedMessages(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		p.other.now = p.now
-		p.other.startMessenger(o, body, p.other.cfg.BodyKind, MsgID{}, nil, p.now)
+		p.other.startMessenger(o, body, nil, p.other.cfg.BodyKind, MsgID{}, nil, p.now)
 		if i%256 == 255 {
 			flush()
 		}

@@ -12,6 +12,10 @@ import (
 // every packet size limit a profile may have.
 type bufPool struct {
 	classes [bufClasses]sync.Pool
+	// given, when set, sees each buffer given back before the pool keeps
+	// it: the tests' (bodypool_test.go), which spoil it, so that a body
+	// still read after its buffer went back shows.
+	given func(*[]byte)
 }
 
 const (
@@ -38,8 +42,19 @@ func (p *bufPool) get(n int) *[]byte {
 	return &b
 }
 
-// put gives b back. A buffer that grew into another class goes to that one.
+// maxBodyBuffer is the largest buffer the pool keeps: its largest class.
+const maxBodyBuffer = 1 << (minBufShift + bufClasses - 1)
+
+// put gives b back (nil: nothing). A buffer that grew into another class
+// goes to that one; one that grew beyond the largest is left to the
+// collector.
 func (p *bufPool) put(b *[]byte) {
+	if b == nil || cap(*b) > maxBodyBuffer {
+		return
+	}
+	if p.given != nil {
+		p.given(b)
+	}
 	c := bufClass(cap(*b))
 	if cap(*b) < 1<<(minBufShift+c) {
 		c-- // between classes: it serves the smaller one

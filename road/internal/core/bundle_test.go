@@ -31,7 +31,7 @@ func (p *pair) sendAll(from *Core, n, size int) []chan error {
 			p.tb.Fatal(err)
 		}
 		res[i] = make(chan error, 1)
-		from.Send(r.name, b, from.cfg.BodyKind, MsgID{}, res[i], p.now, p.now)
+		sendPooled(from, r.name, b, MsgID{}, res[i], p.now)
 	}
 	return res
 }

@@ -43,7 +43,8 @@ const (
 type messenger struct {
 	r      *remote
 	si, ti uint32
-	body   []byte // the serialized body, kept to send again in a new session
+	body   []byte  // the serialized body, kept to send again in a new session
+	buf    *[]byte // body's pooled buffer (SendFor), or nil; given back at the outcome (release)
 	bk     codec.BodyKind
 	id     MsgID            // its stable id, sent to peers that negotiated message ids
 	coat   []byte           // the sealed body; with aead, the plain body that each packet seals a piece of
@@ -96,8 +97,8 @@ func (m *messenger) deadline() time.Time {
 // waits for the flush of this moment (bundle.go); any other is sealed and
 // sent now, whole or in segments. It returns the messenger, under way
 // unless it ended at once (m.in is nil then).
-func (c *Core) startMessenger(r *remote, body []byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) *messenger {
-	m := &messenger{r: r, body: body, bk: bk, id: id, result: result, started: started, lastSeg: -1}
+func (c *Core) startMessenger(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) *messenger {
+	m := &messenger{r: r, body: body, buf: buf, bk: bk, id: id, result: result, started: started, lastSeg: -1}
 	if !r.allowed || r.coat == nil {
 		m.finish(c, ErrNotAllowed)
 		return m
@@ -433,6 +434,28 @@ func (m *messenger) finish(c *Core, err error) {
 		m.result.MessageDone(err)
 		m.result = nil
 	}
+	m.release()
+}
+
+// release gives the body's pooled buffer back once the message has its
+// outcome. Nothing reads the body after: each packet sealed it, or a piece
+// of it, into a buffer of its own (a bundle, a segment, the copy in last),
+// and the messenger has left its remote's transactions, or they are being
+// dropped whole (forget, Shutdown). The one reader left would be the flush
+// of this moment, when it is still queued for a bundle (which does not
+// send one that left the transactions): its buffer is then left to the
+// collector. A messenger made stale by a new session hands body and buf to
+// its successor (startHeld) without an outcome, so each buffer is given
+// back once.
+func (m *messenger) release() {
+	if m.buf == nil || m.queued {
+		return
+	}
+	if m.aead != nil {
+		m.coat = nil // the body itself (alone)
+	}
+	bodies.put(m.buf)
+	m.body, m.buf = nil, nil
 }
 
 // errCoatKind refuses a packet whose coat is not its session's.

@@ -304,7 +304,7 @@ func TestMessageSavedAcrossAllow(t *testing.T) {
 	p.cut = func(w wired) bool { return true }
 	res := make(chan error, 1)
 	b, _ := p.other.marshal(map[string]any{"saved": true})
-	p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, res, p.now, p.now)
+	sendPooled(p.other, "main", b, MsgID{}, res, p.now)
 	p.pump()
 	p.cut = nil
 	r := p.otherRemote()
@@ -327,7 +327,7 @@ func TestShutdown(t *testing.T) {
 	p.cut = func(w wired) bool { return true }
 	send := make(chan error, 1)
 	b, _ := p.other.marshal(map[string]any{"n": 1})
-	p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, send, p.now, p.now)
+	sendPooled(p.other, "main", b, MsgID{}, send, p.now)
 	join := make(chan error, 1)
 	p.other.Join(netip.MustParseAddrPort("127.0.0.3:7530"), join, p.now)
 	p.other.Shutdown()

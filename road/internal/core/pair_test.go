@@ -302,8 +302,22 @@ func (p *pair) start(from *Core, body map[string]any, id MsgID) chan error {
 		p.tb.Fatal(err)
 	}
 	res := make(chan error, 1)
-	from.Send(r.name, b, from.cfg.BodyKind, id, res, p.now, p.now)
+	sendPooled(from, r.name, b, id, res, p.now)
 	return res
+}
+
+// sendPooled has from send the serialized body b (of its body kind) to
+// the remote named to, in a pooled buffer, as road's Send hands a body
+// over. Every test that sends this way checks that the core gives the
+// buffer back only once nothing reads the body: bodypool_test.go spoils
+// each buffer given back.
+func sendPooled(from *Core, to string, b []byte, id MsgID, res chan error, now time.Time) {
+	buf := BodyBuffer(len(b))
+	if buf != nil {
+		*buf = append(*buf, b...)
+		b = *buf
+	}
+	from.SendFor(to, b, buf, from.cfg.BodyKind, id, errChan(res), now, now)
 }
 
 // send has from send body to its peer and returns the outcome, after

@@ -89,19 +89,20 @@ func (c *Core) opens(r *remote) bool {
 
 // begin starts a message to r now if the window lets it (and nothing
 // waits before it), or holds it in r.saved until it does.
-func (c *Core) begin(r *remote, body []byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) {
+// buf is body's pooled buffer, or nil (SendFor).
+func (c *Core) begin(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) {
 	if r.allowed && r.coat != nil && (len(r.saved) > 0 || !c.opens(r)) {
-		r.saved = append(r.saved, &messenger{r: r, body: body, bk: bk, id: id, result: result,
+		r.saved = append(r.saved, &messenger{r: r, body: body, buf: buf, bk: bk, id: id, result: result,
 			started: started, timeout: after(c.now, c.cfg.MessageTimeout)})
 		c.touch(r)
 		return
 	}
-	c.launch(r, body, bk, id, result, started)
+	c.launch(r, body, buf, bk, id, result, started)
 }
 
 // launch starts a message to r and counts it in r's window.
-func (c *Core) launch(r *remote, body []byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) {
-	if m := c.startMessenger(r, body, bk, id, result, started); m.in == r {
+func (c *Core) launch(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) {
+	if m := c.startMessenger(r, body, buf, bk, id, result, started); m.in == r {
 		c.began(m)
 	}
 }
@@ -150,7 +151,7 @@ func (c *Core) startHeld(r *remote) {
 		if len(r.saved) == 0 {
 			r.saved = nil
 		}
-		c.launch(r, m.body, m.bk, m.id, m.result, m.started)
+		c.launch(r, m.body, m.buf, m.bk, m.id, m.result, m.started) // m's successor owns buf
 	}
 	if w := r.win; w != nil && w.large == 0 {
 		if _, ok := w.oldest(r); !ok {
