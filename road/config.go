@@ -195,7 +195,11 @@ type Config struct {
 	// those waiting in the stack for room in the Receive channel, which
 	// holds up to 128 more (or ReceiveQueue, when smaller); 0 means 1024.
 	// While it is full, completed messages are held (and not acknowledged)
-	// instead of dropped, so senders slow down.
+	// instead of dropped, so senders slow down; as Receive is read they are
+	// delivered into the room it frees at once, in the order they
+	// completed, counted once each as "receive_queue_full". One held past
+	// MessageTimeout from its last new packet (10 minutes at most) is
+	// refused: its sender's Send fails with ErrRejected.
 	ReceiveQueue int
 	// Reassembly bounds unfinished segmented messages, per remote and in
 	// all (defaults: 64 MiB per message as the reference; per remote 32

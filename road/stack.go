@@ -939,15 +939,14 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// flush hands the core's output to the writer, the receivers and the event
+// flush hands the core's output to the receivers, the writer and the event
 // readers, and the bodies to decode to the decoder goroutine. It returns
 // when to try again with what found no room (zero: all went), and false
-// when Close's linger ran out.
+// when Close's linger ran out. Deliveries go first: the room they free
+// delivers the messages that waited for it, whose dones then go out with
+// the rest.
 func (s *Stack) flush() (time.Time, bool) {
 	c := s.core
-	if c.OutLen() > 0 && !s.handOut() {
-		return time.Time{}, false
-	}
 	var retry time.Time
 	n := 0
 	for _, m := range c.Deliveries() {
@@ -962,6 +961,9 @@ func (s *Stack) flush() (time.Time, bool) {
 	c.Delivered(n)
 	if len(c.Deliveries()) > 0 {
 		retry = time.Now().Add(deliverRetry)
+	}
+	if c.OutLen() > 0 && !s.handOut() {
+		return time.Time{}, false
 	}
 	for _, e := range c.Events() {
 		select {

@@ -97,8 +97,13 @@ const (
 // Deliveries are the received messages not yet taken, oldest first.
 func (c *Core) Deliveries() []Message { return c.delivery.items() }
 
-// Delivered forgets the first n Deliveries, taken by the caller.
-func (c *Core) Delivered(n int) { c.delivery.drop(n) }
+// Delivered forgets the first n Deliveries, taken by the caller, and
+// delivers, into the room that frees, the whole messages that waited for
+// it, oldest first (their dones go to the output).
+func (c *Core) Delivered(n int) {
+	c.delivery.drop(n)
+	c.admitWaiting()
+}
 
 // fifo is a queue taken from the front: drop moves a head on, and what is
 // left moves down only once the head has passed as much as is left, so

@@ -73,8 +73,12 @@ type Core struct {
 	scratch  []byte     // a message's coat plaintext, being bundled
 	bufs     bufPool    // buffers of the datagrams in out that nobody keeps
 	txHead   codec.Head // the head being sent, kept here so it is not allocated per packet
-	// delivery is the completed messages not yet taken (Deliveries).
-	delivery fifo[Message]
+	// delivery is the completed messages not yet taken (Deliveries);
+	// roomWaits the whole messages waiting for room in it, oldest first,
+	// which Delivered delivers as room frees (roomSweep: waitForRoom).
+	delivery  fifo[Message]
+	roomWaits fifo[roomWait]
+	roomSweep int
 	// decodes are messages whose bodies wait for a decoder
 	// (Config.DecodeLater; Decodes).
 	decodes []*Decode

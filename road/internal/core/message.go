@@ -522,8 +522,9 @@ type messengent struct {
 	heapSlot // in its remote's clock (timers.go)
 	redo     redo
 
-	whole bool // it has pending
-	ended bool // removed
+	whole    bool // it has pending
+	roomWait bool // in Core.roomWaits
+	ended    bool // removed
 }
 
 func (m *messengent) kind() codec.TransactionKind { return codec.TransactionKindMessage }
@@ -720,9 +721,57 @@ func (m *messengent) askMore(c *Core) {
 	}
 }
 
+// roomWait names a whole message waiting for room in the receive queue:
+// by its key, looked up again when room frees, since one that ended
+// meanwhile (timed out, nacked, forgotten with its remote) is no longer
+// there, and one the bundler moved has been copied (bundle.go).
+type roomWait struct {
+	r *remote
+	k txnKey
+}
+
+// admitWaiting delivers the messages waiting for room, oldest first, while
+// the receive queue has room.
+func (c *Core) admitWaiting() {
+	for c.roomWaits.len() > 0 && c.delivery.len() < c.cfg.ReceiveQueue {
+		w := c.roomWaits.items()[0]
+		c.roomWaits.drop(1)
+		if m, ok := w.r.txn(w.k).(*messengent); ok && m.roomWait {
+			m.roomWait = false
+			m.complete(c)
+		}
+	}
+}
+
+// waitForRoom puts m at the end of c.roomWaits. Those that ended while
+// waiting leave their entries behind until reached; when the entries
+// double since the last sweep, it sweeps them out, so that they stay
+// bounded by twice those waiting (however long nobody takes deliveries).
+func (c *Core) waitForRoom(m *messengent) {
+	if c.roomWaits.len() >= c.roomSweep {
+		all := c.roomWaits.items()
+		live := all[:0]
+		for _, w := range all {
+			if o, ok := w.r.txn(w.k).(*messengent); ok && o.roomWait {
+				live = append(live, w)
+			}
+		}
+		clear(all[len(live):])
+		c.roomWaits = fifo[roomWait]{s: live}
+		c.roomSweep = max(minRoomSweep, 2*c.roomWaits.len())
+	}
+	m.roomWait = true
+	c.roomWaits.push(roomWait{m.r, m.key()})
+}
+
+// minRoomSweep is the fewest entries of Core.roomWaits that are swept.
+const minRoomSweep = 64
+
 // complete delivers the message and sends done, unless the receive queue is
-// full: then it waits (and says nothing, so the sender retries) until there
-// is room.
+// full: then it waits in c.roomWaits, saying nothing (the sender resends,
+// and it is ignored while whole), until Delivered frees room, or its
+// timeout nacks it. While any waits the queue is full (admitWaiting fills
+// it before it stops), so one that comes later waits behind them.
 func (m *messengent) complete(c *Core) {
 	if m.id.Seq != 0 && m.r.mids.repeated(m.id, c.now) {
 		// Delivered before, in this session or an earlier one (a sender
@@ -734,8 +783,7 @@ func (m *messengent) complete(c *Core) {
 	}
 	if c.delivery.len() >= c.cfg.ReceiveQueue {
 		c.stats.drop(dropReceiveQueueFull)
-		m.redo.restart(c.now)
-		c.retime(m)
+		c.waitForRoom(m)
 		return
 	}
 	if m.id.Seq != 0 {
@@ -772,8 +820,7 @@ func (m *messengent) tick(c *Core) {
 		return // the decoder answers, or the timeout nacks
 	}
 	if m.whole {
-		m.complete(c)
-		return
+		return // waiting for room: Delivered delivers it
 	}
 	m.askMore(c)
 }

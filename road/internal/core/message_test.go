@@ -243,19 +243,10 @@ func TestMessageRefused(t *testing.T) {
 	}
 }
 
-// While the receive queue is full, a whole message is held, not
-// acknowledged; once there is room it is delivered and done.
-func TestReceiveQueueFull(t *testing.T) {
-	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.ReceiveQueue = 1 })
-	p.join()
-	hold := p.main
-	res := []chan error{make(chan error, 1), make(chan error, 1)}
-	for i, ch := range res {
-		b, _ := p.other.marshal(map[string]any{"n": i})
-		p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, ch, p.now, p.now)
-	}
-	// Deliver by hand: main's deliveries stay queued.
-	for range 20 {
+// holdDeliveries carries the datagrams between the pair for steps of 50 ms
+// while main's deliveries stay queued, untaken.
+func (p *pair) holdDeliveries(steps int) {
+	for range steps {
 		for _, c := range []*Core{p.main, p.other} {
 			out := c.TakeOut(nil)
 			for i := range out {
@@ -275,24 +266,114 @@ func TestReceiveQueueFull(t *testing.T) {
 			}
 		}
 	}
-	if n := len(hold.Deliveries()); n != 1 {
-		t.Fatalf("%d deliveries queued, want the queue's 1", n)
+}
+
+// While the receive queue is full, a whole message is held, not
+// acknowledged; as the queue is taken, those held are delivered into the
+// room it frees at once, in the order they came, and done: no timer waits
+// (which stalled a window of messages for the sender's 1 s redo).
+func TestReceiveQueueFull(t *testing.T) {
+	const queue, sent = 2, 7
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.ReceiveQueue = queue })
+	p.join()
+	hold := p.main
+	var res []chan error
+	for i := range sent {
+		ch := make(chan error, 1)
+		res = append(res, ch)
+		b, _ := p.other.marshal(map[string]any{"n": i})
+		p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, ch, p.now, p.now)
 	}
-	if _, ok := outcome(res[1]); ok {
-		t.Fatal("the held message was done")
+	p.holdDeliveries(20)
+	if n := len(hold.Deliveries()); n != queue {
+		t.Fatalf("%d deliveries queued, want the queue's %d", n, queue)
 	}
-	if hold.stats.drops[dropReceiveQueueFull] == 0 {
-		t.Fatal("the full queue was not counted")
+	for i := queue; i < sent; i++ {
+		if _, ok := outcome(res[i]); ok {
+			t.Fatalf("held message %d was done", i)
+		}
 	}
-	p.collect(hold)
-	p.advance(2 * time.Second)
-	if len(p.delivered[p.main]) != 2 {
-		t.Fatalf("delivered %d", len(p.delivered[p.main]))
+	if got := hold.stats.drops[dropReceiveQueueFull]; got != sent-queue {
+		t.Fatalf("receive_queue_full counted %d, want one per held message (%d)", got, sent-queue)
+	}
+	// Take the queue a few at a time, the clock stopped.
+	for range sent {
+		p.collect(hold)
+		p.pump()
+	}
+	if len(p.delivered[hold]) != sent {
+		t.Fatalf("delivered %d of %d with the clock stopped", len(p.delivered[hold]), sent)
+	}
+	for i, m := range p.delivered[hold] {
+		if m.Body["n"] != float64(i) && m.Body["n"] != int64(i) && m.Body["n"] != uint64(i) {
+			t.Fatalf("delivery %d is message %v: out of order", i, m.Body["n"])
+		}
+	}
+	for i, ch := range res {
+		if err, ok := outcome(ch); !ok || err != nil {
+			t.Fatalf("send %d: %v (%v), the clock stopped", i, err, ok)
+		}
+	}
+	if hold.roomWaits.len() != 0 {
+		t.Fatalf("%d left waiting for room", hold.roomWaits.len())
+	}
+}
+
+// Two messages of one id (a sender restarted on its durable queue) both
+// held for room: the first is delivered, the second is done and not.
+func TestReceiveQueueHeldRepeatedID(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.ReceiveQueue = 1 })
+	p.join()
+	if !p.mainRemote().prof.mids {
+		t.Fatal("the pair did not negotiate message ids")
+	}
+	ids := []MsgID{{}, {Stream: 7, Seq: 1, Floor: 1}, {Stream: 7, Seq: 1, Floor: 1}}
+	var res []chan error
+	for i, id := range ids {
+		ch := make(chan error, 1)
+		res = append(res, ch)
+		b, _ := p.other.marshal(map[string]any{"n": i})
+		p.other.Send("main", b, codec.BodyKindJSON, id, ch, p.now, p.now)
+	}
+	p.holdDeliveries(20)
+	for range ids {
+		p.collect(p.main)
+		p.pump()
+	}
+	if n := len(p.delivered[p.main]); n != 2 {
+		t.Fatalf("delivered %d, want 2: the repeated id once", n)
 	}
 	for i, ch := range res {
 		if err, ok := outcome(ch); !ok || err != nil {
 			t.Fatalf("send %d: %v (%v)", i, err, ok)
 		}
+	}
+	if p.main.stats.drops[dropMessageIDRepeated] != 1 {
+		t.Fatalf("message_id_repeated %d, want 1", p.main.stats.drops[dropMessageIDRepeated])
+	}
+}
+
+// A message held for room that times out is nacked, and room freed later
+// does not deliver it.
+func TestReceiveQueueHeldTimesOut(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.ReceiveQueue, m.MessageTimeout = 1, 5*time.Second })
+	p.join()
+	res := []chan error{make(chan error, 1), make(chan error, 1)}
+	for i, ch := range res {
+		b, _ := p.other.marshal(map[string]any{"n": i})
+		p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, ch, p.now, p.now)
+	}
+	p.holdDeliveries(6 * 20) // 6 s: past main's message timeout
+	if err, ok := outcome(res[1]); !ok || !errors.Is(err, ErrRejected) {
+		t.Fatalf("held past its timeout: %v (%v), want ErrRejected", err, ok)
+	}
+	p.collect(p.main)
+	p.pump()
+	if n := len(p.delivered[p.main]); n != 1 {
+		t.Fatalf("delivered %d, want only the one queued", n)
+	}
+	if p.main.roomWaits.len() != 0 {
+		t.Fatalf("%d left waiting for room", p.main.roomWaits.len())
 	}
 }
 
@@ -402,5 +483,29 @@ func TestDecodeLater(t *testing.T) {
 	}
 	if err, ok := outcome(late); ok && err == nil {
 		t.Fatal("the timed-out message was done")
+	}
+}
+
+// Messages that wait for room and time out, wave after wave while nobody
+// takes deliveries, leave no more entries behind than twice the most that
+// waited at once (and a floor), not one for each that ever waited.
+func TestReceiveQueueWaitsBounded(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+		m.ReceiveQueue, m.MessageTimeout, o.MessageTimeout = 1, time.Second, time.Second
+	})
+	p.join()
+	const waves, perWave = 8, 100
+	for w := range waves {
+		for i := range perWave {
+			b, _ := p.other.marshal(map[string]any{"w": w, "n": i})
+			p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, make(chan error, 1), p.now, p.now)
+		}
+		p.holdDeliveries(3 * 20) // 3 s: all of this wave time out
+		if n := p.main.roomWaits.len(); n > 2*perWave+minRoomSweep {
+			t.Fatalf("wave %d: %d entries left, for at most %d waiting at once", w, n, perWave)
+		}
+	}
+	if got := p.main.stats.drops[dropReceiveQueueFull]; got < waves*perWave/2 {
+		t.Fatalf("only %d waited: the test did not fill the line", got)
 	}
 }

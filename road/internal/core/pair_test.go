@@ -168,6 +168,9 @@ func (p *pair) pump() {
 	for range 100_000 {
 		moved := false
 		for _, c := range p.cores() {
+			// Taken first, as a stack does: the room that frees delivers
+			// what waited for it, whose dones go out below.
+			p.collect(c)
 			out := c.TakeOut(nil)
 			for i := range out {
 				d := &out[i]
@@ -187,7 +190,6 @@ func (p *pair) pump() {
 				// and the wire keeps what was sent.
 				p.launch(flight{due: p.now, to: dst, from: p.addrOf(c), b: bytes.Clone(w.b)})
 			}
-			p.collect(c)
 		}
 		for len(p.air) > 0 && !p.air[0].due.After(p.now) {
 			f := p.air[0]
