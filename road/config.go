@@ -199,7 +199,10 @@ type Config struct {
 	// delivered into the room it frees at once, in the order they
 	// completed, counted once each as "receive_queue_full". One held past
 	// MessageTimeout from its last new packet (10 minutes at most) is
-	// refused: its sender's Send fails with ErrRejected.
+	// refused: its sender's Send fails with ErrRejected. At most as many
+	// as the queue holds (64 at least) wait so, and a quarter of them (16
+	// at least) from one remote; what comes beyond is dropped unanswered
+	// ("receive_waits_full") and its sender sends it again.
 	ReceiveQueue int
 	// Reassembly bounds unfinished segmented messages, per remote and in
 	// all (defaults: 64 MiB per message as the reference; per remote 32

@@ -75,10 +75,12 @@ type Core struct {
 	txHead   codec.Head // the head being sent, kept here so it is not allocated per packet
 	// delivery is the completed messages not yet taken (Deliveries);
 	// roomWaits the whole messages waiting for room in it, oldest first,
-	// which Delivered delivers as room frees (roomSweep: waitForRoom).
-	delivery  fifo[Message]
-	roomWaits fifo[roomWait]
-	roomSweep int
+	// which Delivered delivers as room frees; roomWaiting counts those
+	// still waiting (roomSweep and the bounds: waitForRoom).
+	delivery    fifo[Message]
+	roomWaits   fifo[roomWait]
+	roomWaiting int
+	roomSweep   int
 	// decodes are messages whose bodies wait for a decoder
 	// (Config.DecodeLater; Decodes).
 	decodes []*Decode

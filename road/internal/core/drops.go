@@ -54,6 +54,7 @@ const (
 	dropReassemblyFull                         // reassembly_full
 	dropReassemblyRemoteFull                   // reassembly_remote_full
 	dropReceiveQueueFull                       // receive_queue_full
+	dropReceiveWaitsFull                       // receive_waits_full
 	dropReplayTooOld                           // replay_too_old
 	dropReplayed                               // replayed
 	dropReplyBudget                            // reply_budget
@@ -77,7 +78,7 @@ const (
 	numDropReasons
 )
 
-var dropNames = [numDropReasons]string{"aead_open_failed", "aead_replayed", "aead_too_old", "allow_cookie", "allow_hello", "allow_initiate", "answers", "body", "broadcast", "bundle", "bundle_entry_busy", "bundle_unnegotiated", "caps_mismatch", "coat_downgrade", "coat_open", "foot_kind", "foot_length", "head_invalid", "head_length", "head_syntax", "head_truncated", "head_unknown_key", "head_unsupported", "join_ack_unaccepted", "join_body", "join_budget", "join_nonzero_sid", "join_stale", "join_stale_nuid", "join_unknown_joinee", "join_wrong_source", "join_zero_fuid", "join_zero_nuid", "keep_busy", "keep_failed", "message_id_repeated", "not_raet", "pack_error", "parse_error", "pending_strangers_full", "presence_shed", "reassembly_evicted", "reassembly_full", "reassembly_remote_full", "receive_queue_full", "replay_too_old", "replayed", "reply_budget", "resend_body", "resend_range", "segment", "stale_answer", "stale_correspondent", "stale_message", "stale_packet", "stale_reply", "stale_sid", "stale_unknown", "unknown_destination", "unsigned", "verify_failed", "verify_stale_key", "verify_unknown_key", "zero_sid", "zero_uid"}
+var dropNames = [numDropReasons]string{"aead_open_failed", "aead_replayed", "aead_too_old", "allow_cookie", "allow_hello", "allow_initiate", "answers", "body", "broadcast", "bundle", "bundle_entry_busy", "bundle_unnegotiated", "caps_mismatch", "coat_downgrade", "coat_open", "foot_kind", "foot_length", "head_invalid", "head_length", "head_syntax", "head_truncated", "head_unknown_key", "head_unsupported", "join_ack_unaccepted", "join_body", "join_budget", "join_nonzero_sid", "join_stale", "join_stale_nuid", "join_unknown_joinee", "join_wrong_source", "join_zero_fuid", "join_zero_nuid", "keep_busy", "keep_failed", "message_id_repeated", "not_raet", "pack_error", "parse_error", "pending_strangers_full", "presence_shed", "reassembly_evicted", "reassembly_full", "reassembly_remote_full", "receive_queue_full", "receive_waits_full", "replay_too_old", "replayed", "reply_budget", "resend_body", "resend_range", "segment", "stale_answer", "stale_correspondent", "stale_message", "stale_packet", "stale_reply", "stale_sid", "stale_unknown", "unknown_destination", "unsigned", "verify_failed", "verify_stale_key", "verify_unknown_key", "zero_sid", "zero_uid"}
 
 func (r dropReason) String() string {
 	if r < numDropReasons {

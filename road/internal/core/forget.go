@@ -42,6 +42,7 @@ func (c *Core) forget(r *remote, why Reason) {
 		case *messenger:
 			t.finish(c, ErrForgotten)
 		case *messengent:
+			c.unwait(t)
 			c.reasm.Drop(t.msgKey())
 		case *joinent:
 			c.unpend(t)

@@ -558,10 +558,16 @@ func (m *messengent) send(c *Core, pk codec.PacketKind, body []byte, sn int) {
 
 // remove ends the transaction, delivered or (refused) not.
 func (m *messengent) remove(c *Core, refused bool) {
+	m.end(c)
+	c.used(m.r, m.si, m.ti, refused)
+}
+
+// end ends m, leaving its transaction id unused (remove uses it).
+func (m *messengent) end(c *Core) {
+	c.unwait(m)
 	m.ended = true
 	c.removeTxn(m.r, m)
 	c.reasm.Drop(m.msgKey())
-	c.used(m.r, m.si, m.ti, refused)
 }
 
 func (m *messengent) nack(c *Core) {
@@ -737,17 +743,28 @@ func (c *Core) admitWaiting() {
 		w := c.roomWaits.items()[0]
 		c.roomWaits.drop(1)
 		if m, ok := w.r.txn(w.k).(*messengent); ok && m.roomWait {
-			m.roomWait = false
+			c.unwait(m)
 			m.complete(c)
 		}
 	}
 }
 
-// waitForRoom puts m at the end of c.roomWaits. Those that ended while
-// waiting leave their entries behind until reached; when the entries
-// double since the last sweep, it sweeps them out, so that they stay
-// bounded by twice those waiting (however long nobody takes deliveries).
+// waitForRoom puts m at the end of c.roomWaits, or, when the line is full
+// or m's remote holds its share of it, forgets m unanswered and its
+// transaction id unused, so that the sender's next send of it is taken as
+// new: what waits is bounded (as many as the receive queue holds, at least
+// minWaits) and one remote does not fill the line for the others (a
+// quarter of it, at least minRemoteWaits). Those that ended while waiting
+// leave their entries behind until reached; when the entries double since
+// the last sweep, it sweeps them out, so that they stay bounded by twice
+// those waiting (however long nobody takes deliveries).
 func (c *Core) waitForRoom(m *messengent) {
+	if c.roomWaiting >= max(minWaits, c.cfg.ReceiveQueue) || int(m.r.roomWaits) >= max(minRemoteWaits, c.cfg.ReceiveQueue/4) {
+		c.stats.drop(dropReceiveWaitsFull)
+		m.end(c)
+		return
+	}
+	c.stats.drop(dropReceiveQueueFull)
 	if c.roomWaits.len() >= c.roomSweep {
 		all := c.roomWaits.items()
 		live := all[:0]
@@ -761,11 +778,29 @@ func (c *Core) waitForRoom(m *messengent) {
 		c.roomSweep = max(minRoomSweep, 2*c.roomWaits.len())
 	}
 	m.roomWait = true
+	m.r.roomWaits++
+	c.roomWaiting++
 	c.roomWaits.push(roomWait{m.r, m.key()})
 }
 
-// minRoomSweep is the fewest entries of Core.roomWaits that are swept.
-const minRoomSweep = 64
+// unwait takes m out of the count of those waiting for room (its entry
+// stays in Core.roomWaits until reached or swept).
+func (c *Core) unwait(m *messengent) {
+	if m.roomWait {
+		m.roomWait = false
+		m.r.roomWaits--
+		c.roomWaiting--
+	}
+}
+
+const (
+	// minRoomSweep is the fewest entries of Core.roomWaits that are swept.
+	minRoomSweep = 64
+	// minWaits and minRemoteWaits are the fewest messages that may wait
+	// for room in the receive queue, in all and from one remote, however
+	// short the queue.
+	minWaits, minRemoteWaits = 64, 16
+)
 
 // complete delivers the message and sends done, unless the receive queue is
 // full: then it waits in c.roomWaits, saying nothing (the sender resends,
@@ -782,7 +817,6 @@ func (m *messengent) complete(c *Core) {
 		return
 	}
 	if c.delivery.len() >= c.cfg.ReceiveQueue {
-		c.stats.drop(dropReceiveQueueFull)
 		c.waitForRoom(m)
 		return
 	}

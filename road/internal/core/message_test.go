@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -243,24 +244,22 @@ func TestMessageRefused(t *testing.T) {
 	}
 }
 
-// holdDeliveries carries the datagrams between the pair for steps of 50 ms
-// while main's deliveries stay queued, untaken.
+// holdDeliveries carries the datagrams between the rig's estates for steps
+// of 50 ms while main's deliveries stay queued, untaken.
 func (p *pair) holdDeliveries(steps int) {
 	for range steps {
-		for _, c := range []*Core{p.main, p.other} {
+		for _, c := range p.cores() {
 			out := c.TakeOut(nil)
 			for i := range out {
-				to := p.main
-				if out[i].To == p.otherAddr {
-					to = p.other
+				if to := p.coreAt(out[i].To); to != nil {
+					p.wire = append(p.wire, wired{from: c, b: append([]byte(nil), out[i].B...)})
+					p.feed(to, out[i].B, p.addrOf(c))
 				}
-				p.wire = append(p.wire, wired{from: c, b: append([]byte(nil), out[i].B...)})
-				p.feed(to, out[i].B, p.addrOf(c))
 				out[i].Release()
 			}
 		}
 		p.now = p.now.Add(50 * time.Millisecond)
-		for _, c := range []*Core{p.main, p.other} {
+		for _, c := range p.cores() {
 			if d := c.Deadline(); !d.IsZero() && !d.After(p.now) {
 				c.Tick(p.now)
 			}
@@ -366,6 +365,9 @@ func TestReceiveQueueHeldTimesOut(t *testing.T) {
 	p.holdDeliveries(6 * 20) // 6 s: past main's message timeout
 	if err, ok := outcome(res[1]); !ok || !errors.Is(err, ErrRejected) {
 		t.Fatalf("held past its timeout: %v (%v), want ErrRejected", err, ok)
+	}
+	if n := p.main.roomWaiting; n != 0 {
+		t.Fatalf("timed out, and %d counted waiting", n)
 	}
 	p.collect(p.main)
 	p.pump()
@@ -494,7 +496,7 @@ func TestReceiveQueueWaitsBounded(t *testing.T) {
 		m.ReceiveQueue, m.MessageTimeout, o.MessageTimeout = 1, time.Second, time.Second
 	})
 	p.join()
-	const waves, perWave = 8, 100
+	const waves, perWave = 20, minRemoteWaits
 	for w := range waves {
 		for i := range perWave {
 			b, _ := p.other.marshal(map[string]any{"w": w, "n": i})
@@ -508,4 +510,117 @@ func TestReceiveQueueWaitsBounded(t *testing.T) {
 	if got := p.main.stats.drops[dropReceiveQueueFull]; got < waves*perWave/2 {
 		t.Fatalf("only %d waited: the test did not fill the line", got)
 	}
+}
+
+// sendEach has each of from send n messages to main, numbered, and
+// returns their outcomes.
+func (p *pair) sendEach(from []*Core, n int) []chan error {
+	var res []chan error
+	for _, c := range from {
+		for i := range n {
+			ch := make(chan error, 1)
+			res = append(res, ch)
+			b, _ := c.marshal(map[string]any{"n": i})
+			sendPooled(c, "main", b, MsgID{}, ch, p.now)
+		}
+	}
+	return res
+}
+
+// drain takes main's deliveries until all of res are done (or 30 s of
+// the fake clock), and fails unless each estate's messages (sent counts
+// of them, numbered) were delivered once and every send succeeded.
+func (p *pair) drain(res []chan error, sent map[*Core]int) {
+	p.tb.Helper()
+	var errs []error
+	for range 600 {
+		p.advance(50 * time.Millisecond)
+		for i := 0; i < len(res); i++ {
+			if err, ok := outcome(res[i]); ok {
+				errs = append(errs, err)
+				res = slices.Delete(res, i, i+1)
+				i--
+			}
+		}
+		if len(res) == 0 {
+			break
+		}
+	}
+	if len(res) > 0 {
+		p.tb.Fatalf("%d sends not done", len(res))
+	}
+	for _, err := range errs {
+		if err != nil {
+			p.tb.Fatalf("a send failed: %v", err)
+		}
+	}
+	if p.main.roomWaiting != 0 {
+		p.tb.Fatalf("all done, and %d counted waiting", p.main.roomWaiting)
+	}
+	for c := range sent {
+		if r := p.main.byName[c.name]; r.roomWaits != 0 {
+			p.tb.Fatalf("all done, and %d of %s counted waiting", r.roomWaits, c.name)
+		}
+	}
+	got := map[string]int{}
+	for _, m := range p.delivered[p.main] {
+		got[fmt.Sprint(m.From, "/", m.Body["n"])]++
+	}
+	for c, n := range sent {
+		for i := range n {
+			if k := fmt.Sprint(c.name, "/", i); got[k] != 1 {
+				p.tb.Fatalf("%s's message %d delivered %d times", c.name, i, got[k])
+			}
+		}
+	}
+}
+
+// One remote that sends far more than main's application reads holds at
+// most its share of the messages waiting for room (a quarter of the
+// line); what it sends beyond is dropped unanswered and sent again, while
+// another remote's messages still wait their turn (none of them dropped).
+// Then everything is delivered once.
+func TestReceiveWaitsShare(t *testing.T) {
+	const queue = 64
+	p := newFleet(t, 2, func(m, o *estate) { m.ReceiveQueue = queue })
+	flood, honest := p.other, p.extra[0]
+	const floods, honests = queue + 100, 10
+	res := p.sendEach([]*Core{flood}, floods)
+	p.holdDeliveries(4)
+	res = append(res, p.sendEach([]*Core{honest}, honests)...)
+	p.holdDeliveries(20)
+	fr, hr := p.main.byName[flood.name], p.main.byName[honest.name]
+	if fr.roomWaits != queue/4 || hr.roomWaits != honests {
+		t.Fatalf("waiting: %d of the flood's (want its share, %d), %d of the other's (want all %d)", fr.roomWaits, queue/4, hr.roomWaits, honests)
+	}
+	if p.main.stats.drops[dropReceiveWaitsFull] == 0 {
+		t.Fatal("nothing counted receive_waits_full")
+	}
+	p.drain(res, map[*Core]int{flood: floods, honest: honests})
+}
+
+// The line of those waiting is bounded in all too: past as many as the
+// receive queue holds, a remote under its share is dropped unanswered
+// (and sends again).
+func TestReceiveWaitsTotal(t *testing.T) {
+	const queue = 64
+	p := newFleet(t, 6, func(m, o *estate) { m.ReceiveQueue = queue })
+	res := p.sendEach([]*Core{p.other}, queue)
+	p.holdDeliveries(4)
+	if n := len(p.main.Deliveries()); n != queue {
+		t.Fatalf("%d queued, want %d", n, queue)
+	}
+	res = append(res, p.sendEach(p.extra, queue/4)...)
+	p.holdDeliveries(20)
+	if p.main.roomWaiting != queue {
+		t.Fatalf("%d waiting, want the line's %d", p.main.roomWaiting, queue)
+	}
+	if p.main.stats.drops[dropReceiveWaitsFull] == 0 {
+		t.Fatal("nothing counted receive_waits_full")
+	}
+	sent := map[*Core]int{p.other: queue}
+	for _, c := range p.extra {
+		sent[c] = queue / 4
+	}
+	p.drain(res, sent)
 }

@@ -74,6 +74,7 @@ type remote struct {
 
 	presence    time.Time // next alive
 	reasmWarned int64     // unix ns: no reassembly warning logged for it before this
+	roomWaits   int32     // its whole messages waiting for room to deliver (Core.roomWaits)
 	reapAt      time.Time // reaped if no alive success by then
 	forgetAt    time.Time // once reaped: forgotten if still silent then (forget.go)
 	heard       time.Time // its last authenticated packet (or when we added it)
