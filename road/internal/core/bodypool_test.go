@@ -76,14 +76,7 @@ func TestBodyBuffersGivenBackAtOutcome(t *testing.T) {
 					t.Fatal("nothing was sent again")
 				}
 				// Under way when a new session comes: saved, sent again.
-				p.cut = func(wired) bool { return true }
-				send(3)
-				p.pump()
-				p.cut = nil
-				r := p.otherRemote()
-				r.allowed = false
-				p.other.startAllower(r, false)
-				p.pump()
+				p.underWayAcrossAllow(func() { send(3) })
 				p.advance(5 * time.Second)
 				for i, ch := range res {
 					if err, ok := outcome(ch); !ok || err != nil {

@@ -379,21 +379,30 @@ func TestReceiveQueueHeldTimesOut(t *testing.T) {
 	}
 }
 
-// A message under way when the session changes (a new allow) is saved and
-// sent again in the new session, delivered once.
-func TestMessageSavedAcrossAllow(t *testing.T) {
-	p := newPair(t, keep.AutoAlways, nil)
-	p.join()
-	p.cut = func(w wired) bool { return true }
-	res := make(chan error, 1)
-	b, _ := p.other.marshal(map[string]any{"saved": true})
-	sendPooled(p.other, "main", b, MsgID{}, res, p.now)
+// underWayAcrossAllow has what send sends go under way on a network that
+// carries nothing, then other allow main again (a new session) with the
+// network back.
+func (p *pair) underWayAcrossAllow(send func()) {
+	p.cut = func(wired) bool { return true }
+	send()
 	p.pump()
 	p.cut = nil
 	r := p.otherRemote()
 	r.allowed = false
 	p.other.startAllower(r, false)
 	p.pump()
+}
+
+// A message under way when the session changes (a new allow) is saved and
+// sent again in the new session, delivered once.
+func TestMessageSavedAcrossAllow(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	res := make(chan error, 1)
+	p.underWayAcrossAllow(func() {
+		b, _ := p.other.marshal(map[string]any{"saved": true})
+		sendPooled(p.other, "main", b, MsgID{}, res, p.now)
+	})
 	p.advance(time.Second)
 	if err, ok := outcome(res); !ok || err != nil {
 		t.Fatalf("the saved message: %v (%v)", err, ok)
