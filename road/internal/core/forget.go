@@ -87,7 +87,8 @@ func (c *Core) forget(r *remote, why Reason) {
 // main whose remotes all left holds what it held before they came. The
 // room of what the fleet's joins and messages queued goes too: the keep
 // queue's maps and held datagrams, the datagrams to send (keptOut), the
-// deliveries not yet taken, what the reassembler keeps for reuse
+// deliveries not yet taken and the line of those waiting for room in
+// them (a fan-in's backlog: Core.roomWaits), what the reassembler keeps for reuse
 // (packet.Reassembler.Shrink: the chunks of a fan-in of segmented
 // messages, 680 KB from 10000 reference remotes), and the budgets of the
 // strangers' addresses (a main that thousands joined holds a bucket for
@@ -106,6 +107,7 @@ func (c *Core) shrink() {
 		c.out = append([]Datagram(nil), c.out...)
 	}
 	c.delivery = fifo[Message]{s: append([]Message(nil), c.delivery.items()...)}
+	c.roomWaits = fifo[roomWait]{s: append([]roomWait(nil), c.roomWaits.items()...)}
 	c.reasm.Shrink()
 	c.lim.sweep(c.now)
 	c.peak.Rebuilt(len(c.remotes))

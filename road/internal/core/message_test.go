@@ -610,10 +610,11 @@ func TestReceiveWaitsShare(t *testing.T) {
 
 // The line of those waiting is bounded in all too: past as many as the
 // receive queue holds, a remote under its share is dropped unanswered
-// (and sends again).
+// (and sends again). Once the remotes are forgotten, the line's room goes
+// with theirs (Core.shrink).
 func TestReceiveWaitsTotal(t *testing.T) {
 	const queue = 64
-	p := newFleet(t, 6, func(m, o *estate) { m.ReceiveQueue = queue })
+	p := newFleet(t, 9, func(m, o *estate) { m.ReceiveQueue = queue })
 	res := p.sendEach([]*Core{p.other}, queue)
 	p.holdDeliveries(4)
 	if n := len(p.main.Deliveries()); n != queue {
@@ -632,4 +633,13 @@ func TestReceiveWaitsTotal(t *testing.T) {
 		sent[c] = queue / 4
 	}
 	p.drain(res, sent)
+	if cap(p.main.roomWaits.s) < queue {
+		t.Fatalf("the line took room for %d: the test measures nothing", cap(p.main.roomWaits.s))
+	}
+	for _, r := range p.main.remotes {
+		p.main.forget(r, ReasonSilent)
+	}
+	if c := cap(p.main.roomWaits.s); c != 0 {
+		t.Fatalf("the remotes forgotten, the line keeps room for %d", c)
+	}
 }
