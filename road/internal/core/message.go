@@ -736,13 +736,21 @@ type roomWait struct {
 	k txnKey
 }
 
+// waiting is the message w names while it still waits, else nil.
+func (w roomWait) waiting() *messengent {
+	if m, ok := w.r.txn(w.k).(*messengent); ok && m.roomWait {
+		return m
+	}
+	return nil
+}
+
 // admitWaiting delivers the messages waiting for room, oldest first, while
 // the receive queue has room.
 func (c *Core) admitWaiting() {
 	for c.roomWaits.len() > 0 && c.delivery.len() < c.cfg.ReceiveQueue {
 		w := c.roomWaits.items()[0]
 		c.roomWaits.drop(1)
-		if m, ok := w.r.txn(w.k).(*messengent); ok && m.roomWait {
+		if m := w.waiting(); m != nil {
 			c.unwait(m)
 			m.complete(c)
 		}
@@ -766,21 +774,27 @@ func (c *Core) waitForRoom(m *messengent) {
 	}
 	c.stats.drop(dropReceiveQueueFull)
 	if c.roomWaits.len() >= c.roomSweep {
-		all := c.roomWaits.items()
-		live := all[:0]
-		for _, w := range all {
-			if o, ok := w.r.txn(w.k).(*messengent); ok && o.roomWait {
-				live = append(live, w)
-			}
-		}
-		clear(all[len(live):])
-		c.roomWaits = fifo[roomWait]{s: live}
-		c.roomSweep = max(minRoomSweep, 2*c.roomWaits.len())
+		c.sweepRoomWaits()
 	}
 	m.roomWait = true
 	m.r.roomWaits++
 	c.roomWaiting++
 	c.roomWaits.push(roomWait{m.r, m.key()})
+}
+
+// sweepRoomWaits drops the entries of c.roomWaits whose messages no
+// longer wait, keeping the others in order.
+func (c *Core) sweepRoomWaits() {
+	all := c.roomWaits.items()
+	live := all[:0]
+	for _, w := range all {
+		if w.waiting() != nil {
+			live = append(live, w)
+		}
+	}
+	clear(all[len(live):])
+	c.roomWaits = fifo[roomWait]{s: live}
+	c.roomSweep = max(minRoomSweep, 2*c.roomWaits.len())
 }
 
 // unwait takes m out of the count of those waiting for room (its entry
