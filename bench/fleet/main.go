@@ -184,6 +184,7 @@ type options struct {
 	// see clientAlivePeriod.
 	clientAlive time.Duration
 	pprof       string // where the main's CPU profiles go; empty: none
+	heapRate    int    // with pprof, the main's bytes between heap samples; 0: the runtime's
 	main        mainConfig
 }
 
@@ -222,7 +223,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	aliveRate := fs.Int("alive-rate", 0, "the main's alive exchanges a second in all, which lengthen its presence period with many remotes (road.Config.AliveRate; 0: road's default)")
 	joinRate := fs.Float64("stranger-join-rate", 0, "the main's budget of join requests from estates it does not know yet, a second in all (road.Config.StrangerJoinRate; 0: road's default)")
 	joins := fs.Int("stranger-joins", 0, "the main's bound on strangers' joins under way (road.Config.StrangerJoins; 0: road's default)")
-	pprofDir := fs.String("pprof", "", "write the main's CPU profile of each phase and its heap before the joins, after them and after the leave into this directory (main-PROFILE-N-PHASE.pprof, main-PROFILE-N-{start,state,left}.heap.pprof; the heap sampled every 512 B), and the first client process's CPU profile of each phase (client-PROFILE-N-PHASE.pprof)")
+	pprofDir := fs.String("pprof", "", "write the main's CPU profile of each phase and its heap before the joins, after them and after the leave into this directory (main-PROFILE-N-PHASE.pprof, main-PROFILE-N-{start,state,left}.heap.pprof; see -heap-rate), and the first client process's CPU profile of each phase (client-PROFILE-N-PHASE.pprof)")
+	heapRate := fs.Int("heap-rate", 512, "with -pprof, the bytes between the main's heap profile samples: 512 weighs structures of a few dozen bytes per remote, which the runtime's default misses, but the sampling then costs the main CPU (a fifth of its samples); 0 keeps the runtime's 512 KiB, for CPU profiles that are not distorted")
 	oneAddr := fs.Bool("one-address", false, "all clients on 127.0.0.1 (default: each on its own 127.x.y.z)")
 	table := fs.Bool("table", false, "print a Markdown table instead of JSON lines")
 	jsonOut := fs.String("json", "", "also write the JSON lines to this file (with -table)")
@@ -243,7 +245,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	o := options{procs: *procs, dir: *dir, msgs: *msgs, size: *size, window: *window, perRemote: *perRemote, rounds: *nrounds,
 		joinWindow: *joinWindow, settle: *settle, idle: *idle, oneAddr: *oneAddr, phase: *phase,
-		perProc: *perProc, leave: *leave, pprof: *pprofDir, clientAlive: *clientAlive, main: mainConfig{AlivePeriod: *alivePeriod, AliveTimeout: *aliveTimeout, AliveRate: *aliveRate, Interim: *interim, ForgetAfter: *forget,
+		perProc: *perProc, leave: *leave, pprof: *pprofDir, heapRate: *heapRate, clientAlive: *clientAlive, main: mainConfig{AlivePeriod: *alivePeriod, AliveTimeout: *aliveTimeout, AliveRate: *aliveRate, Interim: *interim, ForgetAfter: *forget,
 			StrangerJoinRate: *joinRate, StrangerJoins: *joins}}
 	var err error
 	if o.ns, err = parseInts(*ns); err != nil || fs.NArg() != 0 || o.procs < 1 || o.msgs < 1 ||
@@ -719,7 +721,7 @@ type fleet struct {
 
 // startFleet starts the main (its keep in a directory of its own under
 // o.dir) and the processes of n clients, which it does not start yet.
-func startFleet(ctx context.Context, o options, profile string, n int, heapSample bool) (*fleet, error) {
+func startFleet(ctx context.Context, o options, profile string, n int, heapSample int) (*fleet, error) {
 	dir, err := os.MkdirTemp(o.dir, fmt.Sprintf("%s-%d-", profile, n)) // removed with o.dir (measureAll)
 	if err != nil {
 		return nil, &setupError{err}
@@ -768,7 +770,7 @@ func (f *fleet) quit(ctx context.Context) error {
 // round each way on it unmeasured, so that neither fleet's rounds are its
 // first: a fresh main makes its pools and buffers then.
 func besideFleet(ctx context.Context, o options, profile string, n int, stderr io.Writer) (*fleet, error) {
-	f, err := startFleet(ctx, o, profile, n, false)
+	f, err := startFleet(ctx, o, profile, n, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -826,7 +828,11 @@ func measure(ctx context.Context, o options, profile string, n, pairN int, stder
 	if o.oneAddr {
 		r.ClientAddrs = "127.0.0.1"
 	}
-	f, err := startFleet(ctx, o, profile, n, o.pprof != "")
+	heapSample := 0
+	if o.pprof != "" {
+		heapSample = o.heapRate
+	}
+	f, err := startFleet(ctx, o, profile, n, heapSample)
 	if err != nil {
 		return r, err
 	}

@@ -75,9 +75,9 @@ type request struct {
 	AlivePeriod time.Duration `json:"alive_period,omitempty"`
 	// TimeoutMS bounds the operation.
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
-	// HeapSample makes the main's heap profiles sample every
-	// heapSampleRate bytes allocated from its start (start, main).
-	HeapSample bool `json:"heap_sample,omitempty"`
+	// HeapSample, when not 0, makes the main's heap profiles sample
+	// every HeapSample bytes allocated from its start (start, main).
+	HeapSample int `json:"heap_sample,omitempty"`
 }
 
 // reply is the line a worker writes to stdout for each request.
@@ -264,8 +264,8 @@ func (w *worker) start(req request) (reply, error) {
 	cfg := road.Config{Listen: "127.0.0.1:0", Auto: keep.AutoAlways, Profile: prof}
 	if req.Main {
 		w.main = true
-		if req.HeapSample {
-			runtime.MemProfileRate = heapSampleRate
+		if req.HeapSample > 0 {
+			runtime.MemProfileRate = req.HeapSample
 			// What the profile writer makes at its first use (the
 			// checksum tables of its gzip stream, 8 KB) is made now, not
 			// after the start is weighed, so that the heap the leave
@@ -552,11 +552,6 @@ func (w *worker) profile(path string) error {
 	w.prof = f
 	return nil
 }
-
-// heapSampleRate is the bytes between the main's heap profile samples
-// with -pprof: fine enough to weigh structures of a few dozen bytes per
-// remote, which the default (512 KiB) misses.
-const heapSampleRate = 512
 
 // writeHeapProfile writes the live heap's profile to path, after the
 // collections that stats makes too (the second empties the sync.Pools).
