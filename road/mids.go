@@ -31,10 +31,12 @@ type midSource struct {
 	// most of what they held (a fan-out to ten thousand remotes done),
 	// are rebuilt, to give back their room (shrink).
 	remotesPeak, putsPeak shrink.Peak
-	// spare is the seqs of a remote that had none open any more, emptied,
-	// for the next remote that has (a remote sent one message at a time
-	// makes none anew per message).
-	spare  *openSeqs
+	// spares are the seqs of remotes that had none open any more,
+	// emptied, for the next remotes that have: neither a remote sent one
+	// message at a time nor a fan-out to many remotes answered in bursts
+	// (many done, then as many begun) makes them anew per message. At most
+	// maxSpareSeqs, each of little room (spareSeqsRoom).
+	spares shrink.Spares[*openSeqs]
 	warned time.Time // the last warning of a message sent without an id
 }
 
@@ -61,7 +63,8 @@ func newMidSource(stream uint64) *midSource {
 	for stream == 0 {
 		stream = rand.Uint64()
 	}
-	return &midSource{stream: stream, remotes: map[string]*openSeqs{}, puts: map[uint64]pendingPut{}}
+	return &midSource{stream: stream, remotes: map[string]*openSeqs{}, puts: map[uint64]pendingPut{},
+		spares: shrink.Spares[*openSeqs]{Max: maxSpareSeqs}}
 }
 
 // reserve is called before a queue's Put for remote; begin (with the
@@ -125,7 +128,8 @@ func (s *midSource) holdLocked(remote string, seq uint64) {
 	s.high = max(s.high, seq)
 	o := s.remotes[remote]
 	if o == nil {
-		if o, s.spare = s.spare, nil; o == nil {
+		var ok bool
+		if o, ok = s.spares.Get(); !ok {
 			o = &openSeqs{}
 		}
 		s.remotes[remote] = o
@@ -145,13 +149,22 @@ func (s *midSource) done(remote string, seq uint64) {
 	}
 	if o.remove(seq) == 0 {
 		delete(s.remotes, remote)
-		s.spare = o
+		if cap(o.seqs) <= spareSeqsRoom {
+			s.spares.Put(o)
+		}
 		if s.remotesPeak.Due(len(s.remotes)) {
 			s.remotes = shrink.Map(s.remotes)
 			s.remotesPeak.Rebuilt(len(s.remotes))
 		}
 	}
 }
+
+// maxSpareSeqs bounds midSource.spares, and spareSeqsRoom the seqs each
+// has room for: at most ~20 KiB kept.
+const (
+	maxSpareSeqs  = 64
+	spareSeqsRoom = 16
+)
 
 // floor is the smallest seq to remote not done or being put, or the next
 // one when there is none.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/raet-go/raet/road/internal/core"
+	"github.com/raet-go/raet/road/internal/shrink"
 )
 
 // The source: a remote's floor is its oldest seq not done; a seq too far
@@ -112,6 +113,35 @@ func TestOpenSeqs(t *testing.T) {
 		if !ok && len(o.seqs) != 0 {
 			t.Fatalf("step %d: %d seqs held, none open", i, len(o.seqs))
 		}
+	}
+}
+
+// A fan-out of one message to each of many remotes, done in bursts (all
+// of a window done, then as many begun), takes the emptied seqs of the
+// remotes done for the remotes begun: it makes none per message.
+func TestMidSourceBurstsReuse(t *testing.T) {
+	const window = shrink.Small // no more: remotes is not rebuilt (shrink.Peak)
+	names := make([]string, 4*window)
+	for i := range names {
+		names[i] = fmt.Sprint("r", i)
+	}
+	s := newMidSource(7)
+	round := 0
+	burst := func() {
+		seqs := make([]uint64, 0, window)
+		for i := range window {
+			_, seq := s.begin(names[(round*window+i)%len(names)], 0, 0)
+			seqs = append(seqs, seq)
+		}
+		for i, seq := range seqs {
+			s.done(names[(round*window+i)%len(names)], seq)
+		}
+		round++
+	}
+	burst() // the first makes them, and the room of remotes
+	// One allocation a burst: seqs.
+	if a := testing.AllocsPerRun(20, burst); a > 1 {
+		t.Fatalf("%.1f allocations a burst of %d messages to as many remotes, want 1", a, window)
 	}
 }
 

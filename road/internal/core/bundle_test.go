@@ -632,29 +632,77 @@ func TestBundleQueuedTimerNotDue(t *testing.T) {
 	})
 }
 
-// A window of messages that a bundle of dones ends leaves its remote no
-// transaction table and the core the empty table as its spare, which the
-// next window takes: the table is made once, not every round.
-func TestSpareTxnTable(t *testing.T) {
+// Messages that a burst of dones ends leave their remotes no transaction
+// table and the core the empty tables as its spares, which the next
+// messages take: a window of 16 to one remote makes its table once, and a
+// main's fan-out of one message to each of 12 remotes, answered in one
+// pump, makes none after its first round.
+func TestSpareTxnTables(t *testing.T) {
 	eachFastProfile(t, func(t *testing.T, tp testProfile) {
-		p := newPair(t, keep.AutoAlways, tp.set)
-		p.join()
-		r := p.otherRemote()
-		var table unsafe.Pointer
-		for round := range 3 {
-			res := p.sendAll(p.other, 16, 64)
-			if p.other.spareTxns != nil || r.ours == nil {
-				t.Fatalf("round %d: 16 messages under way, and the spare table not taken", round)
+		const remotes = 12
+		p := newFleet(t, remotes, tp.set)
+		tables := func(c *Core) map[unsafe.Pointer]bool {
+			out := map[unsafe.Pointer]bool{}
+			for _, r := range c.remotes {
+				if r.ours != nil {
+					out[reflect.ValueOf(r.ours).UnsafePointer()] = true
+				}
 			}
-			if got := reflect.ValueOf(r.ours).UnsafePointer(); round > 0 && got != table {
-				t.Fatalf("round %d: a new table for the remote, not the spare", round)
+			return out
+		}
+		spares := func(c *Core) map[unsafe.Pointer]bool {
+			out := map[unsafe.Pointer]bool{}
+			for m := range c.spareTxns.All {
+				if len(m) != 0 {
+					t.Fatalf("a spare table holds %d transactions", len(m))
+				}
+				out[reflect.ValueOf(m).UnsafePointer()] = true
 			}
-			p.pump()
-			allDone(t, res)
-			if r.ours != nil || p.other.spareTxns == nil || len(p.other.spareTxns) != 0 {
-				t.Fatalf("round %d: every message done, the remote holds %d transactions, spare %v", round, r.numTxns(), p.other.spareTxns)
+			return out
+		}
+		rounds := []struct {
+			name string
+			from *Core
+			send func() []chan error
+			want int // tables under way
+		}{
+			{"16 to one remote", p.other, func() []chan error { return p.sendAll(p.other, 16, 64) }, 1},
+			{"one to each of 12", p.main, func() []chan error {
+				var res []chan error
+				for r := range p.main.byName {
+					ch := make(chan error, 1)
+					b, _ := p.main.marshal(map[string]any{"to": r})
+					sendPooled(p.main, r, b, MsgID{}, ch, p.now)
+					res = append(res, ch)
+				}
+				return res
+			}, remotes},
+		}
+		for _, rd := range rounds {
+			var before map[unsafe.Pointer]bool
+			for round := range 3 {
+				res := rd.send()
+				got := tables(rd.from)
+				if len(got) != rd.want {
+					t.Fatalf("%s, round %d: %d tables under way, want %d", rd.name, round, len(got), rd.want)
+				}
+				for tb := range got {
+					if round > 0 && !before[tb] {
+						t.Fatalf("%s, round %d: a new table, not a spare", rd.name, round)
+					}
+				}
+				p.pump()
+				allDone(t, res)
+				if n := len(tables(rd.from)); n != 0 {
+					t.Fatalf("%s, round %d: every message done, and %d remotes hold a table", rd.name, round, n)
+				}
+				before = spares(rd.from)
+				for tb := range got {
+					if !before[tb] {
+						t.Fatalf("%s, round %d: a table of the round not kept as a spare", rd.name, round)
+					}
+				}
 			}
-			table = reflect.ValueOf(p.other.spareTxns).UnsafePointer()
 		}
 	})
 }

@@ -45,13 +45,16 @@ type Core struct {
 	kq      keepQueue                  // the writes to the store (keeptab.go)
 	joinees map[netip.AddrPort]*remote // vacuous joins in progress, by address
 
-	// spareTxns is the empty transaction table (ours or theirs) of the
-	// remote whose transactions of one side all ended last, for the next
-	// remote to start one: a
-	// remote whose window of messages drains and fills again (16 in
-	// flight, answered by one bundle of dones) would make and grow a table
-	// each time. One a core, never larger than a remote's was.
-	spareTxns map[txnID]txn
+	// spareTxns are the empty transaction tables (ours or theirs) of the
+	// remotes whose transactions of one side all ended last, for the next
+	// remotes to start one: a remote whose window of messages drains and
+	// fills again (16 in flight, answered by one bundle of dones) would
+	// make and grow a table each time, and so would a main whose fan-out
+	// to many remotes is answered in bursts (a read of many dones, then as
+	// many new messages, each to a remote with none under way). At most
+	// maxSpareTxns, each never larger than a remote's was; shrink drops
+	// them.
+	spareTxns shrink.Spares[map[txnID]txn]
 
 	// rolesEvicted says roles lacks records the store holds (evictRole).
 	rolesEvicted bool
@@ -204,7 +207,7 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 		cfg: cfg, log: cfg.Logger, now: now, store: st,
 		codec: hc, bodies: ser,
 		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
-		roles: map[string]*keptRole{},
+		roles: map[string]*keptRole{}, spareTxns: shrink.Spares[map[txnID]txn]{Max: maxSpareTxns},
 		reasm: packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
 		stats: newStats(), keysAll: true, rekeyAt: defaultRekeyAt,
 		replayHold: replayHold(max(cfg.MessageTimeout, cfg.AllowTimeout, cfg.AliveTimeout)),
@@ -405,8 +408,8 @@ func (c *Core) addTxn(r *remote, t txn) {
 	}
 	m := r.table(k)
 	if *m == nil {
-		*m, c.spareTxns = c.spareTxns, nil
-		if *m == nil {
+		var ok bool
+		if *m, ok = c.spareTxns.Get(); !ok {
 			*m = make(map[txnID]txn, 1)
 		}
 	}
@@ -414,6 +417,10 @@ func (c *Core) addTxn(r *remote, t txn) {
 	t.timerSlot().in = r
 	c.retime(t)
 }
+
+// maxSpareTxns bounds Core.spareTxns: a burst of that many remotes'
+// transactions ending, then as many starting, makes no table.
+const maxSpareTxns = 64
 
 // removeTxn unregisters t from r (if it is still the one at its key).
 func (c *Core) removeTxn(r *remote, t txn) {
@@ -423,8 +430,9 @@ func (c *Core) removeTxn(r *remote, t txn) {
 		delete(*m, k.id())
 		s.in, s.marked = nil, false // not keyed again (flushWake)
 		r.clock.set(t, time.Time{})
-		if len(*m) == 0 {
-			c.spareTxns, *m = *m, nil // an idle remote holds no table
+		if len(*m) == 0 { // an idle remote holds no table
+			c.spareTxns.Put(*m)
+			*m = nil
 		}
 		if r.numTxns() == 0 && cap(r.clock) > idleClock {
 			r.clock = nil

@@ -611,7 +611,7 @@ func TestReceiveWaitsShare(t *testing.T) {
 // The line of those waiting is bounded in all too: past as many as the
 // receive queue holds, a remote under its share is dropped unanswered
 // (and sends again). Once the remotes are forgotten, the line's room goes
-// with theirs (Core.shrink).
+// with theirs, and so do the spare transaction tables (Core.shrink).
 func TestReceiveWaitsTotal(t *testing.T) {
 	const queue = 64
 	p := newFleet(t, 9, func(m, o *estate) { m.ReceiveQueue = queue })
@@ -633,13 +633,13 @@ func TestReceiveWaitsTotal(t *testing.T) {
 		sent[c] = queue / 4
 	}
 	p.drain(res, sent)
-	if cap(p.main.roomWaits.s) < queue {
-		t.Fatalf("the line took room for %d: the test measures nothing", cap(p.main.roomWaits.s))
+	if cap(p.main.roomWaits.s) < queue || p.main.spareTxns.Len() == 0 {
+		t.Fatalf("the line took room for %d, %d spare transaction tables: the test measures nothing", cap(p.main.roomWaits.s), p.main.spareTxns.Len())
 	}
 	for _, r := range p.main.remotes {
 		p.main.forget(r, ReasonSilent)
 	}
-	if c := cap(p.main.roomWaits.s); c != 0 {
-		t.Fatalf("the remotes forgotten, the line keeps room for %d", c)
+	if c, n := cap(p.main.roomWaits.s), p.main.spareTxns.Len(); c != 0 || n != 0 {
+		t.Fatalf("the remotes forgotten, the line keeps room for %d, and %d spare transaction tables are kept", c, n)
 	}
 }

@@ -1,4 +1,5 @@
-// Package shrink gives back the room of maps that grew at a peak.
+// Package shrink gives back the room of maps that grew at a peak, and
+// keeps a few emptied ones for reuse (Spares).
 //
 // Go's maps never shrink: one that held ten thousand entries keeps their
 // room once they are gone, until it is replaced by a new map of what it
@@ -38,3 +39,45 @@ func Map[K comparable, V any](m map[K]V) map[K]V {
 	}
 	return out
 }
+
+// Spares keeps emptied things (maps, slices and what holds them) for the
+// next to need one, up to Max: what many holders take and give back in
+// bursts (many emptied, then as many filled) is then not made anew for
+// each. The zero value keeps none; set Max.
+type Spares[T any] struct {
+	Max int
+	s   []T
+}
+
+// Get returns a spare, or ok false when there is none.
+func (p *Spares[T]) Get() (v T, ok bool) {
+	n := len(p.s)
+	if n == 0 {
+		return v, false
+	}
+	v, p.s[n-1] = p.s[n-1], v
+	p.s = p.s[:n-1]
+	return v, true
+}
+
+// Put keeps v, emptied, unless Max are kept.
+func (p *Spares[T]) Put(v T) {
+	if len(p.s) < p.Max {
+		p.s = append(p.s, v)
+	}
+}
+
+// Len is how many are kept.
+func (p *Spares[T]) Len() int { return len(p.s) }
+
+// All yields those kept.
+func (p *Spares[T]) All(yield func(T) bool) {
+	for _, v := range p.s {
+		if !yield(v) {
+			return
+		}
+	}
+}
+
+// Drop gives back all kept and their room.
+func (p *Spares[T]) Drop() { p.s = nil }

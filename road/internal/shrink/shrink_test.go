@@ -88,3 +88,33 @@ func Example() {
 	fmt.Println(len(seen), p.Due(0))
 	// Output: 0 false
 }
+
+// Spares gives back what was put, last first, keeps no more than Max, and
+// nothing once dropped.
+func TestSpares(t *testing.T) {
+	p := Spares[int]{Max: 2}
+	if _, ok := p.Get(); ok {
+		t.Fatal("a spare from an empty Spares")
+	}
+	p.Put(1)
+	p.Put(2)
+	p.Put(3) // beyond Max
+	if p.Len() != 2 {
+		t.Fatalf("%d kept, want Max 2", p.Len())
+	}
+	if v, ok := p.Get(); !ok || v != 2 {
+		t.Fatalf("got %d (%v), want 2", v, ok)
+	}
+	if v, ok := p.Get(); !ok || v != 1 {
+		t.Fatalf("got %d (%v), want 1", v, ok)
+	}
+	p.Put(4)
+	p.Drop()
+	if _, ok := p.Get(); ok || p.Len() != 0 {
+		t.Fatal("a spare after Drop")
+	}
+	var zero Spares[int]
+	if zero.Put(5); zero.Len() != 0 {
+		t.Fatal("a zero Spares kept one")
+	}
+}
