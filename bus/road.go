@@ -32,8 +32,8 @@ func (r *Road) pump() {
 		select {
 		case <-r.done:
 			return
-		case m := <-r.s.Receive():
-			if !r.deliver(Message{From: m.From, Body: m.Body}) {
+		case m, ok := <-r.s.Receive():
+			if !ok || !r.deliver(Message{From: m.From, Body: m.Body}) {
 				return
 			}
 		case ev := <-r.s.Events():

@@ -3,6 +3,7 @@ package road_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
@@ -73,6 +74,50 @@ func TestCloseWritesTheDonesOfDeliveredMessages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Receive's channel is closed once the stack stops, after the messages it
+// had delivered: a loop ranging over it reads every one and ends (in a
+// synctest bubble, a range that never ended would be a deadlock).
+func TestReceiveClosedOnClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		network := netsim.NewNetwork(1)
+		defer network.Close()
+		mainAddr := netip.MustParseAddrPort("10.0.0.1:7530")
+		connM, err := network.Listen(mainAddr, netsim.Impairment{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		connO, err := network.Listen(netip.MustParseAddrPort("10.0.0.2:7530"), netsim.Impairment{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := started(t, road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, PacketConn: connM, AlivePeriod: -1})
+		o := started(t, road.Config{Name: "other", PacketConn: connO, AlivePeriod: -1})
+		defer o.Close()
+		ctx := t.Context()
+		if _, err := o.Join(ctx, mainAddr.String()); err != nil {
+			t.Fatal(err)
+		}
+		const n = 5
+		for i := range n {
+			if err := o.Send(ctx, "main", map[string]any{"i": i}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait() // the owner has put all n on the channel
+		m.Close()
+		got := 0
+		for msg := range m.Receive() {
+			if fmt.Sprint(msg.Body["i"]) != fmt.Sprint(got) {
+				t.Fatalf("message %d: %v", got, msg.Body)
+			}
+			got++
+		}
+		if got != n {
+			t.Fatalf("ranging over Receive after Close read %d messages, want the %d delivered", got, n)
+		}
+	})
 }
 
 // failingConn is a PacketConn whose reads always fail with err.

@@ -486,6 +486,7 @@ func (s *Stack) stop(cause error, ctx context.Context) error {
 			s.conn.Close()
 		}
 		s.wg.Wait()
+		close(s.recv) // nothing delivers any more: the owner is gone
 		s.endCalls(ctx)
 		if s.kw != nil {
 			if kerr := s.kw.Close(); kerr != nil {
@@ -1144,8 +1145,9 @@ func (s *Stack) remoteInfo(ctx context.Context, find func(*core.Core) (Remote, b
 	}
 }
 
-// Receive returns the channel of received messages. It is never closed;
-// select on it together with your own shutdown signal.
+// Receive returns the channel of received messages. It is closed once the
+// stack has stopped (Close, Shutdown, a socket failed for good: see Done),
+// after the messages it had delivered, so a loop ranging over it ends.
 func (s *Stack) Receive() <-chan Message { return s.recv }
 
 // Events returns the channel of remote state changes. Events that find it

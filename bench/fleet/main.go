@@ -89,8 +89,10 @@
 // reads them; -sample_index=inuse_space -diff_base start.heap shows what
 // the main kept); the first client process writes a CPU profile of each of
 // those phases too. The main's heap profiles then sample every 512 bytes
-// allocated, not every 512 KiB, so that per-remote structures of a few
-// dozen bytes show.
+// allocated (--heap-rate), not every 512 KiB, so that per-remote
+// structures of a few dozen bytes show; that sampling costs the main a
+// fifth of its CPU profile's samples, and --heap-rate 0 keeps the
+// runtime's rate when the CPU profiles are what is wanted.
 //
 // The fan-out and fan-in CPU per message of each N is also given as a
 // ratio to that of the first N of its profile, measured in pairs of

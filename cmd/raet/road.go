@@ -332,7 +332,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			if err := enc.Encode(newEventLine(e)); err != nil {
 				return exitFailure
 			}
-		case m := <-s.Receive():
+		case m, ok := <-s.Receive():
+			if !ok {
+				fmt.Fprintln(stderr, "raet serve:", s.Err())
+				return exitFailure
+			}
 			body, err := bodyJSON(m)
 			if err != nil {
 				fmt.Fprintf(stderr, "raet serve: message from %s: %v\n", m.From, err)
@@ -628,7 +632,10 @@ func (e *echoSet) collect(ctx context.Context, s *road.Stack) {
 		select {
 		case <-ctx.Done():
 			return
-		case m := <-s.Receive():
+		case m, ok := <-s.Receive():
+			if !ok {
+				return
+			}
 			if !e.on {
 				continue
 			}

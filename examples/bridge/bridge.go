@@ -270,8 +270,12 @@ func (b *Bridge) readRoad() {
 	defer b.readers.Done()
 	for {
 		var m road.Message
+		var ok bool
 		select {
-		case m = <-b.cfg.Road.Receive():
+		case m, ok = <-b.cfg.Road.Receive():
+			if !ok {
+				return // the road stack was closed
+			}
 		case <-b.draining:
 			return
 		case <-b.closing:

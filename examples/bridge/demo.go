@@ -191,7 +191,10 @@ func demo(c demoConfig) (err error) {
 	var got []map[string]any
 	for len(got) < len(names) {
 		select {
-		case m := <-alpha.Receive():
+		case m, ok := <-alpha.Receive():
+			if !ok {
+				return fmt.Errorf("%d of %d answers: alpha stopped: %w", len(got), len(names), alpha.Err())
+			}
 			got = append(got, m.Body)
 		case <-ctx.Done():
 			return fmt.Errorf("%d of %d answers: %w", len(got), len(names), ctx.Err())
@@ -208,7 +211,10 @@ func demo(c demoConfig) (err error) {
 		return fmt.Errorf("alpha send: %w", err)
 	}
 	select {
-	case m := <-alpha.Receive():
+	case m, ok := <-alpha.Receive():
+		if !ok {
+			return fmt.Errorf("no notice for ghost: alpha stopped: %w", alpha.Err())
+		}
 		show("<-", m.Body)
 	case <-ctx.Done():
 		return fmt.Errorf("no notice for ghost: %w", ctx.Err())

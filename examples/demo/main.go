@@ -86,7 +86,10 @@ func run(pcapPath, keylogPath, keeps string) (err error) {
 		defer wg.Done()
 		for range n {
 			select {
-			case m := <-s.Receive():
+			case m, ok := <-s.Receive():
+				if !ok {
+					return
+				}
 				desc := fmt.Sprint(m.Body)
 				if len(desc) > 70 {
 					desc = desc[:70] + "…"
