@@ -18,6 +18,31 @@ import (
 	"github.com/raet-go/raet/road"
 )
 
+// joinedInMemory starts main and other (other's Config from oc) on an
+// in-memory network, closed with the test, and joins other to main.
+func joinedInMemory(t *testing.T, oc road.Config) (m, o *road.Stack) {
+	t.Helper()
+	network := netsim.NewNetwork(1)
+	t.Cleanup(func() { network.Close() })
+	mainAddr := netip.MustParseAddrPort("10.0.0.1:7530")
+	connM, err := network.Listen(mainAddr, netsim.Impairment{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	connO, err := network.Listen(netip.MustParseAddrPort("10.0.0.2:7530"), netsim.Impairment{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = started(t, road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, PacketConn: connM, AlivePeriod: -1})
+	oc.Name, oc.PacketConn, oc.AlivePeriod = "other", connO, -1
+	o = started(t, oc)
+	t.Cleanup(func() { o.Close() })
+	if _, err := o.Join(t.Context(), mainAddr.String()); err != nil {
+		t.Fatal(err)
+	}
+	return m, o
+}
+
 // After Close returns, the peer has the done of every message the closing
 // stack delivered: its Sends all succeed and it never had to send a
 // packet again. On an in-memory network in a synctest bubble, so that only
@@ -26,24 +51,8 @@ import (
 func TestCloseWritesTheDonesOfDeliveredMessages(t *testing.T) {
 	for _, size := range []int{100, 5000} { // one packet, and segments
 		synctest.Test(t, func(t *testing.T) {
-			network := netsim.NewNetwork(1)
-			defer network.Close()
-			mainAddr := netip.MustParseAddrPort("10.0.0.1:7530")
-			connM, err := network.Listen(mainAddr, netsim.Impairment{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			connO, err := network.Listen(netip.MustParseAddrPort("10.0.0.2:7530"), netsim.Impairment{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			m := started(t, road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, PacketConn: connM, AlivePeriod: -1})
-			o := started(t, road.Config{Name: "other", PacketConn: connO, AlivePeriod: -1, MessageTimeout: 5 * time.Second})
-			defer o.Close()
+			m, o := joinedInMemory(t, road.Config{MessageTimeout: 5 * time.Second})
 			ctx := t.Context()
-			if _, err := o.Join(ctx, mainAddr.String()); err != nil {
-				t.Fatal(err)
-			}
 			const n = 40
 			errs := make(chan error, n)
 			var wg sync.WaitGroup
@@ -81,24 +90,8 @@ func TestCloseWritesTheDonesOfDeliveredMessages(t *testing.T) {
 // synctest bubble, a range that never ended would be a deadlock).
 func TestReceiveClosedOnClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		network := netsim.NewNetwork(1)
-		defer network.Close()
-		mainAddr := netip.MustParseAddrPort("10.0.0.1:7530")
-		connM, err := network.Listen(mainAddr, netsim.Impairment{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		connO, err := network.Listen(netip.MustParseAddrPort("10.0.0.2:7530"), netsim.Impairment{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := started(t, road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, PacketConn: connM, AlivePeriod: -1})
-		o := started(t, road.Config{Name: "other", PacketConn: connO, AlivePeriod: -1})
-		defer o.Close()
+		m, o := joinedInMemory(t, road.Config{})
 		ctx := t.Context()
-		if _, err := o.Join(ctx, mainAddr.String()); err != nil {
-			t.Fatal(err)
-		}
 		const n = 5
 		for i := range n {
 			if err := o.Send(ctx, "main", map[string]any{"i": i}); err != nil {
