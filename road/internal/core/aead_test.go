@@ -385,6 +385,73 @@ func TestAEADOpenedByReader(t *testing.T) {
 	}
 }
 
+// An AEAD session's cipher states are held longer when its traffic comes
+// back soon after they were dropped: each time within a hold of the drop,
+// twice as long, up to aeadHoldMax, at both ends; later than a hold, half
+// as long. A forged packet that comes soon after a drop lengthens nothing.
+func TestAEADHoldAdapts(t *testing.T) {
+	p := joinedPair(t, aeadProfile)
+	holds := func() (time.Duration, time.Duration) {
+		return p.mainRemote().prof.hold(), p.otherRemote().prof.hold()
+	}
+	watched := func() bool { return p.mainRemote().prof.aeadCheck != 0 && p.otherRemote().prof.aeadCheck != 0 }
+	dropped := func() bool { return p.mainRemote().prof.aeadCheck == 0 && p.otherRemote().prof.aeadCheck == 0 }
+	p.stillWorks(t, len(p.delivered[p.main]))
+	p.advance(aeadIdle + 50*time.Millisecond)
+	if !dropped() {
+		t.Fatal("states kept past aeadIdle")
+	}
+	// A forgery soon after the drop: it starts the timer (the states were
+	// built to try it) but lengthens no hold.
+	var forged []byte
+	for _, w := range p.wire {
+		if w.from == p.other {
+			forged = bytes.Clone(w.b)
+		}
+	}
+	forged[len(forged)-1] ^= 1
+	p.inject(p.main, forged, p.addrOf(p.other))
+	if p.mainRemote().prof.aeadCheck == 0 {
+		t.Fatal("the forgery did not start main's timer: the test measures nothing")
+	}
+	p.advance(aeadIdle + 50*time.Millisecond)
+	p.advance(2 * aeadIdle)
+	p.stillWorks(t, len(p.delivered[p.main]))
+	if m, o := holds(); m != aeadIdle || o != aeadIdle {
+		t.Fatalf("after a forgery: holds %v at main, %v at other, want %v", m, o, aeadIdle)
+	}
+	want := aeadIdle
+	for round := range 5 {
+		p.advance(want - 50*time.Millisecond)
+		if !watched() {
+			t.Fatalf("round %d: states dropped before the hold %v", round, want)
+		}
+		p.advance(100 * time.Millisecond)
+		if !dropped() {
+			t.Fatalf("round %d: states kept past the hold %v", round, want)
+		}
+		p.advance(want / 2) // back within a hold of the drop
+		p.stillWorks(t, len(p.delivered[p.main]))
+		want = min(2*want, aeadHoldMax)
+		if m, o := holds(); m != want || o != want {
+			t.Fatalf("round %d: holds %v at main, %v at other, want %v", round, m, o, want)
+		}
+	}
+	if want != aeadHoldMax {
+		t.Fatalf("the hold reached %v, not aeadHoldMax", want)
+	}
+	// Silent for longer than a hold after the drop: half as long.
+	p.advance(want + 100*time.Millisecond)
+	if !dropped() {
+		t.Fatal("states kept past the longest hold")
+	}
+	p.advance(2 * want)
+	p.stillWorks(t, len(p.delivered[p.main]))
+	if m, o := holds(); m != want/2 || o != want/2 {
+		t.Fatalf("after a long silence: holds %v at main, %v at other, want %v", m, o, want/2)
+	}
+}
+
 // An AEAD session that carries nothing for aeadIdle drops its cipher
 // states at both ends (its remote's timer, not a walk of all remotes), and
 // its next messages build them again and go both ways; one whose presence

@@ -274,8 +274,13 @@ type profile struct {
 	// aeadCheck is when aead is next asked to drop its cipher states if
 	// idle (unix ns, idleAEAD); zero: not watched, the states are dropped.
 	aeadCheck int64
-	mids      bool // messages carry ids (mid.go)
-	bdl       bool // small messages go in bundles, answers coalesced (bundle.go)
+	// aeadHold is how long the states are kept idle (usedAEAD; zero:
+	// aeadIdle), and aeadDropped when idleAEAD last dropped them (unix ns;
+	// zero: built since, or never dropped by it).
+	aeadHold    time.Duration
+	aeadDropped int64
+	mids        bool // messages carry ids (mid.go)
+	bdl         bool // small messages go in bundles, answers coalesced (bundle.go)
 }
 
 // negotiate picks the best common profile, or nil for the reference one;
