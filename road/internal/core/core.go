@@ -561,10 +561,10 @@ func (c *Core) sealedAEAD(r *remote, a *packet.AEADCoat, err error) {
 	c.usedAEAD(r, true)
 }
 
-// aeadIdle is how long an AEAD session may go without a packet sealed or
-// opened, at first, before its coat drops its cipher states (its hold;
-// packet.AEADCoat.Drop;
-// ~1.5 KiB with AES-256-GCM, as much as the rest of a remote's state); its
+// aeadIdle is a new AEAD session's hold: how long it may go without a
+// packet sealed or opened before its coat drops its cipher states
+// (packet.AEADCoat.Drop; ~1.5 KiB with AES-256-GCM, as much as the rest
+// of a remote's state); its
 // next packet builds them again (~1.4 µs, BenchmarkAEADCoatRebuild). A
 // busy session never runs this timer: each packet moves it. A session
 // whose presence period is longer (a main's grows with its remotes,
