@@ -47,9 +47,14 @@ func (c *Core) allowed(r *remote, short keys.Box, peerShort keys.PublicKey, sess
 	r.short, r.peerShort = short, peerShort
 	sk := packet.SessionKeyOf(session, (*[32]byte)(&r.short.Public), (*[32]byte)(&r.peerShort))
 	r.coat = sk.NaClCoat(nil)
-	var err error
-	if r.prof, err = c.negotiate(r, sk); err != nil {
+	prof, err := c.negotiate(r, sk)
+	r.prof = nil
+	if err != nil {
 		return err
+	}
+	if prof != nil {
+		r.negotiated = *prof
+		r.prof = &r.negotiated
 	}
 	if r.prof != nil && r.prof.coat != nil {
 		r.coat = r.prof.coat

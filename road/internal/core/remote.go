@@ -10,25 +10,18 @@ import (
 	"github.com/raet-go/raet/packet"
 )
 
-// remote is a remote estate, owned by the core.
+// remote is a remote estate, owned by the core. What a message to it or
+// from it reads and writes comes first, in the struct's first lines (its
+// negotiated profile among them): with ten thousand remotes, each message
+// finds its remote out of the cache, and every other line it touches is
+// another miss. What joins, allows and presence read comes after.
 type remote struct {
 	nuid uint32 // our uid for it (the key of core.remotes)
 	fuid uint32 // its uid for us
-	name string
-	role string
-	ha   netip.AddrPort
-	fqdn string
-
-	verify keys.VerifyKey
-	pub    keys.PublicKey
 
 	sid  uint32 // session of transactions we start
 	rsid uint32 // last session of transactions it started
 	tid  uint32 // last transaction id we gave
-	// keptSid is the session its kept estate holds (0: none written in
-	// this run): a restart counts on from it (restore), so it is never
-	// older than sid, and may be newer (joined reserves the allow's).
-	keptSid uint32
 
 	// The flags sit together: the struct is one of the costs of a remote.
 	main       bool
@@ -48,12 +41,6 @@ type remote struct {
 	// since, so it may never have seen our join complete (renew).
 	unconfirmed bool
 
-	short     keys.Box       // our short-term pair for this session (privee)
-	peerShort keys.PublicKey // its short-term public key (publee)
-	coat      packet.Coat    // the session's coat: NaCl, or a negotiated coat (Config.Coat)
-	peerCaps  *caps          // what it advertised in the last join; nil: nothing (the reference), shared (shareCaps)
-	prof      *profile       // the negotiated profile of this session; nil: the reference's
-
 	// srtt and rttvar estimate, as TCP does (RFC 6298), how long the remote
 	// takes to answer a request: a message's last packet sent, and the
 	// handshake's (timeRequest). The message timers start from it, so a
@@ -62,34 +49,20 @@ type remote struct {
 	// yet. In µs: the struct is a cost of every remote.
 	srtt, rttvar int32
 
+	ha   netip.AddrPort
+	coat packet.Coat // the session's coat: NaCl, or a negotiated coat (Config.Coat)
+	// prof is the negotiated profile of this session, in negotiated; nil:
+	// the reference's.
+	prof *profile
+
 	// ours and theirs are its transactions that we and it started (txn,
 	// eachTxn); each nil when it has none.
 	ours, theirs map[txnID]txn
-	// window holds the transaction ids it used in its session rsid.
-	window replayWindow
-	// replies and joins are its budgets of replies to packets of no live
-	// transaction and of join requests.
-	replies, joins bucket
-	mids           midFilter // message ids delivered, across sessions
-
-	presence    time.Time // next alive
-	reasmWarned int64     // unix ns: no reassembly warning logged for it before this
-	roomWaits   int32     // its whole messages waiting for room to deliver (Core.roomWaits)
-	reapAt      time.Time // reaped if no alive success by then
-	forgetAt    time.Time // once reaped: forgotten if still silent then (forget.go)
-	heard       time.Time // its last authenticated packet (or when we added it)
-	// older and newer are its neighbours in the core's remotes by when
-	// they were last heard (silenceList, forget.go).
-	older, newer *remote
-
 	// heapSlot is its place in the core's timer heap, marked that it
 	// waits in core.touched (timers.go).
 	heapSlot
 	// clock holds its transactions by deadline (timers.go).
 	clock timerHeap[txn]
-	// joinAckTi is the transaction of joinAck.
-	joinAckTi uint32
-
 	// saved holds messages waiting to start, in order: those whose
 	// messenger a new session made stale (sent again after the next
 	// allow) and those the send window holds back (sendwin.go).
@@ -98,7 +71,49 @@ type remote struct {
 	win *sendWindow
 	// starved is its oldest message refused for room, while it waits
 	// (fair.go); nil: none.
-	starved *starved
+	starved   *starved
+	roomWaits int32 // its whole messages waiting for room to deliver (Core.roomWaits)
+
+	presence time.Time // next alive
+	reapAt   time.Time // reaped if no alive success by then
+	heard    time.Time // its last authenticated packet (or when we added it)
+	// older and newer are its neighbours in the core's remotes by when
+	// they were last heard (silenceList, forget.go).
+	older, newer *remote
+
+	// negotiated holds prof's profile, beside the rest of what a message
+	// reads.
+	negotiated profile
+
+	// window holds the transaction ids it used in its session rsid.
+	window replayWindow
+	mids   midFilter // message ids delivered, across sessions
+
+	name string
+	role string
+	fqdn string
+
+	verify keys.VerifyKey
+	pub    keys.PublicKey
+
+	// keptSid is the session its kept estate holds (0: none written in
+	// this run): a restart counts on from it (restore), so it is never
+	// older than sid, and may be newer (joined reserves the allow's).
+	keptSid uint32
+	// joinAckTi is the transaction of joinAck.
+	joinAckTi uint32
+
+	short     keys.Box       // our short-term pair for this session (privee)
+	peerShort keys.PublicKey // its short-term public key (publee)
+	peerCaps  *caps          // what it advertised in the last join; nil: nothing (the reference), shared (shareCaps)
+
+	// replies and joins are its budgets of replies to packets of no live
+	// transaction and of join requests.
+	replies, joins bucket
+
+	reasmWarned int64     // unix ns: no reassembly warning logged for it before this
+	forgetAt    time.Time // once reaped: forgotten if still silent then (forget.go)
+
 	// waiters are Join calls waiting for this remote to be allowed.
 	waiters []chan error
 	// joinAck is the ack of the last join we completed as joiner, sent
