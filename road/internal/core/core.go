@@ -95,6 +95,7 @@ type Core struct {
 	// transactions; due is Tick's scratch; visits counts the remotes Tick
 	// ran, keyed the transactions whose deadlines it read (timers.go).
 	timers       timerHeap[*remote]
+	places       remotePlaces // where the remotes in timers keep their index
 	touched      []*remote
 	retimed      []txn
 	due          []*remote

@@ -440,6 +440,9 @@ func TestForgetFreesMemory(t *testing.T) {
 	if len(c.remotes)+len(c.byName)+len(c.timers)+len(c.lim.sources) != 0 {
 		t.Fatalf("still held: %d remotes, %d names, %d timers, %d sources' budgets", len(c.remotes), len(c.byName), len(c.timers), len(c.lim.sources))
 	}
+	if c.places.chunk != nil || len(c.places.free) != 0 {
+		t.Fatalf("the timer heap's places still hold a chunk of %d and %d cells given back", len(c.places.chunk), len(c.places.free))
+	}
 	if full < empty || empty > before+n*8 || (full-empty) < (full-before)*9/10 {
 		t.Fatalf("forgetting %d remotes freed %d B each of %d (heap %d → %d → %d)", n, (int64(full)-int64(empty))/n, (full-before)/n, before, full, empty)
 	}

@@ -19,13 +19,17 @@ import "time"
 // entries carry their keys (nothing is read to compare, and four children
 // share a cache line). The core's holds the remotes; each remote's holds
 // its transactions (remote.clock), so that the earliest of thousands in
-// flight is its root, not a walk. Each keeps its key and index in its
-// heapSlot.
+// flight is its root, not a walk. Each keeps its key in its heapSlot, and
+// its index where the slot's place points: in the slot, or, for the
+// core's remotes, in a cell of their dense places (remotePlaces), so that
+// moving one remote past the others writes the index of each into a few
+// lines of cells, not into as many remotes out of the cache.
 type timerHeap[T slotted] []timerEntry[T]
 
 type timerEntry[T slotted] struct {
-	at int64 // due, in Unix nanoseconds
-	v  T
+	at    int64 // due, in Unix nanoseconds
+	v     T
+	place *int32 // v's heapSlot.place
 }
 
 // slotted is what a timerHeap holds: a remote or a transaction, each with
@@ -36,17 +40,28 @@ type slotted interface {
 }
 
 // heapSlot is a timed thing's place in its heap: its key (due), and
-// 1 + its index there (idx; 0 when it is not in it). marked says that it
-// waits to be keyed again (core.touched, core.retimed). A transaction's
-// also says whose txns (and clock) hold it: in, nil when none does.
+// 1 + its index there (0 when it is not in it), kept where place points:
+// at idx, which set makes it point to, unless the core gave it a cell of
+// its remotePlaces. marked says that it waits to be keyed again
+// (core.touched, core.retimed). A transaction's also says whose txns (and
+// clock) hold it: in, nil when none does.
 type heapSlot struct {
 	due    time.Time
 	in     *remote
+	place  *int32
 	idx    int32
 	marked bool
 }
 
 func (s *heapSlot) timerSlot() *heapSlot { return s }
+
+// index is 1 + its index in its heap; 0 when it is not in it.
+func (s *heapSlot) index() int32 {
+	if s.place == nil {
+		return 0
+	}
+	return *s.place
+}
 
 // next is the earliest due time; zero when the heap is empty.
 func (h timerHeap[T]) next() time.Time {
@@ -59,18 +74,22 @@ func (h timerHeap[T]) next() time.Time {
 // set keys v at `at`, or takes it out of the heap when at is zero.
 func (h *timerHeap[T]) set(v T, at time.Time) {
 	s := v.timerSlot()
+	idx := s.index()
 	switch {
-	case at.IsZero() && s.idx == 0:
+	case at.IsZero() && idx == 0:
 	case at.IsZero():
-		h.remove(int(s.idx - 1))
-	case s.idx == 0:
+		h.remove(int(idx - 1))
+	case idx == 0:
+		if s.place == nil {
+			s.place = &s.idx
+		}
 		s.due = at
-		*h = append(*h, timerEntry[T]{at.UnixNano(), v})
+		*h = append(*h, timerEntry[T]{at.UnixNano(), v, s.place})
 		h.up(len(*h)-1, (*h)[len(*h)-1])
 	case !at.Equal(s.due):
 		s.due = at
-		i := int(s.idx - 1)
-		e := timerEntry[T]{at.UnixNano(), v}
+		i := int(idx - 1)
+		e := timerEntry[T]{at.UnixNano(), v, s.place}
 		if i > 0 && e.at < (*h)[(i-1)/4].at {
 			h.up(i, e)
 		} else {
@@ -93,10 +112,10 @@ func (h *timerHeap[T]) remove(i int) {
 	s := *h
 	n := len(s) - 1
 	v, last := s[i].v, s[n]
+	*s[i].place = 0
 	s[n] = timerEntry[T]{}
 	*h = s[:n]
-	sl := v.timerSlot()
-	sl.idx, sl.due = 0, time.Time{}
+	v.timerSlot().due = time.Time{}
 	if i == n {
 		return
 	}
@@ -144,7 +163,48 @@ func (h timerHeap[T]) down(i int, e timerEntry[T]) {
 
 func (h timerHeap[T]) put(i int, e timerEntry[T]) {
 	h[i] = e
-	e.v.timerSlot().idx = int32(i + 1)
+	*e.place = int32(i + 1)
+}
+
+// remotePlaces hands out the cells where the core's remotes keep their
+// index in its timer heap (heapSlot.place), from chunks of placesChunk, so
+// that the cells of ten thousand remotes take 40 KB and a heap move
+// writes a few lines of them. A remote takes one when it enters the heap
+// and gives it back when it leaves (flushWake); when the heap is rebuilt
+// (shrink), the cells are dealt again from as few chunks as the heap
+// needs.
+type remotePlaces struct {
+	chunk []int32 // the newest chunk; next is its first cell not dealt
+	next  int
+	free  []*int32 // cells given back
+}
+
+const placesChunk = 256
+
+func (p *remotePlaces) take() *int32 {
+	if n := len(p.free); n > 0 {
+		cell := p.free[n-1]
+		p.free = p.free[:n-1]
+		return cell
+	}
+	if p.next == len(p.chunk) {
+		p.chunk, p.next = make([]int32, placesChunk), 0
+	}
+	p.next++
+	return &p.chunk[p.next-1]
+}
+
+func (p *remotePlaces) give(cell *int32) { p.free = append(p.free, cell) }
+
+// compact deals the cells of h's remotes, every remote that holds one,
+// again from new chunks.
+func (p *remotePlaces) compact(h timerHeap[*remote]) {
+	*p = remotePlaces{}
+	for i := range h {
+		cell := p.take()
+		*cell = int32(i + 1)
+		h[i].place, h[i].v.place = cell, cell
+	}
 }
 
 // touch marks r: its timers may have moved, and flushWake keys it again.
@@ -191,11 +251,19 @@ func (c *Core) flushWake() {
 		if c.tracked(r) {
 			at = c.remoteDeadline(r)
 		}
+		if r.place == nil && !at.IsZero() {
+			r.place = c.places.take()
+		}
 		c.timers.set(r, at)
+		if at.IsZero() && r.place != nil {
+			c.places.give(r.place)
+			r.place = nil
+		}
 	}
 	c.touched = c.touched[:0]
 	if c.shrinkTimers { // the forgotten left the heap just now (shrink)
 		c.timers = append(timerHeap[*remote](nil), c.timers...)
+		c.places.compact(c.timers)
 		c.touched, c.retimed, c.due, c.shrinkTimers = nil, nil, nil, false
 	}
 }

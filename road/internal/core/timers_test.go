@@ -38,8 +38,8 @@ func TestTimerHeap(t *testing.T) {
 		}
 		for i, e := range h {
 			x := e.v
-			if int(x.idx) != i+1 || !x.due.Equal(want[x]) || e.at != want[x].UnixNano() {
-				t.Fatalf("remote at %d: slot %d, due %v, want %v", i, x.idx, x.due, want[x])
+			if int(x.index()) != i+1 || !x.due.Equal(want[x]) || e.at != want[x].UnixNano() {
+				t.Fatalf("remote at %d: slot %d, due %v, want %v", i, x.index(), x.due, want[x])
 			}
 			if i > 0 && e.at < h[(i-1)/4].at {
 				t.Fatalf("heap order broken at %d", i)
@@ -52,7 +52,7 @@ func TestTimerHeap(t *testing.T) {
 			t.Fatal("next is not the root's key")
 		}
 		r := h.pop()
-		if r.idx != 0 || !r.due.IsZero() || want[r].Before(last) {
+		if r.index() != 0 || !r.due.IsZero() || want[r].Before(last) {
 			t.Fatal("popped out of order")
 		}
 		last = want[r]
@@ -130,6 +130,26 @@ func TestIdleTickVisitsNone(t *testing.T) {
 	}
 }
 
+// The core's remotes keep their index in the timer heap in cells of its
+// places, not in themselves: moving one remote past others writes their
+// cells (a few lines), not the others' structs. Each cell is its own and
+// says where its remote is.
+func TestRemotePlacesApart(t *testing.T) {
+	c, rs, _ := idleMain(t, 600)
+	cells := map[*int32]bool{}
+	for _, r := range rs {
+		switch i := r.index(); {
+		case r.place == nil || r.place == &r.idx:
+			t.Fatalf("%s keeps its index in itself (place %p)", r.name, r.place)
+		case cells[r.place]:
+			t.Fatalf("%s shares its cell", r.name)
+		case i == 0 || c.timers[i-1].v != r || c.timers[i-1].place != r.place:
+			t.Fatalf("%s's cell says %d, where the heap does not hold it", r.name, i)
+		}
+		cells[r.place] = true
+	}
+}
+
 // checkClocks fails unless, after a flush, each remote's clock holds its
 // transactions that have a deadline, each at that deadline, in heap order,
 // and nothing else: whatever moved a transaction's timers retimed it. The
@@ -146,11 +166,11 @@ func checkClocks(tb testing.TB, c *Core) {
 		for t := range r.eachTxn {
 			s, d := t.timerSlot(), t.deadline()
 			switch {
-			case d.IsZero() && s.idx != 0:
+			case d.IsZero() && s.index() != 0:
 				tb.Fatalf("%s: %s %v has no deadline but is in the clock", c.name, t.kind(), t.key())
 			case d.IsZero():
-			case s.idx == 0 || int(s.idx) > len(r.clock) || r.clock[s.idx-1].v != t || !s.due.Equal(d) || r.clock[s.idx-1].at != d.UnixNano():
-				tb.Fatalf("%s: %s %v is due %v, its clock says %v (slot %d): not retimed", c.name, t.kind(), t.key(), d, s.due, s.idx)
+			case s.index() == 0 || int(s.index()) > len(r.clock) || r.clock[s.index()-1].v != t || !s.due.Equal(d) || r.clock[s.index()-1].at != d.UnixNano():
+				tb.Fatalf("%s: %s %v is due %v, its clock says %v (slot %d): not retimed", c.name, t.kind(), t.key(), d, s.due, s.index())
 			default:
 				n++
 			}
