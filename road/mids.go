@@ -108,8 +108,7 @@ func (s *midSource) begin(remote string, seq, ticket uint64) (core.MsgID, uint64
 	if seq == 0 {
 		seq = s.high + 1
 	}
-	s.holdLocked(remote, seq)
-	floor := s.floor(remote)
+	floor := s.floor(s.holdLocked(remote, seq), remote)
 	if seq-floor >= core.MidWindow {
 		return core.MsgID{Stream: s.stream, Floor: floor}, seq // seq stays open: done later
 	}
@@ -124,7 +123,8 @@ func (s *midSource) hold(remote string, seq uint64) {
 	s.holdLocked(remote, seq)
 }
 
-func (s *midSource) holdLocked(remote string, seq uint64) {
+// holdLocked is hold with s.mu held; it returns the remote's seqs.
+func (s *midSource) holdLocked(remote string, seq uint64) *openSeqs {
 	s.high = max(s.high, seq)
 	o := s.remotes[remote]
 	if o == nil {
@@ -136,6 +136,7 @@ func (s *midSource) holdLocked(remote string, seq uint64) {
 		s.remotesPeak.Note(len(s.remotes))
 	}
 	o.add(seq)
+	return o
 }
 
 // done forgets seq of a message to remote: the remote has it (or, without
@@ -166,11 +167,11 @@ const (
 	spareSeqsRoom = 16
 )
 
-// floor is the smallest seq to remote not done or being put, or the next
-// one when there is none.
-func (s *midSource) floor(remote string) uint64 {
+// floor is the smallest seq to remote (whose seqs are o) not done or
+// being put, or the next one when there is none.
+func (s *midSource) floor(o *openSeqs, remote string) uint64 {
 	f := s.high + 1
-	if o := s.remotes[remote]; o != nil && o.open > 0 {
+	if o.open > 0 {
 		f = o.seqs[o.head].seq
 	}
 	for _, p := range s.puts {
