@@ -55,6 +55,15 @@ type Core struct {
 	// maxSpareTxns, each never larger than a remote's was; shrink drops
 	// them.
 	spareTxns shrink.Spares[map[txnID]txn]
+	// spareMessengers are messengers whose messages ended, for the next
+	// messages: a main's fan-out made one (~500 B) per message, the most
+	// of its garbage. A messenger that ended goes to retired, out of its
+	// remote's transactions and no bundle's, and joins the spares at the
+	// next Deadline, once the event that ended it is over (nothing then
+	// holds it but what checks its key: a send window's first). At most
+	// maxSpareMessengers; shrink drops them.
+	spareMessengers shrink.Spares[*messenger]
+	retired         []*messenger
 
 	// rolesEvicted says roles lacks records the store holds (evictRole).
 	rolesEvicted bool
@@ -209,8 +218,9 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 		codec: hc, bodies: ser,
 		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
 		roles: map[string]*keptRole{}, spareTxns: shrink.Spares[map[txnID]txn]{Max: maxSpareTxns},
-		reasm: packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
-		stats: newStats(), keysAll: true, rekeyAt: defaultRekeyAt,
+		spareMessengers: shrink.Spares[*messenger]{Max: maxSpareMessengers},
+		reasm:           packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
+		stats:           newStats(), keysAll: true, rekeyAt: defaultRekeyAt,
 		replayHold: replayHold(max(cfg.MessageTimeout, cfg.AllowTimeout, cfg.AliveTimeout)),
 	}
 	if cfg.MessageTimeout < 0 {
@@ -422,6 +432,10 @@ func (c *Core) addTxn(r *remote, t txn) {
 // maxSpareTxns bounds Core.spareTxns: a burst of that many remotes'
 // transactions ending, then as many starting, makes no table.
 const maxSpareTxns = 64
+
+// maxSpareMessengers bounds Core.spareMessengers and retired: a read of
+// that many dones, then as many new messages, makes no messenger.
+const maxSpareMessengers = 256
 
 // removeTxn unregisters t from r (if it is still the one at its key).
 func (c *Core) removeTxn(r *remote, t txn) {

@@ -110,6 +110,8 @@ func (c *Core) shrink() {
 	c.roomWaits = fifo[roomWait]{s: append([]roomWait(nil), c.roomWaits.items()...)}
 	c.reasm.Shrink()
 	c.spareTxns.Drop()
+	c.spareMessengers.Drop()
+	c.retired = nil
 	c.lim.sweep(c.now)
 	c.peak.Rebuilt(len(c.remotes))
 }

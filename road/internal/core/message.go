@@ -98,7 +98,11 @@ func (m *messenger) deadline() time.Time {
 // sent now, whole or in segments. It returns the messenger, under way
 // unless it ended at once (m.in is nil then).
 func (c *Core) startMessenger(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) *messenger {
-	m := &messenger{r: r, body: body, buf: buf, bk: bk, id: id, result: result, started: started, lastSeg: -1}
+	m, ok := c.spareMessengers.Get()
+	if !ok {
+		m = new(messenger)
+	}
+	*m = messenger{r: r, body: body, buf: buf, bk: bk, id: id, result: result, started: started, lastSeg: -1}
 	if !r.allowed || r.coat == nil {
 		m.finish(c, ErrNotAllowed)
 		return m
@@ -435,6 +439,9 @@ func (m *messenger) finish(c *Core, err error) {
 		m.result = nil
 	}
 	m.release()
+	if m.in == nil && !m.queued && len(c.retired) < maxSpareMessengers {
+		c.retired = append(c.retired, m) // a spare at the next Deadline
+	}
 }
 
 // release gives the body's pooled buffer back once the message has its

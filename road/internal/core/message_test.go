@@ -643,3 +643,76 @@ func TestReceiveWaitsTotal(t *testing.T) {
 		t.Fatalf("the remotes forgotten, the line keeps room for %d, and %d spare transaction tables are kept", c, n)
 	}
 }
+
+// A main's fan-out answered in bursts makes no messenger anew after its
+// first round: the messengers of the messages that ended carry the next
+// ones, small and segmented alike, and start each afresh: every message
+// arrives once, with its own body. A spare is out of every transaction
+// and bundle, and holds no body and no caller.
+func TestMessengersReused(t *testing.T) {
+	eachFastProfile(t, func(t *testing.T, tp testProfile) {
+		const remotes = 12
+		p := newFleet(t, remotes, tp.set)
+		peers := append([]*Core{p.other}, p.extra...)
+		underWay := func() map[*messenger]bool {
+			out := map[*messenger]bool{}
+			for _, r := range p.main.remotes {
+				for tx := range r.eachTxn {
+					if m, ok := tx.(*messenger); ok {
+						out[m] = true
+					}
+				}
+			}
+			return out
+		}
+		spares := map[*messenger]bool{}
+		for round := range 3 {
+			var res []chan error
+			for i, peer := range peers {
+				body := map[string]any{"to": peer.name, "round": round}
+				if (i+round)%2 == 0 {
+					body["pad"] = strings.Repeat("x", 3000) // segmented
+				}
+				b, err := p.main.marshal(body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ch := make(chan error, 1)
+				sendPooled(p.main, peer.name, b, MsgID{}, ch, p.now)
+				res = append(res, ch)
+			}
+			got := underWay()
+			if len(got) != remotes {
+				t.Fatalf("round %d: %d messages under way, want %d", round, len(got), remotes)
+			}
+			for m := range got {
+				if round > 0 && !spares[m] {
+					t.Fatalf("round %d: a new messenger, not a spare", round)
+				}
+			}
+			p.pump()
+			allDone(t, res)
+			for _, peer := range peers {
+				ms := p.delivered[peer]
+				if len(ms) != 1 {
+					t.Fatalf("round %d: %s got %d messages, want 1", round, peer.name, len(ms))
+				}
+				if to, rd := ms[0].Body["to"], fmt.Sprint(ms[0].Body["round"]); to != peer.name || rd != fmt.Sprint(round) {
+					t.Fatalf("round %d: %s got the message to %v of round %v", round, peer.name, to, rd)
+				}
+				p.delivered[peer] = ms[:0]
+			}
+			p.main.Deadline() // as its owner does after every event
+			clear(spares)
+			for m := range p.main.spareMessengers.All {
+				if m.in != nil || m.queued || m.body != nil || m.result != nil {
+					t.Fatalf("round %d: a spare still under way or holding its message", round)
+				}
+				spares[m] = true
+			}
+			if len(spares) < remotes {
+				t.Fatalf("round %d: %d spares for the next %d messages", round, len(spares), remotes)
+			}
+		}
+	})
+}
