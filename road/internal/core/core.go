@@ -64,6 +64,11 @@ type Core struct {
 	// maxSpareMessengers; shrink drops them.
 	spareMessengers shrink.Spares[*messenger]
 	retired         []*messenger
+	// spareWins are the send windows of remotes whose messages all ended
+	// (with room for at most spareWinRoom), for the next remotes to start
+	// one: a remote sent one message at a time made one per message. At
+	// most maxSpareMessengers; shrink drops them.
+	spareWins shrink.Spares[*sendWindow]
 
 	// rolesEvicted says roles lacks records the store holds (evictRole).
 	rolesEvicted bool
@@ -219,6 +224,7 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
 		roles: map[string]*keptRole{}, spareTxns: shrink.Spares[map[txnID]txn]{Max: maxSpareTxns},
 		spareMessengers: shrink.Spares[*messenger]{Max: maxSpareMessengers},
+		spareWins:       shrink.Spares[*sendWindow]{Max: maxSpareMessengers},
 		reasm:           packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
 		stats:           newStats(), keysAll: true, rekeyAt: defaultRekeyAt,
 		replayHold: replayHold(max(cfg.MessageTimeout, cfg.AllowTimeout, cfg.AliveTimeout)),
@@ -431,10 +437,11 @@ func (c *Core) addTxn(r *remote, t txn) {
 
 // maxSpareTxns bounds Core.spareTxns: a burst of that many remotes'
 // transactions ending, then as many starting, makes no table.
-const maxSpareTxns = 64
+const maxSpareTxns = 256
 
-// maxSpareMessengers bounds Core.spareMessengers and retired: a read of
-// that many dones, then as many new messages, makes no messenger.
+// maxSpareMessengers bounds Core.spareMessengers, retired and spareWins: a
+// read of that many dones, then as many new messages, makes no messenger
+// and no window.
 const maxSpareMessengers = 256
 
 // removeTxn unregisters t from r (if it is still the one at its key).

@@ -111,6 +111,7 @@ func (c *Core) shrink() {
 	c.reasm.Shrink()
 	c.spareTxns.Drop()
 	c.spareMessengers.Drop()
+	c.spareWins.Drop()
 	c.retired = nil
 	c.lim.sweep(c.now)
 	c.peak.Rebuilt(len(c.remotes))

@@ -644,11 +644,12 @@ func TestReceiveWaitsTotal(t *testing.T) {
 	}
 }
 
-// A main's fan-out answered in bursts makes no messenger anew after its
-// first round: the messengers of the messages that ended carry the next
-// ones, small and segmented alike, and start each afresh: every message
-// arrives once, with its own body. A spare is out of every transaction
-// and bundle, and holds no body and no caller.
+// A main's fan-out answered in bursts makes no messenger and no send window
+// anew after its first round: the messengers of the messages that ended
+// carry the next ones, small and segmented alike, and start each afresh:
+// every message arrives once, with its own body. A spare is out of every
+// transaction and bundle, and holds no body and no caller; a spare window
+// holds nothing under way.
 func TestMessengersReused(t *testing.T) {
 	eachFastProfile(t, func(t *testing.T, tp testProfile) {
 		const remotes = 12
@@ -665,7 +666,7 @@ func TestMessengersReused(t *testing.T) {
 			}
 			return out
 		}
-		spares := map[*messenger]bool{}
+		spares, spareWins := map[*messenger]bool{}, map[*sendWindow]bool{}
 		for round := range 3 {
 			var res []chan error
 			for i, peer := range peers {
@@ -686,8 +687,8 @@ func TestMessengersReused(t *testing.T) {
 				t.Fatalf("round %d: %d messages under way, want %d", round, len(got), remotes)
 			}
 			for m := range got {
-				if round > 0 && !spares[m] {
-					t.Fatalf("round %d: a new messenger, not a spare", round)
+				if round > 0 && (!spares[m] || !spareWins[m.r.win]) {
+					t.Fatalf("round %d: a new messenger or window, not a spare (%v, %v)", round, spares[m], spareWins[m.r.win])
 				}
 			}
 			p.pump()
@@ -710,8 +711,15 @@ func TestMessengersReused(t *testing.T) {
 				}
 				spares[m] = true
 			}
-			if len(spares) < remotes {
-				t.Fatalf("round %d: %d spares for the next %d messages", round, len(spares), remotes)
+			clear(spareWins)
+			for w := range p.main.spareWins.All {
+				if len(w.started) != 0 || w.first != nil || w.large != 0 || w.charge != 0 {
+					t.Fatalf("round %d: a spare window holds messages", round)
+				}
+				spareWins[w] = true
+			}
+			if len(spares) < remotes || len(spareWins) < remotes {
+				t.Fatalf("round %d: %d spare messengers and %d windows for the next %d messages", round, len(spares), len(spareWins), remotes)
 			}
 		}
 	})

@@ -48,6 +48,9 @@ type sendWindow struct {
 	charge int // what they may be charged in the receiver's reassembly
 }
 
+// spareWinRoom bounds the room of the windows kept in Core.spareWins.
+const spareWinRoom = 16
+
 // roomCharge is what the receiver's Reassembler charges at most for m's
 // segments (packet.MessageCharge, for its count of segments).
 func roomCharge(m *messenger) int {
@@ -111,7 +114,10 @@ func (c *Core) launch(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id
 func (c *Core) began(m *messenger) {
 	r := m.r
 	if r.win == nil {
-		r.win = &sendWindow{}
+		var ok bool
+		if r.win, ok = c.spareWins.Get(); !ok {
+			r.win = &sendWindow{}
+		}
 	}
 	w := r.win
 	if w.head > 0 && 2*w.head >= len(w.started) {
@@ -156,6 +162,10 @@ func (c *Core) startHeld(r *remote) {
 	if w := r.win; w != nil && w.large == 0 {
 		if _, ok := w.oldest(r); !ok {
 			r.win = nil
+			if cap(w.started) <= spareWinRoom {
+				*w = sendWindow{started: w.started[:0]}
+				c.spareWins.Put(w)
+			}
 		}
 	}
 }
