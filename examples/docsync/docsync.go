@@ -39,27 +39,49 @@ func estate(name string, main bool) (*road.Stack, *bus.Road, *bus.Node, error) {
 	return s, t, n, nil
 }
 
-// host keeps the document: it pulls the clients' changes, applies them in
-// the order it takes them, and publishes each as a delta on doc.main.delta
-// with the changing client as origin.
+// host keeps the document: it pulls the clients' changes and publishes
+// each as a delta on doc.main.delta with the changing client as origin.
+// It runs up to 4 changes of a client at once (Pull's credit), so it may
+// take a client's edits of one key out of their order: each change carries
+// its client's sequence number, and a change older than the last applied
+// to its key leaves the newer value, which its delta carries again. So the
+// host, and every replica, ends with each client's last edit of each key.
 type host struct {
 	node *bus.Node
 	mu   sync.Mutex
 	doc  map[string]any
+	seqs map[string]int64 // per key: the seq of the change its value is
 	ver  uint64
+}
+
+// seqOf reads a change's sequence number (an integer, as the serializer
+// decoded it).
+func seqOf(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case uint64:
+		return int64(n), n <= 1<<62
+	case float64:
+		return int64(n), n == float64(int64(n))
+	}
+	return 0, false
 }
 
 func (h *host) apply(ctx context.Context, j *bus.Job) (any, error) {
 	ch, ok := j.Body.(map[string]any)
 	key, _ := ch["key"].(string)
-	if !ok || key == "" {
-		return nil, fmt.Errorf("a change needs a key")
+	seq, seqOK := seqOf(ch["seq"])
+	if !ok || key == "" || !seqOK {
+		return nil, fmt.Errorf("a change needs a key and a seq")
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock() // one at a time: versions follow the published order
 	h.ver++
-	h.doc[key] = ch["value"]
-	delta := map[string]any{"key": key, "value": ch["value"], "version": h.ver}
+	if old, seen := h.seqs[key]; !seen || seq > old {
+		h.doc[key], h.seqs[key] = ch["value"], seq
+	}
+	delta := map[string]any{"key": key, "value": h.doc[key], "version": h.ver}
 	if _, err := h.node.Publish(ctx, bus.Pub{Subject: "doc.main.delta", Origin: j.From, Body: delta}); err != nil {
 		return nil, err
 	}
@@ -118,7 +140,7 @@ func Run(ctx context.Context, n, m int) (Report, error) {
 		return rep, err
 	}
 	cleanup = append(cleanup, func() { hn.Close(); ht.Close(); hs.Close() })
-	h := &host{node: hn, doc: map[string]any{}}
+	h := &host{node: hn, doc: map[string]any{}, seqs: map[string]int64{}}
 
 	var clients []*client
 	var names []string
@@ -163,7 +185,7 @@ func Run(ctx context.Context, n, m int) (Report, error) {
 				c.mu.Lock()
 				c.doc[key] = value // optimistic: applied locally at once
 				c.mu.Unlock()
-				if _, err := c.node.Push(ctx, "doc.change", map[string]any{"key": key, "value": value}); err != nil {
+				if _, err := c.node.Push(ctx, "doc.change", map[string]any{"key": key, "value": value, "seq": i}); err != nil {
 					errs <- err
 					return
 				}
