@@ -340,7 +340,10 @@ func (p *puller) init(n *Node) { p.n = n }
 
 // Pull takes jobs from pushers, credit (at least 1) at once from each, and
 // runs h on each, credit at once in all. A job is acknowledged when h
-// returns. After a pusher restarts, the puller offers its credit again.
+// returns. Jobs run at once, one pusher's too, may run and finish in any
+// order: a handler that needs a pusher's jobs in their order orders them
+// itself (examples/docsync carries a seq in each). After a pusher
+// restarts, the puller offers its credit again.
 func (n *Node) Pull(pushers []string, credit int, h JobHandler) (*Puller, error) {
 	credit = max(credit, 1)
 	ctx, cancel := context.WithCancel(n.ctx)
