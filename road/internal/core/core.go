@@ -52,7 +52,7 @@ type Core struct {
 	// make and grow a table each time, and so would a main whose fan-out
 	// to many remotes is answered in bursts (a read of many dones, then as
 	// many new messages, each to a remote with none under way). At most
-	// maxSpareTxns, each never larger than a remote's was; shrink drops
+	// maxSpares, each never larger than a remote's was; shrink drops
 	// them.
 	spareTxns shrink.Spares[map[txnID]txn]
 	// spareMessengers are messengers whose messages ended, for the next
@@ -61,13 +61,13 @@ type Core struct {
 	// remote's transactions and no bundle's, and joins the spares at the
 	// next Deadline, once the event that ended it is over (nothing then
 	// holds it but what checks its key: a send window's first). At most
-	// maxSpareMessengers; shrink drops them.
+	// maxSpares; shrink drops them.
 	spareMessengers shrink.Spares[*messenger]
 	retired         []*messenger
 	// spareWins are the send windows of remotes whose messages all ended
 	// (with room for at most spareWinRoom), for the next remotes to start
 	// one: a remote sent one message at a time made one per message. At
-	// most maxSpareMessengers; shrink drops them.
+	// most maxSpares; shrink drops them.
 	spareWins shrink.Spares[*sendWindow]
 
 	// rolesEvicted says roles lacks records the store holds (evictRole).
@@ -222,9 +222,9 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 		cfg: cfg, log: cfg.Logger, now: now, store: st,
 		codec: hc, bodies: ser,
 		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
-		roles: map[string]*keptRole{}, spareTxns: shrink.Spares[map[txnID]txn]{Max: maxSpareTxns},
-		spareMessengers: shrink.Spares[*messenger]{Max: maxSpareMessengers},
-		spareWins:       shrink.Spares[*sendWindow]{Max: maxSpareMessengers},
+		roles: map[string]*keptRole{}, spareTxns: shrink.Spares[map[txnID]txn]{Max: maxSpares},
+		spareMessengers: shrink.Spares[*messenger]{Max: maxSpares},
+		spareWins:       shrink.Spares[*sendWindow]{Max: maxSpares},
 		reasm:           packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
 		stats:           newStats(), keysAll: true, rekeyAt: defaultRekeyAt,
 		replayHold: replayHold(max(cfg.MessageTimeout, cfg.AllowTimeout, cfg.AliveTimeout)),
@@ -435,14 +435,10 @@ func (c *Core) addTxn(r *remote, t txn) {
 	c.retime(t)
 }
 
-// maxSpareTxns bounds Core.spareTxns: a burst of that many remotes'
-// transactions ending, then as many starting, makes no table.
-const maxSpareTxns = 256
-
-// maxSpareMessengers bounds Core.spareMessengers, retired and spareWins: a
-// read of that many dones, then as many new messages, makes no messenger
-// and no window.
-const maxSpareMessengers = 256
+// maxSpares bounds each of Core.spareTxns, spareMessengers, retired and
+// spareWins: a read of that many dones, then as many new messages, each to
+// a remote with none under way, makes no table, messenger or window.
+const maxSpares = 256
 
 // removeTxn unregisters t from r (if it is still the one at its key).
 func (c *Core) removeTxn(r *remote, t txn) {

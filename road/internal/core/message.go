@@ -439,7 +439,7 @@ func (m *messenger) finish(c *Core, err error) {
 		m.result = nil
 	}
 	m.release()
-	if m.in == nil && !m.queued && len(c.retired) < maxSpareMessengers {
+	if m.in == nil && !m.queued && len(c.retired) < maxSpares {
 		c.retired = append(c.retired, m) // a spare at the next Deadline
 	}
 }
