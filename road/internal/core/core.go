@@ -115,6 +115,7 @@ type Core struct {
 	due          []*remote
 	visits       uint64
 	keyed        uint64
+	savedWalked  uint64      // messages of r.saved looked at for their timeout (timeOutSaved)
 	silence      silenceList // the remotes, the longest silent first (forget.go)
 	peak         shrink.Peak // the most remotes held since the maps were last rebuilt (Core.shrink)
 	shrinkTimers bool        // the next flushWake rebuilds the timer heap and touched (shrink)
@@ -396,7 +397,7 @@ func (c *Core) removeRemote(r *remote, reason error) {
 	for _, m := range r.saved {
 		m.finish(c, reason)
 	}
-	r.saved = nil
+	r.dropSaved()
 	c.notifyWaiters(r, reason)
 	c.markKeys(r)
 	c.touch(r)
@@ -1264,7 +1265,7 @@ func (c *Core) replaceStaleInitiators(r *remote) {
 		}
 		if m, ok := t.(*messenger); ok {
 			c.ended(m)
-			r.saved = append(r.saved, m)
+			r.save(m)
 			m.abort(c, codec.PacketKindNack)
 			c.removeTxn(r, t)
 			continue
@@ -1275,6 +1276,26 @@ func (c *Core) replaceStaleInitiators(r *remote) {
 }
 
 // --- timers --------------------------------------------------------------
+
+// timeOutSaved ends the messages of r.saved whose timeout is due, and sets
+// r.savedDue to the earliest timeout of those left.
+func (c *Core) timeOutSaved(r *remote) {
+	kept, due := r.saved[:0], time.Time{}
+	for _, m := range r.saved {
+		c.savedWalked++
+		if m.timeout.due(c.now) {
+			m.finish(c, ErrTimeout)
+			continue
+		}
+		kept = append(kept, m)
+		due = earliest(due, time.Time(m.timeout))
+	}
+	clear(r.saved[len(kept):])
+	r.saved, r.savedDue = kept, expiry(due)
+	if len(kept) == 0 {
+		r.dropSaved()
+	}
+}
 
 // tickRemote runs r's timers that are due (see remoteDeadline and tick in
 // timers.go).
@@ -1290,17 +1311,11 @@ func (c *Core) tickRemote(r *remote) {
 			t.tick(c)
 		}
 	}
-	// Messages saved for the next allow still time out.
-	kept := r.saved[:0]
-	for _, m := range r.saved {
-		if m.timeout.due(c.now) {
-			m.finish(c, ErrTimeout)
-			continue
-		}
-		kept = append(kept, m)
+	// Messages saved for the next allow, or held back by the window,
+	// still time out.
+	if r.savedDue.due(c.now) {
+		c.timeOutSaved(r)
 	}
-	clear(r.saved[len(kept):])
-	r.saved = kept
 	c.startHeld(r)
 	c.idleAEAD(r)
 	if !r.added {

@@ -53,7 +53,7 @@ func (c *Core) forget(r *remote, why Reason) {
 	for _, m := range r.saved {
 		m.finish(c, ErrForgotten)
 	}
-	r.saved = nil
+	r.dropSaved()
 	c.notifyWaiters(r, ErrForgotten)
 	if r.prof != nil && r.prof.aead != nil {
 		// What may still hold the coat a while (a datagram a reader is

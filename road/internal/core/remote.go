@@ -67,6 +67,12 @@ type remote struct {
 	// messenger a new session made stale (sent again after the next
 	// allow) and those the send window holds back (sendwin.go).
 	saved []*messenger
+	// savedDue is when a message in saved may time out: no later than the
+	// earliest of their timeouts (it may be earlier, once the message
+	// that set it has left; the tick at it walks saved and sets it
+	// anew), so that neither a flush nor a tick walks saved for a
+	// deadline; zero: none of them times out.
+	savedDue expiry
 	// win is what its messages under way hold (sendwin.go); nil: none.
 	win *sendWindow
 	// starved is its oldest message refused for room, while it waits
@@ -201,6 +207,15 @@ func (r *remote) aead() *packet.AEADCoat {
 	}
 	return r.prof.aead
 }
+
+// save holds m in r.saved, to start later (startHeld).
+func (r *remote) save(m *messenger) {
+	r.saved = append(r.saved, m)
+	r.savedDue = expiry(earliest(time.Time(r.savedDue), time.Time(m.timeout)))
+}
+
+// dropSaved empties r.saved, whose messages have been ended.
+func (r *remote) dropSaved() { r.saved, r.savedDue = nil, expiry{} }
 
 func (r *remote) nextTid() uint32 {
 	r.tid++

@@ -95,7 +95,7 @@ func (c *Core) opens(r *remote) bool {
 // buf is body's pooled buffer, or nil (SendFor).
 func (c *Core) begin(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) {
 	if r.allowed && r.coat != nil && (len(r.saved) > 0 || !c.opens(r)) {
-		r.saved = append(r.saved, &messenger{r: r, body: body, buf: buf, bk: bk, id: id, result: result,
+		r.save(&messenger{r: r, body: body, buf: buf, bk: bk, id: id, result: result,
 			started: started, timeout: after(c.now, c.cfg.MessageTimeout)})
 		c.touch(r)
 		return
@@ -155,7 +155,7 @@ func (c *Core) startHeld(r *remote) {
 		r.saved[0] = nil
 		r.saved = r.saved[1:]
 		if len(r.saved) == 0 {
-			r.saved = nil
+			r.dropSaved()
 		}
 		c.launch(r, m.body, m.buf, m.bk, m.id, m.result, m.started) // m's successor owns buf
 	}

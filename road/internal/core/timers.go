@@ -276,10 +276,7 @@ func (c *Core) tracked(r *remote) bool { return r.added || c.joinees[r.ha] == r 
 // so that none stays due after its tick. Its transactions' is the root of
 // r.clock.
 func (c *Core) remoteDeadline(r *remote) time.Time {
-	d := r.clock.next()
-	for _, m := range r.saved {
-		d = earliest(d, time.Time(m.timeout))
-	}
+	d := earliest(r.clock.next(), time.Time(r.savedDue))
 	if r.prof != nil && r.prof.aeadCheck != 0 {
 		d = earliest(d, time.Unix(0, r.prof.aeadCheck))
 	}
