@@ -144,9 +144,14 @@ func TestChecks(t *testing.T) {
 		}
 	}
 	// At N=100, the first of its profile, with no leave phase: only the
-	// heap, reassembly and client targets apply.
-	if cs := checks(row{N: 100, FanoutCPURatio: 1, FaninCPURatio: 1}); len(cs) != 3 {
-		t.Errorf("%d checks at the first N=100, want 3: %+v", len(cs), cs)
+	// reassembly and client targets apply; at a first N=1000, the heap per
+	// remote too, and not yet the idle CPU (the is at N=10000).
+	if cs := checks(row{N: 100, FanoutCPURatio: 1, FaninCPURatio: 1, MainHeapPerRem: 4500, IdleCPUPerRemS: 110}); len(cs) != 2 {
+		t.Errorf("%d checks at the first N=100, want 2: %+v", len(cs), cs)
+	}
+	cs = checks(row{N: 1000, MainHeapPerRem: 2100, IdleCPUPerRemS: 23})
+	if len(cs) != 3 || cs[0].name != "main heap per remote" || cs[0].met {
+		t.Errorf("checks at the first N=1000: %+v, want the heap per remote (not met) and the reassembly and client targets", cs)
 	}
 }
 

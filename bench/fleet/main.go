@@ -629,11 +629,19 @@ type check struct {
 	met                 bool
 }
 
-// checks are the targets that apply to r: issue 14's "what it must show".
-// The idle target applies from N = 1000, the join target at N = 10000,
-// the ratios from the profile's second N (the idle one from the second N
-// of 1000 or more); "flat" is taken as within 20%, as the issue asks of
-// the CPU per message.
+// checks are the targets that apply to r: issue 14's "what it must show",
+// where the issue puts them. The join and idle targets apply at N = 10000
+// (the issue's "at N = 10000"; below it a main's presence period is
+// shorter, down to 1 s, so each remote costs more idle CPU while the
+// main's in all stays lower); the ratios from the profile's second N (the
+// idle one, "flat from N = 1000", from the second N of 1000 or more);
+// "flat" is taken as within 20%, as the issue asks of the CPU per
+// message. The heap per remote applies from N = 1000, and the heap each
+// remote adds from the second N on: with fewer remotes, what a main holds
+// once (its memory of checked feet, its spare tables) and the AEAD cipher
+// states its sessions keep between alives a second apart (~1.5 KiB each,
+// dropped between alives of a longer period) weigh on each remote more
+// than the remote itself.
 func checks(r row) []check {
 	var cs []check
 	add := func(name string, v float64, format string, target string, met bool) {
@@ -641,14 +649,14 @@ func checks(r row) []check {
 	}
 	if r.N >= 10000 {
 		add("joins and allows (keep on disk)", r.JoinSeconds, "%.1f s", "≤ 20 s", r.JoinSeconds <= 20 && r.Allowed == r.N)
-	}
-	if r.N >= 1000 {
 		add("idle main CPU", r.IdleCPUPerRemS, "%.2f µs/remote/s", "≤ 5", r.IdleCPUPerRemS <= 5)
 	}
 	if r.IdleRatio > 0 {
 		add("idle main CPU per remote vs first N ≥ 1000 (flat)", r.IdleRatio, "%.2f ×", "≤ 1.20", r.IdleRatio <= 1.2)
 	}
-	add("main heap per remote", r.MainHeapPerRem, "%.0f B", "≤ 2048", r.MainHeapPerRem <= 2048)
+	if r.N >= 1000 {
+		add("main heap per remote", r.MainHeapPerRem, "%.0f B", "≤ 2048", r.MainHeapPerRem <= 2048)
+	}
 	if r.MainHeapMarginal != 0 {
 		add("main heap per remote added since the previous N", r.MainHeapMarginal, "%.0f B", "≤ 2048", r.MainHeapMarginal <= 2048)
 	}
