@@ -444,6 +444,7 @@ func (c *Core) joined(r *remote, vacuous bool) {
 		r.sessionReset = true
 	}
 	r.joined = true
+	r.answered = nil
 	r.capsFresh = true
 	// Kept with the session the allow that follows makes, so that the
 	// allow need not write the estate again (allowed): on a main that
@@ -566,7 +567,7 @@ func (j *joinent) remove(c *Core) {
 	if j.added {
 		j.added = false
 		c.strangerJoins--
-		if !j.r.joined {
+		if !j.r.joined && j.r.answered != j {
 			c.removeRemote(j.r, ErrTimeout)
 		}
 	}
@@ -598,10 +599,44 @@ func (j *joinent) receive(c *Core, p *rxPacket) {
 		c.retime(j)
 	case codec.PacketKindAck:
 		j.complete(c)
-	case codec.PacketKindNack, codec.PacketKindRefuse, codec.PacketKindReject:
+	case codec.PacketKindNack:
+		// A nack of our response sent again: the reference's joiner
+		// completed its join when it sent its ack (lost), and answers
+		// what comes after with a stale nack. Or it gave up.
+		j.unacked(c)
+		j.remove(c)
+	case codec.PacketKindRefuse, codec.PacketKindReject:
 		// The joiner gives up (a reject: it refuses our keys); a remote
 		// we knew stays as it was.
 		j.remove(c)
+	}
+}
+
+// unacked ends a joinent whose accept went and was answered by a nack, not
+// an ack: the reference's joiner holds the join complete once it sent its
+// ack, and answers our response sent again (its ack lost) with a stale
+// nack; it allows next, naming the uid our response gave. The remote is
+// kept (not joined; the reference's joinent keeps it too), and its first
+// signed hello completes the join (completeAnswered) as the ack would
+// have. A joiner that gave up instead joins again, by name. A stranger
+// that says nothing is still forgotten at the timeout.
+func (j *joinent) unacked(c *Core) {
+	if j.lastKind == codec.PacketKindResponse && !j.r.joined {
+		j.r.answered = j
+	}
+}
+
+// completeAnswered completes, at r's first signed hello, the join whose
+// ack was lost (unacked): the hello names the uid only our response gave,
+// under the keys of the request our keep accepted.
+func (c *Core) completeAnswered(r *remote) {
+	j := r.answered
+	r.answered = nil
+	if j == nil || r.joined || !r.added {
+		return
+	}
+	if j.finish(c) == nil {
+		c.event(EventJoined, r)
 	}
 }
 
@@ -796,17 +831,25 @@ func (j *joinent) complete(c *Core) {
 		c.stats.drop(dropJoinAckUnaccepted)
 		return
 	}
+	if err := j.finish(c); err != nil {
+		j.reject(c, ReasonNameTaken, &j.b)
+		return
+	}
+	j.remove(c)
+	c.event(EventJoined, j.r)
+}
+
+// finish makes the remote joined, with what the request offered.
+func (j *joinent) finish(c *Core) error {
 	r := j.r
 	if j.change {
 		if err := c.apply(r, &j.b, j.from, j.reid); err != nil {
-			j.reject(c, ReasonNameTaken, &j.b)
-			return
+			return err
 		}
 	}
 	r.peerCaps = c.shareCaps(j.b.caps)
 	c.joined(r, j.vacuous)
-	j.remove(c)
-	c.event(EventJoined, r)
+	return nil
 }
 
 func (j *joinent) tick(c *Core) {
