@@ -1,7 +1,9 @@
 package core
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +93,92 @@ func TestRefJoinerAckLost(t *testing.T) {
 				t.Errorf("main's events %v", p.kinds(p.main, 0))
 			}
 			p.stillWorks(t, 0)
+		})
+	}
+}
+
+// A reference receiver that finished a message and lost its done answers
+// the message sent again with a stale nack (Stalent: the packet's ids
+// swapped, its ck and fk, no wf): its sender reports the message done,
+// never failed, and it is delivered once; one or many segments, either
+// end the sender. A refusal (the reference's messengent nack: wf copied
+// from the packet that started it, here the only one) still fails.
+func TestRefReceiverNacksFinished(t *testing.T) {
+	for _, size := range []int{16, 20_000} {
+		for _, fromMain := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%dB/fromMain=%v", size, fromMain), func(t *testing.T) {
+				p := newPair(t, keep.AutoAlways, refProfile.set)
+				p.join()
+				sender, receiver := p.other, p.main
+				if fromMain {
+					sender, receiver = p.main, p.other
+				}
+				dones, nacks := 0, 0
+				p.cut = func(w wired) bool {
+					tk, pk := kindOf(w.b)
+					if w.from != receiver || tk != codec.TransactionKindMessage || pk != codec.PacketKindDone {
+						return false
+					}
+					dones++
+					if dones == 1 {
+						return true // lost
+					}
+					// The repeat is answered done by raet-go, nack by the
+					// reference.
+					h := parseHead(t, w.b)
+					h.PacketKind = codec.PacketKindNack
+					h.SetWait(false)
+					nacks++
+					p.launch(flight{due: p.now, to: sender, from: p.addrOf(receiver), b: p.sealed(receiver, h, nil)})
+					return true
+				}
+				before := len(p.delivered[receiver])
+				res := p.start(sender, map[string]any{"pad": strings.Repeat("x", size)}, MsgID{})
+				p.pump()
+				p.advance(5 * time.Second)
+				err, ok := outcome(res)
+				if !ok || err != nil {
+					t.Fatalf("outcome %v (%v) after %d dones lost or nacked, %d nacks", err, ok, dones, nacks)
+				}
+				if nacks == 0 {
+					t.Fatal("the repeat was never nacked: nothing tested")
+				}
+				if n := len(p.delivered[receiver]) - before; n != 1 {
+					t.Fatalf("delivered %d times", n)
+				}
+				if f := sender.stats.c.MessageFails; f != 0 {
+					t.Fatalf("%d message failures counted", f)
+				}
+				p.cut = nil
+				p.advance(5 * time.Second)
+				if n := len(p.delivered[receiver]) - before; n != 1 {
+					t.Fatalf("delivered %d times in the end", n)
+				}
+			})
+		}
+	}
+
+	// A refusal: the receiver's messengent nacks the message it cannot
+	// take, wf as on the message's one packet; and a nack without wf of a
+	// message not sent again (nothing the receiver could have finished).
+	for _, wf := range []bool{true, false} {
+		t.Run(fmt.Sprint("refused/wf=", wf), func(t *testing.T) {
+			p := newPair(t, keep.AutoAlways, refProfile.set)
+			p.join()
+			p.cut = func(w wired) bool {
+				tk, pk := kindOf(w.b)
+				if w.from != p.main || tk != codec.TransactionKindMessage || pk != codec.PacketKindDone {
+					return false
+				}
+				h := parseHead(t, w.b)
+				h.PacketKind = codec.PacketKindNack
+				h.SetWait(wf)
+				p.launch(flight{due: p.now, to: p.other, from: p.mainAddr, b: p.sealed(p.main, h, nil)})
+				return true
+			}
+			if err := p.send(p.other, map[string]any{"refused": true}); !errors.Is(err, ErrRejected) {
+				t.Fatalf("a refused message: %v; want ErrRejected", err)
+			}
 		})
 	}
 }
