@@ -182,3 +182,60 @@ func TestRefReceiverNacksFinished(t *testing.T) {
 		})
 	}
 }
+
+// A joiner pended by a main that ends the pended join, as the reference's
+// joinent does at its 5 s timeout (a nack), or refuses it, waits on and asks
+// again with a new join; it completes (joined, allowed) once the operator
+// accepts, 5 s after its first request; a raet-go main pends it until its
+// PendTimeout, here 5 s as the reference's.
+func TestJoinPendedByRefMain(t *testing.T) {
+	for _, how := range []string{"timeout-nack", "refuse"} {
+		t.Run(how, func(t *testing.T) {
+			dir := t.TempDir()
+			p := newPair(t, keep.AutoNever, func(m, o *estate) {
+				m.KeepDir = dir
+				m.PendTimeout, m.JoinentTimeout = 5*time.Second, 5*time.Second
+				m.Profile, o.Profile = ProfileReference, ProfileReference
+			})
+			res := make(chan error, 1)
+			p.other.Join(p.mainAddr, res, p.now)
+			p.pump()
+			if how == "refuse" {
+				p.advance(2 * time.Second)
+				var req codec.Head
+				for _, w := range p.wire {
+					if tk, pk := kindOf(w.b); w.from == p.other && tk == codec.TransactionKindJoin && pk == codec.PacketKindRequest {
+						req = parseHead(t, w.b)
+					}
+				}
+				refuse := head(codec.TransactionKindJoin, codec.PacketKindRefuse, req.DestinationID, req.SourceID, 0, req.TransactionID, true)
+				p.inject(p.other, forge(t, codec.HeadKindRaet, nil, refuse, nil), p.mainAddr)
+				if err, ok := outcome(res); ok {
+					t.Fatalf("the pended join ended at a refuse: %v", err)
+				}
+			}
+			p.advance(5*time.Second - p.now.Sub(time.Unix(1_700_000_000, 0)) + 50*time.Millisecond)
+			if how == "timeout-nack" && p.count(p.main, codec.TransactionKindJoin, codec.PacketKindNack) == 0 {
+				t.Fatal("the main's pended joinent did not time out with a nack")
+			}
+			if err, ok := outcome(res); ok {
+				t.Fatalf("the pended join ended: %v", err)
+			}
+			k, err := keep.Open(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := k.Accept("other"); err != nil {
+				t.Fatal(err)
+			}
+			p.advance(3 * time.Second)
+			if err, ok := outcome(res); !ok || err != nil {
+				t.Fatalf("join after the accept: %v (%v)", err, ok)
+			}
+			if !p.mainRemote().allowed || !p.otherRemote().allowed {
+				t.Fatal("not allowed after the accept")
+			}
+			p.stillWorks(t, 0)
+		})
+	}
+}

@@ -339,6 +339,10 @@ func (j *joiner) receive(c *Core, p *rxPacket) {
 	case codec.PacketKindResponse:
 		j.accept(c, p)
 	case codec.PacketKindNack, codec.PacketKindRefuse:
+		if j.pended && j.pendWhy == ReasonPendingTheirs && j.lastKind == codec.PacketKindRequest {
+			j.askAgain(c)
+			return
+		}
 		j.remove(c)
 		c.failJoin(j.r, j.failure(c, ErrRefused))
 	case codec.PacketKindRenew:
@@ -362,6 +366,21 @@ func (j *joiner) renew(c *Core) {
 	j.r.fuid = 0 // a fresh vacuous join
 	c.saveRemote(j.r, false)
 	c.startJoiner(j.r, j.cascade, true)
+}
+
+// askAgain answers a nack or refuse of a join the joinent pended: the
+// reference's joinent ends a pended join after its 5 s (JoinentTimeout,
+// §13) with a nack while its operator decides, and it refuses a request
+// that crossed another join; after an accept it answers only a new request.
+// So the joiner asks again, with a new join of its own id, at the next pend
+// redo, and waits on until its PendTimeout (the timeout set at the pend).
+func (j *joiner) askAgain(c *Core) {
+	c.removeTxn(j.r, j)
+	j.ti = j.r.nextTid()
+	j.last = nil
+	j.redo.cur = min(pendRedo, c.cfg.PendTimeout)
+	j.redo.restart(c.now)
+	c.addTxn(j.r, j)
 }
 
 func (j *joiner) accept(c *Core, p *rxPacket) {
@@ -488,6 +507,17 @@ func (j *joiner) tick(c *Core) {
 		return
 	}
 	if !j.redo.due(c.now) || j.lastKind != codec.PacketKindRequest {
+		return
+	}
+	if j.last == nil { // the joinent ended our pended join: a new one (askAgain)
+		body, err := c.marshal(c.joinBody(false, 0))
+		if err == nil {
+			j.send(c, codec.PacketKindRequest, body)
+		}
+		if j.last == nil {
+			j.remove(c)
+			c.failJoin(j.r, fmt.Errorf("cannot pack a join request"))
+		}
 		return
 	}
 	if j.pended { // by the joinent: ask again now and then
