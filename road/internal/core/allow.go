@@ -312,6 +312,8 @@ func (a *allowent) hello(c *Core, p *rxPacket) {
 			j.complete(c)
 		}
 	}
+	c.completeAnswered(r) // or one that ended so, a nack after our response
+
 	if len(r.inProcess(codec.TransactionKindJoin)) > 0 {
 		a.nack(c, codec.PacketKindRefuse)
 		return

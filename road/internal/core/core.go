@@ -1113,7 +1113,7 @@ func (c *Core) correspond(p *rxPacket, r *remote) {
 			case h.TransactionKind == codec.TransactionKindMessage && h.PacketKind == codec.PacketKindMessage && st == replayRefused:
 				// Refused in this session, and the nack was lost: refused
 				// again (done would tell its sender it was delivered).
-				c.replyStale(p, r, codec.PacketKindNack)
+				c.refuseMessage(p, r)
 			case h.TransactionKind == codec.TransactionKindMessage && h.PacketKind == codec.PacketKindMessage:
 				// Delivered in this session: its done was lost. The
 				// reference answers nack; done tells the sender the truth.
@@ -1124,6 +1124,10 @@ func (c *Core) correspond(p *rxPacket, r *remote) {
 			return
 		case replayTooOld:
 			c.stats.drop(dropReplayTooOld)
+			if h.TransactionKind == codec.TransactionKindMessage {
+				c.refuseMessage(p, r) // too old to tell: its sender hears it failed, as before
+				return
+			}
 			c.replyStale(p, r, codec.PacketKindNack)
 			return
 		}
@@ -1140,15 +1144,17 @@ func (c *Core) correspond(p *rxPacket, r *remote) {
 		c.startAlivent(p, r)
 	case h.TransactionKind == codec.TransactionKindMessage && h.PacketKind == codec.PacketKindMessage:
 		if h.Again() {
+			// Sent again, of a transaction this session never saw start:
+			// not delivered.
 			c.stats.drop(dropStaleMessage)
-			c.replyStale(p, r, codec.PacketKindNack)
+			c.refuseMessage(p, r)
 			return
 		}
 		if h.CoatKind != r.coatKind() {
 			// A plaintext (or other) coat in a session that agreed on one:
 			// a downgrade, refused.
 			c.stats.drop(dropCoatDowngrade)
-			c.replyStale(p, r, codec.PacketKindNack)
+			c.refuseMessage(p, r)
 			return
 		}
 		c.startMessengent(p, r)
@@ -1208,6 +1214,18 @@ func (c *Core) replyStale(p *rxPacket, r *remote, pk codec.PacketKind) {
 // entry has a head of its own, bundle.go). A done to a session that
 // bundles goes in the answers of this moment.
 func (c *Core) replyStaleTo(h *codec.Head, from netip.AddrPort, r *remote, pk codec.PacketKind) {
+	c.replyStaleWait(h, from, r, pk, false)
+}
+
+// refuseMessage answers a message packet that is not delivered with a
+// nack that has wf: a refusal, which its sender reports as one, not the
+// stale nack of a finished transaction (see messenger.receive).
+func (c *Core) refuseMessage(p *rxPacket, r *remote) {
+	c.replyStaleWait(&p.Head, p.from, r, codec.PacketKindNack, true)
+}
+
+// replyStaleWait is replyStaleTo, with wf on the reply when wait.
+func (c *Core) replyStaleWait(h *codec.Head, from netip.AddrPort, r *remote, pk codec.PacketKind, wait bool) {
 	if ignoredStale(h.PacketKind) {
 		return
 	}
@@ -1230,6 +1248,7 @@ func (c *Core) replyStaleTo(h *codec.Head, from netip.AddrPort, r *remote, pk co
 	}
 	out := c.outHead(h.TransactionKind, pk, h.DestinationID, h.SourceID, h.SessionID, h.TransactionID, true)
 	out.BodyKind, out.CoatKind, out.FootKind = c.cfg.BodyKind, h.CoatKind, h.FootKind
+	out.SetWait(wait)
 	c.sendNew(r, &out, nil, from)
 }
 

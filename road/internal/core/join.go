@@ -339,6 +339,10 @@ func (j *joiner) receive(c *Core, p *rxPacket) {
 	case codec.PacketKindResponse:
 		j.accept(c, p)
 	case codec.PacketKindNack, codec.PacketKindRefuse:
+		if j.pended && j.pendWhy == ReasonPendingTheirs && j.lastKind == codec.PacketKindRequest {
+			j.askAgain(c)
+			return
+		}
 		j.remove(c)
 		c.failJoin(j.r, j.failure(c, ErrRefused))
 	case codec.PacketKindRenew:
@@ -362,6 +366,21 @@ func (j *joiner) renew(c *Core) {
 	j.r.fuid = 0 // a fresh vacuous join
 	c.saveRemote(j.r, false)
 	c.startJoiner(j.r, j.cascade, true)
+}
+
+// askAgain answers a nack or refuse of a join the joinent pended: the
+// reference's joinent ends a pended join after its 5 s (JoinentTimeout,
+// §13) with a nack while its operator decides, and it refuses a request
+// that crossed another join; after an accept it answers only a new request.
+// So the joiner asks again, with a new join of its own id, at the next pend
+// redo, and waits on until its PendTimeout (the timeout set at the pend).
+func (j *joiner) askAgain(c *Core) {
+	c.removeTxn(j.r, j)
+	j.ti = j.r.nextTid()
+	j.last = nil
+	j.redo.cur = min(pendRedo, c.cfg.PendTimeout)
+	j.redo.restart(c.now)
+	c.addTxn(j.r, j)
 }
 
 func (j *joiner) accept(c *Core, p *rxPacket) {
@@ -444,6 +463,7 @@ func (c *Core) joined(r *remote, vacuous bool) {
 		r.sessionReset = true
 	}
 	r.joined = true
+	r.answered = nil
 	r.capsFresh = true
 	// Kept with the session the allow that follows makes, so that the
 	// allow need not write the estate again (allowed): on a main that
@@ -487,6 +507,17 @@ func (j *joiner) tick(c *Core) {
 		return
 	}
 	if !j.redo.due(c.now) || j.lastKind != codec.PacketKindRequest {
+		return
+	}
+	if j.last == nil { // the joinent ended our pended join: a new one (askAgain)
+		body, err := c.marshal(c.joinBody(false, 0))
+		if err == nil {
+			j.send(c, codec.PacketKindRequest, body)
+		}
+		if j.last == nil {
+			j.remove(c)
+			c.failJoin(j.r, fmt.Errorf("cannot pack a join request"))
+		}
 		return
 	}
 	if j.pended { // by the joinent: ask again now and then
@@ -566,7 +597,7 @@ func (j *joinent) remove(c *Core) {
 	if j.added {
 		j.added = false
 		c.strangerJoins--
-		if !j.r.joined {
+		if !j.r.joined && j.r.answered != j {
 			c.removeRemote(j.r, ErrTimeout)
 		}
 	}
@@ -598,10 +629,44 @@ func (j *joinent) receive(c *Core, p *rxPacket) {
 		c.retime(j)
 	case codec.PacketKindAck:
 		j.complete(c)
-	case codec.PacketKindNack, codec.PacketKindRefuse, codec.PacketKindReject:
+	case codec.PacketKindNack:
+		// A nack of our response sent again: the reference's joiner
+		// completed its join when it sent its ack (lost), and answers
+		// what comes after with a stale nack. Or it gave up.
+		j.unacked(c)
+		j.remove(c)
+	case codec.PacketKindRefuse, codec.PacketKindReject:
 		// The joiner gives up (a reject: it refuses our keys); a remote
 		// we knew stays as it was.
 		j.remove(c)
+	}
+}
+
+// unacked ends a joinent whose accept went and was answered by a nack, not
+// an ack: the reference's joiner holds the join complete once it sent its
+// ack, and answers our response sent again (its ack lost) with a stale
+// nack; it allows next, naming the uid our response gave. The remote is
+// kept (not joined; the reference's joinent keeps it too), and its first
+// signed hello completes the join (completeAnswered) as the ack would
+// have. A joiner that gave up instead joins again, by name. A stranger
+// that says nothing is still forgotten at the timeout.
+func (j *joinent) unacked(c *Core) {
+	if j.lastKind == codec.PacketKindResponse && !j.r.joined {
+		j.r.answered = j
+	}
+}
+
+// completeAnswered completes, at r's first signed hello, the join whose
+// ack was lost (unacked): the hello names the uid only our response gave,
+// under the keys of the request our keep accepted.
+func (c *Core) completeAnswered(r *remote) {
+	j := r.answered
+	r.answered = nil
+	if j == nil || r.joined || !r.added {
+		return
+	}
+	if j.finish(c) == nil {
+		c.event(EventJoined, r)
 	}
 }
 
@@ -796,17 +861,25 @@ func (j *joinent) complete(c *Core) {
 		c.stats.drop(dropJoinAckUnaccepted)
 		return
 	}
+	if err := j.finish(c); err != nil {
+		j.reject(c, ReasonNameTaken, &j.b)
+		return
+	}
+	j.remove(c)
+	c.event(EventJoined, j.r)
+}
+
+// finish makes the remote joined, with what the request offered.
+func (j *joinent) finish(c *Core) error {
 	r := j.r
 	if j.change {
 		if err := c.apply(r, &j.b, j.from, j.reid); err != nil {
-			j.reject(c, ReasonNameTaken, &j.b)
-			return
+			return err
 		}
 	}
 	r.peerCaps = c.shareCaps(j.b.caps)
 	c.joined(r, j.vacuous)
-	j.remove(c)
-	c.event(EventJoined, r)
+	return nil
 }
 
 func (j *joinent) tick(c *Core) {

@@ -74,6 +74,9 @@ type messenger struct {
 	// bundled: it travels as an entry of bundles (bundle.go), queued for
 	// the flush of this moment; retry: the next one is a retransmission.
 	bundled, queued, retry bool
+	// repeated: a packet went again after every segment went once, so the
+	// receiver may have finished the message and lost its done (a nack).
+	repeated bool
 	// large: it is counted in its remote's send window (sendwin.go).
 	large bool
 }
@@ -331,6 +334,16 @@ func (m *messenger) receive(c *Core, p *rxPacket) {
 	case codec.PacketKindDone:
 		m.done(c)
 	case codec.PacketKindNack:
+		if m.repeated && !p.Head.Wait() {
+			// The answer to a repeat of a message the receiver finished,
+			// its done lost: the reference's receiver nacks a message
+			// packet of a transaction it finished (§8.5) where raet-go
+			// answers done; a refusal (of a receiver that cannot take it)
+			// has wf, copied from the packet that started its messengent,
+			// which a finished one's stale nack never has.
+			m.done(c)
+			return
+		}
 		c.refresh(r, yes)
 		c.removeTxn(r, m)
 		m.finish(c, ErrRejected)
@@ -362,6 +375,7 @@ func (m *messenger) sendMisseds(c *Core) {
 		n = min(n, b)
 	}
 	batch := m.misseds[:n]
+	m.repeated = m.repeated || m.current >= m.count
 	for i, s := range batch {
 		m.flags[s] |= segAgain
 		if i == n-1 {
@@ -395,6 +409,7 @@ func (m *messenger) tick(c *Core) {
 	}
 	m.backoff(c)
 	c.retime(m)
+	m.repeated = m.repeated || m.current >= m.count
 	if m.acked && m.flags[m.lastSeg]&segAgain == 0 {
 		m.flags[m.lastSeg] |= segAgain
 		m.sendSeg(c, m.lastSeg, true)
@@ -577,7 +592,10 @@ func (m *messengent) end(c *Core) {
 	c.reasm.Drop(m.msgKey())
 }
 
+// nack refuses the message, with wf: a refusal, not the stale nack of a
+// finished transaction (see messenger.receive).
 func (m *messengent) nack(c *Core) {
+	m.wait = true
 	m.send(c, codec.PacketKindNack, nil, 0)
 	m.remove(c, true)
 }

@@ -191,7 +191,9 @@ func (c *Core) managePresence(r *remote) {
 	}
 	if !r.presence.IsZero() && !c.now.Before(r.presence) {
 		c.schedulePresence(r, false)
-		if r.joined || len(r.inProcess(codec.TransactionKindJoin)) == 0 {
+		// Not one whose join waits for its hello (answered): a join of
+		// ours would cross the allow it is about to start.
+		if r.joined || (len(r.inProcess(codec.TransactionKindJoin)) == 0 && r.answered == nil) {
 			c.startAliver(r, true)
 		}
 	}

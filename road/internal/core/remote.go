@@ -125,6 +125,9 @@ type remote struct {
 	// joinAck is the ack of the last join we completed as joiner, sent
 	// again if the joinent repeats its response (joinAckTi).
 	joinAck []byte
+	// answered is our joinent that accepted its join and ended without
+	// its ack (joinent.unacked): its first signed hello completes it.
+	answered *joinent
 }
 
 // txnKey indexes a remote's transactions (§8.1): who started it, session
