@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/raet-go/raet/internal/netsim"
+	"github.com/raet-go/raet/netsim"
 )
 
 // Two estates on an in-memory network: one direction is cut, then healed.
