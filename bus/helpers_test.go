@@ -11,9 +11,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/raet-go/raet/bus"
-	"github.com/raet-go/raet/internal/netsim"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/lane"
+	"github.com/raet-go/raet/netsim"
 	"github.com/raet-go/raet/road"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/raet-go/raet/bus"
 	"github.com/raet-go/raet/codec"
-	"github.com/raet-go/raet/internal/netsim"
+	"github.com/raet-go/raet/netsim"
 	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/road"
 )

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus"
-	"github.com/raet-go/raet/internal/netsim"
+	"github.com/raet-go/raet/netsim"
 )
 
 // netKind is a transport the pattern tests run over.

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/raet-go/raet/bus"
-	"github.com/raet-go/raet/internal/netsim"
+	"github.com/raet-go/raet/netsim"
 )
 
 // checkExchange sends a numbered body each way and checks what arrives.

@@ -13,8 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/raet-go/raet/internal/netsim"
 	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/netsim"
 	"github.com/raet-go/raet/road"
 )
 

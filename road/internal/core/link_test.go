@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raet-go/raet/internal/netsim"
+	"github.com/raet-go/raet/netsim"
 )
 
-// link impairs a pair's network on the fake clock, as internal/netsim does
+// link impairs a pair's network on the fake clock, as netsim does
 // on the wall clock: each direction draws its datagrams' fates (loss,
 // duplication, reordering, delay and jitter) from its own seeded stream.
 type link struct {

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/codec"
-	"github.com/raet-go/raet/internal/netsim"
 	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/netsim"
 	"github.com/raet-go/raet/packet"
 )
 

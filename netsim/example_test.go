@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/raet-go/raet/internal/netsim"
+	"github.com/raet-go/raet/netsim"
 )
 
 // Two estates on an in-memory network: one direction is cut, then healed.
@@ -98,4 +98,39 @@ func ExampleRelay() {
 	// B got "ping" from the relay: true
 	// A got "pong" from the relay: true
 	// a to b: 1 delayed; b to a: 1 forwarded
+}
+
+// A scenario file describes both directions of a link; the same file drives
+// cmd/raet-netem between network namespaces. In a test, run the network in
+// a synctest bubble and the 25 ms pass in fake time.
+func ExampleParseScenario() {
+	sc, err := netsim.ParseScenario([]byte(`
+name: wan
+seed: 1
+link: {delay: 25ms, loss: 1%, rate: 10Mbit, queue: 100}
+b_to_a: {loss: 0}
+`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	network := netsim.NewNetwork(1)
+	defer network.Close()
+	alpha := netip.MustParseAddrPort("10.0.0.1:7530")
+	beta := netip.MustParseAddrPort("10.0.0.2:7530")
+	a, _ := network.Listen(alpha, netsim.Impairment{})
+	b, _ := network.Listen(beta, netsim.Impairment{})
+	if err := sc.Apply(network, alpha, beta); err != nil {
+		log.Fatal(err)
+	}
+	start := time.Now()
+	_, _ = a.WriteTo([]byte("hello"), net.UDPAddrFromAddrPort(beta))
+	buf := make([]byte, 64)
+	n, _, err := b.ReadFrom(buf)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%q after at least %v; RTT %v, %.0f%% loss back\n", buf[:n],
+		time.Since(start).Round(25*time.Millisecond), sc.RTT(), 100*sc.BToA.Loss)
+	// Output:
+	// "hello" after at least 25ms; RTT 50ms, 0% loss back
 }

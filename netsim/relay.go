@@ -121,6 +121,21 @@ func (r *Relay) ForA() netip.AddrPort { return unmap(r.sockA.LocalAddr().(*net.U
 // ForB returns the address B sends to in order to reach A: A's stand-in.
 func (r *Relay) ForB() netip.AddrPort { return unmap(r.sockB.LocalAddr().(*net.UDPAddr).AddrPort()) }
 
+// SetImpairments changes both directions' impairments from now on
+// (datagrams already delayed keep their fate). A direction's random
+// sequence carries on unless its Seed changes.
+func (r *Relay) SetImpairments(aToB, bToA Impairment) error {
+	if err := aToB.Validate(); err != nil {
+		return fmt.Errorf("netsim: relay a to b: %w", err)
+	}
+	if err := bToA.Validate(); err != nil {
+		return fmt.Errorf("netsim: relay b to a: %w", err)
+	}
+	r.aToB.set(aToB)
+	r.bToA.set(bToA)
+	return nil
+}
+
 // Stats returns the counts so far.
 func (r *Relay) Stats() RelayStats {
 	return RelayStats{

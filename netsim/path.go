@@ -12,7 +12,7 @@ import (
 // copy ends up forwarded, undelivered, queue-dropped, or still in flight.
 // Once nothing is in flight:
 //
-//	Received - Dropped + Duplicated == Forwarded + Undelivered + QueueDrops
+//	Received - Dropped + Duplicated == Forwarded + Undelivered + QueueDrops + ShaperDrops
 type LinkStats struct {
 	// Received counts datagrams that entered the link.
 	Received uint64
@@ -21,8 +21,11 @@ type LinkStats struct {
 	// just before it is handed over, so a receiver never holds a datagram
 	// that the counts do not include yet.
 	Forwarded uint64
-	// Dropped counts datagrams lost to Impairment.Loss.
+	// Dropped counts datagrams lost to Impairment.Loss or Impairment.Bursts.
 	Dropped uint64
+	// BurstDropped counts the datagrams of Dropped lost in the bad state
+	// of Impairment.Bursts.
+	BurstDropped uint64
 	// Duplicated counts the extra copies made by Impairment.Duplicate.
 	Duplicated uint64
 	// Reordered counts copies given Impairment.ReorderDelay.
@@ -33,6 +36,9 @@ type LinkStats struct {
 	// QueueDrops counts copies dropped because the direction already had
 	// Impairment.Limit copies in the delay queue.
 	QueueDrops uint64
+	// ShaperDrops counts copies dropped at the tail of the queue of
+	// Impairment.Rate, which already held Impairment.Queue datagrams.
+	ShaperDrops uint64
 	// Undelivered counts copies that survived the impairments but could
 	// not be handed over: the socket write failed (Relay), or the
 	// destination's receive queue was full or closed (Network).
@@ -43,7 +49,7 @@ type LinkStats struct {
 type linkCounters struct {
 	received, forwarded, dropped, duplicated atomic.Uint64
 	reordered, delayed, queueDrops           atomic.Uint64
-	undelivered                              atomic.Uint64
+	undelivered, burstDropped, shaperDrops   atomic.Uint64
 }
 
 func (c *linkCounters) snapshot() LinkStats {
@@ -56,6 +62,9 @@ func (c *linkCounters) snapshot() LinkStats {
 		Delayed:     c.delayed.Load(),
 		QueueDrops:  c.queueDrops.Load(),
 		Undelivered: c.undelivered.Load(),
+
+		BurstDropped: c.burstDropped.Load(),
+		ShaperDrops:  c.shaperDrops.Load(),
 	}
 }
 
@@ -64,6 +73,15 @@ func (c *linkCounters) snapshot() LinkStats {
 // of the two possible copies. A fixed count keeps each decision a function
 // of the seed and the datagram's index alone.
 const drawsPerDatagram = 6
+
+// burstDrawsPerDatagram is how many values every datagram takes from the
+// second source, which serves Impairment.Bursts: the loss draw in the
+// current state and the state change. A source of its own keeps the first
+// source's sequence, and the seeds recorded against it, as they were.
+const burstDrawsPerDatagram = 2
+
+// burstStream tells a path's second PCG stream from its first.
+const burstStream = 0x6275727374 // "burst"
 
 // copyPlan is the fate of one copy of a datagram.
 type copyPlan struct {
@@ -86,10 +104,18 @@ type path struct {
 	salt   uint64 // mixed into the PCG seed (a Network's seed; 0 for a Relay)
 	stream uint64 // second PCG seed word: tells the paths apart
 
-	mu  sync.Mutex
-	imp Impairment // with defaults filled in
-	src *rand.PCG
-	rng *rand.Rand
+	mu       sync.Mutex
+	imp      Impairment // with defaults filled in
+	src      *rand.PCG
+	rng      *rand.Rand
+	burstSrc *rand.PCG
+	burstRng *rand.Rand
+	bad      bool // the Gilbert-Elliott channel is in its bad state
+
+	// The clocked state (Relay and Network; not Fates).
+	tat     time.Time   // the bandwidth's theoretical arrival time (GCRA)
+	waiting []time.Time // start times of copies waiting for the bandwidth, oldest first
+	last    time.Time   // arrival of the latest in-order copy
 
 	stats    linkCounters
 	inflight atomic.Int64 // copies in the delay queue
@@ -100,6 +126,8 @@ func newPath(imp Impairment, salt, stream uint64) *path {
 	p := &path{salt: salt, stream: stream, imp: imp.withDefaults()}
 	p.src = rand.NewPCG(imp.Seed^salt, stream)
 	p.rng = rand.New(p.src)
+	p.burstSrc = rand.NewPCG(imp.Seed^salt, stream^burstStream)
+	p.burstRng = rand.New(p.burstSrc)
 	return p
 }
 
@@ -110,47 +138,125 @@ func (p *path) set(imp Impairment) {
 	defer p.mu.Unlock()
 	if imp.Seed != p.imp.Seed {
 		p.src.Seed(imp.Seed^p.salt, p.stream)
+		p.burstSrc.Seed(imp.Seed^p.salt, p.stream^burstStream)
+		p.bad = false
 	}
 	p.imp = imp.withDefaults()
 }
 
-// decide draws the fate of the next datagram and counts the datagram and
-// its loss, duplication and reordering.
-func (p *path) decide() fate {
+// decide draws the fate of the next datagram without a clock (for Fates):
+// no bandwidth and no ordering, only the draws.
+func (p *path) decide() fate { return p.decideAt(time.Time{}, 0) }
+
+// decideAt draws the fate of the next datagram, of size bytes, sent at now,
+// and counts the datagram and its loss, duplication and reordering. The
+// delays of its copies are from now. A zero now leaves out what needs a
+// clock: the bandwidth and the link's order.
+func (p *path) decideAt(now time.Time, size int) fate {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	imp := p.imp
 	var u [drawsPerDatagram]float64
 	for i := range u {
 		u[i] = p.rng.Float64()
 	}
-	p.mu.Unlock()
+	var g [burstDrawsPerDatagram]float64
+	for i := range g {
+		g[i] = p.burstRng.Float64()
+	}
 
 	p.stats.received.Add(1)
 	f := fate{limit: imp.Limit}
+	burstLoss := imp.Bursts.GoodLoss
+	if p.bad {
+		burstLoss = imp.Bursts.BadLoss
+	}
+	wasBad := p.bad
+	if p.bad {
+		p.bad = g[1] >= imp.Bursts.BadToGood
+	} else {
+		p.bad = g[1] < imp.Bursts.GoodToBad
+	}
 	if u[0] < imp.Loss {
 		p.stats.dropped.Add(1)
 		return f
 	}
-	f.n = 1
+	if g[0] < burstLoss {
+		p.stats.dropped.Add(1)
+		if wasBad {
+			p.stats.burstDropped.Add(1)
+		}
+		return f
+	}
+	copies := 1
 	if u[1] < imp.Duplicate {
-		f.n = 2
+		copies = 2
 		p.stats.duplicated.Add(1)
 	}
-	for i := range f.n {
-		c := &f.copies[i]
-		c.delay = imp.Delay
+	clocked := !now.IsZero()
+	for i := range copies {
+		start := now
+		if clocked && imp.Rate > 0 {
+			var ok bool
+			if start, ok = p.shape(now, size, imp); !ok {
+				p.stats.shaperDrops.Add(1)
+				continue
+			}
+		}
+		jitter := time.Duration(0)
 		if imp.Jitter > 0 {
 			// u in [0, 1) maps to [-Jitter, +Jitter).
-			c.delay += time.Duration((2*u[2+2*i+1] - 1) * float64(imp.Jitter))
-			c.delay = max(c.delay, 0)
+			jitter = time.Duration((2*u[2+2*i+1] - 1) * float64(imp.Jitter))
 		}
-		if u[2+2*i] < imp.Reorder {
-			c.reordered = true
-			c.delay += imp.ReorderDelay
+		delay := max(imp.Delay+jitter, 0) + start.Sub(now)
+		reordered := u[2+2*i] < imp.Reorder
+		if clocked && !imp.JitterReorders {
+			at := now.Add(delay)
+			if at.Before(p.last) {
+				at = p.last
+			}
+			if !reordered {
+				p.last = at
+			}
+			delay = at.Sub(now)
+		}
+		if reordered {
+			delay += imp.ReorderDelay
 			p.stats.reordered.Add(1)
 		}
+		f.copies[f.n] = copyPlan{delay: delay, reordered: reordered}
+		f.n++
 	}
 	return f
+}
+
+// shape passes a copy of size bytes, arriving at now, through the token
+// bucket of imp.Rate: it returns when the copy has left it (its last bit
+// sent), or false when the queue before it is full.
+func (p *path) shape(now time.Time, size int, imp Impairment) (time.Time, bool) {
+	gone := 0
+	for gone < len(p.waiting) && !p.waiting[gone].After(now) {
+		gone++
+	}
+	p.waiting = p.waiting[gone:]
+	if len(p.waiting) >= imp.Queue {
+		return time.Time{}, false
+	}
+	perByte := float64(time.Second) * 8 / imp.Rate
+	send := time.Duration(float64(size) * perByte)
+	tolerance := time.Duration(float64(imp.Burst) * perByte)
+	if p.tat.Before(now) {
+		p.tat = now
+	}
+	start := p.tat.Add(-tolerance)
+	if start.Before(now) {
+		start = now
+	}
+	p.tat = p.tat.Add(send)
+	if start.After(now) {
+		p.waiting = append(p.waiting, start)
+	}
+	return start.Add(send), true
 }
 
 // Fates draws the fate of each datagram sent one way along a link, for a

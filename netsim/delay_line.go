@@ -70,13 +70,14 @@ func newDelayLine() *delayLine {
 // duplicated, and each copy is handed to dst now (zero delay, in the
 // caller's goroutine) or queued. send takes ownership of data.
 func (d *delayLine) send(p *path, data []byte, from netip.AddrPort, dst sink) {
-	f := p.decide()
+	now := time.Now()
+	f := p.decideAt(now, len(data))
 	for _, c := range f.copies[:f.n] {
 		if c.delay <= 0 {
 			handOver(p, dst, data, from)
 			continue
 		}
-		d.schedule(parcel{at: time.Now().Add(c.delay), data: data, from: from, path: p, dst: dst}, f.limit)
+		d.schedule(parcel{at: now.Add(c.delay), data: data, from: from, path: p, dst: dst}, f.limit)
 	}
 }
 
