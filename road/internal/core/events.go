@@ -95,23 +95,23 @@ type Message struct {
 
 // Counters are a stack's statistics since it started.
 type Counters struct {
-	PacketsIn    map[string]uint64 // by "transaction/packet" kind, e.g. "message/ack"
-	PacketsOut   map[string]uint64
+	PacketsIn  map[string]uint64 // by "transaction/packet" kind, e.g. "message/ack"
+	PacketsOut map[string]uint64
 	// BytesIn and BytesOut are the lengths of PacketsIn and PacketsOut, by
 	// the same kinds (packets sent again are in Retransmits only).
 	BytesIn, BytesOut map[string]uint64
-	Drops        map[string]uint64 // received datagrams dropped, by reason
-	Retransmits  uint64            // packets sent again (redo timers and resend requests)
-	MessagesIn   uint64
-	MessagesOut  uint64 // messages done
-	MessageFails uint64
-	RTT          RTTStats // from a message's first packet to its done
+	Drops             map[string]uint64 // received datagrams dropped, by reason
+	Retransmits       uint64            // packets sent again (redo timers and resend requests)
+	MessagesIn        uint64
+	MessagesOut       uint64 // messages done
+	MessageFails      uint64
+	RTT               RTTStats // from a message's first packet to its done
 	// Events counts the events reported (whether or not Events() was
 	// read), by kind, and "kind/reason" where there is a reason, e.g.
 	// "joined", "pending/pending-ours", "rejected/keys-rejected".
-	Events map[string]uint64
-	EventDrops   uint64   // events lost because Events() was not read
-	SendErrors   uint64   // datagrams the system refused to send (no route, too big, …)
+	Events     map[string]uint64
+	EventDrops uint64 // events lost because Events() was not read
+	SendErrors uint64 // datagrams the system refused to send (no route, too big, …)
 	// Verifications counts the Ed25519 signatures checked: each received
 	// datagram at most once, and a datagram seen before not again.
 	Verifications uint64
