@@ -27,8 +27,8 @@ func NewLane(s *lane.Stack) *Lane {
 		retries:      d("retries_total", "Writes retried because the destination was busy."),
 		sendErrors:   d("send_errors_total", "Sends that failed."),
 		misaddressed: d("misaddressed_total", "Pages addressed to another yard name (accepted, as the reference does)."),
-		yardEvents:   d("yard_changes_total", "Remote yards added, removed (socket gone) or evicted (MaxYards).", "change"),
-		yards:        d("yards", "Remote yards known."),
+		yardEvents:   d("remote_changes_total", "Remote yards added, removed (socket gone) or evicted (MaxYards).", "change"),
+		yards:        d("remotes", "Remote yards known."),
 		receiveQueue: d("receive_queue", "Messages received and not yet read by the application."),
 		resent:       d("resent_total", "Messages of an earlier run sent from the queue by Start."),
 	}
