@@ -175,13 +175,13 @@ func (o observed) health(ctx context.Context) error {
 
 // statusDoc is /status.
 type statusDoc struct {
-	Name    string        `json:"name"`
-	Addr    string        `json:"addr,omitempty"` // road address or lane socket
-	UptimeS float64       `json:"uptime_s"`
-	Remotes []remoteLine  `json:"remotes,omitempty"`
-	Road    *roadStatus   `json:"road,omitempty"`
-	Lane    *laneStatus   `json:"lane,omitempty"`
-	Bus     *busStatus    `json:"bus,omitempty"`
+	Name    string       `json:"name"`
+	Addr    string       `json:"addr,omitempty"` // road address or lane socket
+	UptimeS float64      `json:"uptime_s"`
+	Remotes []remoteLine `json:"remotes,omitempty"`
+	Road    *roadStatus  `json:"road,omitempty"`
+	Lane    *laneStatus  `json:"lane,omitempty"`
+	Bus     *busStatus   `json:"bus,omitempty"`
 }
 
 type remoteLine struct {
