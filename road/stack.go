@@ -1174,6 +1174,8 @@ func (s *Stack) Counters(ctx context.Context) (Counters, error) {
 	if err := s.do(ctx, func(c *core.Core) {
 		r := c.Counters()
 		r.EventDrops = s.eventDrops
+		r.ReceiveQueue += len(s.recv)
+		r.EventQueue = len(s.events) + len(c.Events())
 		res <- r
 	}); err != nil {
 		return Counters{}, err

@@ -32,7 +32,9 @@ The transport: --over road (UDP, the default: --listen, --keep, --main,
 --auto, and --join HOST:PORT to join an estate first, which is then the
 default peer of sub, req and pull) or --over lane (Unix datagram sockets:
 --dir, --lane); --name names this estate or yard. The first line out is
-{"ready":true,"name":...} with the road address or the lane socket.`
+{"ready":true,"name":...} with the road address or the lane socket.
+--metrics HOST:PORT serves /metrics, /healthz and /status (raet status);
+--txlog FILE writes the road's transaction log (docs/txlog.md).`
 
 // busHelp is a bus command's help: its usage, about with the transport
 // appended, and example.
@@ -45,6 +47,8 @@ type busFlags struct {
 	over, name, listen, keepDir, auto, join, dir, laneName string
 	main, verbose                                          bool
 	forDur                                                 time.Duration
+	obs                                                    observeFlags
+	groups                                                 []string // queue groups for /status
 }
 
 func (f *busFlags) register(fs *flag.FlagSet) {
@@ -59,6 +63,7 @@ func (f *busFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.laneName, "lane", lane.DefaultLane, "lane: lane name")
 	fs.BoolVar(&f.verbose, "v", false, "log more (to stderr)")
 	fs.DurationVar(&f.forDur, "for", 0, "stop after this long (0: until done, SIGINT or SIGTERM)")
+	f.obs.register(fs)
 }
 
 // busRun is a started transport and node.
@@ -94,6 +99,7 @@ func (f *busFlags) start(prog string, cfg *bus.Config, stdout, stderr io.Writer)
 	r := &busRun{ctx: ctx, out: json.NewEncoder(stdout)}
 	var tr bus.Transport
 	var closers []func()
+	seen := observed{groups: f.groups}
 	ready := map[string]any{"ready": true}
 	fail := func(code int, err error) (*busRun, int) {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
@@ -109,10 +115,17 @@ func (f *busFlags) start(prog string, cfg *bus.Config, stdout, stderr io.Writer)
 		if err != nil {
 			return fail(exitUsage, err)
 		}
-		s, err := road.New(&road.Config{Name: f.name, Main: f.main, Listen: f.listen, KeepDir: f.keepDir, Auto: auto, Logger: log})
+		rc := &road.Config{Name: f.name, Main: f.main, Listen: f.listen, KeepDir: f.keepDir, Auto: auto, Logger: log}
+		endTxLog, err := f.obs.tapRoad(rc)
 		if err != nil {
 			return fail(exitSetup, err)
 		}
+		closers = append(closers, func() { endTxLog() })
+		s, err := road.New(rc)
+		if err != nil {
+			return fail(exitSetup, err)
+		}
+		seen.road = s
 		if err := s.Start(); err != nil {
 			return fail(exitSetup, err)
 		}
@@ -140,6 +153,7 @@ func (f *busFlags) start(prog string, cfg *bus.Config, stdout, stderr io.Writer)
 			return fail(exitSetup, err)
 		}
 		closers = append(closers, func() { s.Close() })
+		seen.lane = s
 		lt := bus.NewLane(s)
 		closers = append(closers, func() { lt.Close() })
 		tr = lt
@@ -156,7 +170,14 @@ func (f *busFlags) start(prog string, cfg *bus.Config, stdout, stderr io.Writer)
 		return fail(exitSetup, err)
 	}
 	r.node = n
+	seen.node = n
+	stopObs, err := f.obs.start(seen, stderr)
+	if err != nil {
+		n.Close()
+		return fail(exitSetup, err)
+	}
 	r.stop = func() {
+		stopObs()
 		n.Close()
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
@@ -439,6 +460,9 @@ func runReq(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(stderr, "raet req", "--body-json: %v", err)
 	}
+	if *group != "" {
+		bf.groups = []string{*group}
+	}
 	r, code := bf.start("raet req", nil, stdout, stderr)
 	if r == nil {
 		return code
@@ -489,6 +513,9 @@ func runRep(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() != 1 {
 		return usageError(stderr, "raet rep", "need one FILTER")
+	}
+	if *group != "" {
+		bf.groups = []string{*group}
 	}
 	r, code := bf.start("raet rep", nil, stdout, stderr)
 	if r == nil {

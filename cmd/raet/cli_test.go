@@ -47,7 +47,7 @@ func TestHelpVersionAndUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"keygen", "--help"}, {"serve", "--help"}, {"send", "-h"}, {"keys", "--help"}, {"keys", "list", "--help"},
 		{"keys", "accept", "--help"}, {"lane", "serve", "--help"}, {"lane", "send", "--help"},
-		{"plugins", "list", "--help"}, {"bench", "--help"}, {"help", "send"},
+		{"plugins", "list", "--help"}, {"bench", "--help"}, {"help", "send"}, {"status", "--help"},
 	} {
 		out, errOut, code := runIn(args...)
 		if code != exitOK || errOut != "" {

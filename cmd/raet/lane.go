@@ -196,6 +196,8 @@ func runLaneServe(args []string, stdout, stderr io.Writer) (status int) {
 	count := fs.Int("count", 0, "exit after this many messages (0: no limit)")
 	duration := fs.Duration("for", 0, "stop after this long (0: until SIGINT or SIGTERM)")
 	pcap := fs.String("pcap", "", "write the yard's pages to this pcapng `file` (for raetdump)")
+	var obs observeFlags
+	obs.registerMetrics(fs)
 	if code, ok := parseFlags(fs, laneServeHelp, args, 0, stdout, stderr); !ok {
 		return code
 	}
@@ -225,6 +227,12 @@ func runLaneServe(args []string, stdout, stderr io.Writer) (status int) {
 	}
 	defer stopPlugins() // after the stack is closed
 	defer s.Close()
+	stopObs, err := obs.start(observed{lane: s}, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return exitSetup
+	}
+	defer stopObs()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *duration > 0 {

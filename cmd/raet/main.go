@@ -5,6 +5,7 @@
 //	raet serve   run an estate: print what it receives and what happens on the road
 //	raet send    join an estate and send it messages
 //	raet keys    list, accept, reject or pend the keys remotes offered
+//	raet status  print a running command's status (started with --metrics)
 //	raet lane    serve or send on a lane (yards of one host)
 //	raet plugins list the plugins of a directory
 //	raet bench   measure the road's throughput and latency
@@ -40,6 +41,7 @@ var subcommands = []subcommand{
 	{"serve", "run an estate: print what it receives and what happens on the road", runServe},
 	{"send", "join an estate and send it messages; print a summary", runSend},
 	{"keys", "list, accept, reject or pend the keys remotes offered (the operator's side)", runKeys},
+	{"status", "print a running command's status (its --metrics address): remotes, peers, counters", runStatus},
 	{"lane", "serve or send on a lane: yards of one host, over Unix datagram sockets", runLane},
 	{"plugins", "list (and check) the plugins of a directory", runPlugins},
 	{"bench", "measure the road's throughput and latency", runBench},

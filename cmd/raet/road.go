@@ -224,7 +224,8 @@ func ordered(m road.Message) (packet.OrderedMap, error) {
 
 var serveHelp = help{
 	usage: `raet serve [--keep DIR] [--name NAME] [--listen HOST:PORT] [--main] [--auto always|once|never]
-           [--echo] [--join HOST:PORT] [--for DUR] [--pcap FILE] [--keylog FILE] [--profile fast|reference] [--aead prefer|refuse] ...`,
+           [--echo] [--join HOST:PORT] [--for DUR] [--pcap FILE] [--keylog FILE] [--profile fast|reference] [--aead prefer|refuse]
+           [--metrics HOST:PORT] [--txlog FILE] ...`,
 	about: `Run an estate until SIGINT, SIGTERM or --for. Each message received is a
 line {"from":NAME,"body":{...}} on stdout, its keys in the order they came;
 each thing that happens to a remote is a line {"event":KIND,"remote":NAME,
@@ -234,9 +235,13 @@ pends, rejections and removals are also logged to stderr with the reason and
 the command that resolves it. With --echo every message is sent back to its
 sender, keys in order. --pcap writes the traffic as pcapng and --keylog the
 session keys, which raetdump reads (raetdump -r FILE -keep DIR -keylog FILE).
-A keep is locked while its estate runs: a second stack on it fails (exit 3).`,
+A keep is locked while its estate runs: a second stack on it fails (exit 3).
+--metrics serves /metrics (Prometheus), /healthz and /status (raet status
+reads it); --txlog writes the transaction log (docs/txlog.md), the same as
+raetdump -r FILE -txlog OUT makes from a capture.`,
 	example: `raet keygen --keep /tmp/a --name alpha
-raet serve --keep /tmp/a --main --auto never --echo --pcap /tmp/a.pcapng --keylog /tmp/keys.log`,
+raet serve --keep /tmp/a --main --auto never --echo --pcap /tmp/a.pcapng --keylog /tmp/keys.log
+raet serve --main --metrics 127.0.0.1:9530 --txlog /tmp/a.txlog.jsonl`,
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -248,6 +253,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	pcap := fs.String("pcap", "", "write the estate's traffic to this pcapng `file` (for raetdump -r)")
 	join := fs.String("join", "", "join this estate (`host:port`) at start")
 	duration := fs.Duration("for", 0, "stop after this long (0: until SIGINT or SIGTERM)")
+	var obs observeFlags
+	obs.register(fs)
 	if code, ok := parseFlags(fs, serveHelp, args, 0, stdout, stderr); !ok {
 		return code
 	}
@@ -281,12 +288,24 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			f.Close()
 		}()
 	}
+	endTxLog, err := obs.tapRoad(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "raet serve:", err)
+		return exitSetup
+	}
+	defer endTxLog() // after the stack is closed
 	s, err := startStack(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "raet serve:", err)
 		return exitSetup
 	}
 	defer s.Close()
+	stopObs, err := obs.start(observed{road: s}, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "raet serve:", err)
+		return exitSetup
+	}
+	defer stopObs()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *duration > 0 {

@@ -14,7 +14,7 @@
 // Then: -p PORTS (RAET's UDP ports besides 7530, "7531,40000-40100"),
 // -json, -T, -keep DIR (repeatable; a keep's keys verify feet), -keylog
 // FILE (repeatable; the stacks' RAET_SESSION lines open coats), -q (no
-// summary).
+// summary), -txlog FILE (the transaction log, docs/txlog.md).
 //
 // Exit status: 0 when everything read was decoded, 1 when some packets or
 // the capture itself had errors (they are shown and counted), 2 for bad
@@ -65,6 +65,7 @@ type options struct {
 	verbose, hexdump     bool
 	json, txns, quiet    bool
 	keeps, keylogs       listFlag
+	txlog                string
 	filter               string
 	snaplen              int
 	dedup                bool
@@ -88,6 +89,7 @@ flags:
 const exitText = `
 examples:
   raetdump -r road.pcapng -keep /tmp/a -keylog keys.log -T
+  raetdump -r road.pcapng -q -txlog txns.jsonl   (diff it with raet serve --txlog)
   raetdump -i lo -c 100 udp port 7530     (a build with -tags pcap)
 
 exit status: 0 everything read was decoded; 1 some packets or the capture
@@ -109,6 +111,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.json, "json", false, "one JSON object per packet")
 	fs.BoolVar(&o.txns, "T", false, "show transactions instead of packets")
 	fs.BoolVar(&o.quiet, "q", false, "no summary at the end")
+	fs.StringVar(&o.txlog, "txlog", "", "also write the transaction log, JSON lines (docs/txlog.md), to `file`")
 	fs.Var(&o.keeps, "keep", "a keep `dir`ectory whose keys verify feet (repeatable)")
 	fs.Var(&o.keylogs, "keylog", "a key log `file` of RAET_SESSION lines that opens coats (repeatable)")
 	fs.IntVar(&o.snaplen, "s", 262144, "live capture: bytes to capture of each frame")
@@ -235,6 +238,11 @@ func (o *options) run() int {
 	if o.txns {
 		cfg.OnClose = pr.transaction
 	}
+	tl, endTxLog, err := o.openTxLog(cfg)
+	if err != nil {
+		fmt.Fprintln(o.stderr, "raetdump:", err)
+		return exitInput
+	}
 	d := dissect.NewDissector(cfg)
 
 	var w *dissect.PcapngWriter
@@ -336,6 +344,9 @@ func (o *options) run() int {
 		if !d.DecodeInto(r.rec, &p) {
 			continue
 		}
+		if tl != nil {
+			tl.Packet(&p)
+		}
 		if p.Err != nil {
 			status = exitErrors
 		}
@@ -348,6 +359,10 @@ func (o *options) run() int {
 		}
 	}
 	d.Flush()
+	if err := endTxLog(); err != nil {
+		fmt.Fprintln(o.stderr, "raetdump:", err)
+		return exitInput
+	}
 	if saved != nil {
 		if err := saved(); err != nil {
 			fmt.Fprintln(o.stderr, "raetdump: -w:", err)

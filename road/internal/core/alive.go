@@ -104,10 +104,13 @@ func (a *aliver) tick(c *Core) {
 			h := c.aliveHead(a.r, codec.PacketKindRequest, a.si, a.ti, false)
 			if c.send(a.r, &h, nil, a.r.ha) {
 				c.stats.retransmit()
+				a.r.retransmits++
 			}
 			return
 		}
-		c.retransmit(a.last, a.r.ha)
+		if c.retransmit(a.last, a.r.ha) {
+			a.r.retransmits++
+		}
 	}
 }
 

@@ -313,6 +313,7 @@ func PutBodyBuffer(buf *[]byte) { bodies.put(buf) }
 func (c *Core) Counters() Counters {
 	out := c.stats.snapshot()
 	out.Reassembling, out.ReassemblyMemory = c.reasm.Pending(), c.reasm.Memory()
+	out.ReceiveQueue = c.delivery.len()
 	return out
 }
 

@@ -296,6 +296,7 @@ func (c *Core) flushBundle(r *remote, h *codec.Head, ms []*messenger) {
 	}
 	if again { // a packet sent again, if only in part
 		c.stats.retransmit()
+		r.retransmits++
 	}
 }
 

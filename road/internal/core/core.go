@@ -684,32 +684,34 @@ func (c *Core) queueOut(d Datagram, h *codec.Head) {
 	} else {
 		c.out = append(c.out, d)
 	}
-	c.stats.out(h)
+	c.stats.out(h, max(int(h.PacketLength), len(d.B)))
 }
 
 // retransmit queues a datagram sent before and kept, unchanged; not while
 // what goes to its address waits for the keep (the datagram, or what came
-// after it, is not out yet: a timer sends it again later).
-func (c *Core) retransmit(b []byte, to netip.AddrPort) {
+// after it, is not out yet: a timer sends it again later; false then).
+func (c *Core) retransmit(b []byte, to netip.AddrPort) bool {
 	if _, ok := c.heldFor(to); ok {
-		return
+		return false
 	}
 	c.out = append(c.out, Datagram{B: b, To: to})
 	c.stats.retransmit()
+	return true
 }
 
 // resend queues a copy of b, a packet sent before whose memory its keeper
 // reuses, in a pooled buffer; sign is its signer when b was kept unsigned
 // (signLater: the signature comes out the same, Ed25519 is deterministic);
-// not while its address waits for the keep (as retransmit).
-func (c *Core) resend(b []byte, to netip.AddrPort, sign *packet.NaClFoot) {
+// not while its address waits for the keep (as retransmit): false then.
+func (c *Core) resend(b []byte, to netip.AddrPort, sign *packet.NaClFoot) bool {
 	if _, ok := c.heldFor(to); ok {
-		return
+		return false
 	}
 	buf := c.bufs.get(len(b))
 	*buf = append((*buf)[:0], b...)
 	c.out = append(c.out, Datagram{B: *buf, To: to, buf: buf, pool: &c.bufs, sign: sign})
 	c.stats.retransmit()
+	return true
 }
 
 // sendNew packs and queues a packet to `to`, and returns it for the caller
@@ -839,7 +841,7 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 		return
 	}
 	h := &p.Head
-	c.stats.in(h)
+	c.stats.in(h, len(p.Raw))
 	if packet.IsAEAD(h.CoatKind) && h.FootKind != codec.FootKindNada {
 		c.stats.drop(dropFootKind) // an AEAD coat is its own authentication
 		return

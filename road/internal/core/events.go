@@ -66,6 +66,18 @@ type Remote struct {
 	FootKind      codec.FootKind
 	CoatKind      codec.CoatKind
 	MaxPacketSize int
+	// SRTT and RTTVar are the round-trip estimate the message timers
+	// start from (zero: no sample yet); LastHeard is when its last
+	// authenticated packet came.
+	SRTT, RTTVar time.Duration
+	LastHeard    time.Time
+	// Retransmits counts its messages' and alives' packets sent again;
+	// MessagesIn, MessagesOut and MessageFails its messages delivered,
+	// done and failed (since it was added; they wrap at 2^32).
+	Retransmits, MessagesIn, MessagesOut, MessageFails uint64
+	// Waiting is the number of its messages held back, waiting to start
+	// (the send window, or a new session).
+	Waiting int
 }
 
 // Message is a message received from a remote.
@@ -83,22 +95,32 @@ type Message struct {
 
 // Counters are a stack's statistics since it started.
 type Counters struct {
-	PacketsIn    map[string]uint64 // by "transaction/packet" kind, e.g. "message/ack"
-	PacketsOut   map[string]uint64
-	Drops        map[string]uint64 // received datagrams dropped, by reason
-	Retransmits  uint64            // packets sent again (redo timers and resend requests)
-	MessagesIn   uint64
-	MessagesOut  uint64 // messages done
-	MessageFails uint64
-	RTT          RTTStats // from a message's first packet to its done
-	EventDrops   uint64   // events lost because Events() was not read
-	SendErrors   uint64   // datagrams the system refused to send (no route, too big, …)
+	PacketsIn  map[string]uint64 // by "transaction/packet" kind, e.g. "message/ack"
+	PacketsOut map[string]uint64
+	// BytesIn and BytesOut are the lengths of PacketsIn and PacketsOut, by
+	// the same kinds (packets sent again are in Retransmits only).
+	BytesIn, BytesOut map[string]uint64
+	Drops             map[string]uint64 // received datagrams dropped, by reason
+	Retransmits       uint64            // packets sent again (redo timers and resend requests)
+	MessagesIn        uint64
+	MessagesOut       uint64 // messages done
+	MessageFails      uint64
+	RTT               RTTStats // from a message's first packet to its done
+	// Events counts the events reported (whether or not Events() was
+	// read), by kind, and "kind/reason" where there is a reason, e.g.
+	// "joined", "pending/pending-ours", "rejected/keys-rejected".
+	Events     map[string]uint64
+	EventDrops uint64 // events lost because Events() was not read
+	SendErrors uint64 // datagrams the system refused to send (no route, too big, …)
 	// Verifications counts the Ed25519 signatures checked: each received
 	// datagram at most once, and a datagram seen before not again.
 	Verifications uint64
 	// Reassembling is the number of segmented messages being reassembled,
 	// ReassemblyMemory the memory charged for them (Config.Reassembly).
 	Reassembling, ReassemblyMemory int
+	// ReceiveQueue is the number of messages received and not yet read
+	// from Receive(); EventQueue the events not yet read from Events().
+	ReceiveQueue, EventQueue int
 }
 
 // RTTStats summarizes message round trips.

@@ -258,6 +258,7 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	}
 	if again {
 		c.stats.retransmit()
+		m.r.retransmits++
 	}
 	c.transmit(b, buf, m.r.ha, h, sign)
 	if m.aead == nil {
@@ -421,7 +422,9 @@ func (m *messenger) tick(c *Core) {
 	}
 	// Unchanged: no new signature under load (but for a foot left to sign,
 	// which comes out the same).
-	c.resend(m.last, m.r.ha, m.lastSign)
+	if c.resend(m.last, m.r.ha, m.lastSign) {
+		m.r.retransmits++
+	}
 	m.sentAt = time.Time{}
 }
 
@@ -445,8 +448,10 @@ func (m *messenger) finish(c *Core, err error) {
 	c.ended(m)
 	if err == nil {
 		c.stats.c.MessagesOut++
+		m.r.msgsOut++
 	} else {
 		c.stats.c.MessageFails++
+		m.r.msgFails++
 		err = &TxnError{Txn: "message", Remote: m.r.name, Err: err}
 	}
 	if m.result != nil {
@@ -864,6 +869,7 @@ func (m *messengent) complete(c *Core) {
 	}
 	c.delivery.push(m.pending)
 	c.stats.c.MessagesIn++
+	m.r.msgsIn++
 	m.done(c)
 	m.remove(c, false)
 }

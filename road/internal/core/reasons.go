@@ -162,6 +162,7 @@ func ReasonOf(err error) Reason {
 // logs it at Info with the reason and hint, the command that resolves it.
 func (c *Core) report(k EventKind, name string, uid uint32, why Reason, addr netip.AddrPort, hint string) {
 	c.events = append(c.events, Event{Kind: k, Remote: name, UID: uid, Time: c.now, Reason: why})
+	c.stats.event(k, why)
 	switch k {
 	case EventJoined, EventPending, EventRejected, EventRemoved, EventForgotten:
 	default:

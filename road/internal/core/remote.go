@@ -48,6 +48,8 @@ type remote struct {
 	// retransmissions, from its first message on. Zero srtt: no sample
 	// yet. In µs: the struct is a cost of every remote.
 	srtt, rttvar int32
+	// Its counters (Remote): uint32, as they are a cost of every remote.
+	retransmits, msgsIn, msgsOut, msgFails uint32
 
 	ha   netip.AddrPort
 	coat packet.Coat // the session's coat: NaCl, or a negotiated coat (Config.Coat)
@@ -268,7 +270,10 @@ func (r *remote) inProcess(k codec.TransactionKind) []txn {
 func (c *Core) info(r *remote) Remote {
 	out := Remote{Name: r.name, UID: r.nuid, FUID: r.fuid, Addr: r.ha, Role: r.role, Kind: r.kind, Main: r.main,
 		Joined: r.joined, Allowed: r.allowed, Alive: r.alived, Reaped: r.reaped, SID: r.sid, RSID: r.rsid,
-		HeadKind: c.cfg.HeadKind, FootKind: codec.FootKindNaCl, CoatKind: r.coatKind(), MaxPacketSize: c.cfg.MaxPacketSize}
+		HeadKind: c.cfg.HeadKind, FootKind: codec.FootKindNaCl, CoatKind: r.coatKind(), MaxPacketSize: c.cfg.MaxPacketSize,
+		SRTT: time.Duration(r.srtt) * time.Microsecond, RTTVar: time.Duration(r.rttvar) * time.Microsecond, LastHeard: r.heard,
+		Retransmits: uint64(r.retransmits), MessagesIn: uint64(r.msgsIn), MessagesOut: uint64(r.msgsOut),
+		MessageFails: uint64(r.msgFails), Waiting: len(r.saved)}
 	if p := r.prof; p != nil {
 		out.HeadKind, out.MaxPacketSize = p.codec.Kind(), p.mps
 		if p.mac != nil {

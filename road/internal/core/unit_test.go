@@ -41,7 +41,7 @@ func TestUnknownKindsCounted(t *testing.T) {
 	var k kindCounts
 	var h codec.Head
 	h.TransactionKind, h.PacketKind = 200, 100
-	k.add(&h)
+	k.add(&h, 1)
 	m := map[string]uint64{}
 	k.fill(m)
 	want := codec.TransactionKindUnknown.String() + "/" + codec.PacketKindUnknown.String()
