@@ -40,6 +40,14 @@ type Config struct {
 	// PeerEvents is the capacity of the PeerEvents channel; 0 means 256.
 	// Events that find it full are dropped and counted.
 	PeerEvents int
+	// ReleaseSilent bounds how long a subscriber may send nothing (it
+	// answers the node's heartbeats while it lives) before the
+	// subscriptions it has at this publisher are released (PeerReleased,
+	// "silent"): a subscriber killed without a word holds the publisher no
+	// longer. 0 means 5s; negative never (then only the transport's
+	// PeerGone releases them). It takes effect at a heartbeat, so it is
+	// late by up to one Heartbeat, and it needs heartbeats on.
+	ReleaseSilent time.Duration
 
 	// Publisher side (see Publish).
 	History         History       // retained messages for replay; nil: in memory, HistoryLast per subject
@@ -79,6 +87,9 @@ func (c *Config) populate() {
 		c.ControlTimeout = 5 * time.Second
 	}
 	def(&c.PeerEvents, 256)
+	if c.ReleaseSilent == 0 {
+		c.ReleaseSilent = 5 * time.Second
+	}
 	def(&c.HistoryLast, 1000)
 	def(&c.MaxSubscribers, 4096)
 	def(&c.DefaultHWM, 1000)
@@ -182,11 +193,14 @@ func New(t Transport, cfg *Config) (*Node, error) {
 // Name is the local peer's name.
 func (n *Node) Name() string { return n.t.Name() }
 
-// Close stops the node's goroutines, fails the calls waiting in it with
-// ErrClosed and closes a durable history. It does not close the transport.
+// Close ends the node's subscriptions, telling their publishers (waiting
+// at most leaveTimeout for them), stops the node's goroutines, fails the
+// calls waiting in it with ErrClosed and closes a durable history. It does
+// not close the transport.
 func (n *Node) Close() error {
 	var err error
 	n.once.Do(func() {
+		n.sub.leave()
 		n.goMu.Lock()
 		n.stopping = true
 		n.goMu.Unlock()

@@ -71,10 +71,12 @@ type outSub struct {
 	pending  map[string]uint64 // drops not yet reported to the subscriber
 	stats    SubscriberStats
 	done     chan struct{} // closed when the subscription ends
-	retired  bool          // out of subs: nothing more is queued
-	why      string        // why it was retired
-	ended    bool          // done is closed
-	cutSent  bool          // the cut notice went out: done closes when nothing is in flight
+	ctx      context.Context
+	cancel   context.CancelFunc // ends the sends in flight when it ends
+	retired  bool               // out of subs: nothing more is queued
+	why      string             // why it was retired
+	ended    bool               // done is closed
+	cutSent  bool               // the cut notice went out: done closes when nothing is in flight
 }
 
 // SubscriberStats describe one subscription at the publisher.
@@ -264,6 +266,10 @@ func (p *publisher) retireLocked(s *outSub, why string) {
 	s.retired = true
 	s.why = why
 	delete(p.subs, s.key)
+	if why != "replaced" {
+		p.n.log.Info("subscription released", "peer", s.key.peer, "id", s.key.id, "reason", why)
+		p.n.event(PeerEvent{Peer: s.key.peer, State: PeerReleased, Reason: why, Time: time.Now(), Subscription: s.key.id})
+	}
 	if len(p.ended) >= endedKeep {
 		p.ended = p.ended[1:]
 	}
@@ -277,6 +283,7 @@ func (p *publisher) endLocked(s *outSub, why string) {
 	if !s.ended {
 		s.ended = true
 		close(s.done)
+		s.cancel()
 	}
 }
 
@@ -384,6 +391,7 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 	}
 	s := &outSub{key: key, filters: e.Filters, policy: e.Policy, hwm: hwm, pending: map[string]uint64{},
 		done: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(p.n.ctx)
 	s.stats = SubscriberStats{Peer: from, ID: e.ID, Policy: e.Policy, HWM: hwm, Drops: map[string]uint64{}}
 	q := Query{Filters: e.Filters, Replay: e.Replay, Arg: e.ReplayArg}
 	foreign := q.Replay == codec.BusReplaySinceSeq && e.Epoch != 0 && e.Epoch != p.hist.Epoch()
@@ -425,6 +433,20 @@ func (p *publisher) peer(name string, st PeerState, restarted bool) {
 	defer p.mu.Unlock()
 	for k, s := range p.subs {
 		if k.peer == name {
+			p.endLocked(s, why)
+		}
+	}
+}
+
+// release ends the subscriptions of the peers named, for why.
+func (p *publisher) release(names map[string]bool, why string) {
+	if len(names) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, s := range p.subs {
+		if names[k.peer] {
 			p.endLocked(s, why)
 		}
 	}
@@ -496,7 +518,7 @@ func (p *publisher) send(s *outSub, e envelope.Envelope) {
 	delay := 50 * time.Millisecond
 	sent := false
 	for {
-		err := p.n.t.Send(p.n.ctx, s.key.peer, body)
+		err := p.n.t.Send(s.ctx, s.key.peer, body)
 		if err == nil {
 			sent = true
 			break

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -104,6 +105,7 @@ type Subscription struct {
 	epoch     uint64 // the publisher history's epoch
 	seq       uint64 // the last sequence number delivered
 	confirmed bool
+	lost      bool // its publisher went down: subscribe again when it is up
 	resume    bool // the current id asks for what came after seq
 	closed    bool
 	err       error
@@ -237,10 +239,22 @@ func (s *subscriber) send(sub *Subscription) {
 	}
 }
 
-// peer resubscribes to a publisher that restarted, resuming after the last
-// message delivered, and asks again for the subscriptions a publisher that
-// came up has not confirmed (it takes a repeated request as one).
+// peer resubscribes to a publisher that restarted or that was down (it
+// may have released the subscription meanwhile: Config.ReleaseSilent),
+// resuming after the last message delivered, and asks again for the
+// subscriptions a publisher that came up has not confirmed (it takes a
+// repeated request as one).
 func (s *subscriber) peer(name string, st PeerState, restarted bool) {
+	if st == PeerDown {
+		s.mu.Lock()
+		for k, sub := range s.byID {
+			if k.peer == name {
+				sub.lost = true
+			}
+		}
+		s.mu.Unlock()
+		return
+	}
 	if st != PeerUp {
 		return
 	}
@@ -249,7 +263,8 @@ func (s *subscriber) peer(name string, st PeerState, restarted bool) {
 	for k, sub := range s.byID {
 		switch {
 		case k.peer != name:
-		case restarted:
+		case restarted || sub.lost:
+			sub.lost = false
 			again = append(again, sub)
 		case !sub.confirmed:
 			repeat = append(repeat, sub)
@@ -462,6 +477,40 @@ func (sub *Subscription) Stats() SubscriptionStats {
 		st.Drops[k] = v
 	}
 	return st
+}
+
+// leaveTimeout bounds how long Node.Close waits for its publishers to take
+// its unsubscriptions: a publisher that is down will release them itself
+// (Config.ReleaseSilent).
+const leaveTimeout = time.Second
+
+// leave ends every subscription of a closing node and tells each publisher,
+// sending at once rather than through the control queues, which stop with
+// the node.
+func (s *subscriber) leave() {
+	s.mu.Lock()
+	var ended []subKey
+	for k, sub := range s.byID {
+		s.endLocked(sub)
+		ended = append(ended, k)
+	}
+	s.mu.Unlock()
+	if len(ended) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.n.ctx, leaveTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, k := range ended {
+		wg.Go(func() {
+			u := newEnvelope(codec.BusKindUnsub)
+			u.ID = k.id
+			if err := s.n.t.Send(ctx, k.peer, u.Map()); err != nil {
+				s.n.log.Debug("unsubscription not sent", "peer", k.peer, "id", k.id, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Close ends the subscription and tells the publisher.
