@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -69,7 +70,7 @@ func released(t *testing.T, n *bus.Node, peer string) bus.PeerEvent {
 // subscription no longer holds Publish.
 func TestNodeCloseUnsubscribes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ns, _ := memNodes(t, 0, nil, "pub", "a", "b")
+		ns, _ := memNodes(t, 0, func(string) *bus.Config { return &bus.Config{Policies: []bus.Policy{bus.Block}} }, "pub", "a", "b")
 		pub, a, b := ns[0], ns[1], ns[2]
 		sa, err := a.Subscribe("pub", []string{"x.>"}, &bus.SubOptions{Policy: bus.Block, HWM: 4})
 		if err != nil {
@@ -110,7 +111,8 @@ func TestSilentSubscriberReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const release = 3 * time.Second
 		cfg := func(string) *bus.Config {
-			return &bus.Config{Heartbeat: 500 * time.Millisecond, ReleaseSilent: release}
+			return &bus.Config{Heartbeat: 500 * time.Millisecond, ReleaseSilent: release, Policies: []bus.Policy{bus.Block, bus.DropNewest},
+				BlockTimeout: time.Hour}
 		}
 		ns, ms := memNodes(t, 8, cfg, "pub", "killed", "ok")
 		pub, k, ok := ns[0], ns[1], ns[2]
@@ -187,4 +189,91 @@ func collectSynced(t *testing.T, s *bus.Subscription, n int) (msgs, all []bus.De
 		}
 	}
 	return msgs, all
+}
+
+// The publisher sets the limits: a subscriber asking Block with a huge HWM
+// of a publisher with the defaults gets the publisher's default policy and
+// at most its MaxHWM, and Publish never waits for it.
+func TestPublisherSetsTheLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns, _ := memNodes(t, 8, func(name string) *bus.Config {
+			if name == "pub" {
+				return &bus.Config{MaxHWM: 5}
+			}
+			return nil
+		}, "pub", "greedy")
+		pub, g := ns[0], ns[1]
+		s, err := g.Subscribe("pub", []string{">"}, &bus.SubOptions{Policy: bus.Block, HWM: 100_000_000, Buffer: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-s.Ready()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		for i := range 100 { // the subscriber reads none
+			if _, err := pub.Publish(ctx, bus.Pub{Subject: "x", Body: i}); err != nil {
+				t.Fatalf("publish %d: %v", i, err)
+			}
+		}
+		st := pub.Subscribers()[0]
+		if st.Policy != bus.DropNewest || st.HWM != 5 || st.MaxQueued > 5 {
+			t.Fatalf("the subscriber's wishes passed the publisher's limits: %+v", st)
+		}
+		if _, err := bus.New(nil, &bus.Config{Policies: []bus.Policy{9}}); err == nil {
+			t.Fatal("an unknown policy in Config.Policies was taken")
+		}
+	})
+}
+
+// A Block subscription that holds Publish longer than the publisher's
+// BlockTimeout is cut off, with the reason, and the other subscriptions go
+// on with every message.
+func TestBlockTimeoutCutsTheSlowOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const bound = time.Second
+		ns, _ := memNodes(t, 8, func(name string) *bus.Config {
+			return &bus.Config{Policies: []bus.Policy{bus.Block}, BlockTimeout: bound}
+		}, "pub", "slow", "fast")
+		pub, slow, fast := ns[0], ns[1], ns[2]
+		ss, err := slow.Subscribe("pub", []string{">"}, &bus.SubOptions{Policy: bus.Block, HWM: 4, Buffer: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sf, err := fast.Subscribe("pub", []string{">"}, &bus.SubOptions{Policy: bus.Block, HWM: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-ss.Ready()
+		<-sf.Ready()
+		got := make(chan []bus.Delivery, 1)
+		go func() { got <- drain(sf, 100) }()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		for i := range 100 {
+			if _, err := pub.Publish(ctx, bus.Pub{Subject: "x", Body: i}); err != nil {
+				t.Fatalf("publish %d: %v", i, err)
+			}
+		}
+		if d := time.Since(start); d < bound || d > bound+time.Second {
+			t.Fatalf("Publish was held %s in all, want the BlockTimeout %s once", d, bound)
+		}
+		msgs := <-got
+		if len(msgs) != 100 {
+			t.Fatalf("the fast subscriber got %d of 100", len(msgs))
+		}
+		seqs(t, msgs, 1)
+		if ev := released(t, pub, "slow"); ev.Reason != "slow" {
+			t.Fatalf("release %+v", ev)
+		}
+		var last bus.Delivery
+		for d := range ss.Messages() {
+			if last = d; d.Kind == bus.DeliveryCut {
+				break
+			}
+		}
+		if !errors.Is(ss.Err(), bus.ErrCut) || last.Kind != bus.DeliveryCut {
+			t.Fatalf("the slow subscriber ended with %v, last %+v", ss.Err(), last)
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,8 +36,11 @@ const (
 
 // SubOptions are a subscription's options; nil means the defaults.
 type SubOptions struct {
-	Policy Policy // at the publisher's high-water mark; default Block
-	HWM    int    // the high-water mark; 0: the publisher's default
+	// Policy is asked at the publisher's high-water mark; the publisher
+	// gives its own default (Config.Policies) for one it does not allow,
+	// and for Block, the zero value, unless it allows Block.
+	Policy Policy
+	HWM    int    // the high-water mark; 0: the publisher's default; at most the publisher's Config.MaxHWM
 	Replay Replay // default: new messages only
 	// Buffer is the capacity of the Messages channel; 0 means 256. A
 	// subscription whose channel is full holds up the node's receiving,
@@ -105,8 +109,9 @@ type Subscription struct {
 	epoch     uint64 // the publisher history's epoch
 	seq       uint64 // the last sequence number delivered
 	confirmed bool
-	lost      bool // its publisher went down: subscribe again when it is up
-	resume    bool // the current id asks for what came after seq
+	lost      bool   // its publisher went down: ask again when it is up
+	base      uint64 // the publisher's sequence number when it confirmed, to resume from while seq is 0
+	resume    bool   // the current id asks for what came after seq
 	closed    bool
 	err       error
 	stats     SubscriptionStats
@@ -224,7 +229,7 @@ func (s *subscriber) send(sub *Subscription) {
 	r := sub.opt.Replay
 	switch {
 	case resume || (r.Mode == ReplaySinceSeq):
-		e.Replay, e.ReplayArg, e.Epoch = ReplaySinceSeq, sub.seq, sub.epoch
+		e.Replay, e.ReplayArg, e.Epoch = ReplaySinceSeq, max(sub.seq, sub.base), sub.epoch
 	case r.Mode == ReplayLast:
 		e.Replay, e.ReplayArg = ReplayLast, r.N
 	case r.Mode == ReplaySinceTime:
@@ -263,10 +268,14 @@ func (s *subscriber) peer(name string, st PeerState, restarted bool) {
 	for k, sub := range s.byID {
 		switch {
 		case k.peer != name:
-		case restarted || sub.lost:
+		case restarted:
 			sub.lost = false
 			again = append(again, sub)
-		case !sub.confirmed:
+		case !sub.confirmed || sub.lost:
+			// A subscription that stands is not changed by a repeat; one the
+			// publisher released meanwhile is refused as ended, and then
+			// subscribed again (input).
+			sub.lost = false
 			repeat = append(repeat, sub)
 		}
 	}
@@ -302,13 +311,23 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 	var out []Delivery
 	switch e.Kind {
 	case codec.BusKindSubOK:
-		if e.Error != "" {
+		switch {
+		case e.Error != "" && sub.confirmed && strings.HasSuffix(e.Error, endedSilent):
+			// Released while we were out of touch: subscribe again,
+			// resuming after what was delivered.
+			s.mu.Unlock()
+			s.start(sub, true)
+			return
+		case e.Error != "":
 			sub.err = fmt.Errorf("raet bus: %s refused the subscription: %s", from, e.Error)
 			s.endLocked(sub)
-		} else {
+		default:
 			sub.confirmed = true
 			if sub.epoch == 0 {
 				sub.epoch = e.Epoch
+			}
+			if sub.seq == 0 && sub.base == 0 {
+				sub.base = e.Seq
 			}
 		}
 		sub.readyOnce.Do(func() { close(sub.ready) })
