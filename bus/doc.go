@@ -27,10 +27,18 @@
 // that are no longer retained, or of another history), DeliveryCut.
 //
 // The publisher holds at most the high-water mark (SubOptions.HWM, default
-// Config.DefaultHWM) of messages for each subscription, and applies the
-// subscription's policy when it is reached: Block (Publish waits),
-// DropNewest, DropOldest, or Cut (the slow subscriber is cut off). Every
-// drop is counted on both sides (Node.Subscribers, Subscription.Stats).
+// Config.DefaultHWM, at most Config.MaxHWM) of messages for each
+// subscription, and applies the subscription's policy when it is reached:
+// Block (Publish waits, at most Config.BlockTimeout: then that subscription
+// is cut off), DropNewest, DropOldest, or Cut (the slow subscriber is cut
+// off). The publisher sets the limits: a subscription gets a policy of
+// Config.Policies only (by default not Block). Every drop is counted on
+// both sides (Node.Subscribers, Subscription.Stats).
+//
+// A subscription ends with its subscriber: Subscription.Close and
+// Node.Close tell the publisher, and a subscriber that answers no heartbeat
+// for Config.ReleaseSilent (killed, say) is released. Each end is a
+// PeerReleased event at the publisher, with its reason.
 //
 // A publisher keeps a bounded history (Config.History: in memory by default,
 // the last Config.HistoryLast messages per subject and none older than

@@ -37,7 +37,7 @@ func hwmRig(t *testing.T, policy bus.Policy) (*bus.Node, *gate, *bus.Subscriptio
 	t.Cleanup(func() { str.Close() })
 	g := newGate(ptr)
 	g.Open()
-	pub := newNode(t, g, &bus.Config{Heartbeat: -1, SendWindow: 1})
+	pub := newNode(t, g, &bus.Config{Heartbeat: -1, SendWindow: 1, Policies: allPolicies})
 	sn := newNode(t, str, &bus.Config{Heartbeat: -1})
 	s, err := sn.Subscribe("pub", []string{"x.*"}, &bus.SubOptions{Policy: policy, HWM: 5})
 	if err != nil {
@@ -64,6 +64,9 @@ func publish(t *testing.T, pub *bus.Node, i int) {
 		t.Fatal(err)
 	}
 }
+
+// allPolicies lets subscribers ask any policy.
+var allPolicies = []bus.Policy{bus.DropNewest, bus.Block, bus.DropOldest, bus.Cut}
 
 func hwmSubject(i int) string { return []string{"x.b", "x.a"}[i%2] }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,15 +41,34 @@ type Config struct {
 	// PeerEvents is the capacity of the PeerEvents channel; 0 means 256.
 	// Events that find it full are dropped and counted.
 	PeerEvents int
+	// ReleaseSilent bounds how long a subscriber may send nothing (it
+	// answers the node's heartbeats while it lives) before the
+	// subscriptions it has at this publisher are released (PeerReleased,
+	// "silent"): a subscriber killed without a word holds the publisher no
+	// longer. 0 means 5s; negative never (then only the transport's
+	// PeerGone releases them). It takes effect at a heartbeat, so it is
+	// late by up to one Heartbeat, and it needs heartbeats on.
+	ReleaseSilent time.Duration
 
 	// Publisher side (see Publish).
-	History         History       // retained messages for replay; nil: in memory, HistoryLast per subject
-	HistoryLast     int           // in-memory history: messages kept per subject; 0 means 1000, negative none
-	HistoryAge      time.Duration // in-memory history: messages older than this are dropped; 0: no age limit
-	MaxSubscribers  int           // subscriptions the publisher serves at once; 0 means 4096
-	DefaultHWM      int           // a subscription's high-water mark when it names none; 0 means 1000
-	SendWindow      int           // messages in flight per subscription (the subscriber restores order); 0 means 16
-	MaxSubjectBytes int           // longest subject; 0 means 256
+	History        History       // retained messages for replay; nil: in memory, HistoryLast per subject
+	HistoryLast    int           // in-memory history: messages kept per subject; 0 means 1000, negative none
+	HistoryAge     time.Duration // in-memory history: messages older than this are dropped; 0: no age limit
+	MaxSubscribers int           // subscriptions the publisher serves at once; 0 means 4096
+	DefaultHWM     int           // a subscription's high-water mark when it names none; 0 means 1000
+	MaxHWM         int           // the largest high-water mark a subscription may ask (a larger one gets this); 0 means 10000
+	// Policies are the policies a subscription may have here; one that
+	// asks another gets the first. The wire cannot tell a subscriber that
+	// asked Block from one that asked nothing, so Block is for publishers
+	// that list it. nil means DropNewest, DropOldest, Cut: no subscriber
+	// holds Publish.
+	Policies []Policy
+	// BlockTimeout bounds how long a Publish waits for room in a full
+	// Block subscription; then that subscription is cut off (PeerReleased,
+	// "slow"), and the others go on. 0 means 2s.
+	BlockTimeout    time.Duration
+	SendWindow      int // messages in flight per subscription (the subscriber restores order); 0 means 16
+	MaxSubjectBytes int // longest subject; 0 means 256
 
 	// Requester and responder side (see Request, Serve).
 	RequestTimeout time.Duration // a request whose ctx has no deadline waits this long; 0 means 5s
@@ -79,9 +99,19 @@ func (c *Config) populate() {
 		c.ControlTimeout = 5 * time.Second
 	}
 	def(&c.PeerEvents, 256)
+	if c.ReleaseSilent == 0 {
+		c.ReleaseSilent = 5 * time.Second
+	}
 	def(&c.HistoryLast, 1000)
 	def(&c.MaxSubscribers, 4096)
 	def(&c.DefaultHWM, 1000)
+	def(&c.MaxHWM, 10000)
+	if c.Policies == nil {
+		c.Policies = []Policy{DropNewest, DropOldest, Cut}
+	}
+	if c.BlockTimeout == 0 {
+		c.BlockTimeout = 2 * time.Second
+	}
 	def(&c.SendWindow, 16)
 	def(&c.MaxSubjectBytes, 256)
 	if c.RequestTimeout == 0 {
@@ -158,6 +188,10 @@ func New(t Transport, cfg *Config) (*Node, error) {
 		c.MaxPending < 0 || c.JobQueue < 0 || c.MaxSubscribers < 0 {
 		return nil, fmt.Errorf("raet bus: negative limit in Config")
 	}
+	if len(c.Policies) == 0 || slices.ContainsFunc(c.Policies, func(p Policy) bool { return !p.Valid() }) {
+		return nil, fmt.Errorf("raet bus: Config.Policies %v: want some of block, drop_newest, drop_oldest, cut", c.Policies)
+	}
+	c.Policies = slices.Clone(c.Policies)
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{t: t, cfg: c, log: c.Logger.With("node", t.Name()), epoch: rand.Uint64() | 1, ctx: ctx, cancel: cancel,
 		peerEvents: make(chan PeerEvent, c.PeerEvents), peers: map[string]*peer{}}
@@ -182,11 +216,14 @@ func New(t Transport, cfg *Config) (*Node, error) {
 // Name is the local peer's name.
 func (n *Node) Name() string { return n.t.Name() }
 
-// Close stops the node's goroutines, fails the calls waiting in it with
-// ErrClosed and closes a durable history. It does not close the transport.
+// Close ends the node's subscriptions, telling their publishers (waiting
+// at most leaveTimeout for them), stops the node's goroutines, fails the
+// calls waiting in it with ErrClosed and closes a durable history. It does
+// not close the transport.
 func (n *Node) Close() error {
 	var err error
 	n.once.Do(func() {
+		n.sub.leave()
 		n.goMu.Lock()
 		n.stopping = true
 		n.goMu.Unlock()

@@ -240,8 +240,12 @@ func (n *Node) transportEvent(ev PeerEvent) {
 func (n *Node) heartbeat(now time.Time) {
 	var ask []*peer
 	var silent []string
+	release := map[string]bool{}
 	n.mu.Lock()
 	for _, p := range n.peers {
+		if n.cfg.ReleaseSilent > 0 && now.Sub(p.heard) >= n.cfg.ReleaseSilent {
+			release[p.name] = true
+		}
 		if p.epoch == 0 && !p.wanted {
 			continue
 		}
@@ -259,6 +263,7 @@ func (n *Node) heartbeat(now time.Time) {
 	for _, name := range silent {
 		n.changed(name, PeerDown, "silent", false)
 	}
+	n.pub.release(release, "silent")
 	n.push.tick(now)
 }
 
@@ -270,8 +275,14 @@ func (n *Node) changed(name string, st PeerState, reason string, restarted bool)
 	n.req.peer(name, st, restarted)
 	n.push.peer(name, st, restarted)
 	n.pull.peer(name, st, restarted)
+	n.event(PeerEvent{Peer: name, State: st, Reason: reason, Time: time.Now()})
+}
+
+// event hands ev to the application, or counts it dropped when PeerEvents
+// is full: it never waits.
+func (n *Node) event(ev PeerEvent) {
 	select {
-	case n.peerEvents <- PeerEvent{Peer: name, State: st, Reason: reason, Time: time.Now()}:
+	case n.peerEvents <- ev:
 	default:
 		n.stats.peerEventDrops.Add(1)
 	}

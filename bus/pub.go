@@ -71,10 +71,12 @@ type outSub struct {
 	pending  map[string]uint64 // drops not yet reported to the subscriber
 	stats    SubscriberStats
 	done     chan struct{} // closed when the subscription ends
-	retired  bool          // out of subs: nothing more is queued
-	why      string        // why it was retired
-	ended    bool          // done is closed
-	cutSent  bool          // the cut notice went out: done closes when nothing is in flight
+	ctx      context.Context
+	cancel   context.CancelFunc // ends the sends in flight when it ends
+	retired  bool               // out of subs: nothing more is queued
+	why      string             // why it was retired
+	ended    bool               // done is closed
+	cutSent  bool               // the cut notice went out: done closes when nothing is in flight
 }
 
 // SubscriberStats describe one subscription at the publisher.
@@ -150,6 +152,7 @@ func (p *publisher) publish(ctx context.Context, m Pub) (uint64, error) {
 	defer stop()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var since time.Time // when a full Block subscription first held it
 	for {
 		if p.n.closed() {
 			return 0, ErrClosed
@@ -157,10 +160,28 @@ func (p *publisher) publish(ctx context.Context, m Pub) (uint64, error) {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		if !p.blockedLocked(m.Subject) {
+		full := p.blockingLocked(m.Subject)
+		if len(full) == 0 {
 			break
 		}
+		now := time.Now()
+		if since.IsZero() {
+			since = now
+		}
+		wait := p.n.cfg.BlockTimeout - now.Sub(since)
+		if wait <= 0 {
+			for _, s := range full {
+				p.cutLocked(s, "slow", fmt.Sprintf("the subscription held Publish %s (the publisher's BlockTimeout)", p.n.cfg.BlockTimeout))
+			}
+			continue
+		}
+		t := time.AfterFunc(wait, func() {
+			p.mu.Lock()
+			p.room.Broadcast()
+			p.mu.Unlock()
+		})
 		p.room.Wait()
+		t.Stop()
 	}
 	p.seq++
 	now := time.Now().UnixNano()
@@ -184,15 +205,15 @@ func pubEnvelope(id uint64, r Retained) envelope.Envelope {
 	return e
 }
 
-// blockedLocked reports whether a Block subscription matching subject is
-// full.
-func (p *publisher) blockedLocked(subject string) bool {
+// blockingLocked lists the full Block subscriptions matching subject.
+func (p *publisher) blockingLocked(subject string) []*outSub {
+	var out []*outSub
 	for _, s := range p.subs {
 		if s.policy == Block && s.held() >= s.hwm && matchAny(s.filters, subject) {
-			return true
+			out = append(out, s)
 		}
 	}
-	return false
+	return out
 }
 
 func (s *outSub) held() int { return len(s.queue) + s.inflight }
@@ -216,7 +237,7 @@ func (p *publisher) offerLocked(s *outSub, e envelope.Envelope) {
 			}
 		case Cut:
 			p.dropLocked(s, e.Subject)
-			p.cutLocked(s)
+			p.cutLocked(s, "cut", "the subscription's queue reached its high-water mark")
 			return
 		}
 	}
@@ -232,11 +253,11 @@ func (p *publisher) dropLocked(s *outSub, subject string) {
 	p.wakeLocked(s)
 }
 
-// cutLocked cuts s off (policy Cut): everything queued is dropped and
-// counted, and a cut notice with all the drops the subscriber has not heard
-// of goes last in its stream, after what is in flight. Later messages do
-// not go to it.
-func (p *publisher) cutLocked(s *outSub) {
+// cutLocked cuts s off (policy Cut, or a Block subscription too slow:
+// why) : everything queued is dropped and counted, and a cut notice saying
+// text, with all the drops the subscriber has not heard of, goes last in
+// its stream, after what is in flight. Later messages do not go to it.
+func (p *publisher) cutLocked(s *outSub, why, text string) {
 	for _, q := range s.queue {
 		if q.Kind == codec.BusKindPub {
 			s.pending[q.Subject]++
@@ -246,12 +267,11 @@ func (p *publisher) cutLocked(s *outSub) {
 	}
 	e := newEnvelope(codec.BusKindCut)
 	e.ID = s.key.id
-	e.Error = "the subscription's queue reached its high-water mark"
+	e.Error = text
 	s.queue = []envelope.Envelope{e}
 	s.stats.Cut = true
 	p.total.Cuts++
-	p.retireLocked(s, "cut")
-	p.n.log.Info("subscription cut off", "peer", s.key.peer, "id", s.key.id, "hwm", s.hwm)
+	p.retireLocked(s, why)
 	p.wakeLocked(s)
 }
 
@@ -264,6 +284,10 @@ func (p *publisher) retireLocked(s *outSub, why string) {
 	s.retired = true
 	s.why = why
 	delete(p.subs, s.key)
+	if why != "replaced" {
+		p.n.log.Info("subscription released", "peer", s.key.peer, "id", s.key.id, "reason", why)
+		p.n.event(PeerEvent{Peer: s.key.peer, State: PeerReleased, Reason: why, Time: time.Now(), Subscription: s.key.id})
+	}
 	if len(p.ended) >= endedKeep {
 		p.ended = p.ended[1:]
 	}
@@ -277,6 +301,7 @@ func (p *publisher) endLocked(s *outSub, why string) {
 	if !s.ended {
 		s.ended = true
 		close(s.done)
+		s.cancel()
 	}
 }
 
@@ -356,18 +381,25 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 			return err
 		}
 	}
-	if e.Policy > Cut {
+	if !e.Policy.Valid() {
 		return fmt.Errorf("raet bus: unknown policy %d", e.Policy)
+	}
+	// The publisher's limits, not the subscriber's wishes, bound what it
+	// holds for a subscriber.
+	policy := e.Policy
+	if !slices.Contains(p.n.cfg.Policies, policy) {
+		policy = p.n.cfg.Policies[0]
 	}
 	hwm := int(e.HWM)
 	if hwm == 0 {
 		hwm = p.n.cfg.DefaultHWM
 	}
+	hwm = min(hwm, p.n.cfg.MaxHWM)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	key := subKey{from, e.ID}
 	if old := p.subs[key]; old != nil {
-		if slices.Equal(old.filters, e.Filters) && old.policy == e.Policy && old.hwm == hwm {
+		if slices.Equal(old.filters, e.Filters) && old.policy == policy && old.hwm == hwm {
 			return nil // a repeated request: the subscription stands
 		}
 		p.endLocked(old, "replaced")
@@ -382,9 +414,10 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 		p.total.Refused++
 		return fmt.Errorf("raet bus: the publisher serves %d subscriptions already", len(p.subs))
 	}
-	s := &outSub{key: key, filters: e.Filters, policy: e.Policy, hwm: hwm, pending: map[string]uint64{},
+	s := &outSub{key: key, filters: e.Filters, policy: policy, hwm: hwm, pending: map[string]uint64{},
 		done: make(chan struct{})}
-	s.stats = SubscriberStats{Peer: from, ID: e.ID, Policy: e.Policy, HWM: hwm, Drops: map[string]uint64{}}
+	s.ctx, s.cancel = context.WithCancel(p.n.ctx)
+	s.stats = SubscriberStats{Peer: from, ID: e.ID, Policy: policy, HWM: hwm, Drops: map[string]uint64{}}
 	q := Query{Filters: e.Filters, Replay: e.Replay, Arg: e.ReplayArg}
 	foreign := q.Replay == codec.BusReplaySinceSeq && e.Epoch != 0 && e.Epoch != p.hist.Epoch()
 	if foreign { // S counts another history's messages: everything retained
@@ -423,8 +456,33 @@ func (p *publisher) peer(name string, st PeerState, restarted bool) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.endPeersLocked(map[string]bool{name: true}, why)
+}
+
+// endedSilent ends the refusal of a repeated request for a subscription
+// released as silent: the subscriber, alive after all, subscribes again.
+const endedSilent = "ended (silent)"
+
+// release ends the subscriptions of the peers named, for why.
+func (p *publisher) release(names map[string]bool, why string) {
+	if len(names) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.endPeersLocked(names, why)
+}
+
+// endPeersLocked ends the subscriptions of the peers named, those cut off
+// and still sending their last items too.
+func (p *publisher) endPeersLocked(names map[string]bool, why string) {
 	for k, s := range p.subs {
-		if k.peer == name {
+		if names[k.peer] {
+			p.endLocked(s, why)
+		}
+	}
+	for _, s := range p.ended {
+		if names[s.key.peer] {
 			p.endLocked(s, why)
 		}
 	}
@@ -496,7 +554,7 @@ func (p *publisher) send(s *outSub, e envelope.Envelope) {
 	delay := 50 * time.Millisecond
 	sent := false
 	for {
-		err := p.n.t.Send(p.n.ctx, s.key.peer, body)
+		err := p.n.t.Send(s.ctx, s.key.peer, body)
 		if err == nil {
 			sent = true
 			break
@@ -526,7 +584,7 @@ func (p *publisher) send(s *outSub, e envelope.Envelope) {
 	// would hold the cut behind the hole for ever).
 	s.cutSent = s.cutSent || e.Kind == codec.BusKindCut
 	if s.cutSent && s.inflight == 0 {
-		p.endLocked(s, "cut")
+		p.endLocked(s, s.why)
 	}
 	p.room.Broadcast()
 	p.mu.Unlock()

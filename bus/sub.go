@@ -1,9 +1,11 @@
 package bus
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,8 +36,11 @@ const (
 
 // SubOptions are a subscription's options; nil means the defaults.
 type SubOptions struct {
-	Policy Policy // at the publisher's high-water mark; default Block
-	HWM    int    // the high-water mark; 0: the publisher's default
+	// Policy is asked at the publisher's high-water mark; the publisher
+	// gives its own default (Config.Policies) for one it does not allow,
+	// and for Block, the zero value, unless it allows Block.
+	Policy Policy
+	HWM    int    // the high-water mark; 0: the publisher's default; at most the publisher's Config.MaxHWM
 	Replay Replay // default: new messages only
 	// Buffer is the capacity of the Messages channel; 0 means 256. A
 	// subscription whose channel is full holds up the node's receiving,
@@ -104,7 +109,9 @@ type Subscription struct {
 	epoch     uint64 // the publisher history's epoch
 	seq       uint64 // the last sequence number delivered
 	confirmed bool
-	resume    bool // the current id asks for what came after seq
+	lost      bool   // its publisher went down: ask again when it is up
+	base      uint64 // the publisher's sequence number when it confirmed, to resume from while seq is 0
+	resume    bool   // the current id asks for what came after seq
 	closed    bool
 	err       error
 	stats     SubscriptionStats
@@ -222,7 +229,7 @@ func (s *subscriber) send(sub *Subscription) {
 	r := sub.opt.Replay
 	switch {
 	case resume || (r.Mode == ReplaySinceSeq):
-		e.Replay, e.ReplayArg, e.Epoch = ReplaySinceSeq, sub.seq, sub.epoch
+		e.Replay, e.ReplayArg, e.Epoch = ReplaySinceSeq, max(sub.seq, sub.base), sub.epoch
 	case r.Mode == ReplayLast:
 		e.Replay, e.ReplayArg = ReplayLast, r.N
 	case r.Mode == ReplaySinceTime:
@@ -237,10 +244,22 @@ func (s *subscriber) send(sub *Subscription) {
 	}
 }
 
-// peer resubscribes to a publisher that restarted, resuming after the last
-// message delivered, and asks again for the subscriptions a publisher that
-// came up has not confirmed (it takes a repeated request as one).
+// peer resubscribes to a publisher that restarted or that was down (it
+// may have released the subscription meanwhile: Config.ReleaseSilent),
+// resuming after the last message delivered, and asks again for the
+// subscriptions a publisher that came up has not confirmed (it takes a
+// repeated request as one).
 func (s *subscriber) peer(name string, st PeerState, restarted bool) {
+	if st == PeerDown {
+		s.mu.Lock()
+		for k, sub := range s.byID {
+			if k.peer == name {
+				sub.lost = true
+			}
+		}
+		s.mu.Unlock()
+		return
+	}
 	if st != PeerUp {
 		return
 	}
@@ -250,8 +269,13 @@ func (s *subscriber) peer(name string, st PeerState, restarted bool) {
 		switch {
 		case k.peer != name:
 		case restarted:
+			sub.lost = false
 			again = append(again, sub)
-		case !sub.confirmed:
+		case !sub.confirmed || sub.lost:
+			// A subscription that stands is not changed by a repeat; one the
+			// publisher released meanwhile is refused as ended, and then
+			// subscribed again (input).
+			sub.lost = false
 			repeat = append(repeat, sub)
 		}
 	}
@@ -287,13 +311,23 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 	var out []Delivery
 	switch e.Kind {
 	case codec.BusKindSubOK:
-		if e.Error != "" {
+		switch {
+		case e.Error != "" && sub.confirmed && strings.HasSuffix(e.Error, endedSilent):
+			// Released while we were out of touch: subscribe again,
+			// resuming after what was delivered.
+			s.mu.Unlock()
+			s.start(sub, true)
+			return
+		case e.Error != "":
 			sub.err = fmt.Errorf("raet bus: %s refused the subscription: %s", from, e.Error)
 			s.endLocked(sub)
-		} else {
+		default:
 			sub.confirmed = true
 			if sub.epoch == 0 {
 				sub.epoch = e.Epoch
+			}
+			if sub.seq == 0 && sub.base == 0 {
+				sub.base = e.Seq
 			}
 		}
 		sub.readyOnce.Do(func() { close(sub.ready) })
@@ -462,6 +496,40 @@ func (sub *Subscription) Stats() SubscriptionStats {
 		st.Drops[k] = v
 	}
 	return st
+}
+
+// leaveTimeout bounds how long Node.Close waits for its publishers to take
+// its unsubscriptions: a publisher that is down will release them itself
+// (Config.ReleaseSilent).
+const leaveTimeout = time.Second
+
+// leave ends every subscription of a closing node and tells each publisher,
+// sending at once rather than through the control queues, which stop with
+// the node.
+func (s *subscriber) leave() {
+	s.mu.Lock()
+	var ended []subKey
+	for k, sub := range s.byID {
+		s.endLocked(sub)
+		ended = append(ended, k)
+	}
+	s.mu.Unlock()
+	if len(ended) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.n.ctx, leaveTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, k := range ended {
+		wg.Go(func() {
+			u := newEnvelope(codec.BusKindUnsub)
+			u.ID = k.id
+			if err := s.n.t.Send(ctx, k.peer, u.Map()); err != nil {
+				s.n.log.Debug("unsubscription not sent", "peer", k.peer, "id", k.id, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Close ends the subscription and tells the publisher.

@@ -51,6 +51,12 @@ const (
 	// PeerGone: the peer will not come back (reaped, removed, its socket
 	// vanished, or it said goodbye).
 	PeerGone
+	// PeerReleased: a subscription of the peer at this publisher ended
+	// (PeerEvent.Subscription); the reason says why: "unsubscribed" (the
+	// subscriber closed it, or its node closed), "silent" (it answered no
+	// heartbeat for Config.ReleaseSilent), "cut", "slow", "peer gone",
+	// "peer restarted", "peer unknown". The peer itself may still be up.
+	PeerReleased
 )
 
 // String returns the state's name.
@@ -62,6 +68,8 @@ func (s PeerState) String() string {
 		return "down"
 	case PeerGone:
 		return "gone"
+	case PeerReleased:
+		return "released"
 	}
 	return "unknown"
 }
@@ -73,6 +81,9 @@ type PeerEvent struct {
 	State  PeerState
 	Reason string
 	Time   time.Time
+	// Subscription is, for PeerReleased, the id of the peer's subscription
+	// that ended.
+	Subscription uint64
 }
 
 // Errors of the transports and of the patterns; test with errors.Is.
