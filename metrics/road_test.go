@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/raet-go/raet/internal/netsim"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/metrics"
+	"github.com/raet-go/raet/netsim"
 	"github.com/raet-go/raet/road"
 )
 

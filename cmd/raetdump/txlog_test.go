@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/dissect"
-	"github.com/raet-go/raet/internal/netsim"
 	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/netsim"
 	"github.com/raet-go/raet/road"
 )
 
