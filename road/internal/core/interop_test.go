@@ -324,3 +324,59 @@ func TestAllowCapsStrippedBoth(t *testing.T) {
 		t.Fatalf("allow with both advertisements stripped: %v (%v), caps_mismatch %d", err, ok, p.main.stats.drops[dropCapsMismatch])
 	}
 }
+
+// A reference receiver acks the highest segment it has on its redo timer
+// (§8.5) whenever nothing below is missing; acks that cross make the
+// sender go back and send the tail again, the second time after the
+// receiver finished (its done lost), which it nacks as stale: done too.
+func TestRefReceiverNacksTailSentAgain(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, refProfile.set)
+	p.join()
+	cutTail, dones, nacks := true, 0, 0
+	p.cut = func(w wired) bool {
+		tk, pk := kindOf(w.b)
+		if tk != codec.TransactionKindMessage {
+			return false
+		}
+		h := parseHead(t, w.b)
+		switch {
+		case w.from == p.main && pk == codec.PacketKindMessage && cutTail && h.SegmentNumber >= h.SegmentCount-2:
+			if h.SegmentNumber == h.SegmentCount-1 {
+				// The tail of the first burst is lost; the receiver's redo
+				// acks what it has, twice (its acks cross the tail).
+				cutTail = false
+				ack := head(codec.TransactionKindMessage, codec.PacketKindAck, h.DestinationID, h.SourceID, h.SessionID, h.TransactionID, true)
+				ack.SegmentNumber = h.SegmentCount - 3
+				ack.CoatKind, ack.FootKind = h.CoatKind, h.FootKind
+				b := p.sealed(p.other, ack, nil)
+				for i := range 2 {
+					p.launch(flight{due: p.now.Add(time.Duration(i+1) * time.Millisecond), to: p.main, from: p.otherAddr, b: b})
+				}
+			}
+			return true
+		case w.from == p.other && pk == codec.PacketKindDone:
+			dones++
+			if dones == 1 {
+				return true // lost
+			}
+			h.PacketKind = codec.PacketKindNack
+			h.SetWait(false)
+			nacks++
+			p.launch(flight{due: p.now, to: p.main, from: p.otherAddr, b: p.sealed(p.other, h, nil)})
+			return true
+		}
+		return false
+	}
+	res := p.start(p.main, map[string]any{"pad": strings.Repeat("y", 20_000)}, MsgID{})
+	p.pump()
+	p.advance(5 * time.Second)
+	if err, ok := outcome(res); !ok || err != nil {
+		t.Fatalf("outcome %v (%v): %d dones, %d nacks", err, ok, dones, nacks)
+	}
+	if nacks == 0 {
+		t.Fatal("nothing was nacked: nothing tested")
+	}
+	if n := len(p.delivered[p.other]); n != 1 {
+		t.Fatalf("delivered %d times", n)
+	}
+}
