@@ -123,6 +123,8 @@ type Stack struct {
 	failed atomic.Bool // the socket failed for good (fail)
 
 	mids *midSource // the ids of the messages we send
+	// hosts are the remotes' host names for the allow's fqdn (fqdn.go).
+	hosts fqdns
 	// resent is closed when the messages a Queue held at Start have been
 	// sent again (resentDone of them done, resentFailed still queued).
 	resent                   chan struct{}
@@ -203,6 +205,7 @@ func New(cfg *Config) (*Stack, error) {
 		decodeCh:  make(chan decodeJob, 2*maxCallBatch),
 	}
 	s.life, s.endLife = context.WithCancelCause(context.Background())
+	cc.FQDN = func(a netip.Addr) string { return s.hosts.get(s.life, a) }
 	var stream uint64 // a durable queue's ids are stable: their stream is its store
 	if q, ok := c.Queue.(queue.Stable); ok {
 		stream = q.Instance()
@@ -486,6 +489,8 @@ func (s *Stack) stop(cause error, ctx context.Context) error {
 			s.conn.Close()
 		}
 		s.wg.Wait()
+		// The owner, which starts the lookups, is gone: they end with life.
+		s.hosts.lookups.Wait()
 		close(s.recv) // nothing delivers any more: the owner is gone
 		s.endCalls(ctx)
 		if s.kw != nil {
@@ -1088,6 +1093,7 @@ func (s *Stack) Join(ctx context.Context, addr string) (Remote, error) {
 const joinAttempts = 3
 
 func (s *Stack) join(ctx context.Context, ap netip.AddrPort) (Remote, error) {
+	s.hosts.warm(ctx, ap.Addr()) // for our allow's initiate, without waiting on the owner
 	res := make(chan error, 1)
 	// The remote comes back on a channel of its own: c.Join may give its
 	// outcome (res) before it returns, while the owner has yet to set it.

@@ -19,9 +19,9 @@ type Envelope struct {
 	ID        uint64            // id: the subscription id (chosen by the subscriber), request id or job id
 	Subject   string            // sj: subject: dot-separated tokens
 	Filters   []string          // fi: subject filters: tokens, * (one token), > (the rest)
-	Seq       uint64            // sq: pub: the publisher's sequence number (per publisher, from 1); sub, subok: the last one the subscriber has; gap: the last one missed
+	Seq       uint64            // sq: pub: the publisher's sequence number (per publisher, from 1); subok: the publisher's last one when it answered (0: none yet); gap: the last one missed. A sub does not carry it: a replay since a sequence number has it in rn
 	Index     uint64            // ix: the item's index in its subscription's stream (from 1): the receiver restores order and finds gaps by it
-	Time      int64             // tm: Unix time in nanoseconds: when published, or sent (hello, req: echoed in the answer for the RTT)
+	Time      int64             // tm: Unix time in nanoseconds: when published (pub) or sent (hello, req); a hello's is echoed in the hello that answers it (the RTT), a req's is not echoed in the rep
 	Origin    string            // or: the peer the content came from (an application's tag, kept in history)
 	Policy    codec.BusPolicy   // po: what the publisher does when the subscription's queue is at its high-water mark
 	HWM       uint32            // hw: the high-water mark: messages queued at the publisher for this subscription

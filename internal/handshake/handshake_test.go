@@ -644,3 +644,34 @@ func TestErrorText(t *testing.T) {
 		}
 	}
 }
+
+// A hello may carry a plain of the allower's choosing (the reference checks
+// only that its box opens to it): OpenHello takes it and HelloPlain reads
+// it; the reference's plain is the zero plain.
+func TestHelloPlain(t *testing.T) {
+	iShort, _ := keys.GenerateBox()
+	rLong, _ := keys.GenerateBox()
+	var plain [HelloPlainSize]byte
+	copy(plain[:], "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
+	body, _, err := MakeHelloPlain(nil, iShort, rLong.Public, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := OpenHello(body, rLong.Private); err != nil {
+		t.Fatal(err)
+	}
+	if got := HelloPlain(body); got != plain || IsZeroPlain(got) {
+		t.Fatalf("plain %q", got)
+	}
+	body[0] ^= 1 // the plain no longer what the box holds
+	if _, _, err := OpenHello(body, rLong.Private); err == nil {
+		t.Fatal("a plain changed in transit was taken")
+	}
+	ref, _, err := MakeHello(nil, iShort, rLong.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !IsZeroPlain(HelloPlain(ref)) {
+		t.Fatal("the reference's plain is not the zero plain")
+	}
+}

@@ -16,8 +16,24 @@ const (
 	helloNonceAt = helloBoxAt + helloBoxLen
 )
 
-// helloPlain is the plain text of every hello: the hex of 32 zero bytes.
+// HelloPlainSize is the size of a hello's plain text.
+const HelloPlainSize = helloPlainLen
+
+// helloPlain is the plain text of the reference's every hello: the hex of
+// 32 zero bytes.
 var helloPlain = [helloPlainLen]byte(bytes.Repeat([]byte{'0'}, helloPlainLen))
+
+// IsZeroPlain reports whether plain is the reference's hello plain text.
+func IsZeroPlain(plain [HelloPlainSize]byte) bool { return plain == helloPlain }
+
+// HelloPlain returns the plain text of hello body (of HelloSize bytes; the
+// zero plain otherwise), which OpenHello checked against its box.
+func HelloPlain(body []byte) [HelloPlainSize]byte {
+	if len(body) != HelloSize {
+		return helloPlain
+	}
+	return [HelloPlainSize]byte(body[helloPlainAt:helloPubAt])
+}
 
 // MakeHello returns the hello body I sends to start an allow: the plain
 // text, iShort.Public, and the plain boxed with iShort.Private for rLongPub
@@ -29,14 +45,22 @@ var helloPlain = [helloPlainLen]byte(bytes.Repeat([]byte{'0'}, helloPlainLen))
 // rnd is the nonce source (crypto/rand.Reader when nil). Errors: ErrKey for a
 // low-order rLongPub, ErrRandom when rnd fails.
 func MakeHello(rnd io.Reader, iShort keys.Box, rLongPub keys.PublicKey) ([]byte, *Key, error) {
+	return MakeHelloPlain(rnd, iShort, rLongPub, helloPlain)
+}
+
+// MakeHelloPlain is MakeHello with plain as the plain text: the reference
+// (and OpenHello) require only that the box opens to the plain the hello
+// carries, so it may carry 64 bytes of the allower's choosing, which the
+// hello's signature authenticates.
+func MakeHelloPlain(rnd io.Reader, iShort keys.Box, rLongPub keys.PublicKey, plain [HelloPlainSize]byte) ([]byte, *Key, error) {
 	k, err := sharedKey(iShort.Private, rLongPub, StepHello, "box")
 	if err != nil {
 		return nil, nil, err
 	}
 	body := make([]byte, HelloSize)
-	copy(body[helloPlainAt:], helloPlain[:])
+	copy(body[helloPlainAt:], plain[:])
 	copy(body[helloPubAt:], iShort.Public[:])
-	if err := seal(body[helloBoxAt:helloNonceAt], body[helloNonceAt:], helloPlain[:], k, reader(rnd), StepHello, "box"); err != nil {
+	if err := seal(body[helloBoxAt:helloNonceAt], body[helloNonceAt:], plain[:], k, reader(rnd), StepHello, "box"); err != nil {
 		return nil, nil, err
 	}
 	return body, k, nil

@@ -82,6 +82,15 @@ func (c *Core) allowed(r *remote, short keys.Box, peerShort keys.PublicKey, sess
 	return nil
 }
 
+// fqdnOf is what the reference expects in the fqdn field of our initiate
+// to r: its host's name (Config.FQDN), kept with the remote once known.
+func (c *Core) fqdnOf(r *remote) string {
+	if r.fqdn == "" && c.cfg.FQDN != nil {
+		r.fqdn = c.cfg.FQDN(r.ha.Addr())
+	}
+	return r.fqdn
+}
+
 func (c *Core) failAllow(r *remote, err error) {
 	c.notifyWaiters(r, &TxnError{Txn: "allow", Remote: r.name, Err: err})
 }
@@ -147,7 +156,13 @@ func (c *Core) allow(r *remote, cascade bool) {
 	}
 	a := &allower{r: r, si: r.sid, ti: r.nextTid(), cascade: cascade, short: short,
 		timeout: after(c.now, c.cfg.AllowTimeout), redo: newRedo(250*time.Millisecond, time.Second)}
-	hello, helloKey, err := handshake.MakeHello(nil, a.short, r.pub)
+	var hello []byte
+	var helloKey *handshake.Key
+	if ours := c.ourCaps(); ours != nil {
+		hello, helloKey, err = handshake.MakeHelloPlain(nil, a.short, r.pub, [handshake.HelloPlainSize]byte([]byte(capsSum(ours, r.peerCaps))))
+	} else {
+		hello, helloKey, err = handshake.MakeHello(nil, a.short, r.pub)
+	}
 	if err != nil {
 		c.failAllow(r, err)
 		return
@@ -193,9 +208,9 @@ func (a *allower) receive(c *Core, p *rxPacket) {
 			return
 		}
 		a.peerShort, a.oreo = ck.RShortPub, ck.Oreo
-		fqdn := r.fqdn
-		if ours := c.ourCaps(); ours != nil {
-			fqdn = capsDigest(ours, r.peerCaps) // authenticates both advertisements
+		fqdn := c.fqdnOf(r)
+		if ours := c.ourCaps(); ours != nil && r.peerCaps != nil {
+			fqdn = capsDigest(ours, r.peerCaps) // for a raet-go allowent of an earlier release
 		}
 		initiate, session, err := handshake.MakeInitiate(nil, a.short, c.box, a.peerShort, r.pub, a.oreo, fqdn)
 		if err != nil {
@@ -253,18 +268,28 @@ func (a *allower) tick(c *Core) {
 
 // --- allowent --------------------------------------------------------------
 
+// What a hello's plain says of the advertisements (allowent.caps).
+const (
+	capsNone  = iota // the reference's plain: no digest
+	capsSame         // the digest of what we sent and received
+	capsOther        // another digest: an advertisement changed in transit
+)
+
 type allowent struct {
 	r         *remote
 	si, ti    uint32
 	short     keys.Box       // the new session's short-term pair
 	peerShort keys.PublicKey // the allower's, from its hello
 	oreo      handshake.Oreo
-	asked     time.Time // when the cookie or the ack went, timed (timeRequest)
-	timeout   expiry
-	heapSlot  // in its remote's clock (timers.go)
-	redo      redo
-	last      []byte
-	lastKind  codec.PacketKind
+	// caps is what the hello's plain says of the advertisements (capsNone:
+	// the reference's plain; capsSame; capsOther).
+	caps     uint8
+	asked    time.Time // when the cookie or the ack went, timed (timeRequest)
+	timeout  expiry
+	heapSlot // in its remote's clock (timers.go)
+	redo     redo
+	last     []byte
+	lastKind codec.PacketKind
 }
 
 func (a *allowent) kind() codec.TransactionKind { return codec.TransactionKindAllow }
@@ -355,6 +380,12 @@ func (a *allowent) hello(c *Core, p *rxPacket) {
 		return
 	}
 	a.peerShort = ishort
+	if plain := handshake.HelloPlain(p.Coat); !handshake.IsZeroPlain(plain) {
+		a.caps = capsOther
+		if ours := c.ourCaps(); ours != nil && string(plain[:]) == capsSum(r.peerCaps, ours) {
+			a.caps = capsSame
+		}
+	}
 	cookie, oreo, err := handshake.MakeCookie(nil, helloKey, a.short.Public, r.nuid, r.fuid)
 	if err != nil {
 		a.nack(c, codec.PacketKindReject)
@@ -382,8 +413,11 @@ func (a *allowent) receive(c *Core, p *rxPacket) {
 			return
 		}
 		if ours := c.ourCaps(); ours != nil {
+			// The digest comes in the hello's plain, in the fqdn field (a
+			// raet-go allower of an earlier release), or both.
 			digest := strings.HasPrefix(init.FQDN, capsPrefix)
-			if (digest && init.FQDN != capsDigest(r.peerCaps, ours)) || (!digest && r.peerCaps != nil) {
+			if (digest && init.FQDN != capsDigest(r.peerCaps, ours)) || a.caps == capsOther ||
+				(!digest && a.caps == capsNone && r.peerCaps != nil) {
 				c.stats.drop(dropCapsMismatch)
 				if r.capsFresh {
 					// Both sides joined in this run and still saw different

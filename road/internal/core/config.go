@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/raet-go/raet/codec"
@@ -54,7 +55,11 @@ type Config struct {
 	StrangerJoinRate float64
 	StrangerJoins    int
 
-	KeyLog      io.Writer
+	KeyLog io.Writer
+	// FQDN gives the name the reference's socket.getfqdn gives an address
+	// (its host's fully qualified domain name), which an allower sends in
+	// its initiate; it must not block ("" while not known). Nil: none.
+	FQDN        func(netip.Addr) string
 	Logger      *slog.Logger
 	Coat        CoatMaker
 	Serializers *packet.Registry

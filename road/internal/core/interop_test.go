@@ -3,11 +3,13 @@ package core
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/internal/handshake"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/packet"
 )
@@ -237,5 +239,144 @@ func TestJoinPendedByRefMain(t *testing.T) {
 			}
 			p.stillWorks(t, 0)
 		})
+	}
+}
+
+// The allower's initiate carries in its fqdn field the name the reference
+// allowent expects (its host's: Config.FQDN of its address), whether the
+// allower advertises (the fast profile, its digest then in the hello) or
+// not; so the reference logs no "Mismatch of local fqdn". Toward a raet-go
+// allowent that advertised, the field holds the digest, as an earlier
+// release reads it. The fast profile's negotiation still holds both ways.
+func TestAllowFQDN(t *testing.T) {
+	const host = "main.example.org"
+	for _, tc := range []struct {
+		name       string
+		allower    Profile
+		allowent   Profile
+		wantDigest bool
+	}{
+		{"fast-to-reference", ProfileAuto, ProfileReference, false},
+		{"reference-to-reference", ProfileReference, ProfileReference, false},
+		{"fast-to-fast", ProfileAuto, ProfileAuto, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+				m.Profile, o.Profile = tc.allowent, tc.allower
+				o.FQDN = func(a netip.Addr) string {
+					if a == pairMain.Addr() {
+						return host
+					}
+					return ""
+				}
+			})
+			var got []string
+			p.cut = func(w wired) bool {
+				if tk, pk := kindOf(w.b); w.from != p.other || tk != codec.TransactionKindAllow || pk != codec.PacketKindInitiate {
+					return false
+				}
+				for t := range p.mainRemote().eachTxn {
+					if a, ok := t.(*allowent); ok {
+						var pp packet.Packet
+						if err := packet.Parse(w.b, &pp); err != nil {
+							p.tb.Fatal(err)
+						}
+						init, _, err := handshake.OpenInitiate(pp.Coat, a.short.Private, p.main.box.Private,
+							handshake.InitiateWant{IShortPub: a.peerShort, Oreo: a.oreo, ILongPub: p.mainRemote().pub, FQDN: host})
+						if err != nil {
+							p.tb.Fatal(err)
+						}
+						got = append(got, init.FQDN)
+						if init.FQDNMatch == tc.wantDigest {
+							p.tb.Errorf("fqdn %q, match %v", init.FQDN, init.FQDNMatch)
+						}
+					}
+				}
+				return false
+			}
+			p.join()
+			if len(got) == 0 {
+				t.Fatal("no initiate seen")
+			}
+			if tc.wantDigest != strings.HasPrefix(got[0], capsPrefix) {
+				t.Fatalf("fqdn field %q", got[0])
+			}
+			if fast := tc.allower == ProfileAuto && tc.allowent == ProfileAuto; fast != (p.mainRemote().prof != nil) {
+				t.Fatalf("negotiated profile %v with both %v/%v", p.mainRemote().prof != nil, tc.allower, tc.allowent)
+			}
+			p.stillWorks(t, 0)
+		})
+	}
+}
+
+// Both advertisements stripped from the join bodies in transit: each end
+// takes the other for the reference, but the hello's digest (the
+// allower's caps and none) differs from the allowent's (none and its
+// caps), so the allow is rejected, as when one was changed.
+func TestAllowCapsStrippedBoth(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, nil)
+	p.join()
+	mr, or := p.mainRemote(), p.otherRemote()
+	mr.peerCaps, or.peerCaps = nil, nil
+	drops := p.main.stats.drops[dropCapsMismatch]
+	err, ok := p.reallow(time.Second)
+	if !ok || !errors.Is(err, ErrRejected) || p.main.stats.drops[dropCapsMismatch] != drops+1 {
+		t.Fatalf("allow with both advertisements stripped: %v (%v), caps_mismatch %d", err, ok, p.main.stats.drops[dropCapsMismatch])
+	}
+}
+
+// A reference receiver acks the highest segment it has on its redo timer
+// (§8.5) whenever nothing below is missing; acks that cross make the
+// sender go back and send the tail again, the second time after the
+// receiver finished (its done lost), which it nacks as stale: done too.
+func TestRefReceiverNacksTailSentAgain(t *testing.T) {
+	p := newPair(t, keep.AutoAlways, refProfile.set)
+	p.join()
+	cutTail, dones, nacks := true, 0, 0
+	p.cut = func(w wired) bool {
+		tk, pk := kindOf(w.b)
+		if tk != codec.TransactionKindMessage {
+			return false
+		}
+		h := parseHead(t, w.b)
+		switch {
+		case w.from == p.main && pk == codec.PacketKindMessage && cutTail && h.SegmentNumber >= h.SegmentCount-2:
+			if h.SegmentNumber == h.SegmentCount-1 {
+				// The tail of the first burst is lost; the receiver's redo
+				// acks what it has, twice (its acks cross the tail).
+				cutTail = false
+				ack := head(codec.TransactionKindMessage, codec.PacketKindAck, h.DestinationID, h.SourceID, h.SessionID, h.TransactionID, true)
+				ack.SegmentNumber = h.SegmentCount - 3
+				ack.CoatKind, ack.FootKind = h.CoatKind, h.FootKind
+				b := p.sealed(p.other, ack, nil)
+				for i := range 2 {
+					p.launch(flight{due: p.now.Add(time.Duration(i+1) * time.Millisecond), to: p.main, from: p.otherAddr, b: b})
+				}
+			}
+			return true
+		case w.from == p.other && pk == codec.PacketKindDone:
+			dones++
+			if dones == 1 {
+				return true // lost
+			}
+			h.PacketKind = codec.PacketKindNack
+			h.SetWait(false)
+			nacks++
+			p.launch(flight{due: p.now, to: p.main, from: p.otherAddr, b: p.sealed(p.other, h, nil)})
+			return true
+		}
+		return false
+	}
+	res := p.start(p.main, map[string]any{"pad": strings.Repeat("y", 20_000)}, MsgID{})
+	p.pump()
+	p.advance(5 * time.Second)
+	if err, ok := outcome(res); !ok || err != nil {
+		t.Fatalf("outcome %v (%v): %d dones, %d nacks", err, ok, dones, nacks)
+	}
+	if nacks == 0 {
+		t.Fatal("nothing was nacked: nothing tested")
+	}
+	if n := len(p.delivered[p.other]); n != 1 {
+		t.Fatalf("delivered %d times", n)
 	}
 }

@@ -308,6 +308,8 @@ func (m *messenger) receive(c *Core, p *rxPacket) {
 		}
 		next := int(p.Head.SegmentNumber) + 1
 		if m.current > next {
+			// Those from next on go again: a repeat once all went.
+			m.repeated = m.repeated || m.current >= m.count
 			m.current = next
 		}
 		if m.current < m.count {

@@ -29,15 +29,20 @@ import (
 // The advertisements travel in join bodies, which are not signed, so the
 // allow handshake authenticates them: an allower that advertises puts
 //
-//	"raet-caps:" + hex(SHA-256(its caps || the caps it received))
+//	hex(SHA-256(its caps || the caps it received))
 //
-// in the initiate's fqdn field, which is boxed to the allowent and vouched
-// for by the allower's long-term key (the reference only logs an fqdn it
-// does not expect). An allowent that advertises computes the same digest
-// from what it received and sent; any difference — a changed, added or
-// stripped advertisement, or an allower that received ours but sends no
-// digest — fails the allow with reject, so neither end can be downgraded
-// without failing loudly. Advertisements are not kept on disk: after a
+// as the plain text of its hello (64 characters, where the reference puts
+// 64 '0'; the reference, like OpenHello, requires only that the hello's box
+// opens to the plain it carries), which the hello's signature
+// authenticates, and its initiate's fqdn field holds what the reference
+// expects there, the allowent's host name. To an allowent whose
+// advertisement it has (a raet-go estate: an earlier release reads the
+// digest only there) the fqdn field holds "raet-caps:" and the same hex
+// too. An allowent that advertises computes the same digest from what it
+// received and sent; any difference — a changed, added or stripped
+// advertisement, or an allower that received ours but sends no digest —
+// fails the allow with reject, so neither end can be downgraded without
+// failing loudly. Advertisements are not kept on disk: after a
 // restart an estate joins again before it allows (and an allowent that
 // lost them answers unjoined, which has the same effect).
 //
@@ -166,10 +171,18 @@ func (k *caps) canonical() string {
 	return b.String()
 }
 
-// capsDigest is what the allower sends in the fqdn field.
+// capsDigest is what the allower sends in the fqdn field to a raet-go
+// allowent whose advertisement it has (one of an earlier release reads it
+// only there).
 func capsDigest(allower, allowent *caps) string {
+	return capsPrefix + capsSum(allower, allowent)
+}
+
+// capsSum is the hex of the SHA-256 of both advertisements: the plain text
+// of the allower's hello (64 characters, as the reference's 64 '0').
+func capsSum(allower, allowent *caps) string {
 	sum := sha256.Sum256([]byte(allower.canonical() + "\x00" + allowent.canonical()))
-	return capsPrefix + hex.EncodeToString(sum[:])
+	return hex.EncodeToString(sum[:])
 }
 
 // parseCaps reads the "caps" value of a join body; nil when absent or not
