@@ -254,6 +254,13 @@ func (n *Node) Stats() Stats {
 
 func (n *Node) closed() bool { return n.ctx.Err() != nil }
 
+// runIDs returns the first of a run's ids (of requests, of jobs): a random
+// run number in the high 31 bits and a count from 1 in the low 32, so that
+// an answer meant for an earlier run of the same peer (a reply, a job's
+// done) matches no id of this run. Ids stay below 2^63, an int64 for every
+// body serializer.
+func runIDs() uint64 { return uint64(rand.Uint32N(1<<31-1)+1) << 32 }
+
 // goWait runs f in a goroutine that Close waits for; after Close has begun
 // it runs nothing and returns false.
 func (n *Node) goWait(f func()) bool {

@@ -65,6 +65,7 @@ func (p *pusher) init(n *Node) {
 	p.jobs = map[uint64]*job{}
 	p.pullers = map[string]*pullerState{}
 	p.results = make(chan JobResult, n.cfg.JobQueue)
+	p.next = runIDs()
 	context.AfterFunc(n.ctx, func() {
 		p.mu.Lock()
 		p.room.Broadcast()

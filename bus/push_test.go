@@ -33,15 +33,18 @@ func TestPushPull(t *testing.T) {
 			}
 			const n = 120
 			ctx := ctxT(t, time.Minute)
+			ids := map[uint64]int{}
 			for i := range n {
-				if _, err := ns[0].Push(ctx, "job.x", map[string]any{"n": i}); err != nil {
+				id, err := ns[0].Push(ctx, "job.x", map[string]any{"n": i})
+				if err != nil {
 					t.Fatal(err)
 				}
+				ids[id] = i
 			}
 			results := results(t, ns[0], n)
 			var by [2]int
 			for id, r := range results {
-				if r.Err != "" || fmt.Sprint(r.Body.(map[string]any)["n"]) != fmt.Sprint(id-1) {
+				if i, ok := ids[id]; !ok || r.Err != "" || fmt.Sprint(r.Body.(map[string]any)["n"]) != fmt.Sprint(i) {
 					t.Fatalf("job %d: %+v", id, r)
 				}
 				by[map[string]int{"p1": 0, "p2": 1}[r.Puller]]++
@@ -156,7 +159,8 @@ func TestJobTimeoutReassigns(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t, time.Minute)
-	if _, err := pusher.Push(ctx, "job", "x"); err != nil {
+	id, err := pusher.Push(ctx, "job", "x")
+	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, func() error {
@@ -171,7 +175,7 @@ func TestJobTimeoutReassigns(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := results(t, pusher, 1)
-	if r := res[1]; r.Puller != "fast" || r.Body != "fast" || r.Attempts < 2 {
+	if r := res[id]; r.Puller != "fast" || r.Body != "fast" || r.Attempts < 2 {
 		t.Fatalf("result %+v", r)
 	}
 	close(release) // the slow puller's done comes late

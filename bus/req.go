@@ -73,6 +73,7 @@ func (r *requester) init(n *Node) {
 	r.n = n
 	r.pending = map[uint64]*pendingReq{}
 	r.rr = map[string]int{}
+	r.next = runIDs()
 }
 
 // Request sends body to peer as a request on subject and waits for the
