@@ -2,8 +2,11 @@ package main
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -154,6 +157,42 @@ func (br *bridge) close() {
 	br.closeFDs()
 }
 
+// processPriority is the real-time priority of every other thread of the
+// process. The bridge's threads are goroutines: the Go scheduler preempts
+// a goroutine that has run for 10 ms, and only another thread of this
+// process can schedule it again. At normal priority those threads wait
+// behind every busy process of the machine (a forwarding thread stalled
+// for up to a second on a loaded 2-core machine); at real-time priority
+// they do not. Threads inherit it; programs run over the link get normal
+// priority back (resetPriority).
+const processPriority = 1
+
+// realtimeProcess gives every thread of the process processPriority.
+func realtimeProcess() error {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: processPriority}
+		if err := unix.SchedSetAttr(tid, &attr, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("sched_setattr SCHED_FIFO thread %d: %w", tid, err)
+		}
+	}
+	return nil
+}
+
+// resetPriority gives process pid (a program just started over the link)
+// the normal scheduling policy back.
+func resetPriority(pid int) error {
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
+	return unix.SchedSetAttr(pid, &attr, 0)
+}
+
 // realtime locks the calling goroutine to its thread and asks for
 // SCHED_FIFO, counting whether it was granted.
 func (br *bridge) realtime() {
@@ -226,7 +265,7 @@ func (br *bridge) hold(p parcel) {
 	br.mu.Unlock()
 	if first {
 		one := [8]byte{1}
-		_, _ = unix.Write(br.wake, one[:])
+		_ = writeRaw(br.wake, one[:])
 	}
 }
 

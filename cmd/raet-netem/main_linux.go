@@ -75,18 +75,7 @@ const (
 	exitSignal    = 130
 )
 
-func main() {
-	// A thread back from a system call needs a P to run Go code: the
-	// bridge's three real-time threads get Ps of their own, so that they
-	// never wait for the Go scheduler behind the probes and the runtime.
-	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 3)
-	// A collection stops the world, and on a busy machine that can take
-	// as long as the slowest thread takes to be scheduled: collect only
-	// near a memory bound instead of at every doubling of the heap.
-	debug.SetGCPercent(-1)
-	debug.SetMemoryLimit(1 << 30)
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-}
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // config is what the flags say.
 type config struct {
@@ -125,7 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.cleanup, "cleanup", false, "delete namespaces left by killed runs and exit")
 	fs.BoolVar(&c.noCheck, "no-self-check", false, "skip the short self-check at start (then nothing vouches for the run)")
 	fs.IntVar(&c.packets, "packets", 10000, "-check: UDP probes each way")
-	fs.DurationVar(&c.tcpDur, "tcp-dur", 12*time.Second, "-check: duration of each TCP bulk transfer")
+	fs.DurationVar(&c.tcpDur, "tcp-dur", 15*time.Second, "-check: duration of each TCP bulk transfer")
 	fs.DurationVar(&c.rateDur, "rate-dur", 5*time.Second, "-check: duration of the UDP rate flood")
 	fs.StringVar(&c.report, "report", "", "write the JSON lines to this file")
 	fs.DurationVar(&c.startDelay, "start-delay", 300*time.Millisecond, "run mode: wait this long after starting COMMAND-B")
@@ -261,6 +250,15 @@ func emulate(cfg *config, sc *netsim.Scenario, o out, stderr io.Writer) (code in
 		fmt.Fprintln(stderr, "raet-netem: needs root (network namespaces, TUN, SCHED_FIFO)")
 		return exitSetup
 	}
+	// The bridge's three real-time threads wait in raw system calls and
+	// keep their Ps: give them Ps of their own, so that the probes and the
+	// runtime still have the usual number.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 3))
+	// A collection stops the world, and on a busy machine that takes as
+	// long as the slowest thread takes to be scheduled: collect only near
+	// a memory bound instead of at every doubling of the heap.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(1 << 30))
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -294,6 +292,9 @@ func emulate(cfg *config, sc *netsim.Scenario, o out, stderr io.Writer) (code in
 	}
 	br.start()
 	defer br.close()
+	if err := realtimeProcess(); err != nil {
+		o.fail(fmt.Errorf("real-time priority: %w", err))
+	}
 	rt, rtErr := br.realtimeGranted()
 	setup := map[string]any{
 		"event": "setup", "scenario": sc.Name, "rtt_ms": ms(sc.RTT()),
@@ -444,7 +445,13 @@ func runCommands(br *bridge, sc *netsim.Scenario, cfg *config, ends []*end, o ou
 		c := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
 		c.Env, c.Stdin, c.Stdout, c.Stderr = env, nil, os.Stdout, os.Stderr
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		return c, c.Start()
+		if err := c.Start(); err != nil {
+			return nil, err
+		}
+		if err := resetPriority(c.Process.Pid); err != nil {
+			o.fail(fmt.Errorf("normal priority for %s: %w", argv[0], err))
+		}
+		return c, nil
 	}
 	stop := func(c *exec.Cmd, done <-chan error) {
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
