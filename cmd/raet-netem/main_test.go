@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -163,17 +164,29 @@ func TestRunOverLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The emulator runs as built for use: under -race its bridge is too
+	// slow for its own self-check.
+	bin := filepath.Join(dir, "raet-netem")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build raet-netem: %v\n%s", err, out)
+	}
 	out, report := filepath.Join(dir, "echo.json"), filepath.Join(dir, "report.jsonl")
 	t.Setenv("RAET_NETEM_TEST_OUT", out)
-	var code int
+	var code, pid int
 	var stderr bytes.Buffer
 	// A machine too busy to emulate the link makes the emulator refuse
 	// (exit 3); one retry rides out a passing spell.
 	for attempt := 0; attempt < 2; attempt++ {
 		stderr.Reset()
-		code = run([]string{"-scenario", scenario, "-report", report, "-a", "10.234.0.1", "-b", "10.234.0.2",
+		cmd := exec.Command(bin, "-scenario", scenario, "-report", report, "-a", "10.234.0.1", "-b", "10.234.0.2",
 			"--", "env", "RAET_NETEM_TEST_ROLE=client", self,
-			"--", "env", "RAET_NETEM_TEST_ROLE=server", self}, &bytes.Buffer{}, &stderr)
+			"--", "env", "RAET_NETEM_TEST_ROLE=server", self)
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code, pid = cmd.ProcessState.ExitCode(), cmd.ProcessState.Pid()
+		if err != nil && code < 0 {
+			t.Fatal(err)
+		}
 		if code != exitUntrusted {
 			break
 		}
@@ -217,7 +230,7 @@ func TestRunOverLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ns := range left {
-		if strings.HasPrefix(ns, fmt.Sprintf("%s%d-", namePrefix, os.Getpid())) {
+		if strings.HasPrefix(ns, fmt.Sprintf("%s%d-", namePrefix, pid)) {
 			t.Errorf("namespace %s left behind", ns)
 		}
 	}
