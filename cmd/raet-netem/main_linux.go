@@ -34,7 +34,8 @@ Usage:
   raet-netem -scenario FILE [flags] -- COMMAND-A [ARGS] -- COMMAND-B [ARGS]
       Run COMMAND-B in namespace b, then COMMAND-A in namespace a; when A
       exits, stop B (SIGTERM), report, clean up, and exit with A's status.
-      Both see RAET_NETEM_A and RAET_NETEM_B, the two addresses.
+      Both see RAET_NETEM_A and RAET_NETEM_B, the two addresses, and
+      RAET_NETEM_NS_A and RAET_NETEM_NS_B, the two namespaces.
   raet-netem -scenario FILE -hold
       Set up, print a "ready" line, and carry traffic until SIGINT or
       SIGTERM; run programs meanwhile with: ip netns exec NAME COMMAND.
@@ -440,7 +441,8 @@ func fullCheck(br *bridge, sc *netsim.Scenario, cfg *config, o out, sigs chan os
 
 // runCommands runs B, then A, over the link and reports.
 func runCommands(br *bridge, sc *netsim.Scenario, cfg *config, ends []*end, o out, sigs chan os.Signal) int {
-	env := append(os.Environ(), "RAET_NETEM_A="+cfg.addrA.String(), "RAET_NETEM_B="+cfg.addrB.String())
+	env := append(os.Environ(), "RAET_NETEM_A="+cfg.addrA.String(), "RAET_NETEM_B="+cfg.addrB.String(),
+		"RAET_NETEM_NS_A="+ends[0].ns, "RAET_NETEM_NS_B="+ends[1].ns)
 	start := func(ns string, argv []string) (*exec.Cmd, error) {
 		c := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
 		c.Env, c.Stdin, c.Stdout, c.Stderr = env, nil, os.Stdout, os.Stderr

@@ -6,11 +6,12 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/raet-go/raet/internal/netns"
 )
 
 // namePrefix starts the name of every namespace raet-netem makes, so that
@@ -69,40 +70,8 @@ func (e *end) close() error {
 	return ipCmd("netns", "delete", e.ns)
 }
 
-// inNetns runs f on an OS thread that has entered namespace ns; sockets and
-// devices f opens stay in ns after the thread leaves it.
-func inNetns(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		// The thread is left locked (and so ends with the goroutine) if it
-		// cannot go back to its own namespace.
-		origin, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- fmt.Errorf("own namespace: %w", err)
-			return
-		}
-		defer unix.Close(origin)
-		target, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- fmt.Errorf("namespace %s: %w", ns, err)
-			return
-		}
-		defer unix.Close(target)
-		if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("enter namespace %s: %w", ns, err)
-			return
-		}
-		ferr := f()
-		if err := unix.Setns(origin, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("leave namespace %s: %w", ns, err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+// inNetns runs f on an OS thread inside namespace ns.
+func inNetns(ns string, f func() error) error { return netns.Do(ns, f) }
 
 // openTUN opens a TUN device named tunName (IP packets, no header) in ns.
 func openTUN(ns string) (int, error) {
