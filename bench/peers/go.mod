@@ -10,6 +10,7 @@ require (
 	github.com/quic-go/quic-go v0.65.0
 	github.com/raet-go/raet v0.0.0
 	github.com/xtaci/kcp-go/v5 v5.7.5
+	golang.org/x/sys v0.50.0
 )
 
 require (
@@ -34,7 +35,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/crypto v0.59.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
 
