@@ -154,26 +154,10 @@ func withCC(p peer) []peer {
 		q := p
 		q.name = p.name + " " + cc
 		if p.dial != nil {
-			q.dial = func() (transport, error) {
-				t, err := p.dial()
-				if err == nil {
-					if err = setCC(cc); err != nil {
-						t.close()
-					}
-				}
-				return t, err
-			}
+			q.dial = thenCC(cc, p.dial)
 		}
 		if p.oneWay != nil {
-			q.oneWay = func() (oneWay, error) {
-				t, err := p.oneWay()
-				if err == nil {
-					if err = setCC(cc); err != nil {
-						t.close()
-					}
-				}
-				return t, err
-			}
+			q.oneWay = thenCC(cc, p.oneWay)
 		}
 		out = append(out, q)
 	}
@@ -219,4 +203,17 @@ func linkTimeout() time.Duration {
 		return 30 * time.Second
 	}
 	return 30*time.Second + 100*link.scenario.RTT()
+}
+
+// thenCC is dial followed by setCC(cc).
+func thenCC[T interface{ close() }](cc string, dial func() (T, error)) func() (T, error) {
+	return func() (T, error) {
+		t, err := dial()
+		if err == nil {
+			if err = setCC(cc); err != nil {
+				t.close()
+			}
+		}
+		return t, err
+	}
 }
