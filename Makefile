@@ -5,7 +5,7 @@ SMOKETIME ?= 4s
 TESTFLAGS ?= -race -timeout 30m -tags pcap
 DEMO_DIR  ?= $(or $(TMPDIR),/tmp)/raet-demo
 
-.PHONY: all help install demo test deps generate check-gen fmt-check vet lint tidy-check unit allocs flood heap fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check bench-fleet clean
+.PHONY: all help install demo test deps generate check-gen fmt-check vet lint tidy-check unit allocs flood heap fuzz fuzz-smoke bench bench-codec plugins bench-plugins bench-peers bench-peers-check bench-wan netem-check bench-fleet clean
 
 all: test
 
@@ -38,7 +38,7 @@ demo:
 		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -T
 
 ## test: everything CI checks (.ci/run calls this).
-test: deps check-gen fmt-check vet lint tidy-check unit allocs flood heap fuzz-smoke bench-peers-check
+test: deps check-gen fmt-check vet lint tidy-check unit allocs flood heap fuzz-smoke bench-peers-check netem-check
 
 ## deps: install what the tests need when it is missing (Debian packages when root).
 deps:
@@ -118,6 +118,27 @@ bench-plugins:
 ## windowed, one-way and fan-out (nested module bench/peers; ZeroMQ needs libzmq, which deps installs).
 bench-peers: deps
 	cd bench/peers && $(GO) run . -runs 3 -raet-fast-mps 8192 -modes windowed,one-way,fanout
+
+## netem-check: raet-netem measures itself against a short loss-free scenario: delay, jitter and
+## rate for UDP and TCP, and its own lateness (root: namespaces, TUN; part of make test, ~20 s).
+netem-check: deps
+	@if [ "$$(id -u)" -ne 0 ]; then echo "netem-check: needs root (CI runs it as root)"; exit 0; fi; \
+	$(GO) build -o bin/raet-netem ./cmd/raet-netem && \
+	bin/raet-netem -scenario cmd/raet-netem/scenarios/lan-check.yaml -check -packets 5000 -rate-dur 2s -tcp-dur 4s
+
+## bench-wan: bench/peers over raet-netem's standard WAN scenarios (root): 64 B windowed at
+## 50 ms RTT with 0, 1 and 5% loss and at 200 ms RTT with 1%, then 1 KiB one-way over 10 Mbit/s
+## with 50 ms RTT; tables on stdout. WAN_FLAGS: more bench/peers flags (e.g. -peers).
+WAN_RUNS ?= 3
+WAN_DUR  ?= 20s
+WAN_FLAGS ?=
+bench-wan: deps
+	$(GO) build -o bin/raet-netem ./cmd/raet-netem
+	cd bench/peers && for s in wan-50ms wan-50ms-1pct wan-50ms-5pct wan-200ms-1pct; do \
+		$(GO) run . -link ../../cmd/raet-netem/scenarios/$$s.yaml -netem ../../bin/raet-netem \
+			-modes windowed -sizes 64 -runs $(WAN_RUNS) -dur $(WAN_DUR) $(WAN_FLAGS) || exit 1; done
+	cd bench/peers && $(GO) run . -link ../../cmd/raet-netem/scenarios/wan-10mbit-50ms.yaml -netem ../../bin/raet-netem \
+		-modes one-way -sizes 1024 -runs $(WAN_RUNS) -dur $(WAN_DUR) $(WAN_FLAGS)
 
 ## bench-fleet: one main estate and N client stacks over a few processes: the growth table and
 ## issue 14's checks (FLEET_N=100,1000,5000,10000 for the whole table; the keep goes under /var/tmp;

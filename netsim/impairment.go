@@ -101,13 +101,8 @@ type Impairment struct {
 // Validate reports whether imp is usable: probabilities within [0, 1] and
 // no negative durations or limit.
 func (imp Impairment) Validate() error {
-	for _, p := range []struct {
-		name string
-		v    float64
-	}{{"Loss", imp.Loss}, {"Duplicate", imp.Duplicate}, {"Reorder", imp.Reorder}} {
-		if math.IsNaN(p.v) || p.v < 0 || p.v > 1 {
-			return fmt.Errorf("netsim: impairment %s %v is outside [0, 1]", p.name, p.v)
-		}
+	if err := probabilities("", []named{{"Loss", imp.Loss}, {"Duplicate", imp.Duplicate}, {"Reorder", imp.Reorder}}); err != nil {
+		return err
 	}
 	for _, d := range []struct {
 		name string
@@ -155,13 +150,9 @@ func (g GilbertElliott) MeanLoss() float64 {
 }
 
 func (g GilbertElliott) validate() error {
-	for _, p := range []struct {
-		name string
-		v    float64
-	}{{"GoodToBad", g.GoodToBad}, {"BadToGood", g.BadToGood}, {"GoodLoss", g.GoodLoss}, {"BadLoss", g.BadLoss}} {
-		if math.IsNaN(p.v) || p.v < 0 || p.v > 1 {
-			return fmt.Errorf("netsim: impairment Bursts.%s %v is outside [0, 1]", p.name, p.v)
-		}
+	if err := probabilities("Bursts.", []named{{"GoodToBad", g.GoodToBad}, {"BadToGood", g.BadToGood},
+		{"GoodLoss", g.GoodLoss}, {"BadLoss", g.BadLoss}}); err != nil {
+		return err
 	}
 	if g.GoodToBad > 0 && g.BadToGood == 0 {
 		return fmt.Errorf("netsim: impairment Bursts enters the bad state (GoodToBad %v) and never leaves it (BadToGood 0)", g.GoodToBad)
@@ -181,4 +172,20 @@ func (imp Impairment) withDefaults() Impairment {
 		imp.Queue = DefaultQueue
 	}
 	return imp
+}
+
+// named is a field's name and value, for error messages.
+type named struct {
+	name string
+	v    float64
+}
+
+// probabilities checks that each value is within [0, 1].
+func probabilities(prefix string, ps []named) error {
+	for _, p := range ps {
+		if math.IsNaN(p.v) || p.v < 0 || p.v > 1 {
+			return fmt.Errorf("netsim: impairment %s%s %v is outside [0, 1]", prefix, p.name, p.v)
+		}
+	}
+	return nil
 }

@@ -282,5 +282,28 @@ func (f *Fates) Next(dst []time.Duration) []time.Duration {
 	return dst
 }
 
+// NextAt appends to dst the delays, from now, of the copies of the next
+// datagram, of size bytes, sent at now: as Next, and with what needs a
+// clock as well, Impairment.Rate (and its Queue) and the link's order.
+// now must not go backwards. An emulator that moves real packets (such as
+// cmd/raet-netem) holds each copy for its delay.
+func (f *Fates) NextAt(dst []time.Duration, now time.Time, size int) []time.Duration {
+	fa := f.p.decideAt(now, size)
+	for _, c := range fa.copies[:fa.n] {
+		dst = append(dst, c.delay)
+	}
+	return dst
+}
+
+// Set changes the settings from the next datagram on; the random sequence
+// carries on unless the seed changes.
+func (f *Fates) Set(imp Impairment) error {
+	if err := imp.Validate(); err != nil {
+		return err
+	}
+	f.p.set(imp)
+	return nil
+}
+
 // Stats returns what the fates drawn so far did.
 func (f *Fates) Stats() LinkStats { return f.p.stats.snapshot() }

@@ -10,6 +10,7 @@ require (
 	github.com/quic-go/quic-go v0.65.0
 	github.com/raet-go/raet v0.0.0
 	github.com/xtaci/kcp-go/v5 v5.7.5
+	golang.org/x/sys v0.50.0
 )
 
 require (
@@ -31,9 +32,9 @@ require (
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/crypto v0.59.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
 

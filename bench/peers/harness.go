@@ -13,6 +13,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -80,11 +81,11 @@ func peers(raetFastMPS int) []peer {
 		{name: udpPeer, dial: dialUDP, oneWay: dialUDPOneWay},
 		{name: "kcp-go aes-gcm", dial: dialKCP, oneWay: func() (oneWay, error) { return dialOneWayStream(dialKCPStreams) }},
 		{name: "quic-go 1 stream", dial: dialQUIC, oneWay: func() (oneWay, error) { return dialOneWayStream(dialQUICStreams) }},
-		{name: "zeromq push/pull", oneWay: dialZMQPushPull},
-		{name: "zeromq req/rep", dial: dialZMQReqRep},
-		{name: "nats core", dial: dialNATSReqRep, oneWay: dialNATSPubSub},
-		raet(raetOpts{prof: road.ProfileReference, mapping: true}),
 	}
+	ps = append(ps, withCC(peer{name: "zeromq push/pull", oneWay: dialZMQPushPull})...)
+	ps = append(ps, withCC(peer{name: "zeromq req/rep", dial: dialZMQReqRep})...)
+	ps = append(ps, withCC(peer{name: "nats core", dial: dialNATSReqRep, oneWay: dialNATSPubSub})...)
+	ps = append(ps, raet(raetOpts{prof: road.ProfileReference, mapping: true}))
 	ps = append(ps, ceilingPeers()...) // measured right after the row they bound
 	ps = append(ps,
 		raet(raetOpts{prof: road.ProfileAuto}),
@@ -140,6 +141,7 @@ type result struct {
 	OfCeilingIO float64 `json:"of_ceiling_io,omitempty"`
 	RTTP50us    float64 `json:"rtt_p50_us,omitempty"`
 	RTTP99us    float64 `json:"rtt_p99_us,omitempty"`
+	RTTP999us   float64 `json:"rtt_p999_us,omitempty"`
 	// IdleP50us is the RTT p50 of a separate, shorter run with one message
 	// in flight (latency without queueing).
 	IdleP50us float64 `json:"idle_rtt_p50_us,omitempty"`
@@ -293,6 +295,7 @@ func summarize(r result, rtts []time.Duration, missing int, el, cpu time.Duratio
 		slices.Sort(rtts)
 		r.RTTP50us = float64(rtts[len(rtts)/2].Nanoseconds()) / 1e3
 		r.RTTP99us = float64(rtts[len(rtts)*99/100].Nanoseconds()) / 1e3
+		r.RTTP999us = float64(rtts[len(rtts)*999/1000].Nanoseconds()) / 1e3
 		r.CPUusPerMsg = float64(cpu.Nanoseconds()) / 1e3 / float64(len(rtts))
 	}
 	return r
@@ -315,8 +318,10 @@ type udpTransport struct {
 // udpLoopback is a server socket on loopback and a client connected to it,
 // both with 8 MiB buffers.
 func udpLoopback() (c, s *net.UDPConn, err error) {
-	s, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
+	if err = onServer(func() (err error) {
+		s, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(link.serverIP), 0)))
+		return err
+	}); err != nil {
 		return nil, nil, err
 	}
 	c, err = net.DialUDP("udp", nil, s.LocalAddr().(*net.UDPAddr))
@@ -614,8 +619,11 @@ func dialKCPStreams(serve func(io.ReadWriter)) (io.ReadWriter, func(), error) {
 		return nil, nil, err
 	}
 	bc, _ := kcp.NewAESGCMCrypt(key)
-	ln, err := kcp.ListenWithOptions("127.0.0.1:0", bs, 0, 0)
-	if err != nil {
+	var ln *kcp.Listener
+	if err := onServer(func() (err error) {
+		ln, err = kcp.ListenWithOptions(anyPort(link.serverIP), bs, 0, 0)
+		return err
+	}); err != nil {
 		return nil, nil, err
 	}
 	var wg sync.WaitGroup
@@ -678,8 +686,11 @@ func dialQUICStreams(serve func(io.ReadWriter)) (io.ReadWriter, func(), error) {
 		return nil, nil, err
 	}
 	qc := &quic.Config{MaxStreamReceiveWindow: 16 << 20, MaxConnectionReceiveWindow: 32 << 20, MaxIdleTimeout: time.Minute}
-	ln, err := quic.ListenAddr("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"raet-bench"}}, qc)
-	if err != nil {
+	var ln *quic.Listener
+	if err := onServer(func() (err error) {
+		ln, err = quic.ListenAddr(anyPort(link.serverIP), &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"raet-bench"}}, qc)
+		return err
+	}); err != nil {
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -825,15 +836,23 @@ type raetOpts struct {
 // their way back.
 const raetSendQueue = 4096
 
-// newRaetStack starts a road estate on loopback for the benchmarks.
+// newRaetStack starts a road estate on loopback for the benchmarks (over
+// a link: the main estate, the receiver, on the server's side).
 func newRaetStack(name string, main bool, o raetOpts) (*road.Stack, error) {
+	host := link.clientIP
+	if main {
+		host = link.serverIP
+	}
 	s, err := road.New(&road.Config{
-		Name: name, Main: main, Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1,
+		Name: name, Main: main, Auto: keep.AutoAlways, Listen: anyPort(host), AlivePeriod: -1,
 		Profile: o.prof, FastMaxPacketSize: o.mps, NoBundling: o.noBundle,
 		HeadKind: codec.HeadKindRaet, BodyKind: codec.BodyKindJSON, Tap: o.tap, SendQueue: raetSendQueue,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if main {
+		return s, onServer(s.Start)
 	}
 	return s, s.Start()
 }

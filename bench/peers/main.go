@@ -88,7 +88,19 @@ func main() {
 	asJSON := flag.Bool("json", false, "print every measurement as a JSON line too")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	traceFile := flag.String("trace", "", "write an execution trace of the whole run to this file (go tool trace)")
+	linkFile := flag.String("link", "", "run every peer over an emulated link: a netsim scenario file (needs root; link.go)")
+	netem := flag.String("netem", "raet-netem", "-link: the raet-netem command")
 	flag.Parse()
+	if *linkFile != "" {
+		ran, code, err := overLink(*netem, *linkFile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "peers: link: %v\n", err)
+			os.Exit(2)
+		}
+		if ran {
+			os.Exit(code)
+		}
+	}
 	if *traceFile != "" {
 		f, err := os.Create(*traceFile)
 		if err == nil {
@@ -114,7 +126,7 @@ func main() {
 	var ms []string
 	for f := range strings.SplitSeq(*modes, ",") {
 		f = strings.TrimSpace(f)
-		if f != modeWindowed && f != modeOneWay && f != modeFanout {
+		if f != modeWindowed && f != modeOneWay && f != modeFanout || (f == modeFanout && link.scenario != nil) {
 			fmt.Fprintf(os.Stderr, "peers: bad mode %q\n", f)
 			os.Exit(2)
 		}
@@ -215,6 +227,9 @@ func run(ps []peer, mode string, sizes []int, window, runs int, dur time.Duratio
 			if (mode == modeWindowed && p.dial == nil && p.ceiling == nil) || (mode == modeOneWay && p.oneWay == nil) {
 				continue
 			}
+			if p.ceiling != nil && link.scenario != nil {
+				continue // a crypto ceiling has no link to cross
+			}
 			these = append(these, p)
 		}
 		all := make([][]result, len(these))
@@ -226,10 +241,10 @@ func run(ps []peer, mode string, sizes []int, window, runs int, dur time.Duratio
 				case p.ceiling != nil:
 					r = p.ceiling(size, dur)
 				case mode == modeOneWay:
-					r = measureOneWay(p, size, window, dur, 30*time.Second)
+					r = measureOneWay(p, size, bdpWindow(window, size), dur, linkTimeout())
 				default:
-					r = measure(p, size, window, dur, 30*time.Second)
-					idle := measure(p, size, 1, max(dur/4, time.Millisecond), 30*time.Second)
+					r = measure(p, size, window, dur, linkTimeout())
+					idle := measure(p, size, 1, max(dur/4, time.Millisecond), linkTimeout())
 					r.IdleP50us = idle.RTTP50us
 					r.Errors += idle.Errors
 					if idle.ErrorText != "" {
@@ -305,6 +320,7 @@ func median(rs []result) result {
 	m.MBPerS = pick(func(r result) float64 { return r.MBPerS })
 	m.RTTP50us = pick(func(r result) float64 { return r.RTTP50us })
 	m.RTTP99us = pick(func(r result) float64 { return r.RTTP99us })
+	m.RTTP999us = pick(func(r result) float64 { return r.RTTP999us })
 	m.IdleP50us = pick(func(r result) float64 { return r.IdleP50us })
 	m.CPUusPerMsg = pick(func(r result) float64 { return r.CPUusPerMsg })
 	m.PktsPerMsg = pick(func(r result) float64 { return r.PktsPerMsg })
@@ -323,9 +339,15 @@ func median(rs []result) result {
 }
 
 func printTable(w io.Writer, res []result, mode string, window, runs int, dur time.Duration) {
-	fmt.Fprintf(w, "%s, loopback, window %d, %v per run, medians of %d runs; ratios against kcp-go aes-gcm\n", mode, window, dur, runs)
+	fmt.Fprintf(w, "%s, %s, window %d, %v per run, medians of %d runs; ratios against kcp-go aes-gcm\n", mode, linkTitle(), window, dur, runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	oneWay := mode == modeOneWay
+	if link.scenario != nil {
+		printLinkTable(tw, res, oneWay)
+		tw.Flush()
+		printErrors(w, res)
+		return
+	}
 	if oneWay {
 		fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMB/s\tCPU µs/msg\tmsgs/s ×kcp\tCPU ×kcp\tlost\terrors\t")
 	} else {
@@ -369,10 +391,35 @@ func printTable(w io.Writer, res []result, mode string, window, runs int, dur ti
 			ratio(r.RTTP50us, b.RTTP50us), ratio(r.IdleP50us, b.IdleP50us), pkts, ofCeiling, ofCeilingIO, r.Errors)
 	}
 	tw.Flush()
+	printErrors(w, res)
+}
+
+func printErrors(w io.Writer, res []result) {
 	for _, r := range res {
 		if r.ErrorText != "" {
 			fmt.Fprintf(w, "%s %s: %s\n", sizeName(r.Size), r.Peer, r.ErrorText)
 		}
+	}
+}
+
+// printLinkTable is the table over a link: what matters there is the
+// latency's tail (in ms) and, one way, the goodput.
+func printLinkTable(tw io.Writer, res []result, oneWay bool) {
+	if oneWay {
+		fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMbit/s\tCPU µs/msg\tlost\terrors\t")
+		for _, r := range res {
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%d\t%d\t\n", sizeName(r.Size), r.Peer, r.MsgsPerS, 8*r.MBPerS, r.CPUusPerMsg, r.Lost, r.Errors)
+		}
+		return
+	}
+	fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tp50 ms\tp99 ms\tp99.9 ms\tidle p50 ms\tpkts/msg\terrors\t")
+	for _, r := range res {
+		pkts := "-"
+		if r.PktsPerMsg > 0 {
+			pkts = fmt.Sprintf("%.2f", r.PktsPerMsg)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%d\t\n", sizeName(r.Size), r.Peer, r.MsgsPerS,
+			r.RTTP50us/1e3, r.RTTP99us/1e3, r.RTTP999us/1e3, r.IdleP50us/1e3, pkts, r.Errors)
 	}
 }
 

@@ -23,7 +23,7 @@ type natsEnv struct {
 const natsTimeout = 5 * time.Second
 
 func startNATS() (*natsEnv, error) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true})
+	srv, err := server.NewServer(&server.Options{Host: link.clientIP, Port: server.RANDOM_PORT, NoLog: true, NoSigs: true})
 	if err != nil {
 		return nil, fmt.Errorf("nats server: %w", err)
 	}
@@ -103,8 +103,11 @@ func dialNATSPubSub() (oneWay, error) {
 		env.close()
 		return nil, err
 	}
-	sc, err := env.connect("sub")
-	if err != nil {
+	var sc *nats.Conn
+	if err := onServer(func() (err error) {
+		sc, err = env.connect("sub") // across the link
+		return err
+	}); err != nil {
 		env.close()
 		return nil, err
 	}
@@ -144,8 +147,11 @@ func dialNATSReqRep() (transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc, err := env.connect("responder")
-	if err != nil {
+	var rc *nats.Conn
+	if err := onServer(func() (err error) {
+		rc, err = env.connect("responder") // across the link
+		return err
+	}); err != nil {
 		env.close()
 		return nil, err
 	}

@@ -36,7 +36,8 @@ func newZMQPair(serverType, clientType zmq.Type) (*zmqPair, error) {
 		p.close()
 		return nil, err
 	}
-	if err := p.server.Bind("tcp://127.0.0.1:*"); err != nil {
+	// libzmq binds in the calling thread (and connects in its own).
+	if err := onServer(func() error { return p.server.Bind("tcp://" + link.serverIP + ":*") }); err != nil {
 		p.close()
 		return nil, fmt.Errorf("zmq bind: %w", err)
 	}
