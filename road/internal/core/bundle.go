@@ -313,7 +313,9 @@ func (m *messenger) sendAlone(c *Core) {
 func (m *messenger) sent(c *Core) {
 	m.lastSeg, m.current = 0, 1
 	c.timeRequest(&m.sentAt, m.r.ha, m.retry)
+	m.resent = m.resent || m.retry
 	m.retry = false
+	c.transmitted(m)
 	m.redo.restart(c.now)
 	c.retime(m)
 }

@@ -83,16 +83,20 @@ type Message struct {
 
 // Counters are a stack's statistics since it started.
 type Counters struct {
-	PacketsIn    map[string]uint64 // by "transaction/packet" kind, e.g. "message/ack"
-	PacketsOut   map[string]uint64
-	Drops        map[string]uint64 // received datagrams dropped, by reason
-	Retransmits  uint64            // packets sent again (redo timers and resend requests)
-	MessagesIn   uint64
-	MessagesOut  uint64 // messages done
-	MessageFails uint64
-	RTT          RTTStats // from a message's first packet to its done
-	EventDrops   uint64   // events lost because Events() was not read
-	SendErrors   uint64   // datagrams the system refused to send (no route, too big, …)
+	PacketsIn   map[string]uint64 // by "transaction/packet" kind, e.g. "message/ack"
+	PacketsOut  map[string]uint64
+	Drops       map[string]uint64 // received datagrams dropped, by reason
+	Retransmits uint64            // packets sent again (redo timers, losses found and resend requests)
+	// SpuriousRetransmits counts messages sent again whose done then came
+	// sooner after the copy than any round trip took: it answered an
+	// earlier copy, so the copy was not needed.
+	SpuriousRetransmits uint64
+	MessagesIn          uint64
+	MessagesOut         uint64 // messages done
+	MessageFails        uint64
+	RTT                 RTTStats // from a message's first packet to its done
+	EventDrops          uint64   // events lost because Events() was not read
+	SendErrors          uint64   // datagrams the system refused to send (no route, too big, …)
 	// Verifications counts the Ed25519 signatures checked: each received
 	// datagram at most once, and a datagram seen before not again.
 	Verifications uint64

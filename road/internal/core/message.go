@@ -76,6 +76,15 @@ type messenger struct {
 	bundled, queued, retry bool
 	// large: it is counted in its remote's send window (sendwin.go).
 	large bool
+	// resent: a packet of it went again (answeredSend).
+	resent bool
+	// sendPrev and sendNext are its neighbours in its remote's send
+	// order, seq and xmit its last transmission's number and time, and
+	// lostAt when it counts as lost unless its done comes first (zero:
+	// not armed; rack.go).
+	sendPrev, sendNext *messenger
+	seq                uint32
+	xmit, lostAt       time.Time
 }
 
 func (m *messenger) kind() codec.TransactionKind { return codec.TransactionKindMessage }
@@ -89,7 +98,7 @@ func (m *messenger) deadline() time.Time {
 	if m.queued {
 		return time.Time(m.timeout)
 	}
-	return earliest(time.Time(m.timeout), m.redo.at)
+	return earliest(time.Time(m.timeout), m.redo.at, m.lostAt)
 }
 
 // startMessenger sends a serialized body with its id to r. result receives
@@ -255,8 +264,10 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	}
 	if again {
 		c.stats.retransmit()
+		m.resent = true
 	}
 	c.transmit(b, buf, m.r.ha, h, sign)
+	c.transmitted(m)
 	if m.aead == nil {
 		m.last, m.lastSign = append(m.last[:0], b...), sign
 	}
@@ -349,6 +360,7 @@ func (m *messenger) done(c *Core) {
 // doneOnly ends the messenger as done does, but for what the caller does
 // once for many (answered): refresh the remote, start what waits.
 func (m *messenger) doneOnly(c *Core) {
+	c.answeredSend(m)
 	c.removeTxn(m.r, m)
 	c.stats.rtt(c.now.Sub(m.started))
 	m.finish(c, nil)
@@ -381,6 +393,11 @@ func (m *messenger) tick(c *Core) {
 		return
 	}
 	if m.bundled {
+		if !m.lostAt.IsZero() && !c.now.Before(m.lostAt) {
+			m.lost(c) // found lost by a later message's done (rack.go)
+			c.detectLost(m.r)
+			return
+		}
 		if m.redo.due(c.now) && !m.queued {
 			// Lost, or its done was: into the bundles of this moment again.
 			m.backoff(c)
@@ -390,11 +407,23 @@ func (m *messenger) tick(c *Core) {
 		}
 		return
 	}
+	if !m.lostAt.IsZero() && !c.now.Before(m.lostAt) {
+		// Found lost by a later message's done (rack.go).
+		m.lost(c)
+		c.detectLost(m.r)
+		return
+	}
 	if !m.redo.due(c.now) || m.lastSeg < 0 {
 		return
 	}
 	m.backoff(c)
 	c.retime(m)
+	m.sendAgain(c)
+}
+
+// sendAgain sends the message's last packet again (its timer ran out, or
+// a later message's done shows it lost): with af, or unchanged.
+func (m *messenger) sendAgain(c *Core) {
 	if m.acked && m.flags[m.lastSeg]&segAgain == 0 {
 		m.flags[m.lastSeg] |= segAgain
 		m.sendSeg(c, m.lastSeg, true)
@@ -407,7 +436,10 @@ func (m *messenger) tick(c *Core) {
 	// Unchanged: no new signature under load (but for a foot left to sign,
 	// which comes out the same).
 	c.resend(m.last, m.r.ha, m.lastSign)
-	m.sentAt = time.Time{}
+	m.sentAt, m.resent = time.Time{}, true
+	m.redo.restart(c.now)
+	c.retime(m)
+	c.transmitted(m)
 }
 
 // backoff backs its timer off, from the remote's estimate when that came
