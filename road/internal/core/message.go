@@ -267,7 +267,7 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 		m.resent = true
 	}
 	c.transmit(b, buf, m.r.ha, h, sign)
-	c.transmitted(m)
+	c.transmitted(m, m.r.nextSeq())
 	if m.aead == nil {
 		m.last, m.lastSign = append(m.last[:0], b...), sign
 	}
@@ -439,7 +439,7 @@ func (m *messenger) sendAgain(c *Core) {
 	m.sentAt, m.resent = time.Time{}, true
 	m.redo.restart(c.now)
 	c.retime(m)
-	c.transmitted(m)
+	c.transmitted(m, m.r.nextSeq())
 }
 
 // backoff backs its timer off, from the remote's estimate when that came

@@ -7,7 +7,7 @@ import "time"
 //
 // Each remote keeps its messages under way in the order of their last
 // transmission (a list through the messengers, sendHead to sendTail), each
-// transmission numbered (messenger.seq). When a done ends a message, the
+// datagram numbered (messenger.seq; a bundle's entries share theirs). When a done ends a message, the
 // newest transmission answered so far (remote.rackSeq) says that what
 // went before it had time to come: an earlier message still under way is
 // taken for lost (and sent again at once, its timer not backed off) when
@@ -25,7 +25,7 @@ import "time"
 // tail) or stops, so a done costs O(1) amortized, whatever is in flight.
 
 const (
-	// packetThreshold is how many transmissions after a message's, one of
+	// packetThreshold is how many datagrams after a message's, one of
 	// them answered, make it lost (RFC 9002 §6.1.1's kPacketThreshold).
 	packetThreshold = 3
 	// timerGranularity is the least a timer's margin is (RFC 9002's
@@ -43,13 +43,20 @@ const (
 // seqBefore says whether transmission a went before b (numbers wrap).
 func seqBefore(a, b uint32) bool { return int32(a-b) < 0 }
 
-// transmitted notes that m's packet went now: it moves to the tail of its
-// remote's send order under a new number, and its loss timer stops.
-func (c *Core) transmitted(m *messenger) {
+// nextSeq numbers a datagram of messages to r: a bundle's entries share
+// one, so that the packet threshold counts datagrams, as a path reorders
+// them.
+func (r *remote) nextSeq() uint32 {
+	r.sendSeq++
+	return r.sendSeq
+}
+
+// transmitted notes that m's packet went now, in datagram seq: it moves to
+// the tail of its remote's send order, and its loss timer stops.
+func (c *Core) transmitted(m *messenger, seq uint32) {
 	r := m.r
 	r.unsend(m)
-	r.sendSeq++
-	m.seq, m.xmit, m.lostAt = r.sendSeq, c.now, time.Time{}
+	m.seq, m.xmit, m.lostAt = seq, c.now, time.Time{}
 	m.sendPrev = r.sendTail
 	if r.sendTail != nil {
 		r.sendTail.sendNext = m
