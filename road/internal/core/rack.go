@@ -37,7 +37,7 @@ const (
 	// the bound is its owner's turn; the probe waits for it on top of the
 	// round trip. A message still missing segments is answered with a
 	// resend as soon as its burst's last packet (wf) comes.
-	maxAnswerDelay = 5 * time.Millisecond
+	maxAnswerDelay = 10 * time.Millisecond
 )
 
 // seqBefore says whether transmission a went before b (numbers wrap).
