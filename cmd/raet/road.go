@@ -172,6 +172,7 @@ type countersLine struct {
 		MessagesOut  uint64            `json:"messages_out"`
 		MessageFails uint64            `json:"message_fails"`
 		Retransmits  uint64            `json:"retransmits"`
+		Spurious     uint64            `json:"spurious_retransmits"` // whose done showed them needless
 		SendErrors   uint64            `json:"send_errors"`
 		EventDrops   uint64            `json:"event_drops"`
 		Drops        map[string]uint64 `json:"drops,omitempty"`
@@ -182,6 +183,7 @@ func newCountersLine(c road.Counters) countersLine {
 	var l countersLine
 	l.Counters.MessagesIn, l.Counters.MessagesOut, l.Counters.MessageFails = c.MessagesIn, c.MessagesOut, c.MessageFails
 	l.Counters.Retransmits, l.Counters.SendErrors, l.Counters.EventDrops = c.Retransmits, c.SendErrors, c.EventDrops
+	l.Counters.Spurious = c.SpuriousRetransmits
 	l.Counters.Drops = c.Drops
 	return l
 }

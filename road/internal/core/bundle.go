@@ -288,10 +288,11 @@ func (c *Core) flushBundle(r *remote, h *codec.Head, ms []*messenger) {
 	}
 	c.transmit(out, buf, r.ha, h, nil)
 	again := false
+	seq := r.nextSeq()
 	for _, m := range ms {
 		if m.bundled {
 			again = again || m.retry
-			m.sent(c)
+			m.sent(c, seq)
 		}
 	}
 	if again { // a packet sent again, if only in part
@@ -310,11 +311,13 @@ func (m *messenger) sendAlone(c *Core) {
 	m.burst(c)
 }
 
-// sent records that a bundle carried the message.
-func (m *messenger) sent(c *Core) {
+// sent records that a bundle, datagram seq, carried the message.
+func (m *messenger) sent(c *Core, seq uint32) {
 	m.lastSeg, m.current = 0, 1
 	c.timeRequest(&m.sentAt, m.r.ha, m.retry)
+	m.resent = m.resent || m.retry
 	m.retry = false
+	c.transmitted(m, seq)
 	m.redo.restart(c.now)
 	c.retime(m)
 }

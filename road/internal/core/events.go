@@ -101,11 +101,15 @@ type Counters struct {
 	// the same kinds (packets sent again are in Retransmits only).
 	BytesIn, BytesOut map[string]uint64
 	Drops             map[string]uint64 // received datagrams dropped, by reason
-	Retransmits       uint64            // packets sent again (redo timers and resend requests)
-	MessagesIn        uint64
-	MessagesOut       uint64 // messages done
-	MessageFails      uint64
-	RTT               RTTStats // from a message's first packet to its done
+	Retransmits       uint64            // packets sent again (redo timers, losses found and resend requests)
+	// SpuriousRetransmits counts messages sent again whose done then came
+	// sooner after the copy than any round trip took: it answered an
+	// earlier copy, so the copy was not needed.
+	SpuriousRetransmits uint64
+	MessagesIn          uint64
+	MessagesOut         uint64 // messages done
+	MessageFails        uint64
+	RTT                 RTTStats // from a message's first packet to its done
 	// Events counts the events reported (whether or not Events() was
 	// read), by kind, and "kind/reason" where there is a reason, e.g.
 	// "joined", "pending/pending-ours", "rejected/keys-rejected".

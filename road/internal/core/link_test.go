@@ -14,12 +14,17 @@ import (
 type link struct {
 	ways  map[netip.AddrPort]*netsim.Fates // by sender
 	delay []time.Duration
+	// inOrder holds each copy back behind the one its direction sent
+	// before it (jitter without reordering, as a path with one queue);
+	// last is each direction's latest arrival.
+	inOrder bool
+	last    map[netip.AddrPort]time.Time
 }
 
 // impair puts the pair behind a link with imp both ways (seeds apart).
 func (p *pair) impair(tb testing.TB, imp netsim.Impairment) *link {
 	tb.Helper()
-	l := &link{ways: map[netip.AddrPort]*netsim.Fates{}}
+	l := &link{ways: map[netip.AddrPort]*netsim.Fates{}, last: map[netip.AddrPort]time.Time{}}
 	for i, a := range []netip.AddrPort{p.mainAddr, p.otherAddr} {
 		way := imp
 		way.Seed += uint64(i) * 0x9e3779b97f4a7c15
@@ -44,6 +49,12 @@ func (l *link) pass(f flight) []flight {
 	for _, d := range l.delay {
 		g := f
 		g.due = f.due.Add(d)
+		if l.inOrder {
+			if last := l.last[f.from]; g.due.Before(last) {
+				g.due = last
+			}
+			l.last[f.from] = g.due
+		}
 		out = append(out, g)
 	}
 	return out

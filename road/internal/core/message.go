@@ -79,6 +79,15 @@ type messenger struct {
 	repeated bool
 	// large: it is counted in its remote's send window (sendwin.go).
 	large bool
+	// resent: a packet of it went again (answeredSend).
+	resent bool
+	// sendPrev and sendNext are its neighbours in its remote's send
+	// order, seq and xmit its last transmission's number and time, and
+	// lostAt when it counts as lost unless its done comes first (zero:
+	// not armed; rack.go).
+	sendPrev, sendNext *messenger
+	seq                uint32
+	xmit, lostAt       time.Time
 }
 
 func (m *messenger) kind() codec.TransactionKind { return codec.TransactionKindMessage }
@@ -92,7 +101,7 @@ func (m *messenger) deadline() time.Time {
 	if m.queued {
 		return time.Time(m.timeout)
 	}
-	return earliest(time.Time(m.timeout), m.redo.at)
+	return earliest(time.Time(m.timeout), m.redo.at, m.lostAt)
 }
 
 // startMessenger sends a serialized body with its id to r. result receives
@@ -259,8 +268,10 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	if again {
 		c.stats.retransmit()
 		m.r.retransmits++
+		m.resent = true
 	}
 	c.transmit(b, buf, m.r.ha, h, sign)
+	c.transmitted(m, m.r.nextSeq())
 	if m.aead == nil {
 		m.last, m.lastSign = append(m.last[:0], b...), sign
 	}
@@ -365,6 +376,7 @@ func (m *messenger) done(c *Core) {
 // doneOnly ends the messenger as done does, but for what the caller does
 // once for many (answered): refresh the remote, start what waits.
 func (m *messenger) doneOnly(c *Core) {
+	c.answeredSend(m)
 	c.removeTxn(m.r, m)
 	c.stats.rtt(c.now.Sub(m.started))
 	m.finish(c, nil)
@@ -398,6 +410,11 @@ func (m *messenger) tick(c *Core) {
 		return
 	}
 	if m.bundled {
+		if !m.lostAt.IsZero() && !c.now.Before(m.lostAt) {
+			m.lost(c) // found lost by a later message's done (rack.go)
+			c.detectLost(m.r)
+			return
+		}
 		if m.redo.due(c.now) && !m.queued {
 			// Lost, or its done was: into the bundles of this moment again.
 			m.backoff(c)
@@ -407,11 +424,23 @@ func (m *messenger) tick(c *Core) {
 		}
 		return
 	}
+	if !m.lostAt.IsZero() && !c.now.Before(m.lostAt) {
+		// Found lost by a later message's done (rack.go).
+		m.lost(c)
+		c.detectLost(m.r)
+		return
+	}
 	if !m.redo.due(c.now) || m.lastSeg < 0 {
 		return
 	}
 	m.backoff(c)
 	c.retime(m)
+	m.sendAgain(c)
+}
+
+// sendAgain sends the message's last packet again (its timer ran out, or
+// a later message's done shows it lost): with af, or unchanged.
+func (m *messenger) sendAgain(c *Core) {
 	m.repeated = m.repeated || m.current >= m.count
 	if m.acked && m.flags[m.lastSeg]&segAgain == 0 {
 		m.flags[m.lastSeg] |= segAgain
@@ -427,7 +456,10 @@ func (m *messenger) tick(c *Core) {
 	if c.resend(m.last, m.r.ha, m.lastSign) {
 		m.r.retransmits++
 	}
-	m.sentAt = time.Time{}
+	m.sentAt, m.resent = time.Time{}, true
+	m.redo.restart(c.now)
+	c.retime(m)
+	c.transmitted(m, m.r.nextSeq())
 }
 
 // backoff backs its timer off, from the remote's estimate when that came

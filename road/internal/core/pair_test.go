@@ -235,35 +235,41 @@ func (p *pair) collect(c *Core) {
 func (p *pair) advance(d time.Duration) {
 	end := p.now.Add(d)
 	for range 1_000_000 {
-		next := end
-		cores := p.cores()
-		for _, c := range cores {
-			checkClocks(p.tb, c)
-			if w := c.Deadline(); !w.IsZero() && w.Before(next) {
-				next = w
-			}
-		}
-		if len(p.air) > 0 && p.air[0].due.Before(next) {
-			next = p.air[0].due
-		}
-		if next.Before(p.now) {
-			next = p.now
-		}
-		p.now = next
-		for _, c := range cores {
-			if w := c.Deadline(); !w.IsZero() && !w.After(p.now) {
-				c.Tick(p.now)
-				if w := c.Deadline(); !w.IsZero() && !w.After(p.now) {
-					p.tb.Fatalf("%s: a timer stays due after its tick (%v): the stack would spin; due: %s", c.name, w, dueTimers(c))
-				}
-			}
-		}
-		p.pump()
+		p.step(end)
 		if !p.now.Before(end) {
 			return
 		}
 	}
 	p.tb.Fatal("pair: the timers never settled")
+}
+
+// step moves the clock on to the next timer due or datagram arriving, but
+// not beyond end, and runs what is due then.
+func (p *pair) step(end time.Time) {
+	next := end
+	cores := p.cores()
+	for _, c := range cores {
+		checkClocks(p.tb, c)
+		if w := c.Deadline(); !w.IsZero() && w.Before(next) {
+			next = w
+		}
+	}
+	if len(p.air) > 0 && p.air[0].due.Before(next) {
+		next = p.air[0].due
+	}
+	if next.Before(p.now) {
+		next = p.now
+	}
+	p.now = next
+	for _, c := range cores {
+		if w := c.Deadline(); !w.IsZero() && !w.After(p.now) {
+			c.Tick(p.now)
+			if w := c.Deadline(); !w.IsZero() && !w.After(p.now) {
+				p.tb.Fatalf("%s: a timer stays due after its tick (%v): the stack would spin; due: %s", c.name, w, dueTimers(c))
+			}
+		}
+	}
+	p.pump()
 }
 
 // join has other join and allow main, and fails the test unless both

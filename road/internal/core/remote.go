@@ -51,6 +51,16 @@ type remote struct {
 	// Its counters (Remote): uint32, as they are a cost of every remote.
 	retransmits, msgsIn, msgsOut, msgFails uint32
 
+	// rttMin is the least sample of a message, rttLast the latest (µs;
+	// zero: none): rack.go's thresholds.
+	rttMin, rttLast int32
+
+	// sendHead and sendTail are its messages under way in the order of
+	// their last transmission, sendSeq that transmission's number, and
+	// rackSeq the newest transmission a done answered (rack.go).
+	sendHead, sendTail *messenger
+	sendSeq, rackSeq   uint32
+
 	ha   netip.AddrPort
 	coat packet.Coat // the session's coat: NaCl, or a negotiated coat (Config.Coat)
 	// prof is the negotiated profile of this session, in negotiated; nil:
@@ -300,12 +310,14 @@ func (r *remote) estate() keep.RemoteEstate {
 	}
 }
 
-// Message retransmission timer bounds: the range an estimate may move them
-// in, and the floor of a remote that no message of ours has timed yet
-// (RFC 6298 §2.1's 1 s: firstMessageRedo).
+// Message retransmission timer bounds: the most an estimate may make it,
+// the least its backing off reaches (silentRedo: a remote that answers
+// nothing is asked no more often than the reference asks, every 500 ms),
+// and the timer of a remote that no message of ours has timed yet (RFC
+// 6298 §2.1's 1 s: firstMessageRedo).
 const (
-	minMessageRedo   = 200 * time.Millisecond
 	maxMessageRedo   = 5 * time.Second
+	silentRedo       = 500 * time.Millisecond
 	firstMessageRedo = time.Second
 )
 
@@ -349,41 +361,61 @@ func (c *Core) timedAnswer(r *remote, sent *time.Time, seed bool) {
 // queue behind each other: smoothed from such a seed, the estimate would
 // take many answers to reach theirs, while its timer sent each of them
 // again first (and a message sent again gives no sample).
+//
+// Every message's done is a sample, so that n messages under way give n
+// samples a round trip where TCP's estimator expects one: each weighs 1/n
+// of one (RFC 7323 Appendix G), else the variation of a round trip's
+// samples, answered together, decays to nothing in one round trip and the
+// probe (messageRedo) falls to the bare smoothed round trip.
 func (r *remote) observeRTT(d time.Duration, seed bool) {
 	us := max(1, int64(min(d, maxMessageRedo)/time.Microsecond))
+	if !seed { // rack.go's figures are of messages
+		r.rttLast = int32(us)
+		if r.rttMin == 0 || int32(us) < r.rttMin {
+			r.rttMin = int32(us)
+		}
+	}
 	if r.srtt == 0 || (r.rttSeeded && !seed) {
 		r.srtt, r.rttvar, r.rttSeeded = int32(us), int32(us/2), seed
 		return
 	}
+	n := int64(1)
+	if !seed {
+		n = max(1, int64(len(r.ours)))
+	}
 	srtt := int64(r.srtt)
-	r.rttvar = int32((3*int64(r.rttvar) + max(srtt-us, us-srtt)) / 4)
-	r.srtt = int32((7*srtt + us) / 8)
+	r.rttvar = int32(((4*n-1)*int64(r.rttvar) + max(srtt-us, us-srtt)) / (4 * n))
+	r.srtt = int32(((8*n-1)*srtt + us) / (8 * n))
 }
 
-// messageRedo is the retransmission timer of a new message of ours to r:
-// from the estimate (srtt + 4·rttvar) within [200 ms, 5 s], doubling up to
-// 2.5 times that (the reference: 200 ms up to 500 ms). Until a message of
-// ours to r has been timed (no sample, or only the handshake's seed) the
-// floor is firstMessageRedo, RFC 6298's timer before a sample: the
-// handshake's requests are answered at once and say nothing of how long a
-// message waits in a loaded receiver's queue. A main that ten thousand
-// remotes send their first message to at once answers each later than
-// 200 ms, so that with the lower floor nearly every one went twice, each
-// copy a verification and a done more for the main (bench/fleet,
-// reference fan-in, N=10000). A seed beyond the floor still lengthens it
-// (a slow path: TestAllowSeedsRTT). Messages started on that floor take
-// the estimate once it is timed, when their timer next runs
+// messageRedo is the retransmission timer of a new message of ours to r,
+// the probe of a message that nothing later shows lost (rack.go): the
+// estimate srtt + max(4·rttvar, timerGranularity) + maxAnswerDelay, as
+// RFC 9002's probe timeout, at most maxMessageRedo, and no floor of its
+// own (a floor of 200 ms made a lost message take the round trip and
+// 200 ms); each expiry doubles it up to 2.5 times that, or silentRedo
+// when that is longer. Until a message of ours to r has been timed (no
+// sample, or only the handshake's seed) it is firstMessageRedo, RFC 6298's
+// timer before a sample: the handshake's requests are answered at once and
+// say nothing of how long a message waits in a loaded receiver's queue. A
+// main that ten thousand remotes send their first message to at once
+// answers each later than 200 ms, so that with a shorter first timer
+// nearly every one went twice, each copy a verification and a done more
+// for the main (bench/fleet, reference fan-in, N=10000). A seed beyond it
+// still lengthens it (a slow path: TestAllowSeedsRTT). Messages started on
+// it take the estimate once it is timed, when their timer next runs
 // (messenger.backoff). A message r sends us times our asks again with it
 // too (messengent).
 func (r *remote) messageRedo() redo {
-	floor := minMessageRedo
+	est := time.Duration(r.srtt)*time.Microsecond +
+		max(4*time.Duration(r.rttvar)*time.Microsecond, timerGranularity) + maxAnswerDelay
+	rto := est
 	if r.srtt == 0 || r.rttSeeded {
-		floor = firstMessageRedo
+		rto = firstMessageRedo
+		if r.srtt > 0 {
+			rto = max(est, firstMessageRedo)
+		}
 	}
-	rto := floor
-	if r.srtt > 0 {
-		est := time.Duration(r.srtt+4*r.rttvar) * time.Microsecond
-		rto = min(max(est, floor), maxMessageRedo)
-	}
-	return newRedo(rto, rto*5/2)
+	rto = min(rto, maxMessageRedo)
+	return newRedo(rto, min(max(rto*5/2, silentRedo), maxMessageRedo))
 }

@@ -1,0 +1,163 @@
+package core
+
+import "time"
+
+// Loss recovery within about one round trip (RFC 8985's RACK, RFC 9002's
+// thresholds), on timers of the sender's own: the wire is the reference's.
+//
+// Each remote keeps its messages under way in the order of their last
+// transmission (a list through the messengers, sendHead to sendTail), each
+// datagram numbered (messenger.seq; a bundle's entries share theirs). When a done ends a message, the
+// newest transmission answered so far (remote.rackSeq) says that what
+// went before it had time to come: an earlier message still under way is
+// taken for lost (and sent again at once, its timer not backed off) when
+// it went lossDelay (9/8 of the round trip) before now, or packetThreshold
+// transmissions before the one answered; else a timer of its own
+// (messenger.lostAt) looks again when lossDelay has passed. So a message
+// whose packet or done was lost goes again about a round trip after it
+// went, as soon as anything sent after it is answered; only the last of a
+// burst, with nothing after it, waits for its retransmission timer, the
+// probe (messageRedo, without a floor of its own: srtt + 4·rttvar + the
+// receiver's answer delay). A path that only reorders (no loss) can make
+// a message go twice; a link that keeps order never does.
+//
+// Each step of the walk either sends a message again (moving it to the
+// tail) or stops, so a done costs O(1) amortized, whatever is in flight.
+
+const (
+	// packetThreshold is how many datagrams after a message's, one of
+	// them answered, make it lost (RFC 9002 §6.1.1's kPacketThreshold).
+	packetThreshold = 3
+	// timerGranularity is the least a timer's margin is (RFC 9002's
+	// kGranularity).
+	timerGranularity = time.Millisecond
+	// maxAnswerDelay is the longest a raet-go receiver waits to answer a
+	// message it has whole: it answers in the moment it completes it (the
+	// done, or the answers of that moment to a session that bundles), so
+	// the bound is its owner's turn; the probe waits for it on top of the
+	// round trip. A message still missing segments is answered with a
+	// resend as soon as its burst's last packet (wf) comes.
+	maxAnswerDelay = 10 * time.Millisecond
+)
+
+// seqBefore says whether transmission a went before b (numbers wrap).
+func seqBefore(a, b uint32) bool { return int32(a-b) < 0 }
+
+// nextSeq numbers a datagram of messages to r: a bundle's entries share
+// one, so that the packet threshold counts datagrams, as a path reorders
+// them.
+func (r *remote) nextSeq() uint32 {
+	r.sendSeq++
+	return r.sendSeq
+}
+
+// transmitted notes that m's packet went now, in datagram seq: it moves to
+// the tail of its remote's send order, and its loss timer stops.
+func (c *Core) transmitted(m *messenger, seq uint32) {
+	r := m.r
+	r.unsend(m)
+	m.seq, m.xmit, m.lostAt = seq, c.now, time.Time{}
+	m.sendPrev = r.sendTail
+	if r.sendTail != nil {
+		r.sendTail.sendNext = m
+	} else {
+		r.sendHead = m
+	}
+	r.sendTail = m
+}
+
+// unsend takes m out of r's send order, if it is in it.
+func (r *remote) unsend(m *messenger) {
+	if m.sendPrev == nil && r.sendHead != m {
+		return
+	}
+	if m.sendPrev != nil {
+		m.sendPrev.sendNext = m.sendNext
+	} else {
+		r.sendHead = m.sendNext
+	}
+	if m.sendNext != nil {
+		m.sendNext.sendPrev = m.sendPrev
+	} else {
+		r.sendTail = m.sendPrev
+	}
+	m.sendPrev, m.sendNext = nil, nil
+}
+
+// answeredSend takes m's done, before m ends: it counts a retransmission
+// of m that the done shows needless, and looks for the messages lost
+// before m.
+func (c *Core) answeredSend(m *messenger) {
+	r := m.r
+	if r.sendHead != m && m.sendPrev == nil {
+		return // never sent (ended before its bundle went)
+	}
+	// A done that comes sooner after the copy than any round trip took
+	// answers an earlier copy: the copy was not needed.
+	if m.resent && r.rttMin > 0 && c.now.Sub(m.xmit) < time.Duration(r.rttMin)*time.Microsecond {
+		c.stats.c.SpuriousRetransmits++
+	}
+	if seqBefore(r.rackSeq, m.seq) || r.rackSeq == 0 {
+		r.rackSeq = m.seq
+	}
+	r.unsend(m)
+	c.detectLost(r)
+}
+
+// detectLost sends again, from the oldest, r's messages that went before
+// the newest transmission answered and are lost by time or by count, and
+// arms the loss timer of the first that is not yet.
+func (c *Core) detectLost(r *remote) {
+	delay := r.lossDelay()
+	if delay == 0 {
+		return
+	}
+	for m := r.sendHead; m != nil && seqBefore(m.seq, r.rackSeq); m = r.sendHead {
+		at := m.xmit.Add(delay)
+		if r.rackSeq-m.seq < packetThreshold && c.now.Before(at) {
+			if !m.lostAt.Equal(at) {
+				m.lostAt = at
+				c.retime(m)
+			}
+			return
+		}
+		if seq := m.seq; !m.lost(c) || m.seq == seq {
+			// Nothing went now (it waits for this moment's bundles, or
+			// had nothing to send): out of the order until it goes.
+			r.unsend(m)
+		}
+	}
+}
+
+// lossDelay is how long after a message went a later one's done makes it
+// lost: 9/8 of the round trip (RFC 9002 §6.1.2), the larger of the
+// smoothed and the latest; zero while the remote has no estimate.
+func (r *remote) lossDelay() time.Duration {
+	if r.srtt == 0 {
+		return 0
+	}
+	rtt := time.Duration(max(r.srtt, r.rttLast)) * time.Microsecond
+	return max(rtt*9/8, timerGranularity)
+}
+
+// lost sends m again now, found lost by detectLost: as its retransmission
+// timer would, but not backed off (the path works: a later message was
+// answered). It reports whether anything went (or waits for this
+// moment's bundles).
+func (m *messenger) lost(c *Core) bool {
+	m.lostAt = time.Time{}
+	c.retime(m)
+	if m.bundled {
+		if m.queued {
+			return false
+		}
+		m.retry = true
+		c.queue(m)
+		return true
+	}
+	if m.lastSeg < 0 {
+		return false
+	}
+	m.sendAgain(c)
+	return true
+}
