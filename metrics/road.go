@@ -100,11 +100,9 @@ func NewRoad(s *road.Stack, opts *RoadOptions) *Road {
 // Describe sends the descriptions of every series Collect makes.
 func (c *Road) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.d
-	for _, x := range []*prometheus.Desc{d.packets, d.bytes, d.drops, d.retransmits, d.messagesIn, d.messagesOut,
+	describe(ch, d.packets, d.bytes, d.drops, d.retransmits, d.messagesIn, d.messagesOut,
 		d.events, d.eventDrops, d.sendErrors, d.verifications, d.reassembling, d.reassemblyBytes, d.rtt,
-		d.receiveQueue, d.eventQueue, d.waiting, d.remotes, d.srtt, d.rttvar, d.remoteRetransmits, d.remoteMessages} {
-		ch <- x
-	}
+		d.receiveQueue, d.eventQueue, d.waiting, d.remotes, d.srtt, d.rttvar, d.remoteRetransmits, d.remoteMessages)
 }
 
 // Collect reads the stack's counters and remotes. A closed stack yields
@@ -124,12 +122,8 @@ func (c *Road) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	d := &c.d
-	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
-	}
-	gauge := func(desc *prometheus.Desc, v int, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(v), labels...)
-	}
+	counter := func(desc *prometheus.Desc, v uint64, labels ...string) { counter(ch, desc, v, labels...) }
+	gauge := func(desc *prometheus.Desc, v int, labels ...string) { gauge(ch, desc, v, labels...) }
 	byKind := func(desc *prometheus.Desc, dir string, m map[string]uint64) {
 		for k, v := range m {
 			t, p, _ := strings.Cut(k, "/")
@@ -199,4 +193,20 @@ func TopRemotes(rs []road.Remote, n int) []road.Remote {
 			strings.Compare(a.Name, b.Name))
 	})
 	return rs[:min(n, len(rs))]
+}
+
+// counter and gauge send one constant series of a collector.
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v int, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
+}
+
+// describe sends ds (a collector's Describe).
+func describe(ch chan<- *prometheus.Desc, ds ...*prometheus.Desc) {
+	for _, d := range ds {
+		ch <- d
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -18,45 +17,10 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/raet-go/raet/internal/netsim"
-	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/metrics"
 	"github.com/raet-go/raet/road"
 )
-
-// lossyPair starts main and other on an in-memory network that loses
-// loss of the datagrams each way, and joins other to main.
-func lossyPair(t *testing.T, loss float64) (m, o *road.Stack) {
-	t.Helper()
-	network := netsim.NewNetwork(7)
-	t.Cleanup(func() { network.Close() })
-	mainAddr := netip.MustParseAddrPort("10.0.0.1:7530")
-	imp := netsim.Impairment{Loss: loss, Delay: time.Millisecond}
-	connM, err := network.Listen(mainAddr, imp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	connO, err := network.Listen(netip.MustParseAddrPort("10.0.0.2:7530"), imp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := func(cfg road.Config) *road.Stack {
-		s, err := road.New(&cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	m = start(road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, PacketConn: connM, AlivePeriod: -1})
-	o = start(road.Config{Name: "other", PacketConn: connO, AlivePeriod: -1, MessageTimeout: time.Minute})
-	if _, err := o.Join(t.Context(), mainAddr.String()); err != nil {
-		t.Fatal(err)
-	}
-	return m, o
-}
 
 // scrape serves reg's /metrics and parses the text back.
 func scrape(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
@@ -111,7 +75,8 @@ next:
 // same value, and the loss shows as retransmissions.
 func TestRoadMetricsEqualCounters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, o := lossyPair(t, 0.2)
+		m, o := roadtest.LossyPair(t, 7, netsim.Impairment{Loss: 0.2, Delay: time.Millisecond},
+			road.Config{Name: "main"}, road.Config{Name: "other", MessageTimeout: time.Minute})
 		const n = 40
 		errs := make(chan error, n)
 		for i := range n {
