@@ -32,10 +32,10 @@ type Road struct {
 }
 
 type roadDescs struct {
-	packets, bytes, drops, retransmits, messagesIn, messagesOut, events       *prometheus.Desc
-	eventDrops, sendErrors, verifications, reassembling, reassemblyBytes, rtt *prometheus.Desc
-	receiveQueue, eventQueue, waiting, remotes                                *prometheus.Desc
-	srtt, rttvar, remoteRetransmits, remoteMessages                           *prometheus.Desc
+	packets, bytes, drops, retransmits, duplicates, messagesIn, messagesOut, events *prometheus.Desc
+	eventDrops, sendErrors, verifications, reassembling, reassemblyBytes, rtt       *prometheus.Desc
+	receiveQueue, eventQueue, waiting, remotes                                      *prometheus.Desc
+	srtt, rttvar, remoteRetransmits, remoteMessages                                 *prometheus.Desc
 }
 
 // RemoteState is the one state a road collector files a remote under
@@ -76,6 +76,7 @@ func NewRoad(s *road.Stack, opts *RoadOptions) *Road {
 		bytes:             d("bytes_total", "Bytes of raet_road_packets_total, by the same labels.", kind...),
 		drops:             d("drops_total", "Received datagrams dropped, by reason.", "reason"),
 		retransmits:       d("retransmits_total", "Packets sent again (redo timers and resend requests)."),
+		duplicates:        d("duplicates_total", "Message segments (and messages) received again while held: spurious retransmissions of the sender, or network duplicates."),
 		messagesIn:        d("messages_received_total", "Messages delivered to the application."),
 		messagesOut:       d("messages_sent_total", "Messages sent, by result: done (the remote has it) or failed.", "result"),
 		events:            d("events_total", "Remote events (joined, pending, rejected, allowed, alive, dead, ...) by kind and reason: the outcomes of joins and allows.", "event", "reason"),
@@ -100,7 +101,7 @@ func NewRoad(s *road.Stack, opts *RoadOptions) *Road {
 // Describe sends the descriptions of every series Collect makes.
 func (c *Road) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.d
-	describe(ch, d.packets, d.bytes, d.drops, d.retransmits, d.messagesIn, d.messagesOut,
+	describe(ch, d.packets, d.bytes, d.drops, d.retransmits, d.duplicates, d.messagesIn, d.messagesOut,
 		d.events, d.eventDrops, d.sendErrors, d.verifications, d.reassembling, d.reassemblyBytes, d.rtt,
 		d.receiveQueue, d.eventQueue, d.waiting, d.remotes, d.srtt, d.rttvar, d.remoteRetransmits, d.remoteMessages)
 }
@@ -142,6 +143,7 @@ func (c *Road) Collect(ch chan<- prometheus.Metric) {
 		counter(d.events, v, e, why)
 	}
 	counter(d.retransmits, n.Retransmits)
+	counter(d.duplicates, n.Duplicates)
 	counter(d.messagesIn, n.MessagesIn)
 	counter(d.messagesOut, n.MessagesOut, "done")
 	counter(d.messagesOut, n.MessageFails, "failed")

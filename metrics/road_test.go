@@ -130,6 +130,7 @@ func TestRoadMetricsEqualCounters(t *testing.T) {
 				check("raet_road_events_total", v, "event="+e, "reason="+why)
 			}
 			check("raet_road_retransmits_total", want.Retransmits)
+			check("raet_road_duplicates_total", want.Duplicates)
 			check("raet_road_messages_received_total", want.MessagesIn)
 			check("raet_road_messages_sent_total", want.MessagesOut, "result=done")
 			check("raet_road_messages_sent_total", want.MessageFails, "result=failed")
@@ -156,8 +157,8 @@ func TestRoadMetricsEqualCounters(t *testing.T) {
 		// The loss was seen and mended.
 		so, _ := o.Counters(t.Context())
 		sm, _ := m.Counters(t.Context())
-		if so.Retransmits == 0 || so.MessagesOut != n || sm.MessagesIn != n {
-			t.Errorf("other: %d retransmits, %d done; main: %d received", so.Retransmits, so.MessagesOut, sm.MessagesIn)
+		if so.Retransmits == 0 || so.MessagesOut != n || sm.MessagesIn != n || sm.Duplicates == 0 {
+			t.Errorf("other: %d retransmits, %d done; main: %d received, %d duplicates", so.Retransmits, so.MessagesOut, sm.MessagesIn, sm.Duplicates)
 		}
 		if sm.Events["joined"] == 0 || so.Events["allowed"] == 0 {
 			t.Errorf("join outcomes not counted: main %v other %v", sm.Events, so.Events)

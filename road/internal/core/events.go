@@ -102,10 +102,14 @@ type Counters struct {
 	BytesIn, BytesOut map[string]uint64
 	Drops             map[string]uint64 // received datagrams dropped, by reason
 	Retransmits       uint64            // packets sent again (redo timers and resend requests)
-	MessagesIn        uint64
-	MessagesOut       uint64 // messages done
-	MessageFails      uint64
-	RTT               RTTStats // from a message's first packet to its done
+	// Duplicates counts message segments (and messages) received again
+	// while held: the sender's retransmissions that were spurious, or
+	// the network's duplicates.
+	Duplicates   uint64
+	MessagesIn   uint64
+	MessagesOut  uint64 // messages done
+	MessageFails uint64
+	RTT          RTTStats // from a message's first packet to its done
 	// Events counts the events reported (whether or not Events() was
 	// read), by kind, and "kind/reason" where there is a reason, e.g.
 	// "joined", "pending/pending-ours", "rejected/keys-rejected".
