@@ -1,12 +1,17 @@
 package dissect_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/raet-go/raet/dissect"
+	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/road"
 )
 
@@ -71,4 +76,49 @@ func ExampleDissector() {
 	// beta > alpha: {"subject":"msgpack reply","ok":true}
 	// alpha > beta: {"subject":"a book of three pages","text":"lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane lane "}
 	// 5 lane pages
+}
+
+// Two stacks on loopback, the joiner writing its transaction log live; a
+// capture of the same traffic gives the same lines (raetdump -txlog).
+func ExampleTxLogTap() {
+	m, err := road.New(&road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, Listen: "127.0.0.1:0", AlivePeriod: -1})
+	if err != nil {
+		panic(err)
+	}
+	if err := m.Start(); err != nil {
+		panic(err)
+	}
+	defer m.Close()
+
+	var log bytes.Buffer
+	tl := dissect.NewTxLogTap(&log, nil)
+	o, err := road.New(&road.Config{Name: "other", Listen: "127.0.0.1:0", AlivePeriod: -1,
+		Tap: func(p road.TapPacket) { tl.Tap(dissect.RoadPacket(p)) }})
+	if err != nil {
+		panic(err)
+	}
+	if err := o.Start(); err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := o.Join(ctx, m.Addr().String()); err != nil {
+		panic(err)
+	}
+	o.Close()
+	if err := tl.Close(); err != nil {
+		panic(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+		var l dissect.TxLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			panic(err)
+		}
+		if l.Ev == "done" && (l.Kind == "join" || l.Kind == "allow") {
+			fmt.Println(l.Txn, l.Ev, l.Kind)
+		}
+	}
+	// Output:
+	// 1 done join
+	// 2 done allow
 }

@@ -39,21 +39,15 @@ func NewBus(n *bus.Node) *Bus {
 
 // Describe sends the descriptions of every series Collect makes.
 func (c *Bus) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ignored, c.peers, c.published, c.subscriptions, c.hwmDrops, c.cuts,
-		c.refused, c.historyErrors, c.queued, c.requests, c.requestsPending, c.jobs, c.jobsNow} {
-		ch <- d
-	}
+	describe(ch, c.ignored, c.peers, c.published, c.subscriptions, c.hwmDrops, c.cuts,
+		c.refused, c.historyErrors, c.queued, c.requests, c.requestsPending, c.jobs, c.jobsNow)
 }
 
 // Collect reads the node's counters.
 func (c *Bus) Collect(ch chan<- prometheus.Metric) {
 	s := c.n.Stats()
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
-	gauge := func(d *prometheus.Desc, v int, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
-	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) { counter(ch, d, v, labels...) }
+	gauge := func(d *prometheus.Desc, v int, labels ...string) { gauge(ch, d, v, labels...) }
 	counter(c.ignored, s.NotEnvelope, "not_envelope")
 	counter(c.ignored, s.BadEnvelope, "bad_envelope")
 	counter(c.ignored, s.UnknownKind, "unknown_kind")

@@ -36,18 +36,14 @@ func NewLane(s *lane.Stack) *Lane {
 
 // Describe sends the descriptions of every series Collect makes.
 func (c *Lane) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.pages, c.bytes, c.messages, c.drops, c.retries, c.sendErrors,
-		c.misaddressed, c.yardEvents, c.yards, c.receiveQueue, c.resent} {
-		ch <- d
-	}
+	describe(ch, c.pages, c.bytes, c.messages, c.drops, c.retries, c.sendErrors,
+		c.misaddressed, c.yardEvents, c.yards, c.receiveQueue, c.resent)
 }
 
 // Collect reads the stack's counters.
 func (c *Lane) Collect(ch chan<- prometheus.Metric) {
 	n := c.s.Counters()
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
-	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) { counter(ch, d, v, labels...) }
 	counter(c.pages, n.PagesIn, "in")
 	counter(c.pages, n.PagesOut, "out")
 	counter(c.bytes, n.BytesIn, "in")
@@ -64,6 +60,6 @@ func (c *Lane) Collect(ch chan<- prometheus.Metric) {
 	counter(c.yardEvents, n.YardsRemoved, "removed")
 	counter(c.yardEvents, n.YardsEvicted, "evicted")
 	counter(c.resent, n.Resent)
-	ch <- prometheus.MustNewConstMetric(c.yards, prometheus.GaugeValue, float64(len(c.s.Yards())))
-	ch <- prometheus.MustNewConstMetric(c.receiveQueue, prometheus.GaugeValue, float64(len(c.s.Receive())))
+	gauge(ch, c.yards, len(c.s.Yards()))
+	gauge(ch, c.receiveQueue, len(c.s.Receive()))
 }

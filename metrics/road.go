@@ -32,10 +32,10 @@ type Road struct {
 }
 
 type roadDescs struct {
-	packets, bytes, drops, retransmits, messagesIn, messagesOut, events       *prometheus.Desc
-	eventDrops, sendErrors, verifications, reassembling, reassemblyBytes, rtt *prometheus.Desc
-	receiveQueue, eventQueue, waiting, remotes                                *prometheus.Desc
-	srtt, rttvar, remoteRetransmits, remoteMessages                           *prometheus.Desc
+	packets, bytes, drops, retransmits, duplicates, messagesIn, messagesOut, events *prometheus.Desc
+	eventDrops, sendErrors, verifications, reassembling, reassemblyBytes, rtt       *prometheus.Desc
+	receiveQueue, eventQueue, waiting, remotes                                      *prometheus.Desc
+	srtt, rttvar, remoteRetransmits, remoteMessages                                 *prometheus.Desc
 }
 
 // RemoteState is the one state a road collector files a remote under
@@ -76,6 +76,7 @@ func NewRoad(s *road.Stack, opts *RoadOptions) *Road {
 		bytes:             d("bytes_total", "Bytes of raet_road_packets_total, by the same labels.", kind...),
 		drops:             d("drops_total", "Received datagrams dropped, by reason.", "reason"),
 		retransmits:       d("retransmits_total", "Packets sent again (redo timers and resend requests)."),
+		duplicates:        d("duplicates_total", "Message segments (and messages) received again while held: spurious retransmissions of the sender, or network duplicates."),
 		messagesIn:        d("messages_received_total", "Messages delivered to the application."),
 		messagesOut:       d("messages_sent_total", "Messages sent, by result: done (the remote has it) or failed.", "result"),
 		events:            d("events_total", "Remote events (joined, pending, rejected, allowed, alive, dead, ...) by kind and reason: the outcomes of joins and allows.", "event", "reason"),
@@ -100,11 +101,9 @@ func NewRoad(s *road.Stack, opts *RoadOptions) *Road {
 // Describe sends the descriptions of every series Collect makes.
 func (c *Road) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.d
-	for _, x := range []*prometheus.Desc{d.packets, d.bytes, d.drops, d.retransmits, d.messagesIn, d.messagesOut,
+	describe(ch, d.packets, d.bytes, d.drops, d.retransmits, d.duplicates, d.messagesIn, d.messagesOut,
 		d.events, d.eventDrops, d.sendErrors, d.verifications, d.reassembling, d.reassemblyBytes, d.rtt,
-		d.receiveQueue, d.eventQueue, d.waiting, d.remotes, d.srtt, d.rttvar, d.remoteRetransmits, d.remoteMessages} {
-		ch <- x
-	}
+		d.receiveQueue, d.eventQueue, d.waiting, d.remotes, d.srtt, d.rttvar, d.remoteRetransmits, d.remoteMessages)
 }
 
 // Collect reads the stack's counters and remotes. A closed stack yields
@@ -124,12 +123,8 @@ func (c *Road) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	d := &c.d
-	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
-	}
-	gauge := func(desc *prometheus.Desc, v int, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(v), labels...)
-	}
+	counter := func(desc *prometheus.Desc, v uint64, labels ...string) { counter(ch, desc, v, labels...) }
+	gauge := func(desc *prometheus.Desc, v int, labels ...string) { gauge(ch, desc, v, labels...) }
 	byKind := func(desc *prometheus.Desc, dir string, m map[string]uint64) {
 		for k, v := range m {
 			t, p, _ := strings.Cut(k, "/")
@@ -148,6 +143,7 @@ func (c *Road) Collect(ch chan<- prometheus.Metric) {
 		counter(d.events, v, e, why)
 	}
 	counter(d.retransmits, n.Retransmits)
+	counter(d.duplicates, n.Duplicates)
 	counter(d.messagesIn, n.MessagesIn)
 	counter(d.messagesOut, n.MessagesOut, "done")
 	counter(d.messagesOut, n.MessageFails, "failed")
@@ -199,4 +195,20 @@ func TopRemotes(rs []road.Remote, n int) []road.Remote {
 			strings.Compare(a.Name, b.Name))
 	})
 	return rs[:min(n, len(rs))]
+}
+
+// counter and gauge send one constant series of a collector.
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v int, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
+}
+
+// describe sends ds (a collector's Describe).
+func describe(ch chan<- *prometheus.Desc, ds ...*prometheus.Desc) {
+	for _, d := range ds {
+		ch <- d
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -17,46 +16,11 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/metrics"
 	"github.com/raet-go/raet/netsim"
 	"github.com/raet-go/raet/road"
 )
-
-// lossyPair starts main and other on an in-memory network that loses
-// loss of the datagrams each way, and joins other to main.
-func lossyPair(t *testing.T, loss float64) (m, o *road.Stack) {
-	t.Helper()
-	network := netsim.NewNetwork(7)
-	t.Cleanup(func() { network.Close() })
-	mainAddr := netip.MustParseAddrPort("10.0.0.1:7530")
-	imp := netsim.Impairment{Loss: loss, Delay: time.Millisecond}
-	connM, err := network.Listen(mainAddr, imp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	connO, err := network.Listen(netip.MustParseAddrPort("10.0.0.2:7530"), imp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := func(cfg road.Config) *road.Stack {
-		s, err := road.New(&cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	m = start(road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, PacketConn: connM, AlivePeriod: -1})
-	o = start(road.Config{Name: "other", PacketConn: connO, AlivePeriod: -1, MessageTimeout: time.Minute})
-	if _, err := o.Join(t.Context(), mainAddr.String()); err != nil {
-		t.Fatal(err)
-	}
-	return m, o
-}
 
 // scrape serves reg's /metrics and parses the text back.
 func scrape(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
@@ -111,7 +75,8 @@ next:
 // same value, and the loss shows as retransmissions.
 func TestRoadMetricsEqualCounters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, o := lossyPair(t, 0.2)
+		m, o := roadtest.LossyPair(t, 7, netsim.Impairment{Loss: 0.2, Delay: time.Millisecond},
+			road.Config{Name: "main"}, road.Config{Name: "other", MessageTimeout: time.Minute})
 		const n = 40
 		errs := make(chan error, n)
 		for i := range n {
@@ -165,6 +130,7 @@ func TestRoadMetricsEqualCounters(t *testing.T) {
 				check("raet_road_events_total", v, "event="+e, "reason="+why)
 			}
 			check("raet_road_retransmits_total", want.Retransmits)
+			check("raet_road_duplicates_total", want.Duplicates)
 			check("raet_road_messages_received_total", want.MessagesIn)
 			check("raet_road_messages_sent_total", want.MessagesOut, "result=done")
 			check("raet_road_messages_sent_total", want.MessageFails, "result=failed")
@@ -191,8 +157,8 @@ func TestRoadMetricsEqualCounters(t *testing.T) {
 		// The loss was seen and mended.
 		so, _ := o.Counters(t.Context())
 		sm, _ := m.Counters(t.Context())
-		if so.Retransmits == 0 || so.MessagesOut != n || sm.MessagesIn != n {
-			t.Errorf("other: %d retransmits, %d done; main: %d received", so.Retransmits, so.MessagesOut, sm.MessagesIn)
+		if so.Retransmits == 0 || so.MessagesOut != n || sm.MessagesIn != n || sm.Duplicates == 0 {
+			t.Errorf("other: %d retransmits, %d done; main: %d received, %d duplicates", so.Retransmits, so.MessagesOut, sm.MessagesIn, sm.Duplicates)
 		}
 		if sm.Events["joined"] == 0 || so.Events["allowed"] == 0 {
 			t.Errorf("join outcomes not counted: main %v other %v", sm.Events, so.Events)

@@ -72,11 +72,7 @@ func (f *observeFlags) tapRoad(cfg *road.Config) (end func() error, err error) {
 		tl.Tap(dissect.RoadPacket(p))
 	}
 	return func() error {
-		err := tl.Close()
-		if cerr := file.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := errors.Join(tl.Close(), file.Close()); err != nil {
 			return fmt.Errorf("--txlog: %w", err)
 		}
 		return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -25,11 +26,7 @@ func (o *options) openTxLog(cfg *dissect.Config) (*dissect.TxLog, func() error, 
 		cfg.OnClose = tl.Closed
 	}
 	end := func() error {
-		err := tl.Flush()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := errors.Join(tl.Flush(), f.Close()); err != nil {
 			return fmt.Errorf("-txlog: %w", err)
 		}
 		return nil

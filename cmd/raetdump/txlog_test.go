@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/dissect"
-	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/netsim"
 	"github.com/raet-go/raet/road"
 )
@@ -25,18 +24,6 @@ import (
 func lossyTraffic(t *testing.T, messages int) (capture, live []byte) {
 	var pcap, txlog bytes.Buffer
 	synctest.Test(t, func(t *testing.T) {
-		network := netsim.NewNetwork(3)
-		defer network.Close()
-		mainAddr := netip.MustParseAddrPort("10.0.0.1:7530")
-		imp := netsim.Impairment{Loss: 0.2, Delay: time.Millisecond}
-		connM, err := network.Listen(mainAddr, imp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		connO, err := network.Listen(netip.MustParseAddrPort("10.0.0.2:7530"), imp)
-		if err != nil {
-			t.Fatal(err)
-		}
 		pw, err := dissect.NewPcapngWriter(&pcap, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -49,23 +36,8 @@ func lossyTraffic(t *testing.T, messages int) (capture, live []byte) {
 			pw.Tap(dissect.RoadPacket(p))
 			tl.Tap(dissect.RoadPacket(p))
 		}
-		start := func(cfg road.Config) *road.Stack {
-			s, err := road.New(&cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Start(); err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}
-		m := start(road.Config{Name: "main", Main: true, Auto: keep.AutoAlways, PacketConn: connM, AlivePeriod: -1})
-		defer m.Close()
-		o := start(road.Config{Name: "other", PacketConn: connO, AlivePeriod: -1, MessageTimeout: time.Minute,
-			NoBundling: true, Tap: tap})
-		if _, err := o.Join(t.Context(), mainAddr.String()); err != nil {
-			t.Fatal(err)
-		}
+		m, o := roadtest.LossyPair(t, 3, netsim.Impairment{Loss: 0.2, Delay: time.Millisecond}, road.Config{Name: "main"},
+			road.Config{Name: "other", MessageTimeout: time.Minute, NoBundling: true, Tap: tap})
 		errs := make(chan error, messages)
 		for i := range messages {
 			body := map[string]any{"n": i, "pad": strings.Repeat("x", (i%3)*2000)}

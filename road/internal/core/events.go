@@ -106,10 +106,14 @@ type Counters struct {
 	// sooner after the copy than any round trip took: it answered an
 	// earlier copy, so the copy was not needed.
 	SpuriousRetransmits uint64
-	MessagesIn          uint64
-	MessagesOut         uint64 // messages done
-	MessageFails        uint64
-	RTT                 RTTStats // from a message's first packet to its done
+	// Duplicates counts message segments (and messages) received again
+	// while held: the sender's retransmissions that were spurious, or
+	// the network's duplicates.
+	Duplicates   uint64
+	MessagesIn   uint64
+	MessagesOut  uint64 // messages done
+	MessageFails uint64
+	RTT          RTTStats // from a message's first packet to its done
 	// Events counts the events reported (whether or not Events() was
 	// read), by kind, and "kind/reason" where there is a reason, e.g.
 	// "joined", "pending/pending-ours", "rejected/keys-rejected".

@@ -658,6 +658,7 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 		return
 	}
 	if m.whole {
+		c.stats.c.Duplicates++
 		return // whole already; waiting to deliver
 	}
 	h := &p.Head
@@ -699,6 +700,9 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 			c.fed(m)
 		}
 		whole, complete, progress = got, got != nil, prog
+		if !prog && err == nil {
+			c.stats.c.Duplicates++
+		}
 	}
 	if r.txn(m.key()) == nil {
 		c.addTxn(r, m)
