@@ -17,6 +17,7 @@ import (
 var coreOnly = map[string]string{
 	"DecodeLater": "the stack's readers always decode off the owner goroutine",
 	"SignLater":   "the stack's writer always signs off the owner goroutine",
+	"FQDN":        "the stack looks remotes' names up itself (fqdn.go)",
 }
 
 // TestConfigTwins checks that every core.Config field has a road.Config

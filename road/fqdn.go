@@ -2,6 +2,7 @@ package road
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"strings"
@@ -13,8 +14,10 @@ import (
 // domain name (§8.3), and the reference, as allowent, logs "Mismatch of
 // local fqdn" unless it is the name its socket.getfqdn gives its own host.
 // So a stack sends, for a remote, what getfqdn gives the remote's address:
-// the first of the names its resolver has for it (hosts file, then reverse
-// DNS) with a dot in it, else the first. The core asks on the owner, which
+// the first of the names the hosts file has for it with a dot in it, else
+// the first. Only the hosts file: a reverse DNS query per remote would send
+// a main's resolver a query for every address that joins (and a test's
+// 127.x.y.z addresses to the network), and a Join would wait on it. The core asks on the owner, which
 // must not wait for DNS: a name not known yet is looked up behind it and
 // taken by the next allow; Join looks up the address it joins first.
 
@@ -48,11 +51,16 @@ func pickFQDN(names []string) string {
 	return ""
 }
 
+// hostsOnly answers from the hosts file: its Dial refuses every DNS server.
+var hostsOnly = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+	return nil, errors.New("raet: fqdn: names come from the hosts file only")
+}}
+
 // lookupFQDN finds a's name now.
 func lookupFQDN(ctx context.Context, a netip.Addr) string {
 	ctx, cancel := context.WithTimeout(ctx, fqdnLookupTime)
 	defer cancel()
-	names, err := net.DefaultResolver.LookupAddr(ctx, a.Unmap().String())
+	names, err := hostsOnly.LookupAddr(ctx, a.Unmap().String())
 	if err != nil {
 		return ""
 	}
