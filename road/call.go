@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/road/internal/core"
 )
 
@@ -61,7 +62,10 @@ type Call struct {
 // ErrNotStarted, ErrClosed, ErrNotMapping, ErrQueueFull (with
 // Config.FailFast), a Config.Queue's failure, or ctx's error. A body that
 // is neither a mapping nor bytes is ErrNotMapping, wrapping the
-// serializer's error (a *packet.BodyError, for a built-in one). ctx bounds
+// serializer's error (a *packet.BodyError, for a built-in one); a mapping
+// holding a value its body kind cannot carry (packet.ErrCannotCarry: an
+// integer beyond 64 bits in msgpack; packet.ErrUnsupportedValue: NaN in
+// JSON) or nested too deeply is that error, wrapped. ctx bounds
 // only that wait (for room in the send queue, and for a BatchSerializer's
 // encoding); a message once queued runs to its outcome (bounded by
 // Config.MessageTimeout). Everything else (ErrUnknownRemote too) is the
@@ -147,6 +151,10 @@ func (s *Stack) goCall(ctx context.Context, c *Call) error {
 	switch {
 	case errors.Is(err, ErrNotStarted), errors.Is(err, ErrClosed), ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return err
+	case errors.Is(err, packet.ErrUnsupportedValue), errors.Is(err, packet.ErrBodyTooDeep):
+		// A mapping whose value its kind cannot carry (an integer beyond
+		// 64 bits in msgpack, NaN in JSON): not "not a mapping".
+		return fmt.Errorf("raet: message body: %w", err)
 	case err != nil:
 		return fmt.Errorf("%w: %w", ErrNotMapping, err)
 	}

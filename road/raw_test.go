@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,5 +163,19 @@ func TestGoRawBundled(t *testing.T) {
 	co, _ := o.Counters(ctx)
 	if co.PacketsOut["message/bundle"] == 0 {
 		t.Errorf("%d raw messages sent at once in no bundle (%d lone)", n, co.PacketsOut["message/message"])
+	}
+}
+
+// A mapping whose value its body kind cannot carry (an integer beyond 64
+// bits in msgpack) is refused with the serializer's error, which says so,
+// not ErrNotMapping: the body is a mapping.
+func TestSendValueNotCarried(t *testing.T) {
+	_, o := joined(t, road.Config{}, road.Config{BodyKind: codec.BodyKindMsgpack})
+	ctx := ctxT(t, 20*time.Second)
+	big70, _ := new(big.Int).SetString("1180591620717411303424", 10)
+	err := o.Send(ctx, "main", map[string]any{"n": big70})
+	if err == nil || errors.Is(err, road.ErrNotMapping) || !errors.Is(err, packet.ErrCannotCarry) ||
+		!strings.HasPrefix(err.Error(), "raet: message body: ") || !strings.Contains(err.Error(), "integer beyond 64 bits") {
+		t.Fatalf("Send of 2^70 in msgpack: %v", err)
 	}
 }

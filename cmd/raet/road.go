@@ -358,12 +358,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintln(stderr, "raet serve:", s.Err())
 				return exitFailure
 			}
-			body, err := bodyJSON(m)
-			if err != nil {
-				fmt.Fprintf(stderr, "raet serve: message from %s: %v\n", m.From, err)
-				continue
-			}
-			if err := enc.Encode(received{From: m.From, Body: body}); err != nil {
+			if body, err := bodyJSON(m); err != nil {
+				// Not a line JSON can print (a msgpack or CBOR float inf or
+				// NaN): said here; the echo goes all the same.
+				fmt.Fprintf(stderr, "raet serve: message from %s not printed: %v\n", m.From, err)
+			} else if err := enc.Encode(received{From: m.From, Body: body}); err != nil {
 				return exitFailure
 			}
 			if *echo {

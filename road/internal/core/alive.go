@@ -86,7 +86,9 @@ func (a *aliver) receive(c *Core, p *rxPacket) {
 		c.removeTxn(r, a)
 		c.refresh(r, nil)
 		r.allowed = false
-		c.startAllower(r, a.cascade)
+		if c.now.UnixNano() >= r.mendAt { // else it allows us, or we later (mendLater)
+			c.startAllower(r, a.cascade)
+		}
 	}
 }
 

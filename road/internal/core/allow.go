@@ -62,6 +62,7 @@ func (c *Core) allowed(r *remote, short keys.Box, peerShort keys.PublicKey, sess
 	c.markKeys(r) // the readers open the new session's AEAD coat
 	r.allowed = true
 	r.unconfirmed = false
+	r.mends = 0 // mendAt stays: our hellos of a crossed allow may still be under way
 	if c.cfg.KeyLog != nil {
 		if _, err := io.WriteString(c.cfg.KeyLog, handshake.FormatKeyLog(r.short.Public, r.short.Private, r.peerShort)); err != nil {
 			c.log.Warn("raet: keylog", "err", err)
@@ -237,6 +238,7 @@ func (a *allower) receive(c *Core, p *rxPacket) {
 		}
 	case codec.PacketKindNack, codec.PacketKindRefuse:
 		c.removeTxn(r, a)
+		c.mendLater(r)
 		c.failAllow(r, ErrRefused)
 	case codec.PacketKindReject:
 		r.allowed = false
@@ -253,6 +255,7 @@ func (a *allower) receive(c *Core, p *rxPacket) {
 func (a *allower) tick(c *Core) {
 	if a.timeout.due(c.now) {
 		c.removeTxn(a.r, a)
+		c.mendLater(a.r)
 		c.failAllow(a.r, ErrTimeout)
 		return
 	}
@@ -358,6 +361,7 @@ func (a *allowent) hello(c *Core, p *rxPacket) {
 			return
 		}
 		other.nack(c, codec.PacketKindRefuse)
+		c.mendLater(r) // its hellos under way may yet reach it after this allow
 	}
 	if status, _, err := c.roleStatus(r.role); !r.joined || err != nil || status != keep.Accepted {
 		// Only a remote joined with accepted keys allows, whatever a keep

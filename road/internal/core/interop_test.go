@@ -10,6 +10,7 @@ import (
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/internal/handshake"
+	"github.com/raet-go/raet/internal/netsim"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/packet"
 )
@@ -379,4 +380,68 @@ func TestRefReceiverNacksTailSentAgain(t *testing.T) {
 	if n := len(p.delivered[p.other]); n != 1 {
 		t.Fatalf("delivered %d times", n)
 	}
+}
+
+// A main mends the session of a remote that has none with an allow of its
+// own (presence), but not across the remote's own: a joiner starved of
+// CPU, slow to allow after its join (2.5 s here, each packet 300 ms late
+// and 5% lost), gets the time of its allow, and the main starts none; an
+// allow of the main that fails makes the next wait twice as long, so a
+// remote that never completes one sees a few, not one every period.
+func TestMainMendsWithoutCrossing(t *testing.T) {
+	t.Run("slow joiner", func(t *testing.T) {
+		p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+			m.AlivePeriod = time.Second
+			o.Profile = ProfileReference
+		})
+		p.impair(t, netsim.Impairment{Loss: 0.05, Delay: 300 * time.Millisecond, Jitter: 50 * time.Millisecond, Seed: 31})
+		o := p.other
+		r := o.newRemote(p.mainAddr, 0, 0)
+		o.addRemote(r)
+		o.startJoiner(r, false, false)
+		p.advance(2500 * time.Millisecond)
+		if !r.joined {
+			t.Fatal("not joined")
+		}
+		for range 3 { // as its application asks, until allowed
+			if r.allowed {
+				break
+			}
+			if len(r.inProcess(codec.TransactionKindAllow)) == 0 {
+				o.startAllower(r, false)
+			}
+			p.advance(5 * time.Second)
+		}
+		if rm := p.mainRemote(); rm == nil || !rm.allowed || !r.allowed {
+			t.Fatal("not allowed on both sides")
+		}
+		if n := p.count(p.main, codec.TransactionKindAllow, codec.PacketKindHello); n != 0 {
+			t.Errorf("the main sent %d hellos to a joiner about to allow", n)
+		}
+	})
+	t.Run("failing allows", func(t *testing.T) {
+		p := newPair(t, keep.AutoAlways, func(m, o *estate) {
+			m.AlivePeriod = time.Second
+			o.Profile = ProfileReference
+		})
+		p.cut = func(w wired) bool {
+			tk, _ := kindOf(w.b)
+			return w.from == p.other && tk == codec.TransactionKindAllow
+		}
+		o := p.other
+		r := o.newRemote(p.mainAddr, 0, 0)
+		o.addRemote(r)
+		o.startJoiner(r, false, false)
+		p.advance(90 * time.Second)
+		tis := map[uint32]bool{}
+		for _, w := range p.wire {
+			if tk, pk := kindOf(w.b); w.from == p.main && tk == codec.TransactionKindAllow && pk == codec.PacketKindHello {
+				tis[parseHead(t, w.b).TransactionID] = true
+			}
+		}
+		// At 1 s periods with AllowTimeout 4 s, one every ~5 s would be 16.
+		if n := len(tis); n == 0 || n > 7 {
+			t.Errorf("the main started %d allows in 90 s with a remote that never answers one", n)
+		}
+	})
 }

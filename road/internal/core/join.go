@@ -879,6 +879,7 @@ func (j *joinent) finish(c *Core) error {
 	}
 	r.peerCaps = c.shareCaps(j.b.caps)
 	c.joined(r, j.vacuous)
+	c.awaitAllow(r) // the joiner allows next
 	return nil
 }
 

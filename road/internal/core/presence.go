@@ -192,8 +192,11 @@ func (c *Core) managePresence(r *remote) {
 	if !r.presence.IsZero() && !c.now.Before(r.presence) {
 		c.schedulePresence(r, false)
 		// Not one whose join waits for its hello (answered): a join of
-		// ours would cross the allow it is about to start.
-		if r.joined || (len(r.inProcess(codec.TransactionKindJoin)) == 0 && r.answered == nil) {
+		// ours would cross the allow it is about to start; nor an allow
+		// before mendAt (mendLater).
+		switch {
+		case r.joined && !r.allowed && c.now.UnixNano() < r.mendAt:
+		case r.joined || (len(r.inProcess(codec.TransactionKindJoin)) == 0 && r.answered == nil):
 			c.startAliver(r, true)
 		}
 	}
@@ -233,6 +236,32 @@ func (c *Core) refresh(r *remote, alived *bool) {
 	}
 	r.alived, r.aliveKnown = *alived, true
 }
+
+// Mending a session (presence.go: the answering end allows a remote that
+// has none) must not cross the remote's own allow: the reference, at any
+// hello it takes, makes new short-term keys and holds itself unallowed
+// until that allow completes, so each allow of ours it sees while it
+// allows, or that it answers too late for our 4 s (a peer starved of CPU
+// lags by seconds), leaves it without a session, and it refuses the next
+// one while its late allowent lives: a main that mended every period
+// started allows that never completed, its echoes nacked meanwhile (issue
+// 31). So a remote that joined us gets the time of its own allow first,
+// and after each allow of ours that fails the next waits twice as long.
+
+// awaitAllow gives r, which joined us, the time of its allow before we
+// mend its session.
+func (c *Core) awaitAllow(r *remote) {
+	r.mendAt = c.now.Add(c.cfg.AllowTimeout + c.alivePeriod()).UnixNano()
+}
+
+// mendLater backs off our next allow with r after one failed.
+func (c *Core) mendLater(r *remote) {
+	r.mends = min(r.mends+1, maxMendShift)
+	r.mendAt = c.now.Add(c.alivePeriod() << r.mends).UnixNano()
+}
+
+// maxMendShift bounds mendLater's wait: 64 periods.
+const maxMendShift = 6
 
 func (c *Core) unreap(r *remote) {
 	if c.mainFlag && r.reaped {

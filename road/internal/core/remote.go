@@ -40,6 +40,8 @@ type remote struct {
 	// unconfirmed: we joined it vacuously and have allowed no session
 	// since, so it may never have seen our join complete (renew).
 	unconfirmed bool
+	// mends counts our allows with it that failed in a row (mendLater).
+	mends uint8
 
 	// srtt and rttvar estimate, as TCP does (RFC 6298), how long the remote
 	// takes to answer a request: a message's last packet sent, and the
@@ -140,6 +142,9 @@ type remote struct {
 	// answered is our joinent that accepted its join and ended without
 	// its ack (joinent.unacked): its first signed hello completes it.
 	answered *joinent
+	// mendAt (unix ns): presence starts no allow of ours with it before
+	// (mendLater).
+	mendAt int64
 }
 
 // txnKey indexes a remote's transactions (§8.1): who started it, session
