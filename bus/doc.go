@@ -44,8 +44,9 @@
 // the last Config.HistoryLast messages per subject and none older than
 // Config.HistoryAge; NewBoltHistory keeps it in a bbolt file across
 // restarts). A subscription asks for new messages only, the last N, every
-// message since a sequence number (Subscription.Position, to resume after a
-// restart with no gap and no duplicate) or since a time.
+// message since a sequence number (Subscription.Position, or the Epoch and
+// Seq of the last delivery processed, to resume after a restart with no gap
+// and no duplicate) or since a time.
 //
 // # Request/reply
 //
@@ -87,7 +88,9 @@
 //
 // New starts one goroutine for heartbeats and for reading a transport's
 // channels (Road and Lane hand messages to the node from their own
-// goroutine instead). A subscription served has up to SendWindow sending
+// goroutine instead). A subscription has one goroutine that hands its
+// deliveries to the application (so that Position counts only what was
+// taken). A subscription served has up to SendWindow sending
 // goroutines while it has items to send, none when idle; Serve and Pull run
 // their handlers' goroutines; control envelopes are sent by a goroutine per
 // peer while it has any. Close stops and joins them all.

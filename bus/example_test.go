@@ -93,15 +93,17 @@ func ExampleNode_Push() {
 		return fmt.Sprintf("resized %v", j.Body), nil
 	})
 	ctx := context.Background()
+	var ids []uint64
 	for _, img := range []string{"a.png", "b.png", "c.png"} {
-		boss.Push(ctx, "resize", img)
+		id, _ := boss.Push(ctx, "resize", img)
+		ids = append(ids, id)
 	}
 	done := map[uint64]string{}
 	for range 3 {
 		r := <-boss.Results()
 		done[r.ID] = r.Body.(string)
 	}
-	fmt.Println(done[1], done[2], done[3])
+	fmt.Println(done[ids[0]], done[ids[1]], done[ids[2]])
 	// Output:
 	// resized a.png resized b.png resized c.png
 }
@@ -183,4 +185,50 @@ func ExampleNewBoltHistory() {
 	fmt.Println(h.LastSeq(), len(msgs), msgs[0].Subject, msgs[0].Body)
 	// Output:
 	// 1 1 a map[n:1]
+}
+
+// A subscriber that keeps its Position after each message it processes, is
+// killed (kill -9: its buffered messages are lost with it) and restarts
+// from that position gets the rest, with no gap and no duplicate.
+func ExampleSubscription_Position() {
+	net := bus.NewMemNet(0)
+	pt, _ := net.Transport("pub")
+	defer pt.Close()
+	pub, _ := bus.New(pt, nil)
+	defer pub.Close()
+	ctx := context.Background()
+
+	st, _ := net.Transport("sub")
+	sub, _ := bus.New(st, nil)
+	s, _ := sub.Subscribe("pub", []string{"orders.>"}, nil)
+	<-s.Ready()
+	for i := range 6 {
+		pub.Publish(ctx, bus.Pub{Subject: "orders.new", Body: i})
+	}
+	var epoch, seq uint64
+	for range 2 { // processes two; the others wait in its buffer
+		d := <-s.Messages()
+		fmt.Println("processed", d.Seq)
+		epoch, seq = s.Position() // stored with the result, say
+	}
+	st.Close() // killed
+	sub.Close()
+
+	st, _ = net.Transport("sub")
+	defer st.Close()
+	sub, _ = bus.New(st, nil)
+	defer sub.Close()
+	s, _ = sub.Subscribe("pub", []string{"orders.>"},
+		&bus.SubOptions{Replay: bus.Replay{Mode: bus.ReplaySinceSeq, Seq: seq, Epoch: epoch}})
+	for range 4 {
+		d := <-s.Messages()
+		fmt.Println("after the restart", d.Seq)
+	}
+	// Output:
+	// processed 1
+	// processed 2
+	// after the restart 3
+	// after the restart 4
+	// after the restart 5
+	// after the restart 6
 }

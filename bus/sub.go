@@ -42,9 +42,10 @@ type SubOptions struct {
 	Policy Policy
 	HWM    int    // the high-water mark; 0: the publisher's default; at most the publisher's Config.MaxHWM
 	Replay Replay // default: new messages only
-	// Buffer is the capacity of the Messages channel; 0 means 256. A
-	// subscription whose channel is full holds up the node's receiving,
-	// so its publisher's queue fills and its policy applies.
+	// Buffer is how many deliveries wait for the application to take them
+	// from Messages; 0 means 256. A subscription whose buffer is full
+	// holds up the node's receiving, so its publisher's queue fills and
+	// its policy applies.
 	Buffer int
 }
 
@@ -80,6 +81,10 @@ type Delivery struct {
 	Body      any
 	Drops     map[string]uint64
 	Missed    uint64
+	// Epoch is the publisher history's epoch that Seq counts in (a message,
+	// a gap): with Seq, where to resume once this delivery is processed
+	// (Replay{Mode: ReplaySinceSeq, Seq: Seq, Epoch: Epoch}).
+	Epoch uint64
 }
 
 // SubscriptionStats count what a subscription got.
@@ -97,7 +102,9 @@ type Subscription struct {
 	publisher string
 	filters   []string
 	opt       SubOptions
-	c         chan Delivery
+	c         chan Delivery       // unbuffered: a delivery taken is one the application has
+	in        chan Delivery       // the buffer, emptied into c by the subscription's goroutine
+	posReq    chan chan [2]uint64 // Position asks the subscription's goroutine
 	ready     chan struct{}
 	readyOnce sync.Once
 	done      chan struct{}
@@ -107,7 +114,9 @@ type Subscription struct {
 	next      uint64 // the next index expected
 	held      map[uint64]envelope.Envelope
 	epoch     uint64 // the publisher history's epoch
-	seq       uint64 // the last sequence number delivered
+	seq       uint64 // the last sequence number delivered (to the buffer)
+	posEpoch  uint64 // Position: the epoch and
+	posSeq    uint64 // the sequence number of the last message the application took
 	confirmed bool
 	lost      bool   // its publisher went down: ask again when it is up
 	base      uint64 // the publisher's sequence number when it confirmed, to resume from while seq is 0
@@ -175,10 +184,15 @@ func (n *Node) Subscribe(publisher string, filters []string, opt *SubOptions) (*
 		o.Buffer = 256
 	}
 	sub := &Subscription{n: n, publisher: publisher, filters: slices.Clone(filters), opt: o,
-		c: make(chan Delivery, o.Buffer), ready: make(chan struct{}), done: make(chan struct{}), held: map[uint64]envelope.Envelope{}}
+		c: make(chan Delivery), in: make(chan Delivery, o.Buffer), posReq: make(chan chan [2]uint64), ready: make(chan struct{}), done: make(chan struct{}),
+		held: map[uint64]envelope.Envelope{}}
 	sub.stats.Drops = map[string]uint64{}
 	if o.Replay.Mode == ReplaySinceSeq {
 		sub.seq, sub.epoch = o.Replay.Seq, o.Replay.Epoch
+		sub.posSeq, sub.posEpoch = o.Replay.Seq, o.Replay.Epoch
+	}
+	if !n.goWait(sub.hand) {
+		return nil, ErrClosed
 	}
 	n.know(publisher)
 	n.sub.start(sub, false)
@@ -326,6 +340,9 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 			if sub.epoch == 0 {
 				sub.epoch = e.Epoch
 			}
+			if sub.posEpoch == 0 {
+				sub.posEpoch = e.Epoch
+			}
 			if sub.seq == 0 && sub.base == 0 {
 				sub.base = e.Seq
 			}
@@ -340,12 +357,56 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 	s.mu.Unlock()
 	for _, d := range out {
 		select {
-		case sub.c <- d:
+		case sub.in <- d:
 		case <-sub.done:
 			return
 		case <-s.n.ctx.Done():
 			return
 		}
+	}
+}
+
+// hand is the subscription's goroutine: it hands the buffered deliveries
+// to the application one by one, and so knows which it has taken
+// (Position).
+func (sub *Subscription) hand() {
+	s := &sub.n.sub
+	for {
+		var d Delivery
+	take:
+		for {
+			select {
+			case d = <-sub.in:
+				break take
+			case r := <-sub.posReq:
+				r <- sub.position()
+			case <-sub.done:
+				return
+			case <-s.n.ctx.Done():
+				return
+			}
+		}
+	give:
+		for {
+			select {
+			case sub.c <- d:
+				break give
+			case r := <-sub.posReq: // d is not taken yet
+				r <- sub.position()
+			case <-sub.done:
+				return
+			case <-s.n.ctx.Done():
+				return
+			}
+		}
+		s.mu.Lock()
+		switch {
+		case d.Kind == DeliveryMessage:
+			sub.posEpoch, sub.posSeq = d.Epoch, d.Seq
+		case d.Kind == DeliveryGap && d.Epoch != 0 && d.Epoch != sub.posEpoch:
+			sub.posEpoch, sub.posSeq = d.Epoch, 0 // another history: its numbers start again
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -440,6 +501,7 @@ func (sub *Subscription) deliverLocked(e *envelope.Envelope, out []Delivery) []D
 		sub.seq = e.Seq
 		sub.stats.Messages++
 		d.Kind, d.Subject, d.Seq, d.Time, d.Origin, d.Body = DeliveryMessage, e.Subject, e.Seq, time.Unix(0, e.Time), e.Origin, e.Body
+		d.Epoch = sub.epoch
 	case codec.BusKindDrop:
 		d.Kind = DeliveryDrops
 	case codec.BusKindCut:
@@ -453,7 +515,7 @@ func (sub *Subscription) deliverLocked(e *envelope.Envelope, out []Delivery) []D
 			}
 			sub.epoch = e.Epoch
 		}
-		d.Kind, d.Missed, d.Seq = DeliveryGap, e.Missed, e.Seq
+		d.Kind, d.Missed, d.Seq, d.Epoch = DeliveryGap, e.Missed, e.Seq, sub.epoch
 	default:
 		return out
 	}
@@ -475,14 +537,32 @@ func (sub *Subscription) Err() error {
 	return sub.err
 }
 
-// Position is where the subscription is: the publisher history's epoch and
-// the last sequence number delivered. Keep it to resume after a restart of
-// the subscriber with Replay{Mode: ReplaySinceSeq, Seq: seq, Epoch: epoch}.
+// Position is where the application is: the publisher history's epoch and
+// the sequence number of the last message it took from Messages (not of
+// those still buffered). Keep it to resume after a restart of the
+// subscriber with Replay{Mode: ReplaySinceSeq, Seq: seq, Epoch: epoch}. An
+// application that may die between taking a message and processing it
+// keeps the Epoch and Seq of the last delivery it processed instead.
 func (sub *Subscription) Position() (epoch, seq uint64) {
+	// The subscription's goroutine answers between handing deliveries,
+	// so that one the application has just taken is counted.
+	r := make(chan [2]uint64, 1)
+	select {
+	case sub.posReq <- r:
+		p := <-r
+		return p[0], p[1]
+	case <-sub.done:
+	case <-sub.n.ctx.Done():
+	}
+	p := sub.position()
+	return p[0], p[1]
+}
+
+func (sub *Subscription) position() [2]uint64 {
 	s := &sub.n.sub
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return sub.epoch, sub.seq
+	return [2]uint64{sub.posEpoch, sub.posSeq}
 }
 
 // Stats returns the subscription's counters.

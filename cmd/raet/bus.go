@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -271,7 +272,10 @@ var pubHelp = busHelp(`raet pub [--over road|lane] [TRANSPORT FLAGS] [--subject 
 Publishes each line of the input (default stdin), a JSON object: a body on --subject, or,
 without --subject, an object {"subject":S,"body":...,"origin":O}. Prints
 {"published":SEQ,"subject":S} per message and a summary at the end, once the
-subscribers have everything (or --for ends).`, `raet pub --main --listen 127.0.0.1:7530 --wait-subs 1 --subject orders.new < orders.jsonl`)
+subscribers have everything, or at --for, SIGINT or SIGTERM:
+{"summary":true,"published":N,"drops":D,"cuts":C,"ended":[{"peer":P,"reason":R,...}],...},
+where ended lists the subscriptions that ended and why (unsubscribed: the
+subscriber left; silent: it stopped answering; slow: it held Publish too long).`, `raet pub --main --listen 127.0.0.1:7530 --wait-subs 1 --subject orders.new < orders.jsonl`)
 
 func runPub(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("raet pub", stderr)
@@ -282,10 +286,18 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 	waitSubs := fs.Int("wait-subs", 0, "wait for this many subscriptions before publishing")
 	history := fs.Int("history", 1000, "messages retained per subject for replay")
 	durable := fs.String("durable", "", "keep the history in this bbolt file (survives restarts)")
+	policies := fs.String("policies", "drop_newest,drop_oldest,cut", "the policies subscribers may have, the first for those asking another (add block to let them hold Publish)")
 	if code, ok := parseFlags(fs, pubHelp, args, 0, stdout, stderr); !ok {
 		return code
 	}
 	cfg := &bus.Config{HistoryLast: *history}
+	for _, name := range strings.Split(*policies, ",") {
+		p, ok := parsePolicy(strings.TrimSpace(name))
+		if !ok {
+			return usageError(stderr, "raet pub", "--policies: unknown policy %q", name)
+		}
+		cfg.Policies = append(cfg.Policies, p)
+	}
 	if *durable != "" {
 		h, err := bus.NewBoltHistory(*durable, *history, 0)
 		if err != nil {
@@ -303,26 +315,35 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 	}
 	defer r.stop()
 	r.until(func() bool { return r.node.Stats().Publisher.Subscriptions >= *waitSubs })
-	count := 0
-	err := jsonLines(*input, func(v map[string]any) error {
-		m := bus.Pub{Subject: *subject, Body: v}
-		if *subject == "" {
-			var ok bool
-			if m.Subject, ok = v["subject"].(string); !ok {
-				return errors.New(`without --subject a line must be {"subject":...,"body":...}`)
+	var count atomic.Int64
+	read := make(chan error, 1)
+	go func() {
+		read <- jsonLines(*input, func(v map[string]any) error {
+			m := bus.Pub{Subject: *subject, Body: v}
+			if *subject == "" {
+				var ok bool
+				if m.Subject, ok = v["subject"].(string); !ok {
+					return errors.New(`without --subject a line must be {"subject":...,"body":...}`)
+				}
+				m.Origin, _ = v["origin"].(string)
+				m.Body = v["body"]
 			}
-			m.Origin, _ = v["origin"].(string)
-			m.Body = v["body"]
-		}
-		seq, err := r.node.Publish(r.ctx, m)
-		if err != nil {
-			return err
-		}
-		count++
-		r.emit(map[string]any{"published": seq, "subject": m.Subject})
-		return nil
-	})
-	if err != nil {
+			seq, err := r.node.Publish(r.ctx, m)
+			if err != nil {
+				return err
+			}
+			count.Add(1)
+			r.emit(map[string]any{"published": seq, "subject": m.Subject})
+			return nil
+		})
+	}()
+	var err error
+	select { // a signal ends the run even while stdin has nothing to read
+	case err = <-read:
+	case <-r.ctx.Done():
+	}
+	interrupted := r.ctx.Err() != nil
+	if err != nil && !interrupted {
 		fmt.Fprintln(stderr, "raet pub:", err)
 		return exitFailure
 	}
@@ -336,18 +357,34 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 		}
 		return held == 0
 	})
-	st := r.node.Stats().Publisher
-	r.emit(map[string]any{"summary": true, "published": count, "subscriptions": st.Subscriptions, "drops": st.Drops, "cuts": st.Cuts})
+	r.emit(pubSummary(r.node, count.Load(), interrupted))
 	return exitOK
+}
+
+// pubSummary is raet pub's last line: what it published, dropped and cut,
+// and each subscription that ended, with why (unsubscribed, silent, slow,
+// cut, peer gone, ...).
+func pubSummary(n *bus.Node, published int64, interrupted bool) map[string]any {
+	st := n.Stats().Publisher
+	ended := []map[string]any{}
+	for _, s := range n.Subscribers() {
+		if s.Ended != "" {
+			ended = append(ended, map[string]any{"peer": s.Peer, "id": s.ID, "reason": s.Ended, "sent": s.Sent})
+		}
+	}
+	return map[string]any{"summary": true, "published": published, "subscriptions": st.Subscriptions,
+		"drops": st.Drops, "cuts": st.Cuts, "ended": ended, "interrupted": interrupted}
 }
 
 var subHelp = busHelp(`raet sub [--over road|lane] [TRANSPORT FLAGS] [--from PEER] [--last N | --since-seq S [--epoch E]]
          [--policy block|drop_newest|drop_oldest|cut] [--hwm N] [--count N] FILTER...`, `
 Subscribes to the publisher PEER (default: the estate joined) with subject
-filters (tokens, * for one, > for the rest) and prints each delivery:
-{"kind":"message","publisher":P,"subject":S,"seq":N,"time":T,"origin":O,"body":...}
-and {"kind":"drops"|"gap"|"cut",...} for what it missed. Stops after --count
-messages, at --for, or when cut off (exit 1).`, `raet sub --listen 127.0.0.1:7531 --join 127.0.0.1:7530 --last 10 'orders.>'`)
+filters (tokens, * for one, > for the rest; flags may follow them) and
+prints each delivery:
+{"kind":"message","publisher":P,"subject":S,"seq":N,"epoch":E,"time":T,"origin":O,"body":...}
+and {"kind":"drops"|"gap"|"cut",...} for what it missed; --since-seq N --epoch E
+resume after the message printed. Stops after --count messages, at --for,
+SIGINT or SIGTERM (unsubscribing), or when cut off (exit 1).`, `raet sub --listen 127.0.0.1:7531 --join 127.0.0.1:7530 --last 10 'orders.>'`)
 
 func runSub(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("raet sub", stderr)
@@ -357,10 +394,10 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 	last := fs.Uint64("last", 0, "replay the last N retained messages first")
 	sinceSeq := fs.Uint64("since-seq", 0, "replay every retained message after sequence number S")
 	epoch := fs.Uint64("epoch", 0, "with --since-seq: the publisher history's epoch S counts in")
-	policy := fs.String("policy", "block", "at the publisher's high-water mark: block, drop_newest, drop_oldest or cut")
+	policy := fs.String("policy", "block", "at the publisher's high-water mark: block, drop_newest, drop_oldest or cut (a publisher that does not allow it gives its default; block asks nothing)")
 	hwm := fs.Int("hwm", 0, "high-water mark (0: the publisher's default)")
 	count := fs.Int("count", 0, "stop after this many messages (0: never)")
-	if code, ok := parseFlags(fs, subHelp, args, envelope.MaxList, stdout, stderr); !ok {
+	if code, ok := parseFlags(fs, subHelp, interspersed(fs, args), envelope.MaxList, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() == 0 || (*last > 0 && *sinceSeq > 0) {
@@ -399,6 +436,7 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 			line := map[string]any{"kind": deliveryKind(d.Kind), "publisher": d.Publisher}
 			if d.Kind == bus.DeliveryMessage {
 				line["subject"], line["seq"], line["time"], line["body"] = d.Subject, d.Seq, d.Time.UTC().Format(time.RFC3339Nano), d.Body
+				line["epoch"] = d.Epoch // with seq, what --since-seq and --epoch take to resume
 				if d.Origin != "" {
 					line["origin"] = d.Origin
 				}
@@ -421,6 +459,38 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+}
+
+// interspersed puts the flags among args before the other arguments, so
+// that flags may follow a FILTER (raet sub 't.>' --last 2); "--" ends the
+// flags.
+func interspersed(fs *flag.FlagSet, args []string) []string {
+	var flags, rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			rest = append(rest, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			rest = append(rest, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil || i+1 == len(args) {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+			flags = append(flags, args[i+1]) // its value
+			i++
+		}
+	}
+	return append(append(flags, "--"), rest...)
 }
 
 func parsePolicy(s string) (bus.Policy, bool) {
@@ -508,7 +578,7 @@ func runRep(args []string, stdout, stderr io.Writer) int {
 	command := fs.String("exec", "", "answer with this command's output (default: echo the body)")
 	conc := fs.Int("concurrency", 16, "requests handled at once")
 	count := fs.Int("count", 0, "stop after this many requests (0: never)")
-	if code, ok := parseFlags(fs, repHelp, args, 1, stdout, stderr); !ok {
+	if code, ok := parseFlags(fs, repHelp, interspersed(fs, args), 1, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {

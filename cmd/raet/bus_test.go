@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -181,5 +183,121 @@ func TestCLIBusUsage(t *testing.T) {
 			!strings.Contains(h, "--over lane") {
 			t.Fatalf("%s --help: %s", c, h)
 		}
+	}
+}
+
+// The README's pub/sub over a road with two Block subscribers, one stopped
+// with SIGINT while the publisher publishes: the publisher goes on to the
+// other, and its summary says that subscription ended, unsubscribed. Flags
+// may follow the FILTER.
+func TestCLISubInterruptReleases(t *testing.T) {
+	const n = 3000 // beyond the default HWM of 1000
+	ls := make([]string, n)
+	for i := range ls {
+		ls[i] = fmt.Sprintf(`{"n":%d}`, i)
+	}
+	in := writeLines(t, ls...)
+	var pout, perr, sout, serr lines
+	pub := start("pub --main --listen 127.0.0.1:0 --name p --wait-subs 2 --subject t.x --policies drop_newest,block --for 2m --input "+in, &pout, &perr)
+	addr := pout.wait(t, 1)[0]["addr"].(string)
+	s1 := raetCmd(t, "sub", "--listen", "127.0.0.1:0", "--name", "s1", "--join", addr, "t.>", "--hwm", "100", "--policy", "block")
+	out1, err := s1.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Process.Kill()
+	sub := start("sub --listen 127.0.0.1:0 --name s2 --join "+addr+fmt.Sprintf(" --count %d t.>", n), &sout, &serr)
+	sc := bufio.NewScanner(out1)
+	for i := 0; i < 3 && sc.Scan(); i++ { // the ready line and two messages
+	}
+	if err := s1.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Wait(); err != nil {
+		t.Fatalf("raet sub after SIGINT: %v", err)
+	}
+	if code := exitCode(t, sub, &serr); code != exitOK {
+		t.Fatalf("s2 exit %d: %s", code, serr.buf.String())
+	}
+	if code := exitCode(t, pub, &perr); code != exitOK {
+		t.Fatalf("pub exit %d: %s", code, perr.buf.String())
+	}
+	got := pout.wait(t, n+2)
+	sum := got[len(got)-1]
+	ended, _ := sum["ended"].([]any)
+	why := map[any]any{}
+	for _, e := range ended {
+		why[e.(map[string]any)["peer"]] = e.(map[string]any)["reason"]
+	}
+	if sum["summary"] != true || sum["published"] != float64(n) || why["s1"] != "unsubscribed" {
+		t.Fatalf("pub summary %v", sum)
+	}
+	if msgs := sout.wait(t, n+1); msgs[n]["seq"] != float64(n) || msgs[n]["epoch"] == nil {
+		t.Fatalf("s2's last line %v", msgs[n])
+	}
+}
+
+// Flags may follow the FILTER: in raet sub 't.>' --last 2 --count 3, t.>
+// alone is the filter and the flags count.
+func TestCLISubFlagsAfterFilter(t *testing.T) {
+	dir := laneTestDir(t)
+	in := writeLines(t, `{"n":1}`, `{"n":2}`, `{"n":3}`)
+	var pout, perr, sout, serr lines
+	pub := start(fmt.Sprintf("pub --over lane --dir %s --name p --subject t.x --input %s --wait-subs 1 --for 20s", dir, in), &pout, &perr)
+	pout.wait(t, 1)
+	sub := start(fmt.Sprintf("sub --over lane --dir %s --name s --from p t.> --last 2 --count 3", dir), &sout, &serr)
+	if code := exitCode(t, sub, &serr); code != exitOK {
+		t.Fatalf("sub exit %d: %s", code, serr.buf.String())
+	}
+	got := sout.wait(t, 4)
+	for i, l := range got[1:] {
+		if l["subject"] != "t.x" || l["seq"] != float64(i+1) {
+			t.Fatalf("sub printed %v", got)
+		}
+	}
+	if code := exitCode(t, pub, &perr); code != exitOK {
+		t.Fatalf("pub exit %d: %s", code, perr.buf.String())
+	}
+}
+
+// raet pub stopped with Ctrl-C (SIGINT) while its input is still open
+// prints its summary, and says it was interrupted.
+func TestCLIPubSummaryOnInterrupt(t *testing.T) {
+	dir := laneTestDir(t)
+	pub := raetCmd(t, "pub", "--over", "lane", "--dir", dir, "--name", "p", "--subject", "t.x")
+	stdin, err := pub.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	out, err := pub.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer time.AfterFunc(30*time.Second, func() { pub.Process.Kill() }).Stop() // fail, not hang
+	sc := bufio.NewScanner(out)
+	fmt.Fprintln(stdin, `{"n":1}`)
+	for i := 0; i < 2 && sc.Scan(); i++ { // ready, published
+	}
+	if err := pub.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var last map[string]any
+	for sc.Scan() {
+		if err := json.Unmarshal(sc.Bytes(), &last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Wait(); err != nil {
+		t.Fatalf("raet pub after SIGINT: %v", err)
+	}
+	if last["summary"] != true || last["published"] != 1.0 || last["interrupted"] != true {
+		t.Fatalf("last line %v", last)
 	}
 }
