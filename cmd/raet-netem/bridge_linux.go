@@ -17,9 +17,15 @@ import (
 	"github.com/raet-go/raet/netsim"
 )
 
-// fifoPriority is the real-time priority of the bridge's threads: above
-// every normal thread, below the kernel's own real-time threads (50+).
-const fifoPriority = 40
+// The real-time priorities of the bridge's threads: above every normal
+// thread, below the kernel's own real-time threads (50+). The forwarder's
+// is above the readers': under a flood a reader never blocks, and threads
+// of one SCHED_FIFO priority do not preempt each other, so two busy
+// readers on two cores would keep the forwarder from writing what is due.
+const (
+	readerPriority    = 40
+	forwarderPriority = 41
+)
 
 // lateBucket and lateBuckets make the histogram of how late packets leave
 // the bridge: 10 µs buckets up to 100 ms, then one for everything later.
@@ -195,10 +201,10 @@ func resetPriority(pid int) error {
 
 // realtime locks the calling goroutine to its thread and asks for
 // SCHED_FIFO, counting whether it was granted.
-func (br *bridge) realtime() {
+func (br *bridge) realtime(priority uint32) {
 	runtime.LockOSThread()
 	defer br.started.Done()
-	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: fifoPriority}
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: priority}
 	if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
 		br.fifoErr.Store(fmt.Errorf("sched_setattr SCHED_FIFO: %w", err))
 		return
@@ -216,7 +222,7 @@ func (br *bridge) realtimeGranted() (bool, error) {
 // readWay reads w's packets until stopped.
 func (br *bridge) readWay(w *way) {
 	defer br.wg.Done()
-	br.realtime()
+	br.realtime(readerPriority)
 	defer runtime.UnlockOSThread()
 	buf := make([]byte, 65536)
 	fds := []unix.PollFd{{Fd: int32(w.from.tun), Events: unix.POLLIN}, {Fd: int32(br.stop), Events: unix.POLLIN}}
@@ -272,7 +278,7 @@ func (br *bridge) hold(p parcel) {
 // forward writes held packets when they fall due, until stopped.
 func (br *bridge) forward() {
 	defer br.wg.Done()
-	br.realtime()
+	br.realtime(forwarderPriority)
 	defer runtime.UnlockOSThread()
 	fds := []unix.PollFd{{Fd: int32(br.wake), Events: unix.POLLIN}, {Fd: int32(br.stop), Events: unix.POLLIN}}
 	var due []parcel
