@@ -101,6 +101,8 @@ type bridge struct {
 	late  [lateBuckets]atomic.Uint64 // written by the forwarder only
 	lateN atomic.Uint64
 
+	base [2]wayCounts // the ways' counts when the report starts
+
 	fifo    atomic.Int32 // threads granted SCHED_FIFO
 	fifoErr atomic.Value // error: why one was not
 	started sync.WaitGroup
@@ -353,8 +355,12 @@ func (br *bridge) lateness() (p50, p99, p999 time.Duration, n uint64) {
 	return q(0.5), q(0.99), q(0.999), n
 }
 
-// resetLateness forgets the lateness counted so far.
-func (br *bridge) resetLateness() {
+// reset forgets the lateness counted so far and starts the report's
+// counts afresh (after the self-check's probes).
+func (br *bridge) reset() {
+	for i, w := range br.ways {
+		br.base[i] = w.counts()
+	}
 	for i := range br.late {
 		br.late[i].Store(0)
 	}

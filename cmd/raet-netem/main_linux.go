@@ -313,7 +313,7 @@ func emulate(cfg *config, sc *netsim.Scenario, o out, stderr io.Writer) (code in
 			return code
 		}
 	}
-	br.resetLateness()
+	br.reset()
 	switch {
 	case cfg.check:
 		return fullCheck(br, sc, cfg, o, sigs)
@@ -337,7 +337,7 @@ func lateBound(sc *netsim.Scenario) time.Duration {
 // late the bridge wrote its packets, and refuses to go on when either is
 // off.
 func selfCheck(br *bridge, sc *netsim.Scenario, o out) int {
-	br.resetLateness()
+	br.reset()
 	ms, err := checkUDP(br, sc, 2000)
 	if err != nil {
 		o.fail(fmt.Errorf("self-check: %w", err))
@@ -381,11 +381,11 @@ func report(br *bridge, sc *netsim.Scenario, o out, code int) int {
 	if c := trusted(br, sc, o, "run"); c != exitOK {
 		return c
 	}
-	for _, w := range br.ways {
+	for i, w := range br.ways {
 		o.emit(struct {
 			Event string `json:"event"`
 			wayCounts
-		}{"report", w.counts()})
+		}{"report", w.counts().minus(br.base[i])})
 	}
 	return code
 }
