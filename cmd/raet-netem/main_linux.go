@@ -443,8 +443,15 @@ func fullCheck(br *bridge, sc *netsim.Scenario, cfg *config, o out, sigs chan os
 func runCommands(br *bridge, sc *netsim.Scenario, cfg *config, ends []*end, o out, sigs chan os.Signal) int {
 	env := append(os.Environ(), "RAET_NETEM_A="+cfg.addrA.String(), "RAET_NETEM_B="+cfg.addrB.String(),
 		"RAET_NETEM_NS_A="+ends[0].ns, "RAET_NETEM_NS_B="+ends[1].ns)
+	// The programs get normal priority: chrt sees to it before they run,
+	// resetPriority (below) where chrt is missing.
+	prefix := []string{}
+	if _, err := exec.LookPath("chrt"); err == nil {
+		prefix = []string{"chrt", "--other", "0"}
+	}
 	start := func(ns string, argv []string) (*exec.Cmd, error) {
-		c := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
+		args := append(append([]string{"netns", "exec", ns}, prefix...), argv...)
+		c := exec.Command("ip", args...)
 		c.Env, c.Stdin, c.Stdout, c.Stderr = env, nil, os.Stdout, os.Stderr
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := c.Start(); err != nil {
