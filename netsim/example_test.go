@@ -134,3 +134,26 @@ b_to_a: {loss: 0}
 	// Output:
 	// "hello" after at least 25ms; RTT 50ms, 0% loss back
 }
+
+// Loss in bursts: a Gilbert-Elliott channel that enters its bad state for
+// 1 datagram in 20 and stays there for 3 on average, losing all it carries
+// there. Fates draws the same fates as a Network would, without a clock.
+func ExampleGilbertElliott() {
+	bursts := netsim.GilbertElliott{GoodToBad: 0.05, BadToGood: 1.0 / 3, BadLoss: 1}
+	fates, err := netsim.NewFates(netsim.Impairment{Bursts: bursts, Seed: 4})
+	if err != nil {
+		log.Fatal(err)
+	}
+	line := make([]byte, 60)
+	for i := range line {
+		line[i] = '.'
+		if len(fates.Next(nil)) == 0 {
+			line[i] = 'x'
+		}
+	}
+	fmt.Println(string(line))
+	fmt.Printf("mean loss %.3f\n", bursts.MeanLoss())
+	// Output:
+	// ..................x....................xxxxx................
+	// mean loss 0.130
+}

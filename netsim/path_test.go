@@ -232,3 +232,48 @@ func TestFates(t *testing.T) {
 		t.Fatalf("duplicated and reordered: %v", d)
 	}
 }
+
+// NextAt adds what needs a clock: a datagram waits for the rate, the queue
+// before the rate drops at its tail, jitter keeps the order, and Set
+// changes the settings from the next datagram on.
+func TestFatesNextAt(t *testing.T) {
+	f, err := NewFates(Impairment{Delay: 10 * time.Millisecond, Jitter: 5 * time.Millisecond, Rate: 8e6, Queue: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	send := 1000 * time.Microsecond // 1000 bytes at 8 Mbit/s
+	var last time.Time
+	var got []time.Duration
+	for i := range 4 { // four at once: one leaves, two wait, the fourth is dropped
+		got = f.NextAt(got[:0], now, 1000)
+		if i == 3 {
+			if len(got) != 0 {
+				t.Fatalf("datagram 4 of a burst into a queue of 2: %v, want dropped", got)
+			}
+			break
+		}
+		if len(got) != 1 {
+			t.Fatalf("datagram %d: %d copies", i, len(got))
+		}
+		at := now.Add(got[0])
+		// Its own sending time and those before it, the delay, at most the jitter.
+		least := time.Duration(i+1)*send + 5*time.Millisecond
+		if got[0] < least || got[0] > least+10*time.Millisecond || at.Before(last) {
+			t.Fatalf("datagram %d: delay %v, want %v plus up to 10ms, not before %v", i, got[0], least, last.Sub(now))
+		}
+		last = at
+	}
+	if s := f.Stats(); s.ShaperDrops != 1 || s.Received != 4 {
+		t.Fatalf("stats %+v, want 4 received and 1 dropped at the queue", s)
+	}
+	if err := f.Set(Impairment{Loss: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got = f.NextAt(got[:0], now.Add(time.Second), 1000); len(got) != 0 {
+		t.Fatalf("after Set(Loss 1): %v", got)
+	}
+	if err := f.Set(Impairment{Loss: 2}); err == nil {
+		t.Fatal("Set accepted Loss 2")
+	}
+}

@@ -142,6 +142,9 @@ type result struct {
 	RTTP50us    float64 `json:"rtt_p50_us,omitempty"`
 	RTTP99us    float64 `json:"rtt_p99_us,omitempty"`
 	RTTP999us   float64 `json:"rtt_p999_us,omitempty"`
+	// BulkMbitPerS is the goodput of the TCP bulk flow that ran beside
+	// the measurement over a link (-bulk), over the row's whole time.
+	BulkMbitPerS float64 `json:"bulk_mbit_per_s,omitempty"`
 	// IdleP50us is the RTT p50 of a separate, shorter run with one message
 	// in flight (latency without queueing).
 	IdleP50us float64 `json:"idle_rtt_p50_us,omitempty"`

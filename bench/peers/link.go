@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -31,6 +33,7 @@ type linkSides struct {
 	serverIP, clientIP string
 	scenario           *netsim.Scenario
 	ccs                []string // TCP congestion controls each TCP row runs with
+	bulk               string   // congestion control of a bulk flow beside every row; "" for none
 }
 
 var link = linkSides{serverIP: "127.0.0.1", clientIP: "127.0.0.1"}
@@ -216,4 +219,96 @@ func thenCC[T interface{ close() }](cc string, dial func() (T, error)) func() (T
 		}
 		return t, err
 	}
+}
+
+// startBulk starts, over a link with -bulk, a TCP bulk transfer from a to
+// b with congestion control link.bulk, to share the link with the row
+// measured meanwhile; stop ends it and returns its goodput in Mbit/s
+// (what b received over the flow's life). Without -bulk it does nothing.
+func startBulk() (stop func() (float64, error), err error) {
+	if link.bulk == "" || link.scenario == nil {
+		return func() (float64, error) { return 0, nil }, nil
+	}
+	var ln net.Listener
+	if err := onServer(func() (err error) {
+		ln, err = net.Listen("tcp4", anyPort(link.serverIP))
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	var received atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(buf)
+			received.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}()
+	c, err := net.DialTimeout("tcp4", ln.Addr().String(), 10*time.Second)
+	if err == nil {
+		err = setSocketCC(c.(*net.TCPConn), link.bulk)
+	}
+	if err != nil {
+		ln.Close()
+		if c != nil {
+			c.Close()
+		}
+		<-done
+		return nil, err
+	}
+	start := time.Now()
+	quit := make(chan struct{})
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		buf := make([]byte, 64<<10)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			if _, err := c.Write(buf); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				return
+			}
+		}
+	}()
+	return func() (float64, error) {
+		close(quit)
+		<-wrote
+		mbps := float64(received.Load()) * 8 / 1e6 / time.Since(start).Seconds()
+		c.Close()
+		ln.Close()
+		<-done
+		return mbps, nil
+	}, nil
+}
+
+// setSocketCC sets a connection's congestion control.
+func setSocketCC(c *net.TCPConn, cc string) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("congestion control %s: %w", cc, serr)
+	}
+	return nil
 }

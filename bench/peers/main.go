@@ -90,6 +90,7 @@ func main() {
 	traceFile := flag.String("trace", "", "write an execution trace of the whole run to this file (go tool trace)")
 	linkFile := flag.String("link", "", "run every peer over an emulated link: a netsim scenario file (needs root; link.go)")
 	netem := flag.String("netem", "raet-netem", "-link: the raet-netem command")
+	bulk := flag.String("bulk", "", "-link: run a TCP bulk flow a to b beside every row with this congestion control (e.g. cubic)")
 	flag.Parse()
 	if *linkFile != "" {
 		ran, code, err := overLink(*netem, *linkFile)
@@ -100,6 +101,7 @@ func main() {
 		if ran {
 			os.Exit(code)
 		}
+		link.bulk = *bulk
 	}
 	if *traceFile != "" {
 		f, err := os.Create(*traceFile)
@@ -236,6 +238,11 @@ func run(ps []peer, mode string, sizes []int, window, runs int, dur time.Duratio
 		for range runs {
 			round := make([]result, len(these))
 			for i, p := range these {
+				stop, err := startBulk()
+				if err != nil {
+					round[i] = result{Peer: p.name, Size: size, Mode: mode, Errors: 1, ErrorText: "bulk flow: " + err.Error()}
+					continue
+				}
 				var r result
 				switch {
 				case p.ceiling != nil:
@@ -250,6 +257,9 @@ func run(ps []peer, mode string, sizes []int, window, runs int, dur time.Duratio
 					if idle.ErrorText != "" {
 						r.ErrorText = "window 1: " + idle.ErrorText
 					}
+				}
+				if r.BulkMbitPerS, err = stop(); err != nil && r.ErrorText == "" {
+					r.Errors, r.ErrorText = r.Errors+1, "bulk flow: "+err.Error()
 				}
 				round[i] = r
 			}
@@ -322,6 +332,7 @@ func median(rs []result) result {
 	m.RTTP99us = pick(func(r result) float64 { return r.RTTP99us })
 	m.RTTP999us = pick(func(r result) float64 { return r.RTTP999us })
 	m.IdleP50us = pick(func(r result) float64 { return r.IdleP50us })
+	m.BulkMbitPerS = pick(func(r result) float64 { return r.BulkMbitPerS })
 	m.CPUusPerMsg = pick(func(r result) float64 { return r.CPUusPerMsg })
 	m.PktsPerMsg = pick(func(r result) float64 { return r.PktsPerMsg })
 	m.OfCeiling = pick(func(r result) float64 { return r.OfCeiling })
@@ -406,9 +417,10 @@ func printErrors(w io.Writer, res []result) {
 // latency's tail (in ms) and, one way, the goodput.
 func printLinkTable(tw io.Writer, res []result, oneWay bool) {
 	if oneWay {
-		fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMbit/s\tCPU µs/msg\tlost\terrors\t")
+		fmt.Fprintln(tw, "size\tpeer\tmsgs/s\tMbit/s\tbeside: "+link.bulk+" bulk Mbit/s\tCPU µs/msg\tlost\terrors\t")
 		for _, r := range res {
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%d\t%d\t\n", sizeName(r.Size), r.Peer, r.MsgsPerS, 8*r.MBPerS, r.CPUusPerMsg, r.Lost, r.Errors)
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%.2f\t%d\t%d\t\n", sizeName(r.Size), r.Peer, r.MsgsPerS, 8*r.MBPerS,
+				r.BulkMbitPerS, r.CPUusPerMsg, r.Lost, r.Errors)
 		}
 		return
 	}

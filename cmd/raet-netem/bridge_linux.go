@@ -17,9 +17,17 @@ import (
 	"github.com/raet-go/raet/netsim"
 )
 
-// fifoPriority is the real-time priority of the bridge's threads: above
+// bridgePriority is the real-time priority of the bridge's threads: above
 // every normal thread, below the kernel's own real-time threads (50+).
-const fifoPriority = 40
+// All three share it: they share a spinlock, and a waiter yields the CPU
+// only to threads of its own priority. Threads of one SCHED_FIFO priority
+// do not preempt each other, so a reader yields after readBatch packets,
+// lest two busy readers on two cores keep the forwarder from writing what
+// is due.
+const bridgePriority = 40
+
+// readBatch is how many packets a reader takes before it yields.
+const readBatch = 32
 
 // lateBucket and lateBuckets make the histogram of how late packets leave
 // the bridge: 10 µs buckets up to 100 ms, then one for everything later.
@@ -95,8 +103,12 @@ type bridge struct {
 	late  [lateBuckets]atomic.Uint64 // written by the forwarder only
 	lateN atomic.Uint64
 
+	base [2]wayCounts // the ways' counts when the report starts
+
 	fifo    atomic.Int32 // threads granted SCHED_FIFO
 	fifoErr atomic.Value // error: why one was not
+	tidMu   sync.Mutex
+	tids    map[int]uint32 // the bridge's threads and their priorities
 	started sync.WaitGroup
 	wg      sync.WaitGroup
 }
@@ -178,6 +190,10 @@ func realtimeProcess() error {
 		if err != nil {
 			continue
 		}
+		// The bridge's own threads are higher already: leave them.
+		if cur, err := unix.SchedGetAttr(tid, 0); err == nil && cur.Policy == unix.SCHED_FIFO && cur.Priority >= processPriority {
+			continue
+		}
 		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: processPriority}
 		if err := unix.SchedSetAttr(tid, &attr, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("sched_setattr SCHED_FIFO thread %d: %w", tid, err)
@@ -195,28 +211,47 @@ func resetPriority(pid int) error {
 
 // realtime locks the calling goroutine to its thread and asks for
 // SCHED_FIFO, counting whether it was granted.
-func (br *bridge) realtime() {
+func (br *bridge) realtime(priority uint32) {
 	runtime.LockOSThread()
 	defer br.started.Done()
-	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: fifoPriority}
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: priority}
 	if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
 		br.fifoErr.Store(fmt.Errorf("sched_setattr SCHED_FIFO: %w", err))
 		return
 	}
 	br.fifo.Add(1)
+	br.tidMu.Lock()
+	if br.tids == nil {
+		br.tids = make(map[int]uint32)
+	}
+	br.tids[unix.Gettid()] = priority
+	br.tidMu.Unlock()
 }
 
-// realtimeGranted reports whether all three threads run with SCHED_FIFO,
-// and why not.
+// realtimeGranted reports whether all three threads run with SCHED_FIFO
+// at their priorities now, and why not.
 func (br *bridge) realtimeGranted() (bool, error) {
-	err, _ := br.fifoErr.Load().(error)
-	return br.fifo.Load() == 3, err
+	if err, _ := br.fifoErr.Load().(error); err != nil {
+		return false, err
+	}
+	br.tidMu.Lock()
+	defer br.tidMu.Unlock()
+	for tid, want := range br.tids {
+		attr, err := unix.SchedGetAttr(tid, 0)
+		if err != nil {
+			return false, fmt.Errorf("sched_getattr thread %d: %w", tid, err)
+		}
+		if attr.Policy != unix.SCHED_FIFO || attr.Priority != want {
+			return false, fmt.Errorf("thread %d has policy %d priority %d, want SCHED_FIFO %d", tid, attr.Policy, attr.Priority, want)
+		}
+	}
+	return len(br.tids) == 3, nil
 }
 
 // readWay reads w's packets until stopped.
 func (br *bridge) readWay(w *way) {
 	defer br.wg.Done()
-	br.realtime()
+	br.realtime(bridgePriority)
 	defer runtime.UnlockOSThread()
 	buf := make([]byte, 65536)
 	fds := []unix.PollFd{{Fd: int32(w.from.tun), Events: unix.POLLIN}, {Fd: int32(br.stop), Events: unix.POLLIN}}
@@ -228,7 +263,10 @@ func (br *bridge) readWay(w *way) {
 		if fds[1].Revents != 0 {
 			return
 		}
-		for {
+		for taken := 1; ; taken++ {
+			if taken%readBatch == 0 {
+				_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			}
 			n, err := readRaw(w.from.tun, buf)
 			if err != nil || n <= 0 {
 				break // EAGAIN: drained
@@ -272,7 +310,7 @@ func (br *bridge) hold(p parcel) {
 // forward writes held packets when they fall due, until stopped.
 func (br *bridge) forward() {
 	defer br.wg.Done()
-	br.realtime()
+	br.realtime(bridgePriority)
 	defer runtime.UnlockOSThread()
 	fds := []unix.PollFd{{Fd: int32(br.wake), Events: unix.POLLIN}, {Fd: int32(br.stop), Events: unix.POLLIN}}
 	var due []parcel
@@ -347,8 +385,12 @@ func (br *bridge) lateness() (p50, p99, p999 time.Duration, n uint64) {
 	return q(0.5), q(0.99), q(0.999), n
 }
 
-// resetLateness forgets the lateness counted so far.
-func (br *bridge) resetLateness() {
+// reset forgets the lateness counted so far and starts the report's
+// counts afresh (after the self-check's probes).
+func (br *bridge) reset() {
+	for i, w := range br.ways {
+		br.base[i] = w.counts()
+	}
 	for i := range br.late {
 		br.late[i].Store(0)
 	}

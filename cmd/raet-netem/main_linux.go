@@ -313,7 +313,7 @@ func emulate(cfg *config, sc *netsim.Scenario, o out, stderr io.Writer) (code in
 			return code
 		}
 	}
-	br.resetLateness()
+	br.reset()
 	switch {
 	case cfg.check:
 		return fullCheck(br, sc, cfg, o, sigs)
@@ -337,7 +337,7 @@ func lateBound(sc *netsim.Scenario) time.Duration {
 // late the bridge wrote its packets, and refuses to go on when either is
 // off.
 func selfCheck(br *bridge, sc *netsim.Scenario, o out) int {
-	br.resetLateness()
+	br.reset()
 	ms, err := checkUDP(br, sc, 2000)
 	if err != nil {
 		o.fail(fmt.Errorf("self-check: %w", err))
@@ -381,11 +381,11 @@ func report(br *bridge, sc *netsim.Scenario, o out, code int) int {
 	if c := trusted(br, sc, o, "run"); c != exitOK {
 		return c
 	}
-	for _, w := range br.ways {
+	for i, w := range br.ways {
 		o.emit(struct {
 			Event string `json:"event"`
 			wayCounts
-		}{"report", w.counts()})
+		}{"report", w.counts().minus(br.base[i])})
 	}
 	return code
 }
@@ -443,8 +443,15 @@ func fullCheck(br *bridge, sc *netsim.Scenario, cfg *config, o out, sigs chan os
 func runCommands(br *bridge, sc *netsim.Scenario, cfg *config, ends []*end, o out, sigs chan os.Signal) int {
 	env := append(os.Environ(), "RAET_NETEM_A="+cfg.addrA.String(), "RAET_NETEM_B="+cfg.addrB.String(),
 		"RAET_NETEM_NS_A="+ends[0].ns, "RAET_NETEM_NS_B="+ends[1].ns)
+	// The programs get normal priority: chrt sees to it before they run,
+	// resetPriority (below) where chrt is missing.
+	prefix := []string{}
+	if _, err := exec.LookPath("chrt"); err == nil {
+		prefix = []string{"chrt", "--other", "0"}
+	}
 	start := func(ns string, argv []string) (*exec.Cmd, error) {
-		c := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
+		args := append(append([]string{"netns", "exec", ns}, prefix...), argv...)
+		c := exec.Command("ip", args...)
 		c.Env, c.Stdin, c.Stdout, c.Stderr = env, nil, os.Stdout, os.Stderr
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := c.Start(); err != nil {
