@@ -207,6 +207,7 @@ func (m *messenger) alone(c *Core) error {
 	if m.flags = m.flag1[:]; m.count > 1 {
 		m.flags = make([]uint8, m.count)
 	}
+	m.redo = m.freshRedo()
 	return nil
 }
 
@@ -465,8 +466,16 @@ func (m *messenger) sendAgain(c *Core) {
 // backoff backs its timer off, from the remote's estimate when that came
 // down since the message started (timed since: messageRedo).
 func (m *messenger) backoff(c *Core) {
-	m.redo.rebase(m.r.messageRedo())
+	m.redo.rebase(m.freshRedo())
 	m.redo.backoff(c.now)
+}
+
+// freshRedo is the timer the message would start with now.
+func (m *messenger) freshRedo() redo {
+	if m.count > 1 {
+		return m.r.segmentedRedo()
+	}
+	return m.r.messageRedo()
 }
 
 // abort ends the messenger when its session went stale; the core saves it
@@ -594,8 +603,12 @@ func (m *messengent) deadline() time.Time         { return earliest(time.Time(m.
 func (m *messengent) msgKey() msgKey              { return msgKey{m.r.nuid, m.si, m.ti} }
 
 func (c *Core) startMessengent(p *rxPacket, r *remote) {
+	redo := r.messageRedo()
+	if p.Head.SegmentCount > 1 || p.Head.Segment() {
+		redo = r.segmentedRedo()
+	}
 	m := &messengent{r: r, si: p.Head.SessionID, ti: p.Head.TransactionID, wait: p.Head.Wait(),
-		ck: p.Head.CoatKind, fk: p.Head.FootKind, redo: r.messageRedo()}
+		ck: p.Head.CoatKind, fk: p.Head.FootKind, redo: redo}
 	m.message(c, p)
 }
 

@@ -19,7 +19,10 @@ import "time"
 // burst, with nothing after it, waits for its retransmission timer, the
 // probe (messageRedo, without a floor of its own: srtt + 4·rttvar + the
 // receiver's answer delay). A path that only reorders (no loss) can make
-// a message go twice; a link that keeps order never does.
+// a message go twice; a link that keeps order never does. Only messages
+// of one packet are in the order: a segmented one's receiver lists what
+// it misses at each burst's last packet (resend), and its timers keep a
+// floor (minSegmentedRedo).
 //
 // Each step of the walk either sends a message again (moving it to the
 // tail) or stops, so a done costs O(1) amortized, whatever is in flight.
@@ -57,6 +60,9 @@ func (c *Core) transmitted(m *messenger, seq uint32) {
 	r := m.r
 	r.unsend(m)
 	m.seq, m.xmit, m.lostAt = seq, c.now, time.Time{}
+	if m.count > 1 {
+		return // a segmented message: its receiver's resends find its losses
+	}
 	m.sendPrev = r.sendTail
 	if r.sendTail != nil {
 		r.sendTail.sendNext = m

@@ -424,3 +424,24 @@ func (r *remote) messageRedo() redo {
 	rto = min(rto, maxMessageRedo)
 	return newRedo(rto, min(max(rto*5/2, silentRedo), maxMessageRedo))
 }
+
+// minSegmentedRedo is the least timer of a segmented message, ours (the
+// probe after its burst) or r's (asking again for what it misses): its
+// answer waits for the receiver to take in the whole burst (a signature
+// check and a copy a segment), which the round trips of small messages do
+// not measure, and asking again before the segments asked for arrived
+// has them sent twice (with the probe of a one-packet message, bursts of
+// large messages over loopback went several times over). The receiver's
+// resend lists, at each burst's last packet, recover its
+// losses within the round trip.
+const minSegmentedRedo = 200 * time.Millisecond
+
+// segmentedRedo is messageRedo for a message of more than one packet:
+// never shorter than minSegmentedRedo.
+func (r *remote) segmentedRedo() redo {
+	d := r.messageRedo()
+	if d.min < minSegmentedRedo {
+		d = newRedo(minSegmentedRedo, max(d.max, minSegmentedRedo*5/2))
+	}
+	return d
+}

@@ -50,6 +50,26 @@ func TestMessageRedoFollowsRTT(t *testing.T) {
 	}
 }
 
+// A segmented message's timers, the sender's and the receiver's, keep
+// minSegmentedRedo however short the round trip: the answer waits for the
+// receiver to take in the whole burst. One that the estimate puts beyond
+// it follows the estimate.
+func TestSegmentedRedoFloor(t *testing.T) {
+	var r remote
+	for range 20 {
+		r.observeRTT(time.Millisecond, false)
+	}
+	if one, seg := r.messageRedo(), r.segmentedRedo(); one.min >= minSegmentedRedo || seg.min != minSegmentedRedo || seg.max < one.max {
+		t.Fatalf("after 1 ms answers: one packet %v..%v, segmented %v..%v", one.min, one.max, seg.min, seg.max)
+	}
+	for range 50 {
+		r.observeRTT(time.Second, false)
+	}
+	if one, seg := r.messageRedo(), r.segmentedRedo(); seg != one || seg.min <= time.Second {
+		t.Fatalf("after 1 s answers: one packet %v..%v, segmented %v..%v", one.min, one.max, seg.min, seg.max)
+	}
+}
+
 // joinSlow has other join and allow main over a link that delays each
 // datagram by oneWay, and fails the test unless both sides end allowed.
 func (p *pair) joinSlow(t *testing.T, oneWay time.Duration) {
