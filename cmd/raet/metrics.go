@@ -397,7 +397,7 @@ func printStatus(w io.Writer, st *statusDoc) {
 		}
 		slices.Sort(groups)
 		for _, g := range groups {
-			fmt.Fprintf(w, "group %s: %s\n", g, strings.Join(b.Groups[g], " "))
+			fmt.Fprintf(w, "group %s: %s\n", g, cmp.Or(strings.Join(b.Groups[g], " "), "no other member known"))
 		}
 	}
 }
