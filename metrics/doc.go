@@ -18,9 +18,9 @@
 //
 // The labels take values from fixed sets (packet kinds, drop reasons, event
 // kinds and reasons, remote states) except remote, which names a remote
-// estate: the per-remote series (srtt, rttvar, retransmits, messages) are
+// estate: the per-remote series (srtt, rttvar, retransmits, transactions) are
 // off by default and, with RoadOptions.TopRemotes = N, cover at most N
-// remotes, the ones with the most retransmissions (then the most messages,
+// remotes, the ones with the most retransmissions (then the most transactions,
 // then by name), so a main with 10000 remotes exports at most N of each.
 //
 // The metric names and what they count are listed in docs/metrics.md.

@@ -16,8 +16,8 @@ import (
 // RoadOptions tune a road collector; the zero value is the defaults.
 type RoadOptions struct {
 	// TopRemotes is how many remotes get per-remote series (srtt, rttvar,
-	// retransmits, messages): those with the most retransmissions, then
-	// the most messages. 0 exports none.
+	// retransmits, transactions): those with the most retransmissions,
+	// then the most transactions under way. 0 exports none.
 	TopRemotes int
 	// Timeout bounds a scrape's wait for the stack's goroutine; 0 is one
 	// second.
@@ -35,7 +35,7 @@ type roadDescs struct {
 	packets, bytes, drops, retransmits, duplicates, messagesIn, messagesOut, events *prometheus.Desc
 	eventDrops, sendErrors, verifications, reassembling, reassemblyBytes, rtt       *prometheus.Desc
 	receiveQueue, eventQueue, waiting, remotes                                      *prometheus.Desc
-	srtt, rttvar, remoteRetransmits, remoteMessages                                 *prometheus.Desc
+	srtt, rttvar, remoteRetransmits, remoteTxns                                     *prometheus.Desc
 }
 
 // RemoteState is the one state a road collector files a remote under
@@ -93,7 +93,7 @@ func NewRoad(s *road.Stack, opts *RoadOptions) *Road {
 		srtt:              d("remote_srtt_seconds", "Smoothed round-trip estimate of a remote (top remotes only, see RoadOptions.TopRemotes).", "remote"),
 		rttvar:            d("remote_rttvar_seconds", "Round-trip variation estimate of a remote (top remotes only).", "remote"),
 		remoteRetransmits: d("remote_retransmits_total", "Packets of a remote's messages and alives sent again (top remotes only).", "remote"),
-		remoteMessages:    d("remote_messages_total", "A remote's messages: received, done or failed (top remotes only).", "remote", "result"),
+		remoteTxns:        d("remote_transactions", "A remote's transactions under way (top remotes only), by what: all, or messages waiting to start.", "remote", "state"),
 	}
 	return c
 }
@@ -103,7 +103,7 @@ func (c *Road) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.d
 	describe(ch, d.packets, d.bytes, d.drops, d.retransmits, d.duplicates, d.messagesIn, d.messagesOut,
 		d.events, d.eventDrops, d.sendErrors, d.verifications, d.reassembling, d.reassemblyBytes, d.rtt,
-		d.receiveQueue, d.eventQueue, d.waiting, d.remotes, d.srtt, d.rttvar, d.remoteRetransmits, d.remoteMessages)
+		d.receiveQueue, d.eventQueue, d.waiting, d.remotes, d.srtt, d.rttvar, d.remoteRetransmits, d.remoteTxns)
 }
 
 // Collect reads the stack's counters and remotes. A closed stack yields
@@ -170,9 +170,8 @@ func (c *Road) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d.srtt, prometheus.GaugeValue, r.SRTT.Seconds(), r.Name)
 		ch <- prometheus.MustNewConstMetric(d.rttvar, prometheus.GaugeValue, r.RTTVar.Seconds(), r.Name)
 		counter(d.remoteRetransmits, r.Retransmits, r.Name)
-		counter(d.remoteMessages, r.MessagesIn, r.Name, "received")
-		counter(d.remoteMessages, r.MessagesOut, r.Name, "done")
-		counter(d.remoteMessages, r.MessageFails, r.Name, "failed")
+		gauge(d.remoteTxns, r.Transactions, r.Name, "under_way")
+		gauge(d.remoteTxns, r.Waiting, r.Name, "waiting")
 	}
 }
 
@@ -184,14 +183,15 @@ func (c *Road) fail(ch chan<- prometheus.Metric, err error) {
 }
 
 // TopRemotes returns at most n of rs (sorted in place): the most
-// retransmissions first, then the most messages, then by name.
+// retransmissions first, then the most transactions under way and
+// waiting, then by name.
 func TopRemotes(rs []road.Remote, n int) []road.Remote {
 	if n <= 0 {
 		return nil
 	}
 	slices.SortFunc(rs, func(a, b road.Remote) int {
 		return cmp.Or(cmp.Compare(b.Retransmits, a.Retransmits),
-			cmp.Compare(b.MessagesIn+b.MessagesOut+b.MessageFails, a.MessagesIn+a.MessagesOut+a.MessageFails),
+			cmp.Compare(b.Transactions+b.Waiting, a.Transactions+a.Waiting),
 			strings.Compare(a.Name, b.Name))
 	})
 	return rs[:min(n, len(rs))]

@@ -145,8 +145,8 @@ func TestRoadMetricsEqualCounters(t *testing.T) {
 			}
 			r := rs[0]
 			check("raet_road_remote_retransmits_total", r.Retransmits, "remote="+r.Name)
-			check("raet_road_remote_messages_total", r.MessagesOut, "remote="+r.Name, "result=done")
-			check("raet_road_remote_messages_total", r.MessagesIn, "remote="+r.Name, "result=received")
+			check("raet_road_remote_transactions", uint64(r.Transactions), "remote="+r.Name, "state=under_way")
+			check("raet_road_remote_transactions", uint64(r.Waiting), "remote="+r.Name, "state=waiting")
 			if got, _ := value(fams, "raet_road_remote_srtt_seconds", "remote="+r.Name); got != r.SRTT.Seconds() || (got == 0 && s == o) {
 				t.Errorf("%s: srtt %v on /metrics, %v in Remotes", s.Name(), got, r.SRTT)
 			}
@@ -173,7 +173,7 @@ func TestRoadMetricsEqualCounters(t *testing.T) {
 func TestTopRemotes(t *testing.T) {
 	var rs []road.Remote
 	for i := range 10 {
-		rs = append(rs, road.Remote{Name: fmt.Sprint("r", i), Retransmits: uint64(i % 3), MessagesOut: uint64(i)})
+		rs = append(rs, road.Remote{Name: fmt.Sprint("r", i), Retransmits: uint64(i % 3), Transactions: i})
 	}
 	top := metrics.TopRemotes(rs, 3)
 	var names []string

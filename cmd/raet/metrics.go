@@ -187,9 +187,7 @@ type remoteLine struct {
 	SRTTms       float64 `json:"srtt_ms"`
 	RTTVarms     float64 `json:"rttvar_ms"`
 	LastHeard    string  `json:"last_heard,omitempty"`
-	MessagesIn   uint64  `json:"messages_in"`
-	MessagesOut  uint64  `json:"messages_done"`
-	MessageFails uint64  `json:"messages_failed"`
+	Transactions int     `json:"transactions"` // under way
 	Retransmits  uint64  `json:"retransmits"`
 	Waiting      int     `json:"waiting"`
 }
@@ -256,8 +254,8 @@ func (o observed) status(ctx context.Context, started time.Time) (*statusDoc, er
 		slices.SortFunc(rs, func(a, b road.Remote) int { return strings.Compare(a.Name, b.Name) })
 		for _, r := range rs {
 			l := remoteLine{Name: r.Name, State: metrics.RemoteState(r), Addr: r.Addr.String(), SRTTms: ms(r.SRTT),
-				RTTVarms: ms(r.RTTVar), MessagesIn: r.MessagesIn, MessagesOut: r.MessagesOut,
-				MessageFails: r.MessageFails, Retransmits: r.Retransmits, Waiting: r.Waiting}
+				RTTVarms: ms(r.RTTVar), Transactions: r.Transactions,
+				Retransmits: r.Retransmits, Waiting: r.Waiting}
 			if !r.LastHeard.IsZero() {
 				l.LastHeard = r.LastHeard.UTC().Format(time.RFC3339Nano)
 			}
@@ -299,8 +297,9 @@ var statusHelp = help{
 	usage: `raet status [--json] [--timeout DUR] HOST:PORT`,
 	about: `Ask a running raet command for its status (it was started with --metrics
 HOST:PORT) and print it for a person: the estate, its remotes (state,
-address, round-trip estimate, last heard, messages, retransmissions), the
-road's counters, and for a bus its peers, subscriptions and queue groups.
+address, round-trip estimate, last heard, transactions under way and
+messages waiting, retransmissions), the road's counters (messages received,
+done, failed), and for a bus its peers, subscriptions and queue groups.
 --json prints /status as it comes. /metrics on the same address is for
 Prometheus (docs/metrics.md), /healthz for a health check.`,
 	example: `raet serve --main --metrics 127.0.0.1:9530 &
@@ -357,15 +356,15 @@ func printStatus(w io.Writer, st *statusDoc) {
 	}
 	if len(st.Remotes) > 0 {
 		fmt.Fprintln(w)
-		fmt.Fprintln(tw, "REMOTE\tSTATE\tADDRESS\tSRTT\tLAST HEARD\tIN\tDONE\tFAILED\tRETRANS\tWAITING")
+		fmt.Fprintln(tw, "REMOTE\tSTATE\tADDRESS\tSRTT\tLAST HEARD\tUNDER WAY\tWAITING\tRETRANS")
 		now := time.Now()
 		for _, r := range st.Remotes {
 			heard := "-"
 			if t, err := time.Parse(time.RFC3339Nano, r.LastHeard); err == nil {
 				heard = now.Sub(t).Round(time.Millisecond).String() + " ago"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fms\t%s\t%d\t%d\t%d\t%d\t%d\n", r.Name, r.State, r.Addr, r.SRTTms, heard,
-				r.MessagesIn, r.MessagesOut, r.MessageFails, r.Retransmits, r.Waiting)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fms\t%s\t%d\t%d\t%d\n", r.Name, r.State, r.Addr, r.SRTTms, heard,
+				r.Transactions, r.Waiting, r.Retransmits)
 		}
 		tw.Flush()
 	}
@@ -398,7 +397,7 @@ func printStatus(w io.Writer, st *statusDoc) {
 		}
 		slices.Sort(groups)
 		for _, g := range groups {
-			fmt.Fprintf(w, "group %s: %s\n", g, strings.Join(b.Groups[g], " "))
+			fmt.Fprintf(w, "group %s: %s\n", g, cmp.Or(strings.Join(b.Groups[g], " "), "no other member known"))
 		}
 	}
 }

@@ -91,7 +91,7 @@ func TestServeMetricsStatusTxLog(t *testing.T) {
 	}
 	stdout, _, _ = runIn("status", "--json", maddr)
 	var st statusDoc
-	if err := json.Unmarshal([]byte(stdout), &st); err != nil || len(st.Remotes) != 1 || st.Remotes[0].MessagesIn != n {
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil || len(st.Remotes) != 1 || st.Remotes[0].Name != "beta" || st.Road.MessagesIn != n {
 		t.Fatalf("status --json: %v %+v", err, st)
 	}
 	if _, errOut, code := runIn("status", freeTCP(t)); code != exitFailure || errOut == "" {

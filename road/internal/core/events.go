@@ -71,13 +71,15 @@ type Remote struct {
 	// authenticated packet came.
 	SRTT, RTTVar time.Duration
 	LastHeard    time.Time
-	// Retransmits counts its messages' and alives' packets sent again;
-	// MessagesIn, MessagesOut and MessageFails its messages delivered,
-	// done and failed (since it was added; they wrap at 2^32).
-	Retransmits, MessagesIn, MessagesOut, MessageFails uint64
-	// Waiting is the number of its messages held back, waiting to start
-	// (the send window, or a new session).
-	Waiting int
+	// Retransmits counts its messages' and alives' packets sent again
+	// (since it was added; it wraps at 2^32). Messages are counted per
+	// stack only (Counters): a remote's memory is kept as it was.
+	Retransmits uint64
+	// Transactions is the number of its transactions under way (messages
+	// sent and received, and joins, allows and alives); Waiting the
+	// number of its messages held back, waiting to start (the send
+	// window, or a new session).
+	Transactions, Waiting int
 }
 
 // Message is a message received from a remote.

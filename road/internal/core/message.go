@@ -491,10 +491,8 @@ func (m *messenger) finish(c *Core, err error) {
 	c.ended(m)
 	if err == nil {
 		c.stats.c.MessagesOut++
-		m.r.msgsOut++
 	} else {
 		c.stats.c.MessageFails++
-		m.r.msgFails++
 		err = &TxnError{Txn: "message", Remote: m.r.name, Err: err}
 	}
 	if m.result != nil {
@@ -920,7 +918,6 @@ func (m *messengent) complete(c *Core) {
 	}
 	c.delivery.push(m.pending)
 	c.stats.c.MessagesIn++
-	m.r.msgsIn++
 	m.done(c)
 	m.remove(c, false)
 }

@@ -50,8 +50,6 @@ type remote struct {
 	// retransmissions, from its first message on. Zero srtt: no sample
 	// yet. In µs: the struct is a cost of every remote.
 	srtt, rttvar int32
-	// Its counters (Remote): uint32, as they are a cost of every remote.
-	retransmits, msgsIn, msgsOut, msgFails uint32
 
 	// rttMin is the least sample of a message, rttLast the latest (µs;
 	// zero: none): rack.go's thresholds.
@@ -93,6 +91,10 @@ type remote struct {
 	// (fair.go); nil: none.
 	starved   *starved
 	roomWaits int32 // its whole messages waiting for room to deliver (Core.roomWaits)
+	// retransmits counts its packets sent again (Remote): in what would
+	// be padding, as any counter more would take a remote to a larger
+	// size class of the heap.
+	retransmits uint32
 
 	presence time.Time // next alive
 	reapAt   time.Time // reaped if no alive success by then
@@ -287,8 +289,7 @@ func (c *Core) info(r *remote) Remote {
 		Joined: r.joined, Allowed: r.allowed, Alive: r.alived, Reaped: r.reaped, SID: r.sid, RSID: r.rsid,
 		HeadKind: c.cfg.HeadKind, FootKind: codec.FootKindNaCl, CoatKind: r.coatKind(), MaxPacketSize: c.cfg.MaxPacketSize,
 		SRTT: time.Duration(r.srtt) * time.Microsecond, RTTVar: time.Duration(r.rttvar) * time.Microsecond, LastHeard: r.heard,
-		Retransmits: uint64(r.retransmits), MessagesIn: uint64(r.msgsIn), MessagesOut: uint64(r.msgsOut),
-		MessageFails: uint64(r.msgFails), Waiting: len(r.saved)}
+		Retransmits: uint64(r.retransmits), Transactions: r.numTxns(), Waiting: len(r.saved)}
 	if p := r.prof; p != nil {
 		out.HeadKind, out.MaxPacketSize = p.codec.Kind(), p.mps
 		if p.mac != nil {
