@@ -10,8 +10,8 @@ import (
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/internal/handshake"
-	"github.com/raet-go/raet/internal/netsim"
 	"github.com/raet-go/raet/keep"
+	"github.com/raet-go/raet/netsim"
 	"github.com/raet-go/raet/packet"
 )
 
