@@ -32,7 +32,10 @@ The transport: --over road (UDP, the default: --listen, --keep, --main,
 --auto, and --join HOST:PORT to join an estate first, which is then the
 default peer of sub, req and pull) or --over lane (Unix datagram sockets:
 --dir, --lane); --name names this estate or yard. The first line out is
-{"ready":true,"name":...} with the road address or the lane socket.`
+{"ready":true,"name":...} with the road address or the lane socket.
+As raet serve: --pcap FILE writes the traffic for raetdump -r, --keylog
+FILE the road's session keys for raetdump -keylog, --aead picks the road's
+coat, and the plugin flags pick a serializer, a queue or a coat.`
 
 // busHelp is a bus command's help: its usage, about with the transport
 // appended, and example.
@@ -45,6 +48,7 @@ type busFlags struct {
 	over, name, listen, keepDir, auto, join, dir, laneName string
 	main, verbose                                          bool
 	forDur                                                 time.Duration
+	run                                                    runFlags
 }
 
 func (f *busFlags) register(fs *flag.FlagSet) {
@@ -59,6 +63,7 @@ func (f *busFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.laneName, "lane", lane.DefaultLane, "lane: lane name")
 	fs.BoolVar(&f.verbose, "v", false, "log more (to stderr)")
 	fs.DurationVar(&f.forDur, "for", 0, "stop after this long (0: until done, SIGINT or SIGTERM)")
+	f.run.register(fs, scopeRoad|scopeLane|scopePlugins)
 }
 
 // busRun is a started transport and node.
@@ -103,13 +108,30 @@ func (f *busFlags) start(prog string, cfg *bus.Config, stdout, stderr io.Writer)
 		cancel()
 		return nil, code
 	}
+	if err := f.run.check(); err != nil {
+		return fail(exitUsage, err)
+	}
+	if err := f.run.open(); err != nil {
+		return fail(exitSetup, err)
+	}
+	// The capture and the plugins end after the stack (closers run last
+	// first).
+	closers = append(closers, func() {
+		if err := f.run.close(); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		}
+	})
 	switch f.over {
 	case "road":
 		auto, err := keep.ParseAutoMode(f.auto)
 		if err != nil {
 			return fail(exitUsage, err)
 		}
-		s, err := road.New(&road.Config{Name: f.name, Main: f.main, Listen: f.listen, KeepDir: f.keepDir, Auto: auto, Logger: log})
+		cfg := &road.Config{Name: f.name, Main: f.main, Listen: f.listen, KeepDir: f.keepDir, Auto: auto, Logger: log}
+		if err := f.run.road(ctx, cfg, true); err != nil {
+			return fail(exitSetup, err)
+		}
+		s, err := road.New(cfg)
 		if err != nil {
 			return fail(exitSetup, err)
 		}
@@ -132,7 +154,11 @@ func (f *busFlags) start(prog string, cfg *bus.Config, stdout, stderr io.Writer)
 		tr = rt
 		ready["addr"] = s.Addr().String()
 	case "lane":
-		s, err := lane.New(&lane.Config{Dir: f.dir, Lane: f.laneName, Name: f.name, Logger: log})
+		cfg := &lane.Config{Dir: f.dir, Lane: f.laneName, Name: f.name, Logger: log}
+		if err := f.run.lane(ctx, cfg); err != nil {
+			return fail(exitSetup, err)
+		}
+		s, err := lane.New(cfg)
 		if err != nil {
 			return fail(exitUsage, err)
 		}
