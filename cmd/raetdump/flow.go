@@ -9,8 +9,10 @@ package main
 // packet with its time since the first on the left. Retransmissions are
 // dashed orange; a packet sent again later is marked as presumed lost (a
 // grey dashed arrow ending in a cross: the capture cannot see where it was
-// dropped, only that its sender gave up waiting for it); resend requests
-// and nacks are purple; packets raetdump could not decode are red.
+// dropped, only that its sender gave up waiting for it), and a
+// retransmission whose first send the capture never saw (a capture at the
+// receiver, past the loss) says so; resend requests and nacks are purple;
+// packets raetdump could not decode are red.
 
 import (
 	"fmt"
@@ -206,8 +208,13 @@ func (f *flow) road(p *dissect.Packet, from int, label *strings.Builder, kind *a
 		return
 	}
 	k := sendKey{txn, h.PacketKind, h.SegmentNumber, from}
-	if prev, ok := f.sent[k]; ok && *kind == arrowResent && f.arrows[prev].kind != arrowError {
-		f.arrows[prev].kind = arrowLost
+	if *kind == arrowResent {
+		switch prev, ok := f.sent[k]; {
+		case !ok: // the capture is past the loss: the receiver's
+			label.WriteString(", first not seen")
+		case f.arrows[prev].kind != arrowError:
+			f.arrows[prev].kind = arrowLost
+		}
 	}
 	if len(f.sent) < maxFlowArrows {
 		f.sent[k] = len(f.arrows)
