@@ -118,35 +118,13 @@ func aeadCaptureKeys(t *testing.T) (string, string) {
 func TestDissectAEADOpened(t *testing.T) {
 	path, kl := aeadCaptureKeys(t)
 	keys := dissect.NewKeyRing()
-	klf, err := os.Open(kl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer klf.Close()
-	if err := keys.AddKeyLog(klf); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cr, err := dissect.NewCaptureReader(f)
-	if err != nil {
+	if err := keys.AddKeyLogFile(kl); err != nil {
 		t.Fatal(err)
 	}
 	d := dissect.NewDissector(&dissect.Config{Keys: keys})
 	frames, bodies, fromB := 0, 0, 0
 	var last dissect.Record
-	for {
-		rec, err := cr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec.Data = append([]byte(nil), rec.Data...)
+	for _, rec := range readRecords(t, path) {
 		last = rec
 		p := d.Decode(rec)
 		frames++

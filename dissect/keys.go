@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"net/netip"
+	"os"
 	"path/filepath"
 
 	"github.com/raet-go/raet/codec"
@@ -227,6 +228,19 @@ func (k *KeyRing) AddKeyLog(r io.Reader) error {
 		k.addSession(e)
 	}
 	return err
+}
+
+// AddKeyLogFile is AddKeyLog of the file at path; its errors name the file.
+func (k *KeyRing) AddKeyLogFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := k.AddKeyLog(f); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 func (k *KeyRing) addSession(e handshake.KeyLogEntry) {

@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -195,15 +196,11 @@ func (o *options) run() int {
 		}
 	}
 	for _, file := range o.keylogs {
-		f, err := os.Open(file)
-		if err != nil {
+		if err := keys.AddKeyLogFile(file); errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 			fmt.Fprintln(o.stderr, "raetdump: -keylog:", err)
 			return exitInput
-		}
-		err = keys.AddKeyLog(f)
-		f.Close()
-		if err != nil {
-			fmt.Fprintf(o.stderr, "raetdump: -keylog %s: %v\n", file, err)
+		} else if err != nil {
+			fmt.Fprintln(o.stderr, "raetdump: -keylog", err)
 		}
 	}
 	for _, p := range o.ports {

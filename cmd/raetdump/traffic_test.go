@@ -101,13 +101,7 @@ func checkCapture(t *testing.T, path string, keyArgs []string) (*dissect.Stats, 
 	for i := 0; i+1 < len(keyArgs); i += 2 {
 		switch keyArgs[i] {
 		case "-keylog":
-			f, err := os.Open(keyArgs[i+1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = keys.AddKeyLog(f)
-			f.Close()
-			if err != nil {
+			if err := keys.AddKeyLogFile(keyArgs[i+1]); err != nil {
 				t.Fatal(err)
 			}
 		case "-keep":

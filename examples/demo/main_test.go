@@ -26,12 +26,7 @@ func TestDemo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kl, err := os.Open(keylog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kl.Close()
-	if err := keys.AddKeyLog(kl); err != nil {
+	if err := keys.AddKeyLogFile(keylog); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(pcap)
