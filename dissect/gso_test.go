@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +82,9 @@ func packetsOf(t *testing.T, path string, keys *dissect.KeyRing) ([]string, *dis
 				t.Fatalf("%s: record %d (gso %d): %v", path, p.N, p.GSO, p.Err)
 			}
 			lines = append(lines, fmt.Sprintf("%v %v > %v %+v body %v %v event %q", p.Parsed, p.Src, p.Dst, p.Head, p.HasBody, p.Body, p.Note.Event))
+			if js := string(p.AppendJSON(nil)); (p.GSO > 0) != strings.Contains(js, fmt.Sprintf(`,"gso":%d,`, p.GSO)) {
+				t.Fatalf("record %d, gso %d: %s", p.N, p.GSO, js)
+			}
 		}
 	}
 	d.Flush()

@@ -177,6 +177,9 @@ func appendValue(b []byte, v any) []byte {
 //	                             link or IP layers could not be read: its
 //	                             link type
 //	lane                         true for a lane page
+//	gso                          the packet's place (from 1) in a UDP GSO
+//	                             super-datagram of the frame n, when it is
+//	                             one of several
 //	truncated                    true when the capture cut the frame
 //	head                         the head fields by two-letter key (HeadFields
 //	                             or LaneFields), numbers as numbers, fg as
@@ -226,6 +229,10 @@ func (p *Packet) AppendJSON(b []byte) []byte {
 	}
 	b = appendKey(b, &first, "len")
 	b = strconv.AppendInt(b, int64(len(p.Data)), 10)
+	if p.GSO > 0 {
+		b = appendKey(b, &first, "gso")
+		b = strconv.AppendInt(b, int64(p.GSO), 10)
+	}
 	if p.Truncated {
 		b = appendKey(b, &first, "truncated")
 		b = append(b, "true"...)

@@ -59,6 +59,9 @@ func (pr *printer) packet(p *dissect.Packet) {
 			fmt.Fprintf(w, " sn %d/%d", h.SegmentNumber, h.SegmentCount)
 		}
 		fmt.Fprintf(w, " len %d", len(p.Data))
+		if p.GSO > 0 {
+			fmt.Fprintf(w, " gso #%d", p.GSO)
+		}
 		if p.Parsed {
 			fmt.Fprintf(w, " (%s head %d, coat %d, foot %d)", h.HeadKind, p.HeadLen, p.CoatLen, p.FootLen)
 		}
