@@ -68,6 +68,15 @@ func TestDefaultTraffic(t *testing.T) {
 			if st.GSO == 0 {
 				t.Errorf("%s: no GSO super-datagram in the capture on lo", name)
 			}
+		case "sub.pcapng":
+			// The subscription's replay mode and policy, by name.
+			_, js, _ := raetdump(t, nil, append([]string{"-r", c, "-json", "-q"}, keyArgs...)...)
+			for _, want := range []string{`"kind":"sub"`, `"filters":["orders.>"]`, `"policy":"drop_newest","hwm":100,"replay":"last","replay_arg":10`,
+				`"kind":"pub"`, `"subject":"orders.new","seq":1`, `"html":"<b>&</b>"`} {
+				if !strings.Contains(js, want) {
+					t.Errorf("%s: no %s in the JSON view", name, want)
+				}
+			}
 		case "demo.pcapng":
 			if st.AEAD == 0 || st.AEADOpened != st.AEAD {
 				t.Errorf("%s: %d AEAD coats, %d opened", name, st.AEAD, st.AEADOpened)
