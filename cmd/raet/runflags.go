@@ -21,7 +21,11 @@ import (
 //	--aead MODE      the road's fast-profile coat: prefer or refuse
 //	PLUGIN FLAGS     --plugins, --serializer, --queue, --coat (road), --plugin-timeout
 //
-// A command adds a flag of this kind here, once, not in its own flag set.
+// A command adds a flag of this kind here, once, not in its own flag set:
+// a new shared flag (a metrics address, say) is a field of runFlags,
+// registered in register for the scopes it applies to, set on each stack's
+// configuration in road and lane (or started once in open), and stopped in
+// close, which the commands call after their stacks are closed.
 type runFlags struct {
 	scope        runScope
 	pcap, keylog string

@@ -329,7 +329,8 @@ func (f *flow) header(b *strings.Builder) {
 	b.WriteString("</svg>\n")
 }
 
-// svg writes the diagram; standalone adds the XML declaration and style.
+// svg writes the diagram; standalone adds the XML declaration, the style
+// and the names over the lifelines (a page has them in its header).
 func (f *flow) svg(b *strings.Builder, standalone bool) {
 	rows := len(f.arrows)
 	height := flowTop + rows*flowRow + flowBottom
@@ -355,7 +356,9 @@ func (f *flow) svg(b *strings.Builder, standalone bool) {
 	bottom := flowTop + rows*flowRow
 	for i, n := range f.names {
 		x := f.x(i)
-		fmt.Fprintf(b, `<text class="name" x="%d" y="20" text-anchor="middle">%s</text>`, x, esc(n))
+		if standalone { // the page's sticky header has them
+			fmt.Fprintf(b, `<text class="name" x="%d" y="20" text-anchor="middle">%s</text>`, x, esc(n))
+		}
 		fmt.Fprintf(b, `<line class="life" x1="%d" y1="28" x2="%d" y2="%d"/>`, x, x, bottom+8)
 		fmt.Fprintf(b, `<text class="name" x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", x, bottom+26, esc(n))
 	}
