@@ -128,7 +128,7 @@ func (f *busFlags) start(prog string, cfg *bus.Config, stdout, stderr io.Writer)
 			return fail(exitUsage, err)
 		}
 		cfg := &road.Config{Name: f.name, Main: f.main, Listen: f.listen, KeepDir: f.keepDir, Auto: auto, Logger: log}
-		if err := f.run.road(ctx, cfg, true); err != nil {
+		if err := f.run.road(context.Background(), cfg, true); err != nil {
 			return fail(exitSetup, err)
 		}
 		s, err := road.New(cfg)
@@ -155,7 +155,7 @@ func (f *busFlags) start(prog string, cfg *bus.Config, stdout, stderr io.Writer)
 		ready["addr"] = s.Addr().String()
 	case "lane":
 		cfg := &lane.Config{Dir: f.dir, Lane: f.laneName, Name: f.name, Logger: log}
-		if err := f.run.lane(ctx, cfg); err != nil {
+		if err := f.run.lane(context.Background(), cfg); err != nil {
 			return fail(exitSetup, err)
 		}
 		s, err := lane.New(cfg)
