@@ -19,13 +19,14 @@ install:
 	$(GO) install ./cmd/raet ./cmd/raetdump
 
 ## demo: the main job; needs nothing but Go. Two estates join, allow and
-## exchange messages; raetdump then shows their traffic, verified and decrypted.
+## exchange messages (the default AEAD coat); raetdump then shows their traffic,
+## verified and decrypted with the key log, and draws it (flow.html).
 demo:
 	@mkdir -p $(DEMO_DIR)
-	@rm -rf $(DEMO_DIR)/demo.pcapng $(DEMO_DIR)/keys.log $(DEMO_DIR)/keeps
+	@rm -rf $(DEMO_DIR)/demo.pcapng $(DEMO_DIR)/keys.log $(DEMO_DIR)/keeps $(DEMO_DIR)/flow.html
 	$(GO) run ./examples/demo -pcap $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log -keeps $(DEMO_DIR)/keeps
 	@echo
-	@echo "== raetdump: the same traffic, signatures verified with the keeps, bodies opened with the key log (the demo refuses the AEAD coat, which raetdump cannot open) =="
+	@echo "== raetdump: the same traffic, the handshake's signatures verified with the keeps, every AEAD coat opened (and so authenticated) with the key log =="
 	$(GO) run ./cmd/raetdump -r $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log \
 		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -c 12
 	@echo
@@ -33,9 +34,10 @@ demo:
 	@$(GO) run ./cmd/raetdump -r $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log \
 		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -q | grep -E 'RAET message (bundle|answers)'
 	@echo
-	@echo "== raetdump -T: the transactions =="
+	@echo "== raetdump -T: the transactions; -flow: the sequence diagram =="
 	$(GO) run ./cmd/raetdump -r $(DEMO_DIR)/demo.pcapng -keylog $(DEMO_DIR)/keys.log \
-		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -T
+		-keep $(DEMO_DIR)/keeps/alpha -keep $(DEMO_DIR)/keeps/beta -T -flow $(DEMO_DIR)/flow.html
+	@echo "the flow: $(DEMO_DIR)/flow.html"
 
 ## test: everything CI checks (.ci/run calls this).
 test: deps check-gen fmt-check vet lint tidy-check unit allocs flood heap fuzz-smoke bench-peers-check netem-check

@@ -3,6 +3,7 @@ package dissect_test
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"io"
 	"net/netip"
 	"os"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/dissect"
+	"github.com/raet-go/raet/internal/handshake"
+	"github.com/raet-go/raet/keys"
 	"github.com/raet-go/raet/packet"
 	"golang.org/x/crypto/nacl/box"
 )
@@ -21,6 +24,13 @@ import (
 // packet-level code: for each AEAD kind, a small message from a to b, a
 // message in segments, each sealed on its own, and b's done.
 func aeadCapture(t *testing.T) string {
+	path, _ := aeadCaptureKeys(t)
+	return path
+}
+
+// aeadCaptureKeys is aeadCapture, with a key log that has only a's side of
+// each session (RAET_SESSION lines, as a's stack writes them).
+func aeadCaptureKeys(t *testing.T) (string, string) {
 	t.Helper()
 	a, b := netip.MustParseAddrPort("127.0.0.1:7530"), netip.MustParseAddrPort("127.0.0.1:7531")
 	path := filepath.Join(t.TempDir(), "aead.pcapng")
@@ -42,6 +52,7 @@ func aeadCapture(t *testing.T) string {
 	bpub, bpriv, _ := box.GenerateKey(rand.Reader)
 	t0 := time.Unix(1700000000, 0)
 	n := 0
+	var keylog strings.Builder
 	write := func(src, dst netip.AddrPort, d []byte) {
 		if err := w.WriteRoad(t0.Add(time.Duration(n)*time.Millisecond), src, dst, d); err != nil {
 			t.Fatal(err)
@@ -57,6 +68,7 @@ func aeadCapture(t *testing.T) string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		keylog.WriteString(handshake.FormatKeyLog(keys.PublicKey(*apub), keys.PrivateKey(*apriv), keys.PublicKey(*bpub)))
 		var h codec.Head
 		h.Reset()
 		h.SourceID, h.DestinationID, h.SessionID, h.TransactionID, h.BodyKind = 2, 3, uint32(si+1), 10, codec.BodyKindJSON
@@ -87,8 +99,73 @@ func aeadCapture(t *testing.T) string {
 			t.Fatal(err)
 		}
 		write(b, a, done)
+		// A new session: new short-term keys, as each allow makes.
+		apub, apriv, _ = box.GenerateKey(rand.Reader)
+		bpub, bpriv, _ = box.GenerateKey(rand.Reader)
 	}
-	return path
+	kl := filepath.Join(filepath.Dir(path), "keys.log")
+	if err := os.WriteFile(kl, []byte(keylog.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, kl
+}
+
+// With the key log of one side of each session, raetdump opens the AEAD
+// coats of both directions (the same shared key gives both directions'
+// keys): every body is read, segments opened one by one and reassembled,
+// every packet authenticated; a packet changed in one bit is an error, and
+// the same datagram twice a replay.
+func TestDissectAEADOpened(t *testing.T) {
+	path, kl := aeadCaptureKeys(t)
+	keys := dissect.NewKeyRing()
+	if err := keys.AddKeyLogFile(kl); err != nil {
+		t.Fatal(err)
+	}
+	d := dissect.NewDissector(&dissect.Config{Keys: keys})
+	frames, bodies, fromB := 0, 0, 0
+	var last dissect.Record
+	for _, rec := range readRecords(t, path) {
+		last = rec
+		p := d.Decode(rec)
+		frames++
+		if p.Err != nil || !p.Parsed {
+			t.Fatalf("frame %d: %v", p.N, p.Err)
+		}
+		if p.Verified == nil || !*p.Verified {
+			t.Fatalf("frame %d (%s): not authenticated: %s", p.N, p.Head.PacketKind, p.VerifyNote)
+		}
+		if p.Src.Port() == 7531 {
+			fromB++
+		}
+		if p.HasBody {
+			bodies++
+			if v, ok := p.Body.Get("d"); ok && len(v.(string)) != 2000 {
+				t.Fatalf("frame %d: reassembled body of %d bytes", p.N, len(v.(string)))
+			}
+		}
+	}
+	// Each session: the small message, the segmented one and b's done
+	// (an empty body) are read.
+	if bodies != 6 || fromB != 2 {
+		t.Fatalf("%d bodies, %d packets from b", bodies, fromB)
+	}
+	// The last datagram again: a replay of its session's counter.
+	if p := d.Decode(last); p.Err == nil || !errors.Is(p.Err, packet.ErrReplayed) {
+		t.Fatalf("a datagram twice: %v", p.Err)
+	}
+	// One bit changed: does not authenticate under its session's key.
+	last.Data[len(last.Data)-1] ^= 1
+	if p := d.Decode(last); p.Err == nil {
+		t.Fatal("a changed datagram opened")
+	}
+	d.Flush()
+	st := d.Stats()
+	if st.AEAD != frames || st.AEADOpened != frames || st.Sealed != 0 || st.Errors != 2 {
+		t.Fatalf("stats: %d aead, %d opened of %d frames, %d sealed, %d errors", st.AEAD, st.AEADOpened, frames, st.Sealed, st.Errors)
+	}
+	if m := st.Txns[codec.TransactionKindMessage]; m == nil || m.Done != 2 || m.Reassembled != 2 {
+		t.Fatalf("message transactions %+v", m)
+	}
 }
 
 // raetdump cannot open AEAD coats (their keys are per direction, from the

@@ -2,6 +2,7 @@ package dissect
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/raet-go/raet/bus/envelope"
@@ -85,20 +86,66 @@ func (d *Dissector) decodeBus(p *Packet) {
 	}
 }
 
-// appendJSON writes the envelope as a JSON object: kind by name, the other
-// fields by key as on the wire except the body (shown in body), then
-// reply_to and elapsed_us.
-func (b *BusInfo) appendJSON(out []byte) []byte {
+// BusFieldNames names the envelope's keys (envelope.Keys but bv, ek and
+// bd, which are shown as the envelope itself, its kind and the body) as
+// raetdump shows them, in text and in JSON.
+var BusFieldNames = map[string]string{
+	"ep": "epoch", "id": "id", "sj": "subject", "fi": "filters", "sq": "seq", "ix": "index",
+	"tm": "time", "or": "origin", "po": "policy", "hw": "hwm", "rm": "replay", "rn": "replay_arg",
+	"dm": "drops", "dn": "missed", "qg": "groups", "cr": "credit", "dl": "deadline_ms",
+	"er": "error", "rq": "reply",
+}
+
+// busField is one field of an envelope as shown: its name and value, the
+// enumerations (policy, replay) by name.
+type busField struct {
+	name  string
+	value any
+}
+
+// fields returns the envelope's fields as shown, in spec order: those it
+// carries but its version, kind and body.
+func (b *BusInfo) fields() []busField {
+	e := &b.Envelope
+	m := e.Map()
+	out := make([]busField, 0, len(m))
+	for _, kv := range m[2:] {
+		v := kv.Value
+		switch kv.Key {
+		case "bd":
+			continue
+		case "po":
+			v = e.Policy.String()
+		case "rm":
+			v = e.Replay.String()
+		}
+		name := BusFieldNames[kv.Key]
+		if name == "" {
+			name = kv.Key
+		}
+		out = append(out, busField{name, v})
+	}
+	return out
+}
+
+// AppendJSON appends the envelope as a JSON object: kind by name, the other
+// fields by name (BusFieldNames), the content (bd) as body, then reply_to
+// and elapsed_us.
+func (b *BusInfo) AppendJSON(out []byte) []byte {
 	first := true
 	out = append(out, '{')
 	out = appendKey(out, &first, "kind")
 	out = appendString(out, b.Envelope.Kind.String())
-	for _, kv := range b.Envelope.Map()[2:] {
-		if kv.Key == "bd" {
-			continue
+	for _, f := range b.fields() {
+		out = appendKey(out, &first, f.name)
+		out = appendBusValue(out, f.value)
+	}
+	if b.Envelope.Body != nil {
+		pre := out
+		if out, err := AppendJSONValue(appendKey(out, &first, "body"), b.Envelope.Body); err == nil {
+			pre = out
 		}
-		out = appendKey(out, &first, kv.Key)
-		out = appendBusValue(out, kv.Value)
+		out = pre
 	}
 	if b.ReplyTo > 0 {
 		out = appendKey(out, &first, "reply_to")
@@ -138,24 +185,19 @@ func appendBusValue(out []byte, v any) []byte {
 	return appendValue(out, v)
 }
 
-// Summary is a one-line description of the envelope for text output:
-// "BUS pub orders.new id 7 sq 12 ix 3", with "reply to #N in D" for a reply.
+// Summary is a one-line description of the envelope for text output, its
+// fields by name: "BUS pub subject orders.new id 7 seq 12 index 3", with
+// "reply to #N in D" for a reply.
 func (b *BusInfo) Summary() string {
-	e := &b.Envelope
-	s := "BUS " + e.Kind.String()
-	if e.Subject != "" {
-		s += " " + e.Subject
-	}
-	for _, kv := range []struct {
-		k string
-		v uint64
-	}{{"id", e.ID}, {"sq", e.Seq}, {"ix", e.Index}, {"cr", uint64(e.Credit)}, {"dn", e.Missed}} {
-		if kv.v != 0 {
-			s += " " + kv.k + " " + strconv.FormatUint(kv.v, 10)
+	s := "BUS " + b.Envelope.Kind.String()
+	for _, f := range b.fields() {
+		var v []byte
+		if str, ok := f.value.(string); ok && str != "" && !strings.ContainsAny(str, " \"\\") {
+			v = []byte(str)
+		} else {
+			v = appendBusValue(nil, f.value)
 		}
-	}
-	if e.Error != "" {
-		s += " error " + strconv.Quote(e.Error)
+		s += " " + f.name + " " + string(v)
 	}
 	if b.ReplyTo > 0 {
 		s += " reply to #" + strconv.Itoa(b.ReplyTo) + " in " + b.Elapsed.String()

@@ -117,7 +117,7 @@ func TestDissectBus(t *testing.T) {
 		lines = append(lines, string(p.AppendJSON(nil)))
 	}
 	pub := byKind[codec.BusKindPub]
-	if pub == nil || pub.Bus.Envelope.Subject != "a.b" || pub.Bus.Envelope.Seq != 1 || !strings.Contains(pub.Bus.Summary(), "BUS pub a.b") {
+	if pub == nil || pub.Bus.Envelope.Subject != "a.b" || pub.Bus.Envelope.Seq != 1 || !strings.Contains(pub.Bus.Summary(), "BUS pub id ") || !strings.Contains(pub.Bus.Summary(), " subject a.b seq 1 index 1") {
 		t.Fatalf("pub: %+v", pub)
 	}
 	rep, done := byKind[codec.BusKindRep], byKind[codec.BusKindDone]
@@ -130,6 +130,15 @@ func TestDissectBus(t *testing.T) {
 	js := string(rep.AppendJSON(nil))
 	if !strings.Contains(js, `"bus":{"kind":"rep","id":`) || !strings.Contains(js, `"reply_to":`) {
 		t.Fatalf("JSON %s", js)
+	}
+	// Named fields, the content as body, and no HTML escaping: the
+	// filter reads "a.>", not "a.\u003e".
+	js = string(byKind[codec.BusKindSub].AppendJSON(nil))
+	if !strings.Contains(js, `"bus":{"kind":"sub","id":`) || !strings.Contains(js, `"filters":["a.>"]`) || strings.Contains(js, `"fi"`) {
+		t.Fatalf("sub JSON %s", js)
+	}
+	if js = string(pub.AppendJSON(nil)); !strings.Contains(js, `"subject":"a.b","seq":1,"index":1,"time":`) || !strings.Contains(js, `"body":{"x":1}}`) {
+		t.Fatalf("pub JSON %s", js)
 	}
 	for _, k := range []codec.BusKind{codec.BusKindHello, codec.BusKindSub, codec.BusKindSubOK, codec.BusKindReq, codec.BusKindReady} {
 		if byKind[k] == nil {

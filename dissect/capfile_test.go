@@ -47,8 +47,9 @@ func drain(data []byte) (int, error) {
 		if len(rec.Data) > dissect.MaxCaptureLength {
 			panic("record beyond MaxCaptureLength")
 		}
-		d.DecodeInto(rec, &p)
-		p.AppendJSON(nil)
+		for ok := d.DecodeInto(rec, &p); ok; ok = d.Next(&p) {
+			p.AppendJSON(nil)
+		}
 	}
 }
 

@@ -84,6 +84,13 @@ type Packet struct {
 	// name, in their order (an answers packet ends many transactions).
 	Answered []Note
 
+	// GSO is the packet's place (from 1) in a UDP GSO super-datagram, a
+	// datagram captured before the kernel cut it into packets (a capture
+	// on lo sees them so): 0 for a datagram of one packet. The packets of
+	// one super-datagram share N and Time; Dissector.Next gives the 2nd
+	// and later.
+	GSO int
+
 	// Err is why the packet could not be decoded: its frame, head or
 	// framing (Parsed false), or, with Parsed true, a coat that does not
 	// open with its session's key or a body that does not parse, the
@@ -103,7 +110,8 @@ type BundledMessage struct {
 	Body      packet.OrderedMap
 	HasBody   bool
 	MessageID *packet.MsgID
-	Err       error // its body does not decode
+	Bus       *BusInfo // the bus envelope its body is, if it is one
+	Err       error    // its body does not decode
 }
 
 // Dissector decodes captured frames into Packets: the link layers, the RAET
@@ -125,6 +133,10 @@ type Dissector struct {
 	noKeys  *KeyRing // learns keys from the capture when Keys is nil
 	bodies  *packet.Registry
 	n       int
+	opened  bool                 // the packet being decoded had an AEAD coat, opened
+	gso     [][]byte             // the packets of the last frame's super-datagram not yet decoded
+	gsoFrom Packet               // the first of them, for the others' record fields
+	gsoHead codec.Head           // scratch of splitGSO
 	bundle  packet.Bundle        // reused for each bundle's table
 	answers []packet.AnswerRange // reused for each answers list
 }
@@ -161,7 +173,8 @@ func (d *Dissector) SetCaptureError(err error) {
 func (d *Dissector) CountDuplicate() { d.stats.Records++; d.n++; d.stats.Duplicates++ }
 
 // Decode dissects one captured frame. It returns nil for a frame that is not
-// RAET (counted in Stats.Other and Stats.Fragments).
+// RAET (counted in Stats.Other and Stats.Fragments). For a UDP GSO
+// super-datagram it returns the first packet; Next gives the others.
 func (d *Dissector) Decode(rec Record) *Packet {
 	p := new(Packet)
 	if !d.DecodeInto(rec, p) {
@@ -173,6 +186,7 @@ func (d *Dissector) Decode(rec Record) *Packet {
 // DecodeInto is Decode into a caller's Packet, which it resets; it reports
 // false for a frame that is not RAET.
 func (d *Dissector) DecodeInto(rec Record, p *Packet) bool {
+	d.gso = d.gso[:0]
 	d.n++
 	st := d.stats
 	st.Records++
@@ -204,9 +218,74 @@ func (d *Dissector) DecodeInto(rec Record, p *Packet) bool {
 	case FrameLane:
 		d.decodeLane(p)
 	default:
+		if d.splitGSO(p.Data) {
+			p.Data, p.GSO = d.gso[0], 1
+			d.gso = d.gso[1:]
+			d.gsoFrom = *p
+			d.stats.GSO++
+		}
 		d.decodeRoad(p)
 	}
 	return true
+}
+
+// Next decodes into p the next packet of the frame DecodeInto (or Decode)
+// read last, when that frame was a UDP GSO super-datagram (Packet.GSO):
+// call it until it reports false. Each packet is counted, tracked and
+// shown as if it had been captured alone, with the frame's N and Time.
+func (d *Dissector) Next(p *Packet) bool {
+	if len(d.gso) == 0 {
+		return false
+	}
+	f := &d.gsoFrom
+	*p = Packet{N: f.N, Time: f.Time, LinkType: f.LinkType, Src: f.Src, Dst: f.Dst, Data: d.gso[0], GSO: f.GSO + 1}
+	f.GSO++
+	d.gso = d.gso[1:]
+	d.decodeRoad(p)
+	return true
+}
+
+// splitGSO reports whether the UDP payload b is a GSO super-datagram,
+// several packets sent as one (UDP_SEGMENT), and if so puts them in
+// d.gso. The kernel cuts such a payload into pieces of one size, the last
+// one no longer; so it is one when its first head says a packet length
+// shorter than b, and every piece after it starts with a head whose packet
+// length is that size, or, for the last, the rest. Anything else is left
+// whole, to be refused as it is.
+func (d *Dissector) splitGSO(b []byte) bool {
+	d.gso = d.gso[:0]
+	size := d.packetLength(b)
+	if size <= 0 || size >= len(b) {
+		return false
+	}
+	for rest := b; len(rest) > 0; {
+		n := d.packetLength(rest)
+		if n <= 0 || n > len(rest) || (n != size && n != len(rest)) || n > size {
+			d.gso = d.gso[:0]
+			return false
+		}
+		d.gso = append(d.gso, rest[:n:n])
+		rest = rest[n:]
+	}
+	return true
+}
+
+// packetLength is the packet length the head at the start of b declares,
+// when the head decodes but for that length: len(b) when it decodes whole,
+// -1 when it does not decode.
+func (d *Dissector) packetLength(b []byte) int {
+	c, err := codec.Detect(b)
+	if err != nil {
+		return -1
+	}
+	_, err = c.Decode(b, &d.gsoHead)
+	switch {
+	case err == nil:
+		return len(b)
+	case errors.Is(err, codec.ErrPacketLength):
+		return int(d.gsoHead.PacketLength)
+	}
+	return -1
 }
 
 var errCaptureTruncated = errors.New("truncated by the capture (snap length)")
@@ -241,6 +320,16 @@ func (d *Dissector) decodeRoad(p *Packet) {
 	flow := makeFlowKey(p.Src, p.Dst, h.SessionID)
 	vr := d.keys.footVerify(&d.cache, flow, &l.Packet)
 	p.Verified, p.Signer, p.VerifyNote = vr.verified, vr.who, vr.note
+	// An AEAD coat is opened first, whole packet by packet (each segment
+	// is sealed on its own): what follows reads its plain text as a
+	// plain coat's.
+	coat := l.Coat
+	d.opened = false
+	if h.FootKind == codec.FootKindNada && packet.IsAEAD(h.CoatKind) {
+		if coat, d.opened = d.openAEAD(p, flow, &l.Packet); p.Err != nil {
+			return
+		}
+	}
 	switch {
 	case h.FootKind == codec.FootKindNada && packet.IsAEAD(h.CoatKind):
 		st.AEAD++
@@ -256,17 +345,17 @@ func (d *Dissector) decodeRoad(p *Packet) {
 
 	// Reassemble only what can be read: plain coats, or sealed ones with a
 	// key log.
-	readable := h.CoatKind == codec.CoatKindNada || (h.CoatKind == codec.CoatKindNaCl && d.keys != nil && len(d.keys.sessions) > 0)
+	readable := d.opened || h.CoatKind == codec.CoatKindNada || (h.CoatKind == codec.CoatKindNaCl && d.keys != nil && len(d.keys.sessions) > 0)
 	if h.TransactionKind == codec.TransactionKindMessage && (h.PacketKind == codec.PacketKindBundle || h.PacketKind == codec.PacketKindAnswers) {
-		if packet.IsAEAD(h.CoatKind) {
+		if packet.IsAEAD(h.CoatKind) && !d.opened {
 			p.BodyNote = sealedNote(h.CoatKind)
 			st.Sealed++
 			return
 		}
-		d.decodeBundle(p, flow, l.Coat)
+		d.decodeBundle(p, flow, coat)
 		return
 	}
-	note, whole := d.tracker.Observe(p.Time, p.Src, p.Dst, h, l.Coat, p.Data, d.seed, readable)
+	note, whole := d.tracker.Observe(p.Time, p.Src, p.Dst, h, coat, p.Data, d.seed, readable)
 	p.Note, p.HasNote = note, true
 	if note.Err != nil {
 		p.Err = fmt.Errorf("segment: %w", note.Err)
@@ -275,7 +364,6 @@ func (d *Dissector) decodeRoad(p *Packet) {
 	}
 
 	segmented := h.Segment() || h.SegmentCount > 1
-	coat := l.Coat
 	switch {
 	case segmented && whole == nil:
 		switch {
@@ -350,6 +438,9 @@ func (d *Dissector) openCoat(p *Packet, flow flowKey, coat []byte) ([]byte, bool
 		}
 		return plain, true
 	case codec.CoatKindAES256GCM, codec.CoatKindChaCha20Poly1305:
+		if d.opened { // decodeRoad opened it: coat is the plain text
+			return coat, true
+		}
 		p.BodyNote = sealedNote(p.Head.CoatKind)
 		d.stats.Sealed++
 		return nil, false
@@ -359,10 +450,33 @@ func (d *Dissector) openCoat(p *Packet, flow flowKey, coat []byte) ([]byte, bool
 	return nil, false
 }
 
+// openAEAD opens the AEAD coat of pkt (p's) with the key log: the plain
+// text and true, with p's foot marked verified (the coat authenticates
+// head and body); or false, with p.BodyNote set when no session has the
+// key, or p.Err when the session that opened the direction before does
+// not open it (a forgery, a corruption or a replay).
+func (d *Dissector) openAEAD(p *Packet, flow flowKey, pkt *packet.Packet) ([]byte, bool) {
+	if d.keys == nil || len(d.keys.sessions) == 0 {
+		return nil, false
+	}
+	plain, s, known, err := d.keys.openAEAD(&d.cache, flow, p.Src, pkt)
+	switch {
+	case s != nil:
+		p.Verified, p.Signer = &trueVal, "session "+s.e.OurShortPub.Hex()[:8]
+		p.VerifyNote = ""
+		d.stats.AEADOpened++
+		return plain, true
+	case known:
+		p.Err = fmt.Errorf("coat: does not open with the key of its session: %w", err)
+		d.stats.addFailure("AEAD coat does not open with its session's key")
+	}
+	return nil, false
+}
+
 // sealedNote says why a sealed coat of kind ck is not shown.
 func sealedNote(ck codec.CoatKind) string {
 	if packet.IsAEAD(ck) {
-		return fmt.Sprintf("sealed: %s coat (ck %d), which raetdump does not open (its keys are per direction and session)", ck, uint8(ck))
+		return fmt.Sprintf("sealed: %s coat (ck %d), which no key-log session opens", ck, uint8(ck))
 	}
 	return "sealed: no key log given"
 }
@@ -395,7 +509,7 @@ func (d *Dissector) bundleBodies(p *Packet, flow flowKey) {
 			d.decodeBody(&ep, bk, body)
 		}
 		plain = plain[m.Len:]
-		m.Body, m.HasBody, m.MessageID, m.Err = ep.Body, ep.HasBody, ep.MessageID, ep.Err
+		m.Body, m.HasBody, m.MessageID, m.Bus, m.Err = ep.Body, ep.HasBody, ep.MessageID, ep.Bus, ep.Err
 	}
 }
 

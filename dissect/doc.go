@@ -13,16 +13,19 @@
 //     and v2) and raw IP link layers.
 //   - KeyRing holds keys from keeps (verify keys for the Ed25519 feet,
 //     long-term keys for the allow handshake) and from key logs (the
-//     short-term session keys that open coats).
+//     short-term session keys that open coats: the NaCl coat, and the AEAD
+//     coats of both directions from one side's line; docs/keylog.md).
 //   - Tracker follows transactions (join, allow, alive, message) per
 //     initiator, correspondent, session id and transaction id: it
 //     reassembles segmented messages, marks retransmissions, resend
 //     requests, missing segments, stale nacks and timeouts, and times each
 //     transaction, within fixed memory bounds.
 //   - Dissector puts these together: Decode turns each captured frame into
-//     a Packet (head, verification, body, transaction note), and Stats
-//     counts everything for the summary. Packet.AppendJSON gives raetdump's
-//     -json output.
+//     a Packet (head, verification, body, transaction note; a bus envelope
+//     decoded and named), Next the further packets of a UDP GSO
+//     super-datagram (a capture on lo sees several packets in one frame),
+//     and Stats counts everything for the summary. Packet.AppendJSON gives
+//     raetdump's -json output.
 //
 // PcapngWriter writes captures, and its Tap method serves a road.Config.Tap
 // (through RoadPacket, as TapLane a lane one through LanePacket), so that a

@@ -122,3 +122,39 @@ func ExampleTxLogTap() {
 	// 1 done join
 	// 2 done allow
 }
+
+// Open a capture's coats with a stack's key log (docs/keylog.md), and read
+// every packet of each frame: a capture on lo holds UDP GSO
+// super-datagrams, several packets in one frame, which Next gives after
+// the first.
+func ExampleDissector_Next() {
+	keys := dissect.NewKeyRing()
+	if err := keys.AddKeyLogFile("testdata/segmented.keylog"); err != nil {
+		panic(err)
+	}
+	f, err := os.Open("testdata/segmented.pcapng")
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	cr, err := dissect.NewCaptureReader(f)
+	if err != nil {
+		panic(err)
+	}
+	d := dissect.NewDissector(&dissect.Config{Keys: keys})
+	var p dissect.Packet
+	packets := 0
+	for {
+		rec, err := cr.Next()
+		if err != nil {
+			break // io.EOF at the end
+		}
+		for ok := d.DecodeInto(rec, &p); ok; ok = d.Next(&p) {
+			packets++
+		}
+	}
+	d.Flush()
+	st := d.Stats()
+	fmt.Println(packets, "packets,", st.Opened, "bodies read,", st.Sealed, "sealed")
+	// Output: 129 packets, 14 bodies read, 0 sealed
+}

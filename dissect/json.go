@@ -1,10 +1,12 @@
 package dissect
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/packet"
@@ -86,9 +88,57 @@ func HeadValue(h *codec.Head, key string) any {
 	return nil
 }
 
+// appendString appends s as a JSON string. Unlike encoding/json's
+// default it does not escape <, > and &: the output is read by people and
+// by JSON parsers, never embedded in HTML, and a subject filter
+// "orders.>" should read as it is. Invalid UTF-8 becomes U+FFFD.
 func appendString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always marshals
-	return append(b, q...)
+	const hexDigits = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c < 0x20 || c == 0x7f:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b = append(b, "\\ufffd"...)
+		case r == '\u2028' || r == '\u2029': // valid JSON, but not in JavaScript strings
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			b = append(b, s[i:i+n]...)
+		}
+		i += n
+	}
+	return append(b, '"')
+}
+
+// AppendJSONValue appends v as JSON, as encoding/json writes it but with
+// no HTML escaping (see appendString): how raetdump shows bodies.
+func AppendJSONValue(b []byte, v any) ([]byte, error) {
+	buf := bytes.NewBuffer(b)
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return b, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
 func appendKey(b []byte, first *bool, k string) []byte {
@@ -127,6 +177,9 @@ func appendValue(b []byte, v any) []byte {
 //	                             link or IP layers could not be read: its
 //	                             link type
 //	lane                         true for a lane page
+//	gso                          the packet's place (from 1) in a UDP GSO
+//	                             super-datagram of the frame n, when it is
+//	                             one of several
 //	truncated                    true when the capture cut the frame
 //	head                         the head fields by two-letter key (HeadFields
 //	                             or LaneFields), numbers as numbers, fg as
@@ -138,8 +191,11 @@ func appendValue(b []byte, v any) []byte {
 //	                             null otherwise (verify_note says why)
 //	signer                       the estate whose key verified it
 //	body                         the decoded body, when it could be read
-//	bus                          when the body is a bus envelope: its
-//	                             fields by key (kind by name, no bd), and
+//	                             and is not a bus envelope
+//	bus                          instead of body, when the body is a bus
+//	                             envelope: kind by name, the other fields
+//	                             by name (BusFieldNames; policy and replay
+//	                             by name), its content (bd) as body, and
 //	                             for a rep or done reply_to, the record
 //	                             number of its req or job, and elapsed_us
 //	body_note                    why there is no body
@@ -173,6 +229,10 @@ func (p *Packet) AppendJSON(b []byte) []byte {
 	}
 	b = appendKey(b, &first, "len")
 	b = strconv.AppendInt(b, int64(len(p.Data)), 10)
+	if p.GSO > 0 {
+		b = appendKey(b, &first, "gso")
+		b = strconv.AppendInt(b, int64(p.GSO), 10)
+	}
 	if p.Truncated {
 		b = appendKey(b, &first, "truncated")
 		b = append(b, "true"...)
@@ -209,12 +269,8 @@ func (p *Packet) AppendJSON(b []byte) []byte {
 			b = appendString(b, p.VerifyNote)
 		}
 	}
-	b = appendBody(b, &first, p.HasBody, p.Body)
+	b = appendBodyOrBus(b, &first, p.HasBody, p.Body, p.Bus)
 	b = appendMessageID(b, &first, p.MessageID)
-	if p.Bus != nil {
-		b = appendKey(b, &first, "bus")
-		b = p.Bus.appendJSON(b)
-	}
 	if p.BodyNote != "" {
 		b = appendKey(b, &first, "body_note")
 		b = appendString(b, p.BodyNote)
@@ -245,7 +301,7 @@ func (p *Packet) AppendJSON(b []byte) []byte {
 				b = appendTxn(b, &m.Note)
 			}
 			inner := false // after "ti"
-			b = appendBody(b, &inner, m.HasBody, m.Body)
+			b = appendBodyOrBus(b, &inner, m.HasBody, m.Body, m.Bus)
 			b = appendMessageID(b, &inner, m.MessageID)
 			if m.Err != nil {
 				b = appendKey(b, &inner, "error")
@@ -383,19 +439,30 @@ func appendTxn(b []byte, n *Note) []byte {
 	return append(b, '}')
 }
 
+// appendBodyOrBus appends a body: a bus envelope as a "bus" key, its
+// fields named and its content (bd) in it as "body", else as appendBody.
+func appendBodyOrBus(b []byte, first *bool, has bool, body packet.OrderedMap, bus *BusInfo) []byte {
+	if bus == nil {
+		return appendBody(b, first, has, body)
+	}
+	b = appendKey(b, first, "bus")
+	return bus.AppendJSON(b)
+}
+
 // appendBody appends a "body" key of body when has is set (a "body_note"
 // when it cannot be shown as JSON).
 func appendBody(b []byte, first *bool, has bool, body packet.OrderedMap) []byte {
 	if !has {
 		return b
 	}
-	js, err := json.Marshal(body)
+	pre, wasFirst := b, *first
+	out, err := AppendJSONValue(appendKey(b, first, "body"), body)
 	if err != nil {
+		b, *first = pre, wasFirst
 		b = appendKey(b, first, "body_note")
 		return appendString(b, "the body cannot be shown as JSON: "+err.Error())
 	}
-	b = appendKey(b, first, "body")
-	return append(b, js...)
+	return out
 }
 
 // appendMessageID appends a "mid" key of id, unless it is nil.

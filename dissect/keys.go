@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"net/netip"
+	"os"
 	"path/filepath"
 
 	"github.com/raet-go/raet/codec"
@@ -64,6 +65,47 @@ type session struct {
 	e    handshake.KeyLogEntry
 	coat *packet.NaClCoat
 	mac  *packet.MACFoot
+	// aead holds the AEAD coats that open the session's packets, made
+	// when first needed: by coat kind (AES-256-GCM, ChaCha20-Poly1305)
+	// and by sender (0: the entry's own side, 1: the other side).
+	aead [2][2]*packet.AEADCoat
+}
+
+// aeadIndex is the index of an AEAD coat kind in session.aead.
+func aeadIndex(k codec.CoatKind) int {
+	if k == codec.CoatKindChaCha20Poly1305 {
+		return 1
+	}
+	return 0
+}
+
+// aeadOpener returns the coat that opens the packets of kind k sent by the
+// entry's own side (fromUs) or by the other side, nil if the keys are
+// unusable. An AEAD coat made from our private key and their public key
+// opens what they sent; the same shared key with the public keys swapped
+// opens what we sent, since each direction's key is derived from the
+// shared key and the sender's and receiver's public keys (docs/aead.md).
+func (s *session) aeadOpener(k codec.CoatKind, fromUs bool) *packet.AEADCoat {
+	dir := 1
+	if fromUs {
+		dir = 0
+	}
+	if c := s.aead[aeadIndex(k)][dir]; c != nil {
+		return c
+	}
+	priv, ours, theirs := [32]byte(s.e.OurShortPriv), [32]byte(s.e.OurShortPub), [32]byte(s.e.TheirShortPub)
+	var c *packet.AEADCoat
+	if fromUs {
+		shared, err := s.e.OurShortPriv.SharedKey(s.e.TheirShortPub)
+		if err != nil {
+			return nil
+		}
+		c, _ = packet.SessionKeyOf(&shared, &theirs, &ours).AEADCoat(k)
+	} else {
+		c, _ = packet.NewAEADCoat(k, &priv, &theirs)
+	}
+	s.aead[aeadIndex(k)][dir] = c
+	return c
 }
 
 // NewKeyRing returns an empty key ring.
@@ -188,6 +230,19 @@ func (k *KeyRing) AddKeyLog(r io.Reader) error {
 	return err
 }
 
+// AddKeyLogFile is AddKeyLog of the file at path; its errors name the file.
+func (k *KeyRing) AddKeyLogFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := k.AddKeyLog(f); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
 func (k *KeyRing) addSession(e handshake.KeyLogEntry) {
 	for _, s := range k.byPub[e.OurShortPub] {
 		if s.e.OurShortPub.Equal(e.OurShortPub) && s.e.TheirShortPub.Equal(e.TheirShortPub) {
@@ -248,6 +303,64 @@ func (k *KeyRing) verifyNaCl(c *sessionCache, f flowKey, p *packet.Packet) verif
 	return verifyResult{verified: &falseVal, who: who, note: "signature does not verify with the key of " + who}
 }
 
+// aeadKey names one direction of a flow: its packets from src.
+type aeadKey struct {
+	f   flowKey
+	src netip.AddrPort
+}
+
+// aeadHit is the key-log session, and its side, whose coat opened a
+// direction of a flow.
+type aeadHit struct {
+	s      *session
+	fromUs bool
+}
+
+// openAEAD opens the AEAD coat of p, sent from src in flow, with the
+// key-log sessions: the session and side that opened the direction before
+// first, then each session's coats for either side. known reports that a
+// session had opened the direction before (so a failure is an error, not a
+// missing key); err is the last open's error.
+func (k *KeyRing) openAEAD(c *sessionCache, f flowKey, src netip.AddrPort, p *packet.Packet) (plain []byte, s *session, known bool, err error) {
+	ck := p.Head.CoatKind
+	key := aeadKey{f, src}
+	if hit, ok := c.aead[key]; ok {
+		if a := hit.s.aeadOpener(ck, hit.fromUs); a != nil {
+			if plain, err = p.OpenAEAD(nil, a); err == nil {
+				return plain, hit.s, true, nil
+			}
+			if !errors.Is(err, packet.ErrCoatOpen) {
+				return nil, nil, true, err // a replay, or a counter behind the window
+			}
+		}
+		known = true
+	}
+	if c.aeadMiss[key] >= maxMisses {
+		return nil, nil, known, err
+	}
+	for _, s := range k.sessions {
+		for _, fromUs := range [2]bool{false, true} {
+			a := s.aeadOpener(ck, fromUs)
+			if a == nil {
+				continue
+			}
+			if plain, err = p.OpenAEAD(nil, a); err == nil {
+				if c.aead == nil || len(c.aead) >= maxFlows {
+					c.aead = map[aeadKey]aeadHit{}
+				}
+				c.aead[key] = aeadHit{s, fromUs}
+				delete(c.aeadMiss, key)
+				return plain, s, known, nil
+			}
+		}
+	}
+	if c.aeadMiss == nil || len(c.aeadMiss) >= maxFlows {
+		c.aeadMiss = map[aeadKey]int{}
+	}
+	c.aeadMiss[key]++
+	return nil, nil, known, err
+}
+
 // flowKey names a session on the wire: its two addresses, in order, and its
 // session id.
 type flowKey struct {
@@ -268,9 +381,11 @@ const maxFlows = 4096
 // sessionCache remembers which key-log session opened the coats of a flow,
 // and which verify key checked its feet.
 type sessionCache struct {
-	hit  map[flowKey]*session
-	miss map[flowKey]int
-	ver  map[verKey]int
+	hit      map[flowKey]*session
+	miss     map[flowKey]int
+	ver      map[verKey]int
+	aead     map[aeadKey]aeadHit
+	aeadMiss map[aeadKey]int
 }
 
 type verKey struct {
@@ -359,7 +474,7 @@ func (k *KeyRing) footVerify(c *sessionCache, f flowKey, p *packet.Packet) verif
 	switch p.Head.FootKind {
 	case codec.FootKindNada:
 		if packet.IsAEAD(p.Head.CoatKind) {
-			return verifyResult{note: "no foot: its " + p.Head.CoatKind.String() + " coat authenticates it (not checked: no AEAD keys)"}
+			return verifyResult{note: "no foot: its " + p.Head.CoatKind.String() + " coat authenticates it (checked when the key log opens it)"}
 		}
 		return verifyResult{note: "unsigned"}
 	case codec.FootKindNaCl:

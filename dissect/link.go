@@ -184,8 +184,9 @@ func (d *LinkDecoder) Decode(link int, data []byte, wireLen int) Frame {
 
 // LooksLikeRAET reports whether a UDP payload starts like a RAET road
 // packet: the native prefix "ri RAET\n", the JSON prefix {"ri":"RAET",
-// or the binary head's magic and version with a packet length equal to the
-// payload's.
+// or the binary head's magic and version with a head length within a
+// packet length within the payload (equal to it, or shorter: the first
+// packet of a UDP GSO super-datagram, as a capture on lo sees it).
 func LooksLikeRAET(b []byte) bool {
 	switch {
 	case len(b) >= 8 && string(b[:8]) == "ri RAET\n":
@@ -194,7 +195,8 @@ func LooksLikeRAET(b []byte) bool {
 	case len(b) >= 13 && string(b[:13]) == `{"ri":"RAET",`:
 		return true
 	case len(b) >= 7 && b[0] == 0xd2 && b[1] == 1:
-		return int(binary.BigEndian.Uint16(b[2:4])) == len(b) && int(b[4]) <= len(b)
+		pl := int(binary.BigEndian.Uint16(b[2:4]))
+		return pl >= 7 && pl <= len(b) && int(b[4]) <= pl
 	}
 	return false
 }

@@ -19,6 +19,7 @@ type Stats struct {
 	Other      int // frames that are not RAET (other protocols and ports)
 	Fragments  int // IP fragments, not reassembled
 	Duplicates int // loopback copies suppressed in live captures
+	GSO        int // UDP GSO super-datagrams (several packets captured as one datagram), split into their packets
 
 	ErrorReasons map[string]int // why packets could not be decoded
 	Warnings     map[string]int // problems with decoded packets
@@ -29,7 +30,8 @@ type Stats struct {
 	VerifyFailed  int // feet that do not verify with the key found
 	VerifyUnknown int // signed, but no key for the sender
 	Unsigned      int // no foot
-	AEAD          int // no foot: an AEAD coat authenticates head and body (not checked: no keys)
+	AEAD          int // no foot: an AEAD coat authenticates head and body
+	AEADOpened    int // AEAD coats opened with the key log (so authenticated)
 	Opened        int // coats opened (or plain bodies read)
 	Sealed        int // coats that no key opened
 
@@ -160,6 +162,9 @@ func (s *Stats) WriteText(w io.Writer) {
 	if s.Duplicates > 0 {
 		p("  loopback duplicates suppressed: %d", s.Duplicates)
 	}
+	if s.GSO > 0 {
+		p("  gso super-datagrams split into their packets: %d", s.GSO)
+	}
 	if len(s.Kinds) > 0 {
 		p("  packets by kind: %s", countList(s.Kinds))
 	}
@@ -169,7 +174,8 @@ func (s *Stats) WriteText(w io.Writer) {
 	if s.Road > 0 {
 		p("  feet: %d verified, %d failed, %d with no key, %d unsigned", s.Verified, s.VerifyFailed, s.VerifyUnknown, s.Unsigned)
 		if s.AEAD > 0 {
-			p("  aead coats: %d packets authenticated by their coat, not checked (raetdump has no AEAD keys)", s.AEAD)
+			p("  aead coats: %d packets, %d opened with the key log (authenticated), %d not checked (no key-log session for them)",
+				s.AEAD, s.AEADOpened, s.AEAD-s.AEADOpened)
 		}
 		p("  bodies: %d read, %d sealed (no key opened them)", s.Opened, s.Sealed)
 	}

@@ -11,6 +11,8 @@ command -v git >/dev/null || need+=(git)
 # raetdump: live capture (cgo, libpcap) and the Wireshark dissector's tests (tshark).
 [ -e /usr/include/pcap/pcap.h ] || need+=(libpcap-dev)
 command -v tshark >/dev/null || need+=(tshark)
+# raetdump -flow's test renders its SVG with headless Chromium (scripts/chromium.sh).
+command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need+=(chromium)
 # The plugin protocol's generated code is checked against protoc.
 command -v protoc >/dev/null || need+=(protobuf-compiler)
 # bench/peers (its smoke test is part of make test): ZeroMQ through cgo.

@@ -29,6 +29,7 @@ import (
 var benchHelp = help{
 	usage: `raet bench [--sizes 64,1024,16384,262144] [--count N | --duration DUR] [--window N]
            [--profile fast|reference] [--aead prefer|refuse] [--fast-mps BYTES] [--body json|msgpack|cbor]
+           [--pcap FILE] [--keylog FILE]
 raet bench --serve --listen HOST:PORT [--profile fast|reference] [--aead prefer|refuse] [--fast-mps BYTES] [--for DUR]
 raet bench --to HOST:PORT [--listen HOST:PORT] [--sizes ...] [--count N | --duration DUR] [--window N] ...`,
 	about: `Without --serve or --to, two stacks run in this process over loopback.
@@ -66,7 +67,7 @@ type benchOpts struct {
 	window   int
 	profile  road.Profile
 	profName string
-	aead     road.AEADMode
+	run      *runFlags // --pcap, --keylog, --aead
 	fastMPS  int
 	body     codec.BodyKind
 	timeout  time.Duration
@@ -98,7 +99,6 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 0, "send for this long per size instead of --count messages")
 	window := fs.Int("window", 16, "messages in flight")
 	profile := fs.String("profile", "fast", "fast (negotiated between raet-go estates) or reference")
-	aead := fs.String("aead", "prefer", "the fast profile's coat: prefer (an AEAD coat) or refuse (the NaCl coat and the MAC foot)")
 	fastMPS := fs.Int("fast-mps", 0, "largest packet of the fast profile (0: the stack's default, 1400)")
 	body := fs.String("body", "json", "body serialization: json, msgpack or cbor")
 	serve := fs.Bool("serve", false, "be the receiving side for a raet bench --to elsewhere")
@@ -106,10 +106,12 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	to := fs.String("to", "", "benchmark against a raet bench --serve at this address")
 	forDur := fs.Duration("for", 0, "with --serve: stop after this long (0: until SIGINT or SIGTERM)")
 	timeout := fs.Duration("timeout", time.Minute, "per-message timeout (and join timeout)")
+	var run runFlags
+	run.register(fs, scopeRoad)
 	if code, ok := parseFlags(fs, benchHelp, args, 0, stdout, stderr); !ok {
 		return code
 	}
-	o := benchOpts{count: *count, duration: *duration, window: *window, fastMPS: *fastMPS, timeout: *timeout}
+	o := benchOpts{count: *count, duration: *duration, window: *window, fastMPS: *fastMPS, timeout: *timeout, run: &run}
 	var err error
 	if o.sizes, err = parseSizes(*sizes); err != nil {
 		fmt.Fprintln(stderr, "raet bench:", err)
@@ -119,9 +121,18 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "raet bench", "%v", err)
 	}
 	o.profName = map[road.Profile]string{road.ProfileAuto: "fast", road.ProfileReference: "reference"}[o.profile]
-	if o.aead, err = parseAEAD(*aead); err != nil {
+	if err = run.check(); err != nil {
 		return usageError(stderr, "raet bench", "%v", err)
 	}
+	if err = run.open(); err != nil {
+		fmt.Fprintln(stderr, "raet bench:", err)
+		return exitSetup
+	}
+	defer func() { // after the stacks are closed
+		if err := run.close(); err != nil {
+			fmt.Fprintln(stderr, "raet bench:", err)
+		}
+	}()
 	switch *body {
 	case "json":
 		o.body = codec.BodyKindJSON
@@ -155,7 +166,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	// A fresh name each run: a serving side is not Mutable towards a name it
 	// knows with other keys.
-	client, err := benchStack(o, fmt.Sprintf("bench_client_%08x", rand.Uint32()), false, *listen)
+	client, err := benchStack(o, fmt.Sprintf("bench_client_%08x", rand.Uint32()), false, *listen, true)
 	if err != nil {
 		fmt.Fprintln(stderr, "raet bench:", err)
 		return exitSetup
@@ -163,7 +174,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	defer client.Close()
 	addr := *to
 	if addr == "" {
-		srv, err := benchStack(o, "bench_serve", true, "127.0.0.1:0")
+		srv, err := benchStack(o, "bench_serve", true, "127.0.0.1:0", false)
 		if err != nil {
 			fmt.Fprintln(stderr, "raet bench:", err)
 			return exitSetup
@@ -198,13 +209,19 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// benchStack starts one side of the benchmark.
-func benchStack(o benchOpts, name string, main bool, listen string) (*road.Stack, error) {
-	s, err := road.New(&road.Config{
+// benchStack starts one side of the benchmark, its traffic captured with
+// tap: one socket, the client's when both sides run here, sees every
+// datagram.
+func benchStack(o benchOpts, name string, main bool, listen string, tap bool) (*road.Stack, error) {
+	cfg := &road.Config{
 		Name: name, Main: main, Auto: keep.AutoAlways, Listen: listen, AlivePeriod: -1,
-		Profile: o.profile, AEAD: o.aead, FastMaxPacketSize: o.fastMPS, BodyKind: o.body,
+		Profile: o.profile, FastMaxPacketSize: o.fastMPS, BodyKind: o.body,
 		HeadKind: codec.HeadKindRaet, MessageTimeout: o.timeout,
-	})
+	}
+	if err := o.run.road(context.Background(), cfg, tap); err != nil {
+		return nil, err
+	}
+	s, err := road.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +242,7 @@ func benchDrain(ctx context.Context, s *road.Stack) {
 }
 
 func benchServe(o benchOpts, listen string, forDur time.Duration, stderr io.Writer) int {
-	s, err := benchStack(o, "bench_serve", true, listen)
+	s, err := benchStack(o, "bench_serve", true, listen, true)
 	if err != nil {
 		fmt.Fprintln(stderr, "raet bench:", err)
 		return exitSetup

@@ -35,7 +35,11 @@ default peer of sub, req and pull) or --over lane (Unix datagram sockets:
 --dir, --lane); --name names this estate or yard. The first line out is
 {"ready":true,"name":...} with the road address or the lane socket.
 --metrics HOST:PORT serves /metrics, /healthz and /status (raet status);
---txlog FILE writes the road's transaction log (docs/txlog.md).`
+--txlog FILE writes the road's transaction log (docs/txlog.md).
+
+As raet serve: --pcap FILE writes the traffic for raetdump -r, --keylog
+FILE the road's session keys for raetdump -keylog, --aead picks the road's
+coat, and the plugin flags pick a serializer, a queue or a coat.`
 
 // busHelp is a bus command's help: its usage, about with the transport
 // appended, and example.
@@ -50,6 +54,7 @@ type busFlags struct {
 	forDur                                                 time.Duration
 	obs                                                    observeFlags
 	groups                                                 []string // queue groups for /status
+	run                                                    runFlags
 }
 
 func (f *busFlags) register(fs *flag.FlagSet) {
@@ -64,6 +69,7 @@ func (f *busFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.laneName, "lane", lane.DefaultLane, "lane: lane name")
 	fs.BoolVar(&f.verbose, "v", false, "log more (to stderr)")
 	fs.DurationVar(&f.forDur, "for", 0, "stop after this long (0: until done, SIGINT or SIGTERM)")
+	f.run.register(fs, scopeRoad|scopeLane|scopePlugins)
 	f.obs.register(fs)
 }
 
@@ -110,6 +116,19 @@ func (f *busFlags) start(prog string, cfg *bus.Config, stdout, stderr io.Writer)
 		cancel()
 		return nil, code
 	}
+	if err := f.run.check(); err != nil {
+		return fail(exitUsage, err)
+	}
+	if err := f.run.open(); err != nil {
+		return fail(exitSetup, err)
+	}
+	// The capture and the plugins end after the stack (closers run last
+	// first).
+	closers = append(closers, func() {
+		if err := f.run.close(); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		}
+	})
 	switch f.over {
 	case "road":
 		auto, err := keep.ParseAutoMode(f.auto)
@@ -117,6 +136,9 @@ func (f *busFlags) start(prog string, cfg *bus.Config, stdout, stderr io.Writer)
 			return fail(exitUsage, err)
 		}
 		rc := &road.Config{Name: f.name, Main: f.main, Listen: f.listen, KeepDir: f.keepDir, Auto: auto, Logger: log}
+		if err := f.run.road(context.Background(), rc, true); err != nil {
+			return fail(exitSetup, err)
+		}
 		endTxLog, err := f.obs.tapRoad(rc)
 		if err != nil {
 			return fail(exitSetup, err)
@@ -146,7 +168,11 @@ func (f *busFlags) start(prog string, cfg *bus.Config, stdout, stderr io.Writer)
 		tr = rt
 		ready["addr"] = s.Addr().String()
 	case "lane":
-		s, err := lane.New(&lane.Config{Dir: f.dir, Lane: f.laneName, Name: f.name, Logger: log})
+		cfg := &lane.Config{Dir: f.dir, Lane: f.laneName, Name: f.name, Logger: log}
+		if err := f.run.lane(context.Background(), cfg); err != nil {
+			return fail(exitSetup, err)
+		}
+		s, err := lane.New(cfg)
 		if err != nil {
 			return fail(exitUsage, err)
 		}

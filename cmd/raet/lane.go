@@ -30,7 +30,7 @@ const laneUsage = `usage:
   raet lane serve --dir DIR [--lane NAME] --name YARD [--echo] [--count N] [--for DUR] [--body json|msgpack|cbor]
                   [--pcap FILE] [PLUGIN FLAGS] [-v]
   raet lane send  --dir DIR [--lane NAME] [--name YARD] --to YARD (--body-json '{...}' | --size BYTES) [--count N]
-                  [--expect-echo] [--timeout DUR] [--body json|msgpack|cbor] [PLUGIN FLAGS] [-v]
+                  [--expect-echo] [--timeout DUR] [--body json|msgpack|cbor] [--pcap FILE] [PLUGIN FLAGS] [-v]
 PLUGIN FLAGS, as for raet serve and send:
   [--plugins DIR] [--serializer json|msgpack|cbor|plugin:NAME] [--queue memory[:N]|plugin:NAME] [--plugin-timeout DUR]
 
@@ -71,7 +71,7 @@ func runLane(args []string, stdout, stderr io.Writer) int {
 type laneFlags struct {
 	dir, lane, name, pack string
 	verbose               bool
-	plugins               pluginFlags
+	run                   runFlags
 }
 
 func (f *laneFlags) register(fs *flag.FlagSet) {
@@ -80,7 +80,7 @@ func (f *laneFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.name, "name", "", "this yard's name (default: lane_ and random hex)")
 	fs.StringVar(&f.pack, "body", "json", "body kind of the messages sent (the page's pack kind): json, msgpack or cbor")
 	fs.BoolVar(&f.verbose, "v", false, "log more (to stderr)")
-	f.plugins.registerLane(fs)
+	f.run.register(fs, scopeLane|scopePlugins)
 }
 
 func (f *laneFlags) config(stderr io.Writer) (*lane.Config, error) {
@@ -98,34 +98,38 @@ func (f *laneFlags) config(stderr io.Writer) (*lane.Config, error) {
 	}, nil
 }
 
-// startLane makes and starts a stack, with tap as its Config.Tap and the
-// serializer and queue of the plugin flags; a bad configuration is a usage
-// error, a failure to start a plugin or to bind a setup error. Call stop,
-// which ends the plugins, after closing the stack.
-func startLane(f *laneFlags, prog string, tap func(lane.TapPacket), stderr io.Writer) (s *lane.Stack, stop func(), code int) {
-	stop = func() {}
+// startLane makes and starts a stack with the shared flags applied (the
+// capture, the serializer and queue of the plugin flags); a bad
+// configuration is a usage error, a failure to open the capture, start a
+// plugin or bind a setup error. Call stop, which ends the plugins and
+// closes the capture (reporting its error), after closing the stack.
+func startLane(f *laneFlags, prog string, stderr io.Writer) (s *lane.Stack, stop func() error, code int) {
+	stop = func() error { return nil }
 	cfg, err := f.config(stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 		return nil, stop, exitUsage
 	}
-	cfg.Tap = tap
-	stop, err = f.plugins.applyLane(context.Background(), cfg)
-	if err != nil {
+	if err := f.run.open(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return nil, stop, exitSetup
+	}
+	if err := f.run.lane(context.Background(), cfg); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		f.run.close()
 		return nil, stop, exitSetup
 	}
 	if s, err = lane.New(cfg); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-		stop()
-		return nil, func() {}, exitUsage
+		f.run.close()
+		return nil, stop, exitUsage
 	}
 	if err := s.Start(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-		stop()
-		return nil, func() {}, exitSetup
+		f.run.close()
+		return nil, stop, exitSetup
 	}
-	return s, stop, exitOK
+	return s, f.run.close, exitOK
 }
 
 // laneBodyJSON writes the body of m as one line of JSON: the bytes as
@@ -178,12 +182,13 @@ at SIGINT, SIGTERM, --for or after --count messages.`,
 
 var laneSendHelp = help{
 	usage: `raet lane send --to YARD (--body-json '{...}' | --size BYTES) [--dir DIR] [--lane NAME] [--name YARD]
-               [--count N] [--expect-echo] [--timeout DUR] [--body json|msgpack|cbor] [PLUGIN FLAGS] [-v]`,
+               [--count N] [--expect-echo] [--timeout DUR] [--body json|msgpack|cbor] [--pcap FILE] [PLUGIN FLAGS] [-v]`,
 	about: `Send --count messages to the yard YARD of the lane and print one summary
 line. A message is sent when all its pages are in the destination's socket
 queue. --body-json sends that JSON object as written (key order, integers);
 with --expect-echo every message must come back identical and in order
-(raet lane serve --echo).`,
+(raet lane serve --echo). --pcap writes every page sent and received to
+FILE as pcapng (raetdump -r FILE).`,
 	example: `raet lane send --dir /tmp/lane --to beta --body-json '{"n":1}' --expect-echo`,
 }
 
@@ -195,7 +200,6 @@ func runLaneServe(args []string, stdout, stderr io.Writer) (status int) {
 	echo := fs.Bool("echo", false, "send every message back to its sender")
 	count := fs.Int("count", 0, "exit after this many messages (0: no limit)")
 	duration := fs.Duration("for", 0, "stop after this long (0: until SIGINT or SIGTERM)")
-	pcap := fs.String("pcap", "", "write the yard's pages to this pcapng `file` (for raetdump)")
 	var obs observeFlags
 	obs.registerMetrics(fs)
 	if code, ok := parseFlags(fs, laneServeHelp, args, 0, stdout, stderr); !ok {
@@ -204,28 +208,18 @@ func runLaneServe(args []string, stdout, stderr io.Writer) (status int) {
 	if *count < 0 {
 		return usageError(stderr, prog, "--count must be >= 0")
 	}
-	var tap func(lane.TapPacket)
-	if *pcap != "" {
-		var closeCapture func() error
-		var err error
-		if tap, closeCapture, err = laneCapture(*pcap); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-			return exitSetup
-		}
-		defer func() { // after the stack is closed: no page comes later
-			if err := closeCapture(); err != nil {
-				fmt.Fprintf(stderr, "%s: capture: %v\n", prog, err)
-				if status == exitOK {
-					status = exitFailure
-				}
-			}
-		}()
-	}
-	s, stopPlugins, code := startLane(&lf, prog, tap, stderr)
+	s, stopRun, code := startLane(&lf, prog, stderr)
 	if s == nil {
 		return code
 	}
-	defer stopPlugins() // after the stack is closed
+	defer func() { // after the stack is closed: no page comes later
+		if err := stopRun(); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+			if status == exitOK {
+				status = exitFailure
+			}
+		}
+	}()
 	defer s.Close()
 	stopObs, err := obs.start(observed{lane: s}, stderr)
 	if err != nil {
@@ -328,11 +322,15 @@ func runLaneSend(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	s, stopPlugins, code := startLane(&lf, prog, nil, stderr)
+	s, stopRun, code := startLane(&lf, prog, stderr)
 	if s == nil {
 		return code
 	}
-	defer stopPlugins() // after the stack is closed
+	defer func() { // after the stack is closed
+		if err := stopRun(); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		}
+	}()
 	defer s.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/codec"
-	"github.com/raet-go/raet/dissect"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/road"
@@ -30,10 +29,10 @@ import (
 
 // stackFlags are the flags serve and send share.
 type stackFlags struct {
-	keepDir, name, role, listen, auto, head, body, profile, aead, keylog string
-	main, mutable                                                        bool
-	verbose                                                              bool
-	plugins                                                              pluginFlags
+	keepDir, name, role, listen, auto, head, body, profile string
+	main, mutable                                          bool
+	verbose                                                bool
+	run                                                    runFlags
 }
 
 func (f *stackFlags) register(fs *flag.FlagSet, listen, auto string) {
@@ -45,12 +44,10 @@ func (f *stackFlags) register(fs *flag.FlagSet, listen, auto string) {
 	fs.StringVar(&f.head, "head", "native", "head kind to send: native, json or binary")
 	fs.StringVar(&f.body, "body", "json", "body kind of the messages sent: json, msgpack or cbor")
 	fs.StringVar(&f.profile, "profile", "fast", "what to offer raet-go peers: fast (negotiated in join and allow) or reference (what the Python reference does)")
-	fs.StringVar(&f.aead, "aead", "prefer", "the fast profile's coat: prefer (an AEAD coat, AES-256-GCM or ChaCha20-Poly1305, when the peer offers one) or refuse (the NaCl coat and the MAC foot)")
-	fs.StringVar(&f.keylog, "keylog", "", "append session keys to this `file` (RAET_SESSION lines, for raetdump -keylog)")
 	fs.BoolVar(&f.main, "main", false, "be a main estate (accept joins from estates not known yet)")
 	fs.BoolVar(&f.mutable, "mutable", false, "let a known estate join again with a changed address, keys or name")
 	fs.BoolVar(&f.verbose, "v", false, "log more (to stderr)")
-	f.plugins.register(fs)
+	f.run.register(fs, scopeRoad|scopePlugins)
 }
 
 // parseProfile parses --profile.
@@ -96,8 +93,7 @@ func (f *stackFlags) config(stderr io.Writer) (*road.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	aead, err := parseAEAD(f.aead)
-	if err != nil {
+	if err := f.run.check(); err != nil {
 		return nil, err
 	}
 	level := slog.LevelInfo
@@ -106,9 +102,34 @@ func (f *stackFlags) config(stderr io.Writer) (*road.Config, error) {
 	}
 	return &road.Config{
 		Name: f.name, Role: f.role, Main: f.main, Mutable: f.mutable, Listen: f.listen, KeepDir: f.keepDir, Auto: auto,
-		HeadKind: hk, BodyKind: bk, Profile: prof, AEAD: aead, KeyLogFile: f.keylog,
+		HeadKind: hk, BodyKind: bk, Profile: prof,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	}, nil
+}
+
+// setup makes the stack's configuration from the flags and applies the
+// shared ones (capture, key log, AEAD, plugins). It returns a nil cfg and
+// the exit code on failure; else done, to call once the stack is closed.
+func (f *stackFlags) setup(prog string, stderr io.Writer) (cfg *road.Config, done func(), code int) {
+	cfg, err := f.config(stderr)
+	if err != nil {
+		return nil, nil, usageError(stderr, prog, "%v", err)
+	}
+	done = func() {
+		if err := f.run.close(); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		}
+	}
+	if err := f.run.open(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return nil, nil, exitSetup
+	}
+	if err := f.run.road(context.Background(), cfg, true); err != nil {
+		done()
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return nil, nil, exitSetup
+	}
+	return cfg, done, exitOK
 }
 
 func startStack(cfg *road.Config) (*road.Stack, error) {
@@ -252,7 +273,6 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	var sf stackFlags
 	sf.register(fs, "127.0.0.1:7530", "always")
 	echo := fs.Bool("echo", false, "send every message back to its sender")
-	pcap := fs.String("pcap", "", "write the estate's traffic to this pcapng `file` (for raetdump -r)")
 	join := fs.String("join", "", "join this estate (`host:port`) at start")
 	duration := fs.Duration("for", 0, "stop after this long (0: until SIGINT or SIGTERM)")
 	var obs observeFlags
@@ -260,36 +280,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, serveHelp, args, 0, stdout, stderr); !ok {
 		return code
 	}
-	cfg, err := sf.config(stderr)
-	if err != nil {
-		return usageError(stderr, prog, "%v", err)
+	cfg, done, code := sf.setup(prog, stderr)
+	if cfg == nil {
+		return code
 	}
-	stopPlugins, err := sf.plugins.apply(context.Background(), cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, "raet serve:", err)
-		return exitSetup
-	}
-	defer stopPlugins()
-	if *pcap != "" {
-		f, err := os.Create(*pcap)
-		if err != nil {
-			fmt.Fprintln(stderr, "raet serve:", err)
-			return exitSetup
-		}
-		pw, err := dissect.NewPcapngWriter(f, nil)
-		if err != nil {
-			f.Close()
-			fmt.Fprintln(stderr, "raet serve:", err)
-			return exitSetup
-		}
-		cfg.Tap = func(p road.TapPacket) { pw.Tap(dissect.RoadPacket(p)) }
-		defer func() {
-			if err := pw.Err(); err != nil {
-				fmt.Fprintln(stderr, "raet serve: capture:", err)
-			}
-			f.Close()
-		}()
-	}
+	defer done()
 	endTxLog, err := obs.tapRoad(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "raet serve:", err)
@@ -443,16 +438,11 @@ func runSend(args []string, stdout, stderr io.Writer) int {
 			return usageError(stderr, prog, "--body-json: %v", err)
 		}
 	}
-	cfg, err := sf.config(stderr)
-	if err != nil {
-		return usageError(stderr, prog, "%v", err)
+	cfg, done, code := sf.setup(prog, stderr)
+	if cfg == nil {
+		return code
 	}
-	stopPlugins, err := sf.plugins.apply(context.Background(), cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, "raet send:", err)
-		return exitSetup
-	}
-	defer stopPlugins()
+	defer done()
 	listenSet := false
 	fs.Visit(func(f *flag.Flag) { listenSet = listenSet || f.Name == "listen" })
 	kept := ""

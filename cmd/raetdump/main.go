@@ -6,6 +6,7 @@
 //	raetdump -r road.pcapng -v -keep main/keep -keylog keys.log
 //	raetdump -r road.pcapng -json                  one JSON object per packet
 //	raetdump -r road.pcapng -T                     one line per transaction
+//	raetdump -r road.pcapng -flow out.svg          a sequence diagram (or out.html)
 //	raetdump -i lo -c 100 udp port 7530            live (needs -tags pcap and libpcap)
 //	raetdump -i lo -w out.pcapng                   save what is captured
 //
@@ -13,8 +14,9 @@
 // -c COUNT, -w FILE, a BPF filter expression as the arguments, -v, -x.
 // Then: -p PORTS (RAET's UDP ports besides 7530, "7531,40000-40100"),
 // -json, -T, -keep DIR (repeatable; a keep's keys verify feet), -keylog
-// FILE (repeatable; the stacks' RAET_SESSION lines open coats), -q (no
-// summary), -txlog FILE (the transaction log, docs/txlog.md).
+// FILE (repeatable; the stacks' RAET_SESSION lines open coats, docs/keylog.md),
+// -flow FILE (a sequence diagram, SVG or HTML), -txlog FILE (the transaction
+// log, docs/txlog.md), -q (no summary).
 //
 // Exit status: 0 when everything read was decoded, 1 when some packets or
 // the capture itself had errors (they are shown and counted), 2 for bad
@@ -28,8 +30,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,6 +70,7 @@ type options struct {
 	json, txns, quiet    bool
 	keeps, keylogs       listFlag
 	txlog                string
+	flow                 string
 	filter               string
 	snaplen              int
 	dedup                bool
@@ -90,6 +95,7 @@ const exitText = `
 examples:
   raetdump -r road.pcapng -keep /tmp/a -keylog keys.log -T
   raetdump -r road.pcapng -q -txlog txns.jsonl   (diff it with raet serve --txlog)
+  raetdump -r road.pcapng -keylog keys.log -q -flow flow.svg   (or flow.html)
   raetdump -i lo -c 100 udp port 7530     (a build with -tags pcap)
 
 exit status: 0 everything read was decoded; 1 some packets or the capture
@@ -113,7 +119,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.quiet, "q", false, "no summary at the end")
 	fs.StringVar(&o.txlog, "txlog", "", "also write the transaction log, JSON lines (docs/txlog.md), to `file`")
 	fs.Var(&o.keeps, "keep", "a keep `dir`ectory whose keys verify feet (repeatable)")
-	fs.Var(&o.keylogs, "keylog", "a key log `file` of RAET_SESSION lines that opens coats (repeatable)")
+	fs.Var(&o.keylogs, "keylog", "a key log `file` of RAET_SESSION lines that opens coats (repeatable; docs/keylog.md)")
+	fs.StringVar(&o.flow, "flow", "", "draw the packets as a sequence diagram in this `file`: .svg, or .html for a page")
 	fs.IntVar(&o.snaplen, "s", 262144, "live capture: bytes to capture of each frame")
 	fs.BoolVar(&o.dedup, "dedup", true, "live capture on loopback: show a frame seen twice once")
 	version := fs.Bool("version", false, "print the version and exit")
@@ -193,15 +200,11 @@ func (o *options) run() int {
 		}
 	}
 	for _, file := range o.keylogs {
-		f, err := os.Open(file)
-		if err != nil {
+		if err := keys.AddKeyLogFile(file); errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 			fmt.Fprintln(o.stderr, "raetdump: -keylog:", err)
 			return exitInput
-		}
-		err = keys.AddKeyLog(f)
-		f.Close()
-		if err != nil {
-			fmt.Fprintf(o.stderr, "raetdump: -keylog %s: %v\n", file, err)
+		} else if err != nil {
+			fmt.Fprintln(o.stderr, "raetdump: -keylog", err)
 		}
 	}
 	for _, p := range o.ports {
@@ -313,6 +316,10 @@ func (o *options) run() int {
 		o.liveReadyForTestHook()
 	}
 
+	var fl *flow
+	if o.flow != "" {
+		fl = newFlow()
+	}
 	var p dissect.Packet
 	shown, status := 0, exitOK
 	for {
@@ -341,20 +348,26 @@ func (o *options) run() int {
 				return exitInput
 			}
 		}
-		if !d.DecodeInto(r.rec, &p) {
-			continue
+		// A GSO super-datagram holds several packets: Next gives the
+		// ones after the first.
+		done := false
+		for ok := d.DecodeInto(r.rec, &p); ok && !done; ok = d.Next(&p) {
+			if p.Err != nil {
+				status = exitErrors
+			}
+			if w == nil && !o.txns {
+				pr.packet(&p)
+			}
+			if fl != nil {
+				fl.add(&p)
+			}
+			if tl != nil {
+				tl.Packet(&p)
+			}
+			shown++
+			done = o.count > 0 && shown >= o.count
 		}
-		if tl != nil {
-			tl.Packet(&p)
-		}
-		if p.Err != nil {
-			status = exitErrors
-		}
-		if w == nil && !o.txns {
-			pr.packet(&p)
-		}
-		shown++
-		if o.count > 0 && shown >= o.count {
+		if done {
 			break
 		}
 	}
@@ -362,6 +375,12 @@ func (o *options) run() int {
 	if err := endTxLog(); err != nil {
 		fmt.Fprintln(o.stderr, "raetdump:", err)
 		return exitInput
+	}
+	if fl != nil {
+		if err := o.writeFlow(fl); err != nil {
+			fmt.Fprintln(o.stderr, "raetdump: -flow:", err)
+			return exitInput
+		}
 	}
 	if saved != nil {
 		if err := saved(); err != nil {
@@ -384,6 +403,20 @@ func (o *options) run() int {
 		return exitInput
 	}
 	return status
+}
+
+// writeFlow writes the diagram to o.flow: an HTML page for .html and
+// .htm, else SVG.
+func (o *options) writeFlow(fl *flow) error {
+	f, err := os.Create(o.flow)
+	if err != nil {
+		return err
+	}
+	write := fl.writeSVG
+	if ext := strings.ToLower(filepath.Ext(o.flow)); ext == ".html" || ext == ".htm" {
+		write = fl.writeHTML
+	}
+	return errors.Join(write(f), f.Close())
 }
 
 type recResult struct {

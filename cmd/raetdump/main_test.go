@@ -23,7 +23,11 @@ var update = flag.Bool("update", false, "rewrite the golden outputs in testdata"
 
 func TestMain(m *testing.M) {
 	time.Local = time.UTC // times in the golden outputs
-	os.Exit(m.Run())
+	code := m.Run()
+	if buildDir != "" { // the programs tools built
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
 }
 
 const captures = "../../dissect/testdata/"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"net"
 	"strconv"
@@ -60,6 +59,9 @@ func (pr *printer) packet(p *dissect.Packet) {
 			fmt.Fprintf(w, " sn %d/%d", h.SegmentNumber, h.SegmentCount)
 		}
 		fmt.Fprintf(w, " len %d", len(p.Data))
+		if p.GSO > 0 {
+			fmt.Fprintf(w, " gso #%d", p.GSO)
+		}
 		if p.Parsed {
 			fmt.Fprintf(w, " (%s head %d, coat %d, foot %d)", h.HeadKind, p.HeadLen, p.CoatLen, p.FootLen)
 		}
@@ -144,7 +146,7 @@ func (pr *printer) details(p *dissect.Packet) {
 	case p.VerifyNote != "":
 		fmt.Fprintf(w, "    foot: %s\n", p.VerifyNote)
 	}
-	writeBody(w, "    ", p.HasBody, p.Body, p.MessageID)
+	writeBody(w, "    ", p.HasBody, p.Body, p.Bus, p.MessageID)
 	for i := range p.Bundle {
 		m := &p.Bundle[i]
 		fmt.Fprintf(w, "    message ti %d, %d bytes", m.TI, m.Len)
@@ -155,7 +157,7 @@ func (pr *printer) details(p *dissect.Packet) {
 			fmt.Fprintf(w, ", ERROR: %v", m.Err)
 		}
 		w.WriteByte('\n')
-		writeBody(w, "      ", m.HasBody, m.Body, m.MessageID)
+		writeBody(w, "      ", m.HasBody, m.Body, m.Bus, m.MessageID)
 	}
 	for _, r := range p.Answers {
 		fmt.Fprintf(w, "    answers: %s for ti %d..%d\n", r.Kind, r.First, r.First+r.Count-1)
@@ -181,11 +183,19 @@ func (pr *printer) details(p *dissect.Packet) {
 	}
 }
 
-// writeBody writes the -v lines of a body (when has) and of a message id,
-// each line after indent.
-func writeBody(w *bufio.Writer, indent string, has bool, body packet.OrderedMap, id *packet.MsgID) {
-	if has {
-		js, err := json.Marshal(body)
+// writeBody writes the -v lines of a body (when has; a bus envelope
+// with its fields named) and of a message id, each line after indent.
+func writeBody(w *bufio.Writer, indent string, has bool, body packet.OrderedMap, bus *dissect.BusInfo, id *packet.MsgID) {
+	switch {
+	case bus != nil:
+		js := bus.AppendJSON(nil)
+		if len(js) > maxBodyText {
+			fmt.Fprintf(w, "%sbus: %s… (%d bytes as JSON)\n", indent, js[:maxBodyText], len(js))
+		} else {
+			fmt.Fprintf(w, "%sbus: %s\n", indent, js)
+		}
+	case has:
+		js, err := dissect.AppendJSONValue(nil, body)
 		switch {
 		case err != nil:
 			fmt.Fprintf(w, "%sbody: (cannot be shown: %v)\n", indent, err)
@@ -212,7 +222,7 @@ func (pr *printer) transaction(tx *dissect.Transaction) {
 		if tx.Segments > 0 {
 			m["segments"], m["missing"], m["ml"], m["reassembled"] = tx.Segments, tx.Missing, tx.MessageLength, tx.Reassembled
 		}
-		js, _ := json.Marshal(m)
+		js, _ := dissect.AppendJSONValue(nil, m)
 		pr.w.Write(append(js, '\n'))
 		return
 	}

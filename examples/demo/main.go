@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,14 +25,15 @@ func main() {
 	pcap := flag.String("pcap", "", "write the estates' traffic to this pcapng file (as alpha's socket sees it)")
 	keylog := flag.String("keylog", "", "write the session keys here (for raetdump -keylog)")
 	keeps := flag.String("keeps", "", "keep the estates in DIR/alpha and DIR/beta (for raetdump -keep); empty: memory")
+	host := flag.String("host", "127.0.0.1", "the loopback address the estates listen on")
 	flag.Parse()
-	if err := run(*pcap, *keylog, *keeps); err != nil {
+	if err := run(*pcap, *keylog, *keeps, *host); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(pcapPath, keylogPath, keeps string) (err error) {
+func run(pcapPath, keylogPath, keeps, host string) (err error) {
 	tap, closeTap, err := openTap(pcapPath)
 	if err != nil {
 		return err
@@ -43,11 +45,10 @@ func run(pcapPath, keylogPath, keeps string) (err error) {
 	}()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	start := func(name string, main bool) (*road.Stack, error) {
-		// AEADRefuse: the NaCl coat and MAC foot, which raetdump opens
-		// and checks with the key log; the default AEAD coat has keys
-		// raetdump does not derive, so it would show its packets sealed.
-		cfg := &road.Config{Name: name, Main: main, Auto: keep.AutoAlways, Listen: "127.0.0.1:0",
-			AlivePeriod: -1, Logger: logger, KeyLogFile: keylogPath, AEAD: road.AEADRefuse}
+		// The default profile: between two raet-go estates an AEAD coat,
+		// which raetdump opens with the key log.
+		cfg := &road.Config{Name: name, Main: main, Auto: keep.AutoAlways, Listen: net.JoinHostPort(host, "0"),
+			AlivePeriod: -1, Logger: logger, KeyLogFile: keylogPath}
 		if main {
 			cfg.Tap = tap // one socket sees every datagram between the two
 		}

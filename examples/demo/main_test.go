@@ -17,7 +17,7 @@ import (
 func TestDemo(t *testing.T) {
 	dir := t.TempDir()
 	pcap, keylog, keeps := filepath.Join(dir, "demo.pcapng"), filepath.Join(dir, "keys.log"), filepath.Join(dir, "keeps")
-	if err := run(pcap, keylog, keeps); err != nil {
+	if err := run(pcap, keylog, keeps, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
 	keys := dissect.NewKeyRing()
@@ -26,12 +26,7 @@ func TestDemo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kl, err := os.Open(keylog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kl.Close()
-	if err := keys.AddKeyLog(kl); err != nil {
+	if err := keys.AddKeyLogFile(keylog); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(pcap)
@@ -65,8 +60,7 @@ func TestDemo(t *testing.T) {
 			case codec.PacketKindAnswers:
 				answers++
 			}
-			// A bundle the key log opens (not an AEAD coat's) shows
-			// each of its messages.
+			// A bundle the key log opens shows each of its messages.
 			for _, m := range p.Bundle {
 				if !m.HasBody || m.Err != nil {
 					t.Errorf("packet %d: bundled message ti %d not opened: %v", n, m.TI, m.Err)
@@ -78,6 +72,10 @@ func TestDemo(t *testing.T) {
 	st := d.Stats()
 	if n == 0 || st.Errors != 0 || st.VerifyFailed != 0 {
 		t.Fatalf("%d packets, %d errors %v, %d feet failed", n, st.Errors, st.ErrorReasons, st.VerifyFailed)
+	}
+	// The default profile's AEAD coat, every one opened with the key log.
+	if st.AEAD == 0 || st.AEADOpened != st.AEAD || st.Sealed != 0 {
+		t.Errorf("%d AEAD coats, %d opened, %d bodies sealed", st.AEAD, st.AEADOpened, st.Sealed)
 	}
 	// Every message is seen done: its done alone, in an answers packet or
 	// in a bundle, all readable with the key log.
