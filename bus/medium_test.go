@@ -1,0 +1,140 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/raet-go/raet/bus"
+	"github.com/raet-go/raet/internal/netsim"
+)
+
+// Service.Close answers the requests still waiting for a handler with an
+// error, and the one being handled with its handler's: none waits for its
+// deadline.
+func TestServiceCloseAnswersWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns, _ := memNodes(t, 0, nil, "client", "server")
+		client, server := ns[0], ns[1]
+		svc, err := server.Serve("s", func(ctx context.Context, r *bus.Request) (any, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}, &bus.ServeOptions{Concurrency: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 3)
+		for range 3 {
+			go func() {
+				_, err := client.Request(t.Context(), "server", "s", nil)
+				errs <- err
+			}()
+		}
+		synctest.Wait() // one handled, two waiting
+		start := time.Now()
+		svc.Close()
+		for range 3 {
+			var re *bus.RemoteError
+			if err := <-errs; !errors.As(err, &re) {
+				t.Fatalf("a request to a closed service: %v", err)
+			}
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("answered %s after the close", d)
+		}
+	})
+}
+
+// A request to a peer known to be down (it went silent) fails at once with
+// ErrNoResponders and ErrPeerDown, instead of waiting for its deadline.
+func TestRequestToDownPeerFailsFast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns, ms := memNodes(t, 8, func(string) *bus.Config { return &bus.Config{Heartbeat: time.Second} }, "client", "server")
+		client, server := ns[0], ns[1]
+		if _, err := server.Serve("s", func(ctx context.Context, r *bus.Request) (any, error) { return "ok", nil }, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Request(t.Context(), "server", "s", nil); err != nil {
+			t.Fatal(err)
+		}
+		ms[1].dead.Store(true) // killed
+		server.Close()
+		time.Sleep(10 * time.Second) // silent for many heartbeats
+		start := time.Now()
+		_, err := client.Request(t.Context(), "server", "s", nil)
+		if !errors.Is(err, bus.ErrNoResponders) || !errors.Is(err, bus.ErrPeerDown) || time.Since(start) != 0 {
+			t.Fatalf("request to a down peer: %v after %s", err, time.Since(start))
+		}
+	})
+}
+
+// A group member that refuses a request as busy (its backlog full) passes
+// it to another member, and the requester gets the other's answer.
+func TestGroupBusyTriesNextMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns, _ := memNodes(t, 0, func(string) *bus.Config { return &bus.Config{Heartbeat: time.Second} }, "filler", "client", "a", "b")
+		filler, client, a, b := ns[0], ns[1], ns[2], ns[3]
+		release := make(chan struct{})
+		defer close(release)
+		if _, err := a.Serve("s", func(ctx context.Context, r *bus.Request) (any, error) {
+			<-release
+			return "a", nil
+		}, &bus.ServeOptions{Group: "g", Concurrency: 1, Backlog: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Serve("s", func(ctx context.Context, r *bus.Request) (any, error) { return "b", nil },
+			&bus.ServeOptions{Group: "g"}); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // a's handler and its backlog are taken
+			go filler.Request(t.Context(), "a", "s", nil)
+		}
+		time.Sleep(2 * time.Second) // the client learns the group from the hellos
+		synctest.Wait()
+		if m := client.GroupMembers("g"); len(m) != 2 {
+			t.Fatalf("members %v", m)
+		}
+		for i := range 4 { // the turn comes to a at least once
+			rep, err := client.RequestGroup(t.Context(), "g", "s", nil)
+			if err != nil || rep.Body != "b" {
+				t.Fatalf("group request %d: %+v %v", i, rep, err)
+			}
+		}
+	})
+}
+
+// Node.RTT is the network's round trip, not a handler's time: requests to a
+// slow handler do not count in it.
+func TestRTTIsTheNetworks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns, _ := memNodes(t, 0, func(string) *bus.Config { return &bus.Config{Heartbeat: time.Second} }, "client", "server")
+		client, server := ns[0], ns[1]
+		if _, err := server.Serve("s", func(ctx context.Context, r *bus.Request) (any, error) {
+			time.Sleep(time.Second)
+			return "ok", nil
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond) // a heartbeat measured the network
+		rep, err := client.Request(t.Context(), "server", "s", nil)
+		if err != nil || rep.RTT != time.Second {
+			t.Fatalf("reply %+v %v: want the handler's second in the request's RTT", rep, err)
+		}
+		if rtt, _ := client.RTT("server"); rtt.Count == 0 || rtt.Last != 0 || rtt.Avg != 0 {
+			t.Fatalf("RTT %+v: the handler's time counted", rtt)
+		}
+	})
+}
+
+// Over a road, a request to a peer the estate does not know fails at once
+// with ErrUnknownPeer (and ErrPeerDown).
+func TestRoadUnknownPeer(t *testing.T) {
+	rs := roadNet(t, netsim.Impairment{}, "alone")
+	n := newNode(t, rs[0], &bus.Config{Heartbeat: -1})
+	_, err := n.Request(ctxT(t, 10*time.Second), "nobody", "s", nil)
+	if !errors.Is(err, bus.ErrUnknownPeer) || !errors.Is(err, bus.ErrPeerDown) {
+		t.Fatalf("request to an unknown estate: %v", err)
+	}
+}
