@@ -88,18 +88,32 @@ func TestGroupBusyTriesNextMember(t *testing.T) {
 			&bus.ServeOptions{Group: "g"}); err != nil {
 			t.Fatal(err)
 		}
-		for range 2 { // a's handler and its backlog are taken
-			go filler.Request(t.Context(), "a", "s", nil)
-		}
 		time.Sleep(2 * time.Second) // the client learns the group from the hellos
-		synctest.Wait()
+		errs := make(chan error, 10)
+	fill: // until a refuses one: its handler and its backlog are taken
+		for range 10 {
+			go func() {
+				_, err := filler.Request(t.Context(), "a", "s", nil)
+				errs <- err
+			}()
+			synctest.Wait()
+			select {
+			case err := <-errs:
+				var re *bus.RemoteError
+				if !errors.As(err, &re) || re.Msg != "busy" {
+					t.Fatalf("filling a: %v", err)
+				}
+				break fill
+			default:
+			}
+		}
 		if m := client.GroupMembers("g"); len(m) != 2 {
 			t.Fatalf("members %v", m)
 		}
 		for i := range 4 { // the turn comes to a at least once
 			rep, err := client.RequestGroup(t.Context(), "g", "s", nil)
 			if err != nil || rep.Body != "b" {
-				t.Fatalf("group request %d: %+v %v", i, rep, err)
+				t.Fatalf("group request %d: %+v %v; members %v, stats %+v, peers %v", i, rep, err, client.GroupMembers("g"), client.Stats().Requester, client.Peers())
 			}
 		}
 	})
