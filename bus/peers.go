@@ -28,8 +28,9 @@ type peer struct {
 	helloOut bool // a hello is waiting in ctl
 }
 
-// RTT is the round-trip time to a peer, measured by heartbeats and
-// requests.
+// RTT is the round-trip time to a peer, measured by heartbeats (hellos are
+// answered by the node's reader at once: the network's time, not a
+// handler's).
 type RTT struct {
 	Count uint64
 	Last  time.Duration
@@ -60,6 +61,14 @@ func (n *Node) RTT(peerName string) (rtt RTT, ok bool) {
 		return p.rtt, true
 	}
 	return RTT{}, false
+}
+
+// knownDown reports whether peer was heard from and is down now.
+func (n *Node) knownDown(name string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p := n.peers[name]
+	return p != nil && !p.up && !p.heard.IsZero()
 }
 
 // Peers lists the peers the node knows and whether each is up.

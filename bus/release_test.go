@@ -50,6 +50,18 @@ func memNodes(t *testing.T, queue int, cfg func(name string) *bus.Config, names 
 	return ns, ms
 }
 
+// subscribed subscribes n to "pub" with filter and opt and waits until the
+// publisher has confirmed it.
+func subscribed(t *testing.T, n *bus.Node, filter string, opt *bus.SubOptions) *bus.Subscription {
+	t.Helper()
+	s, err := n.Subscribe("pub", []string{filter}, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-s.Ready()
+	return s
+}
+
 // released returns the first PeerReleased event of n for peer, or fails.
 func released(t *testing.T, n *bus.Node, peer string) bus.PeerEvent {
 	t.Helper()
@@ -72,16 +84,8 @@ func TestNodeCloseUnsubscribes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ns, _ := memNodes(t, 0, func(string) *bus.Config { return &bus.Config{Policies: []bus.Policy{bus.Block}} }, "pub", "a", "b")
 		pub, a, b := ns[0], ns[1], ns[2]
-		sa, err := a.Subscribe("pub", []string{"x.>"}, &bus.SubOptions{Policy: bus.Block, HWM: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sb, err := b.Subscribe("pub", []string{"x.>"}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		<-sa.Ready()
-		<-sb.Ready()
+		subscribed(t, a, "x.>", &bus.SubOptions{Policy: bus.Block, HWM: 4})
+		sb := subscribed(t, b, "x.>", nil)
 		if got := pub.Stats().Publisher.Subscriptions; got != 2 {
 			t.Fatalf("%d subscriptions", got)
 		}
@@ -90,9 +94,7 @@ func TestNodeCloseUnsubscribes(t *testing.T) {
 		if got := pub.Stats().Publisher.Subscriptions; got != 1 {
 			t.Fatalf("%d subscriptions after the subscriber closed, want 1", got)
 		}
-		if ev := released(t, pub, "a"); ev.Reason != "unsubscribed" || ev.Subscription == 0 {
-			t.Fatalf("release %+v", ev)
-		}
+		releasedFor(t, pub, "a", "unsubscribed")
 		for i := range 50 { // beyond a's HWM: nothing holds them
 			if _, err := pub.Publish(t.Context(), bus.Pub{Subject: "x.y", Body: i}); err != nil {
 				t.Fatal(err)
@@ -116,16 +118,8 @@ func TestSilentSubscriberReleased(t *testing.T) {
 		}
 		ns, ms := memNodes(t, 8, cfg, "pub", "killed", "ok")
 		pub, k, ok := ns[0], ns[1], ns[2]
-		sk, err := k.Subscribe("pub", []string{"x.>"}, &bus.SubOptions{Policy: bus.Block, HWM: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		so, err := ok.Subscribe("pub", []string{"x.>"}, &bus.SubOptions{Policy: bus.DropNewest, HWM: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		<-sk.Ready()
-		<-so.Ready()
+		subscribed(t, k, "x.>", &bus.SubOptions{Policy: bus.Block, HWM: 4})
+		so := subscribed(t, ok, "x.>", &bus.SubOptions{Policy: bus.DropNewest, HWM: 1000})
 		ms[1].dead.Store(true)
 		k.Close() // its unsubscription is lost with the rest
 		killed := time.Now()
@@ -141,19 +135,30 @@ func TestSilentSubscriberReleased(t *testing.T) {
 		if d := time.Since(killed); d > release+time.Second {
 			t.Fatalf("the publisher was held %s, more than its release bound %s and a heartbeat", d, release)
 		}
-		msgs := <-got
-		if len(msgs) != 200 {
-			t.Fatalf("the other subscriber got %d of 200", len(msgs))
-		}
-		seqs(t, msgs, 1)
-		if ev := released(t, pub, "killed"); ev.Reason != "silent" {
-			t.Fatalf("release %+v", ev)
-		}
+		gotAll(t, <-got, 200)
+		releasedFor(t, pub, "killed", "silent")
 		st := pub.Subscribers()
 		if len(st) != 2 || st[1].Peer != "killed" || st[1].Ended != "silent" {
 			t.Fatalf("subscribers %+v", st)
 		}
 	})
+}
+
+// gotAll checks that msgs are the messages 1..n, in order.
+func gotAll(t *testing.T, msgs []bus.Delivery, n int) {
+	t.Helper()
+	if len(msgs) != n {
+		t.Fatalf("the other subscriber got %d of %d", len(msgs), n)
+	}
+	seqs(t, msgs, 1)
+}
+
+// releasedFor checks that n released a subscription of peer, for why.
+func releasedFor(t *testing.T, n *bus.Node, peer, why string) {
+	t.Helper()
+	if ev := released(t, n, peer); ev.Reason != why || ev.Subscription == 0 {
+		t.Fatalf("release %+v, want one for %q", ev, why)
+	}
 }
 
 // drain reads n messages of s, or fewer when the synctest bubble stays idle
@@ -203,11 +208,7 @@ func TestPublisherSetsTheLimits(t *testing.T) {
 			return nil
 		}, "pub", "greedy")
 		pub, g := ns[0], ns[1]
-		s, err := g.Subscribe("pub", []string{">"}, &bus.SubOptions{Policy: bus.Block, HWM: 100_000_000, Buffer: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		<-s.Ready()
+		subscribed(t, g, ">", &bus.SubOptions{Policy: bus.Block, HWM: 100_000_000, Buffer: 1})
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		for i := range 100 { // the subscriber reads none
@@ -235,16 +236,8 @@ func TestBlockTimeoutCutsTheSlowOne(t *testing.T) {
 			return &bus.Config{Policies: []bus.Policy{bus.Block}, BlockTimeout: bound}
 		}, "pub", "slow", "fast")
 		pub, slow, fast := ns[0], ns[1], ns[2]
-		ss, err := slow.Subscribe("pub", []string{">"}, &bus.SubOptions{Policy: bus.Block, HWM: 4, Buffer: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sf, err := fast.Subscribe("pub", []string{">"}, &bus.SubOptions{Policy: bus.Block, HWM: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		<-ss.Ready()
-		<-sf.Ready()
+		ss := subscribed(t, slow, ">", &bus.SubOptions{Policy: bus.Block, HWM: 4, Buffer: 1})
+		sf := subscribed(t, fast, ">", &bus.SubOptions{Policy: bus.Block, HWM: 4})
 		got := make(chan []bus.Delivery, 1)
 		go func() { got <- drain(sf, 100) }()
 		start := time.Now()
@@ -258,14 +251,8 @@ func TestBlockTimeoutCutsTheSlowOne(t *testing.T) {
 		if d := time.Since(start); d < bound || d > bound+time.Second {
 			t.Fatalf("Publish was held %s in all, want the BlockTimeout %s once", d, bound)
 		}
-		msgs := <-got
-		if len(msgs) != 100 {
-			t.Fatalf("the fast subscriber got %d of 100", len(msgs))
-		}
-		seqs(t, msgs, 1)
-		if ev := released(t, pub, "slow"); ev.Reason != "slow" {
-			t.Fatalf("release %+v", ev)
-		}
+		gotAll(t, <-got, 100)
+		releasedFor(t, pub, "slow", "slow")
 		var last bus.Delivery
 		for d := range ss.Messages() {
 			if last = d; d.Kind == bus.DeliveryCut {
@@ -274,6 +261,33 @@ func TestBlockTimeoutCutsTheSlowOne(t *testing.T) {
 		}
 		if !errors.Is(ss.Err(), bus.ErrCut) || last.Kind != bus.DeliveryCut {
 			t.Fatalf("the slow subscriber ended with %v, last %+v", ss.Err(), last)
+		}
+	})
+}
+
+// Position counts the messages the application took from Messages, not
+// those still buffered: resuming from it after the subscriber dies loses
+// none of them (ExampleSubscription_Position resumes).
+func TestPositionCountsWhatWasTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns, _ := memNodes(t, 0, nil, "pub", "sub")
+		pub, sn := ns[0], ns[1]
+		s := subscribed(t, sn, ">", nil)
+		publishN(t, pub, "x", 0, 10)
+		synctest.Wait() // all ten are buffered at the subscriber
+		if st := s.Stats(); st.Messages != 10 {
+			t.Fatalf("%d messages buffered", st.Messages)
+		}
+		for range 3 {
+			<-s.Messages()
+		}
+		epoch, seq := s.Position()
+		if seq != 3 || epoch == 0 {
+			t.Fatalf("position (%d, %d) after taking 3 of 10 buffered messages, want seq 3", epoch, seq)
+		}
+		<-s.Messages()
+		if _, seq := s.Position(); seq != 4 {
+			t.Fatalf("position seq %d after taking 4, want 4", seq)
 		}
 	})
 }

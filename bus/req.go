@@ -77,9 +77,11 @@ func (r *requester) init(n *Node) {
 }
 
 // Request sends body to peer as a request on subject and waits for the
-// reply until ctx's deadline (Config.RequestTimeout when it has none). The
-// pending request is forgotten when Request returns, whatever happens: a
-// reply after that is counted as late and dropped.
+// reply until ctx's deadline (Config.RequestTimeout when it has none). A
+// peer known to be down (it was up, and went down or silent) fails the
+// request at once with ErrNoResponders and ErrPeerDown. The pending request
+// is forgotten when Request returns, whatever happens: a reply after that
+// is counted as late and dropped.
 func (n *Node) Request(ctx context.Context, peer, subject string, body any) (Reply, error) {
 	if err := checkSubject(subject, n.cfg.MaxSubjectBytes); err != nil {
 		return Reply{}, err
@@ -91,7 +93,8 @@ func (n *Node) Request(ctx context.Context, peer, subject string, body any) (Rep
 
 // RequestGroup sends a request to a live member of queue group, the least
 // busy, taking turns among equals; if the member goes down before it
-// answers, the request goes to another member while the deadline allows.
+// answers, or refuses it as busy, the request goes to another member while
+// the deadline allows.
 func (n *Node) RequestGroup(ctx context.Context, group, subject string, body any) (Reply, error) {
 	if err := checkSubject(subject, n.cfg.MaxSubjectBytes); err != nil {
 		return Reply{}, err
@@ -109,7 +112,8 @@ func (n *Node) RequestGroup(ctx context.Context, group, subject string, body any
 			return Reply{}, fmt.Errorf("%w in group %q", ErrNoResponders, group)
 		}
 		rep, err := n.req.do(ctx, peer, subject, body)
-		if !errors.Is(err, ErrPeerDown) {
+		var re *RemoteError
+		if !errors.Is(err, ErrPeerDown) && !(errors.As(err, &re) && re.Msg == busy) {
 			return rep, err
 		}
 		tried = append(tried, peer)
@@ -164,6 +168,9 @@ func (r *requester) timeout(ctx context.Context) error {
 
 func (r *requester) do(ctx context.Context, peer, subject string, body any) (Reply, error) {
 	r.n.know(peer)
+	if r.n.knownDown(peer) {
+		return Reply{}, fmt.Errorf("raet bus: request to %s: %w: %w", peer, ErrNoResponders, ErrPeerDown)
+	}
 	r.mu.Lock()
 	if len(r.pending) >= r.n.cfg.MaxPending {
 		r.mu.Unlock()
@@ -211,12 +218,7 @@ func (r *requester) do(ctx context.Context, peer, subject string, body any) (Rep
 	}
 	select {
 	case rep := <-p.c:
-		rtt := time.Since(p.sent)
-		r.n.mu.Lock()
-		if pe := r.n.peers[peer]; pe != nil {
-			pe.rtt.add(rtt)
-		}
-		r.n.mu.Unlock()
+		rtt := time.Since(p.sent) // the handler's time too: not a sample of Node.RTT
 		r.mu.Lock()
 		r.st.Replies++
 		r.mu.Unlock()
@@ -385,6 +387,15 @@ func (s *Service) Close() error {
 	r.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	for { // the requests still waiting for a handler
+		select {
+		case in := <-s.work:
+			r.answer(in.from, in.e.ID, nil, errServiceClosed)
+			continue
+		default:
+		}
+		break
+	}
 	if i >= 0 && s.group != "" {
 		s.n.sayHello()
 	}
@@ -422,9 +433,16 @@ func (r *responder) input(from string, e *envelope.Envelope) {
 	select {
 	case svc.work <- incoming{from: from, e: *e, at: time.Now()}:
 	default:
-		r.answer(from, e.ID, nil, "busy")
+		r.answer(from, e.ID, nil, busy)
 	}
 }
+
+// busy is the error of a request refused for a full backlog: a group
+// request then goes to another member.
+const busy = "busy"
+
+// errServiceClosed answers the requests a closing service did not handle.
+const errServiceClosed = "service closed"
 
 // answer sends a reply from its own goroutine (the node's reader must not
 // wait for the network).
@@ -458,8 +476,11 @@ func (s *Service) run(in incoming) {
 		ctx, cancel = context.WithDeadline(s.ctx, req.Deadline)
 	}
 	defer cancel()
-	if ctx.Err() != nil { // waited past its deadline: the requester gave up
-		return
+	if ctx.Err() != nil {
+		if s.ctx.Err() != nil { // taken as the service closed
+			s.n.rep.answer(in.from, in.e.ID, nil, errServiceClosed)
+		}
+		return // else it waited past its deadline: the requester gave up
 	}
 	body, err := s.h(ctx, req)
 	rep := newEnvelope(codec.BusKindRep)
@@ -467,7 +488,9 @@ func (s *Service) run(in incoming) {
 	if err != nil {
 		rep.Body, rep.Error = nil, err.Error()
 	}
-	if err := s.n.t.Send(s.ctx, in.from, rep.Map()); err != nil {
+	// The node's ctx, not the service's: a handler ended by Close is
+	// answered too.
+	if err := s.n.t.Send(s.n.ctx, in.from, rep.Map()); err != nil {
 		s.n.log.Debug("reply not sent", "peer", in.from, "id", in.e.ID, "err", err)
 	}
 }

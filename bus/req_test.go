@@ -50,8 +50,10 @@ func TestRequestReply(t *testing.T) {
 			if _, err := ns[0].Request(ctx, "server", "nobody.home", map[string]any{}); !errors.As(err, &re) {
 				t.Fatalf("unserved subject: %v", err)
 			}
+			// The hellos of the first contact measured the network; the
+			// requests, with their handlers' time, do not count.
 			rtt, ok := ns[0].RTT("server")
-			if !ok || rtt.Count < 20 || rtt.Min <= 0 || rtt.Avg < rtt.Min {
+			if !ok || rtt.Count < 1 || rtt.Count > 2 || rtt.Min <= 0 || rtt.Avg < rtt.Min {
 				t.Fatalf("RTT %+v", rtt)
 			}
 			if st := ns[0].Stats().Requester; st.Pending != 0 || st.Replies != 22 {

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 
 	"github.com/raet-go/raet/road"
 )
@@ -60,7 +61,12 @@ func roadState(k road.EventKind) (PeerState, bool) {
 func (r *Road) Name() string { return r.s.Name() }
 
 // Send sends body to the remote estate named to and returns when it is done
-// (see road.Stack.Send).
+// (see road.Stack.Send). A remote the stack does not know, or forgot, gives
+// an error wrapping both the road's and ErrUnknownPeer.
 func (r *Road) Send(ctx context.Context, to string, body any) error {
-	return r.s.Send(ctx, to, body)
+	err := r.s.Send(ctx, to, body)
+	if err != nil && (errors.Is(err, road.ErrUnknownRemote) || errors.Is(err, road.ErrForgotten)) {
+		return errors.Join(err, ErrUnknownPeer)
+	}
+	return err
 }

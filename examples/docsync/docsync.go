@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/raet-go/raet/bus"
 	"github.com/raet-go/raet/keep"
@@ -30,7 +31,10 @@ func estate(name string, main bool) (*road.Stack, *bus.Road, *bus.Node, error) {
 		return nil, nil, nil, err
 	}
 	t := bus.NewRoad(s)
-	n, err := bus.New(t, nil)
+	// Replicas converge only if they miss no delta: the host lets its
+	// subscribers hold Publish (Block), for as long as a slow client may
+	// take, rather than drop.
+	n, err := bus.New(t, &bus.Config{Policies: []bus.Policy{bus.Block}, BlockTimeout: time.Minute})
 	if err != nil {
 		t.Close()
 		s.Close()
