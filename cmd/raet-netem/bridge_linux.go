@@ -19,11 +19,12 @@ import (
 
 // bridgePriority is the real-time priority of the bridge's threads: above
 // every normal thread, below the kernel's own real-time threads (50+).
-// All three share it: they share a spinlock, and a waiter yields the CPU
-// only to threads of its own priority. Threads of one SCHED_FIFO priority
-// do not preempt each other, so a reader yields after readBatch packets,
-// lest two busy readers on two cores keep the forwarder from writing what
-// is due.
+// All three share it (a thread waiting for a lock must not outrank its
+// holder). Threads of one SCHED_FIFO priority do not preempt each other,
+// so a reader yields after readBatch packets, lest two busy readers on two
+// cores keep the forwarder from writing what is due. No thread spins: the
+// Go scheduler may park a goroutine at any point, and only the process's
+// lower-priority threads run it again.
 const bridgePriority = 40
 
 // readBatch is how many packets a reader takes before it yields.
@@ -95,7 +96,7 @@ type bridge struct {
 	wake int // eventfd: a packet earlier than the forwarder's wait arrived
 	stop int // eventfd: stop every thread
 
-	mu    spinlock // taken by the bridge's threads only
+	mu    sync.Mutex // taken by the bridge's threads only
 	queue parcels
 	seq   uint64
 	free  [][]byte // packet buffers to reuse, guarded by mu
@@ -429,23 +430,6 @@ func (br *bridge) buffer(b []byte) []byte {
 	}
 	return append(buf, b...)
 }
-
-// spinlock guards what only the bridge's real-time threads share. A
-// sync.Mutex parks a waiter, and waking it goes through the Go scheduler,
-// whose normal-priority threads a busy machine delays; the critical
-// sections here are a few hundred nanoseconds, so a waiter spins, yielding
-// the CPU now and then in case the holder waits for it.
-type spinlock struct{ held atomic.Bool }
-
-func (l *spinlock) Lock() {
-	for spins := 0; !l.held.CompareAndSwap(false, true); spins++ {
-		if spins%64 == 63 {
-			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-		}
-	}
-}
-
-func (l *spinlock) Unlock() { l.held.Store(false) }
 
 // wayCounts is what a way carried, for the JSON report.
 type wayCounts struct {
