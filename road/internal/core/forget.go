@@ -123,7 +123,7 @@ func (c *Core) capRemotes(keep *remote) {
 	for c.cfg.MaxRemotes > 0 && len(c.remotes) > c.cfg.MaxRemotes {
 		oldest := c.silence.head
 		if oldest == keep {
-			oldest = oldest.newer
+			oldest = oldest.heardLinks.next
 		}
 		if oldest == nil {
 			return
@@ -133,45 +133,10 @@ func (c *Core) capRemotes(keep *remote) {
 }
 
 // silenceList holds the added remotes in the order they were last heard,
-// the longest silent at head: a list through remote.older and newer, so
-// that hearing a remote (it goes last) and finding the longest silent
-// cost O(1), whatever the number of remotes.
-type silenceList struct{ head, tail *remote }
-
-func (l *silenceList) has(r *remote) bool { return r.older != nil || l.head == r }
-
-// last puts r at the tail: just heard.
-func (l *silenceList) last(r *remote) {
-	if l.tail == r {
-		return
-	}
-	l.remove(r)
-	r.older = l.tail
-	if l.tail != nil {
-		l.tail.newer = r
-	} else {
-		l.head = r
-	}
-	l.tail = r
-}
-
-// remove takes r out of the list, if it is in it.
-func (l *silenceList) remove(r *remote) {
-	if !l.has(r) {
-		return
-	}
-	if r.older != nil {
-		r.older.newer = r.newer
-	} else {
-		l.head = r.newer
-	}
-	if r.newer != nil {
-		r.newer.older = r.older
-	} else {
-		l.tail = r.older
-	}
-	r.older, r.newer = nil, nil
-}
+// the longest silent at head (through remote.heardLinks): hearing a
+// remote (it goes last) and finding the longest silent cost O(1),
+// whatever the number of remotes.
+type silenceList = orderList[*remote]
 
 // recall loads the forgotten remote of uid again from the keep, within the
 // budget of replies to unknown remotes (taken before the store is read);

@@ -49,7 +49,7 @@ func TestSilenceListOrder(t *testing.T) {
 			}
 		}
 		var order []*remote
-		for r := c.silence.head; r != nil && len(order) <= len(c.remotes); r = r.newer {
+		for r := c.silence.head; r != nil && len(order) <= len(c.remotes); r = r.heardLinks.next {
 			order = append(order, r)
 		}
 		if len(order) != len(c.remotes) || len(c.remotes) > c.cfg.MaxRemotes {
@@ -59,7 +59,7 @@ func TestSilenceListOrder(t *testing.T) {
 			t.Fatalf("op %d: the list is not by last heard", i)
 		}
 		for j, r := range order {
-			if c.remotes[r.nuid] != r || (j > 0 && r.older != order[j-1]) {
+			if c.remotes[r.nuid] != r || (j > 0 && r.heardLinks.prev != order[j-1]) {
 				t.Fatalf("op %d: list entry %d is not a held remote or is mislinked", i, j)
 			}
 		}

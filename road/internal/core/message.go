@@ -81,14 +81,16 @@ type messenger struct {
 	large bool
 	// resent: a packet of it went again (answeredSend).
 	resent bool
-	// sendPrev and sendNext are its neighbours in its remote's send
-	// order, seq and xmit its last transmission's number and time, and
-	// lostAt when it counts as lost unless its done comes first (zero:
-	// not armed; rack.go).
-	sendPrev, sendNext *messenger
-	seq                uint32
-	xmit, lostAt       time.Time
+	// sendLinks are its neighbours in its remote's send order, seq and
+	// xmit its last transmission's number and time, and lostAt when it
+	// counts as lost unless its done comes first (zero: not armed;
+	// rack.go).
+	sendLinks    links[*messenger]
+	seq          uint32
+	xmit, lostAt time.Time
 }
+
+func (m *messenger) orderLinks() *links[*messenger] { return &m.sendLinks }
 
 func (m *messenger) kind() codec.TransactionKind { return codec.TransactionKindMessage }
 func (m *messenger) key() txnKey                 { return txnKey{si: m.si, ti: m.ti} }

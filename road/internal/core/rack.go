@@ -6,7 +6,7 @@ import "time"
 // thresholds), on timers of the sender's own: the wire is the reference's.
 //
 // Each remote keeps its messages under way in the order of their last
-// transmission (a list through the messengers, sendHead to sendTail), each
+// transmission (remote.sendOrder, a list through the messengers), each
 // datagram numbered (messenger.seq; a bundle's entries share theirs). When a done ends a message, the
 // newest transmission answered so far (remote.rackSeq) says that what
 // went before it had time to come: an earlier message still under way is
@@ -58,36 +58,12 @@ func (r *remote) nextSeq() uint32 {
 // the tail of its remote's send order, and its loss timer stops.
 func (c *Core) transmitted(m *messenger, seq uint32) {
 	r := m.r
-	r.unsend(m)
 	m.seq, m.xmit, m.lostAt = seq, c.now, time.Time{}
 	if m.count > 1 {
+		r.sendOrder.remove(m)
 		return // a segmented message: its receiver's resends find its losses
 	}
-	m.sendPrev = r.sendTail
-	if r.sendTail != nil {
-		r.sendTail.sendNext = m
-	} else {
-		r.sendHead = m
-	}
-	r.sendTail = m
-}
-
-// unsend takes m out of r's send order, if it is in it.
-func (r *remote) unsend(m *messenger) {
-	if m.sendPrev == nil && r.sendHead != m {
-		return
-	}
-	if m.sendPrev != nil {
-		m.sendPrev.sendNext = m.sendNext
-	} else {
-		r.sendHead = m.sendNext
-	}
-	if m.sendNext != nil {
-		m.sendNext.sendPrev = m.sendPrev
-	} else {
-		r.sendTail = m.sendPrev
-	}
-	m.sendPrev, m.sendNext = nil, nil
+	r.sendOrder.last(m)
 }
 
 // answeredSend takes m's done, before m ends: it counts a retransmission
@@ -95,8 +71,8 @@ func (r *remote) unsend(m *messenger) {
 // before m.
 func (c *Core) answeredSend(m *messenger) {
 	r := m.r
-	if r.sendHead != m && m.sendPrev == nil {
-		return // never sent (ended before its bundle went)
+	if !r.sendOrder.has(m) {
+		return // never sent (ended before its bundle went), or segmented
 	}
 	// A done that comes sooner after the copy than any round trip took
 	// answers an earlier copy: the copy was not needed.
@@ -106,7 +82,7 @@ func (c *Core) answeredSend(m *messenger) {
 	if seqBefore(r.rackSeq, m.seq) || r.rackSeq == 0 {
 		r.rackSeq = m.seq
 	}
-	r.unsend(m)
+	r.sendOrder.remove(m)
 	c.detectLost(r)
 }
 
@@ -118,7 +94,7 @@ func (c *Core) detectLost(r *remote) {
 	if delay == 0 {
 		return
 	}
-	for m := r.sendHead; m != nil && seqBefore(m.seq, r.rackSeq); m = r.sendHead {
+	for m := r.sendOrder.head; m != nil && seqBefore(m.seq, r.rackSeq); m = r.sendOrder.head {
 		at := m.xmit.Add(delay)
 		if r.rackSeq-m.seq < packetThreshold && c.now.Before(at) {
 			if !m.lostAt.Equal(at) {
@@ -130,7 +106,7 @@ func (c *Core) detectLost(r *remote) {
 		if seq := m.seq; !m.lost(c) || m.seq == seq {
 			// Nothing went now (it waits for this moment's bundles, or
 			// had nothing to send): out of the order until it goes.
-			r.unsend(m)
+			r.sendOrder.remove(m)
 		}
 	}
 }

@@ -55,11 +55,11 @@ type remote struct {
 	// zero: none): rack.go's thresholds.
 	rttMin, rttLast int32
 
-	// sendHead and sendTail are its messages under way in the order of
-	// their last transmission, sendSeq that transmission's number, and
-	// rackSeq the newest transmission a done answered (rack.go).
-	sendHead, sendTail *messenger
-	sendSeq, rackSeq   uint32
+	// sendOrder holds its messages under way in the order of their last
+	// transmission, sendSeq that transmission's number, and rackSeq the
+	// newest transmission a done answered (rack.go).
+	sendOrder        orderList[*messenger]
+	sendSeq, rackSeq uint32
 
 	ha   netip.AddrPort
 	coat packet.Coat // the session's coat: NaCl, or a negotiated coat (Config.Coat)
@@ -99,9 +99,9 @@ type remote struct {
 	presence time.Time // next alive
 	reapAt   time.Time // reaped if no alive success by then
 	heard    time.Time // its last authenticated packet (or when we added it)
-	// older and newer are its neighbours in the core's remotes by when
-	// they were last heard (silenceList, forget.go).
-	older, newer *remote
+	// heardLinks are its neighbours in the core's remotes by when they
+	// were last heard (silenceList, forget.go): prev heard before it.
+	heardLinks links[*remote]
 
 	// negotiated holds prof's profile, beside the rest of what a message
 	// reads.
@@ -164,6 +164,8 @@ type txnKey struct {
 type txnID struct{ si, ti uint32 }
 
 func (k txnKey) id() txnID { return txnID{k.si, k.ti} }
+
+func (r *remote) orderLinks() *links[*remote] { return &r.heardLinks }
 
 // table is the map of r's transactions of k's side.
 func (r *remote) table(k txnKey) *map[txnID]txn {

@@ -137,7 +137,7 @@ func (c *Core) began(m *messenger) {
 // (startHeld, which the caller runs where the remote's transactions are
 // not being walked).
 func (c *Core) ended(m *messenger) {
-	m.r.unsend(m)
+	m.r.sendOrder.remove(m)
 	w := m.r.win
 	if w == nil || !m.large {
 		return
