@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus"
-	"github.com/raet-go/raet/internal/netsim"
+	"github.com/raet-go/raet/netsim"
 )
 
 // Service.Close answers the requests still waiting for a handler with an
