@@ -32,10 +32,10 @@ type Road struct {
 }
 
 type roadDescs struct {
-	packets, bytes, drops, retransmits, duplicates, messagesIn, messagesOut, events *prometheus.Desc
-	eventDrops, sendErrors, verifications, reassembling, reassemblyBytes, rtt       *prometheus.Desc
-	receiveQueue, eventQueue, waiting, remotes                                      *prometheus.Desc
-	srtt, rttvar, remoteRetransmits, remoteTxns                                     *prometheus.Desc
+	packets, bytes, drops, retransmits, spurious, duplicates, messagesIn, messagesOut, events *prometheus.Desc
+	eventDrops, sendErrors, verifications, reassembling, reassemblyBytes, rtt                 *prometheus.Desc
+	receiveQueue, eventQueue, waiting, remotes                                                *prometheus.Desc
+	srtt, rttvar, remoteRetransmits, remoteTxns                                               *prometheus.Desc
 }
 
 // RemoteState is the one state a road collector files a remote under
@@ -76,6 +76,7 @@ func NewRoad(s *road.Stack, opts *RoadOptions) *Road {
 		bytes:             d("bytes_total", "Bytes of raet_road_packets_total, by the same labels.", kind...),
 		drops:             d("drops_total", "Received datagrams dropped, by reason.", "reason"),
 		retransmits:       d("retransmits_total", "Packets sent again (redo timers and resend requests)."),
+		spurious:          d("spurious_retransmits_total", "Messages sent again whose done then came sooner after the copy than any round trip took: the copy was not needed (the sender's view)."),
 		duplicates:        d("duplicates_total", "Message segments (and messages) received again while held: spurious retransmissions of the sender, or network duplicates."),
 		messagesIn:        d("messages_received_total", "Messages delivered to the application."),
 		messagesOut:       d("messages_sent_total", "Messages sent, by result: done (the remote has it) or failed.", "result"),
@@ -101,7 +102,7 @@ func NewRoad(s *road.Stack, opts *RoadOptions) *Road {
 // Describe sends the descriptions of every series Collect makes.
 func (c *Road) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.d
-	describe(ch, d.packets, d.bytes, d.drops, d.retransmits, d.duplicates, d.messagesIn, d.messagesOut,
+	describe(ch, d.packets, d.bytes, d.drops, d.retransmits, d.spurious, d.duplicates, d.messagesIn, d.messagesOut,
 		d.events, d.eventDrops, d.sendErrors, d.verifications, d.reassembling, d.reassemblyBytes, d.rtt,
 		d.receiveQueue, d.eventQueue, d.waiting, d.remotes, d.srtt, d.rttvar, d.remoteRetransmits, d.remoteTxns)
 }
@@ -143,6 +144,7 @@ func (c *Road) Collect(ch chan<- prometheus.Metric) {
 		counter(d.events, v, e, why)
 	}
 	counter(d.retransmits, n.Retransmits)
+	counter(d.spurious, n.SpuriousRetransmits)
 	counter(d.duplicates, n.Duplicates)
 	counter(d.messagesIn, n.MessagesIn)
 	counter(d.messagesOut, n.MessagesOut, "done")

@@ -131,6 +131,7 @@ func TestRoadMetricsEqualCounters(t *testing.T) {
 			}
 			check("raet_road_retransmits_total", want.Retransmits)
 			check("raet_road_duplicates_total", want.Duplicates)
+			check("raet_road_spurious_retransmits_total", want.SpuriousRetransmits)
 			check("raet_road_messages_received_total", want.MessagesIn)
 			check("raet_road_messages_sent_total", want.MessagesOut, "result=done")
 			check("raet_road_messages_sent_total", want.MessageFails, "result=failed")
