@@ -18,7 +18,7 @@ import (
 // buffers each for good: a main that a fleet's fan-in left kept ~19 KB
 // more than before it came.
 func TestReadersLetBurstBuffersGo(t *testing.T) {
-	s, err := New(&Config{Name: "rx", AlivePeriod: -1})
+	s, err := New(&Config{Name: "rx", Listen: "127.0.0.1:0", AlivePeriod: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
