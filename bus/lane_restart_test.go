@@ -163,3 +163,46 @@ func TestLanePusherDownLongGetsCreditBack(t *testing.T) {
 		t.Fatalf("pusher stats %+v", st)
 	}
 }
+
+// A requester on a lane finds a queue group's members from the lane's
+// directory, without a message from them: those there when it starts, and
+// one that starts after it.
+func TestLaneGroupFoundWithoutFirstMessage(t *testing.T) {
+	dir := laneDir(t)
+	serve := func(name string) {
+		l, _ := laneYard(t, dir, name)
+		n := newNode(t, l, &bus.Config{Heartbeat: laneBeat})
+		if _, err := n.Serve("calc.>", func(ctx context.Context, r *bus.Request) (any, error) {
+			return name, nil
+		}, &bus.ServeOptions{Group: "calc"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serve("m1")
+	cl, _ := laneYard(t, dir, "client")
+	client := newNode(t, cl, &bus.Config{Heartbeat: laneBeat})
+	members := func(want ...string) {
+		t.Helper()
+		eventually(t, func() error {
+			if got := client.GroupMembers("calc"); fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Errorf("group members %v, want %v", got, want)
+			}
+			return nil
+		})
+	}
+	members("m1")
+	serve("m2")
+	members("m1", "m2")
+	ctx := ctxT(t, 10*time.Second)
+	by := map[any]int{}
+	for range 4 {
+		rep, err := client.RequestGroup(ctx, "calc", "calc.add", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		by[rep.Body]++
+	}
+	if by["m1"] == 0 || by["m2"] == 0 {
+		t.Fatalf("requests answered by %v, want both members", by)
+	}
+}
