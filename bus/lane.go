@@ -99,6 +99,9 @@ func (l *Lane) scan() {
 			continue
 		}
 		name, ok := strings.CutPrefix(filepath.Join(dir, e.Name()), prefix)
+		if !ok {
+			continue
+		}
 		if name, ok = strings.CutSuffix(name, suffix); !ok || name == "" || name == l.s.Name() || strings.ContainsAny(name, "./") {
 			continue
 		}
