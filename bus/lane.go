@@ -22,7 +22,7 @@ import (
 // vanishes from the directory, and ("yard gone") when a Send finds it gone
 // (lane.ErrYardGone). So peers on a lane find each other, and the queue
 // groups they serve, without a first message, and again after any restart.
-// The directory is read when the adapter starts and every LaneScan after.
+// The directory is read when the adapter starts and every second after.
 // The Node's heartbeats (Config.Heartbeat) notice a yard that is silent or
 // that restarted. It owns one goroutine that carries messages, as Road's
 // does, and that Close stops; the stack stays open.
@@ -37,9 +37,9 @@ type Lane struct {
 	seen map[string]os.FileInfo // the yards' sockets at the last scan; pump only
 }
 
-// LaneScan is how often a Lane reads its lane's directory for yards that
+// laneScan is how often a Lane reads its lane's directory for yards that
 // came, came back or left.
-const LaneScan = time.Second
+const laneScan = time.Second
 
 // maxHeard bounds the yards a Lane remembers having heard from.
 const maxHeard = lane.DefaultMaxYards
@@ -53,7 +53,7 @@ func NewLane(s *lane.Stack) *Lane {
 
 func (l *Lane) pump() {
 	l.scan()
-	tick := time.NewTicker(LaneScan)
+	tick := time.NewTicker(laneScan)
 	defer tick.Stop()
 	for {
 		select {
