@@ -34,7 +34,8 @@ type Lane struct {
 	heard map[string]bool // yards heard from, at most maxHeard
 	order []string        // heard, oldest first, to forget the oldest
 
-	seen map[string]os.FileInfo // the yards' sockets at the last scan; pump only
+	seen   map[string]os.FileInfo // the yards' sockets at the last scan; pump only
+	rescan chan struct{}          // a node attached: report every socket again
 }
 
 // laneScan is how often a Lane reads its lane's directory for yards that
@@ -46,7 +47,7 @@ const maxHeard = lane.DefaultMaxYards
 
 // NewLane starts carrying s's messages.
 func NewLane(s *lane.Stack) *Lane {
-	l := &Lane{s: s, heard: map[string]bool{}, seen: map[string]os.FileInfo{}}
+	l := &Lane{s: s, heard: map[string]bool{}, seen: map[string]os.FileInfo{}, rescan: make(chan struct{}, 1)}
 	l.start(l.pump)
 	return l
 }
@@ -61,6 +62,9 @@ func (l *Lane) pump() {
 			return
 		case <-tick.C:
 			l.scan()
+		case <-l.rescan:
+			clear(l.seen)
+			l.scan()
 		case m, ok := <-l.s.Receive():
 			if !ok {
 				l.stop() // the stack closed under the adapter
@@ -72,6 +76,19 @@ func (l *Lane) pump() {
 			if !l.deliver(Message{From: m.From, Body: m.Body}) {
 				return
 			}
+		}
+	}
+}
+
+// attach attaches a node (see sink) and has the yards found so far
+// reported again, to it: those of the first scan went to the Events
+// channel, which an attached node does not read.
+func (l *Lane) attach(msg func(Message), ev func(PeerEvent)) {
+	l.carrier.attach(msg, ev)
+	if ev != nil {
+		select {
+		case l.rescan <- struct{}{}:
+		default: // one is pending
 		}
 	}
 }
