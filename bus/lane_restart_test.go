@@ -28,96 +28,78 @@ func downLong(t *testing.T, n *bus.Node, peer string) {
 	time.Sleep(10 * laneBeat)
 }
 
-// A publisher yard down for many heartbeats (its socket gone) and
-// restarted under the same name gets its subscriber back: the subscriber
-// resumes after the last message it had (replayed from the durable
-// history) and receives every message after, with no gap and no report.
-func TestLanePublisherDownLongGetsSubscribersBack(t *testing.T) {
-	dir := laneDir(t)
-	path := filepath.Join(t.TempDir(), "h.db")
-	cfg := func() *bus.Config {
-		h, err := bus.NewBoltHistory(path, 1000, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &bus.Config{History: h, Heartbeat: laneBeat}
-	}
-	pl, ps := laneYard(t, dir, "lpub")
-	pub := newNode(t, pl, cfg())
-	sl, _ := laneYard(t, dir, "lsub")
-	sn := newNode(t, sl, &bus.Config{Heartbeat: laneBeat})
-	s, err := sn.Subscribe("lpub", []string{"k.*"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready(t, s)
-	publishN(t, pub, "k.a", 0, 10)
-	msgs, _ := collect(t, s, 10, 10*time.Second)
-	seqs(t, msgs, 1)
-
-	pub.Close()
-	pl.Close()
-	ps.Close()
-	downLong(t, sn, "lpub")
-
-	pl2, _ := laneYard(t, dir, "lpub")
-	pub2 := newNode(t, pl2, cfg())
-	eventually(t, func() error {
-		if st := pub2.Stats().Publisher; st.Subscriptions != 1 {
-			return fmt.Errorf("%d subscriptions at the restarted publisher", st.Subscriptions)
-		}
-		return nil
-	})
-	publishN(t, pub2, "k.b", 10, 10)
-	msgs, all := collect(t, s, 10, 10*time.Second)
-	if len(all) != 10 {
-		t.Fatalf("reports besides messages: %+v", all)
-	}
-	seqs(t, msgs, 11)
-	quiet(t, s, 5*laneBeat)
+// laneRun starts a node over a new yard name in dir; stop closes the
+// node, the adapter and the yard (its socket goes).
+func laneRun(t *testing.T, dir, name string, cfg *bus.Config) (n *bus.Node, stop func()) {
+	t.Helper()
+	l, s := laneYard(t, dir, name)
+	n = newNode(t, l, cfg)
+	return n, func() { n.Close(); l.Close(); s.Close() }
 }
 
-// A subscriber of a publisher without durable history (a new run starts
-// its sequence again) gets a gap notice for what it cannot have, never a
-// silent loss, and then every message of the new run.
-func TestLanePublisherDownLongMemoryHistory(t *testing.T) {
-	dir := laneDir(t)
-	pl, ps := laneYard(t, dir, "mpub")
-	pub := newNode(t, pl, &bus.Config{Heartbeat: laneBeat})
-	sl, _ := laneYard(t, dir, "msub")
-	sn := newNode(t, sl, &bus.Config{Heartbeat: laneBeat})
-	s, err := sn.Subscribe("mpub", []string{"k.*"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready(t, s)
-	publishN(t, pub, "k.a", 0, 5)
-	collect(t, s, 5, 10*time.Second)
+// A publisher yard down for many heartbeats (its socket gone) and
+// restarted under the same name gets its subscriber back, which receives
+// every message after: with a durable history it resumes after the last
+// message it had (replayed), with no report; with the in-memory one (the
+// new run counts from 1 again) it is told of the gap first, never a
+// silent loss.
+func TestLanePublisherDownLongGetsSubscribersBack(t *testing.T) {
+	for _, durable := range []bool{true, false} {
+		t.Run(fmt.Sprintf("durable=%v", durable), func(t *testing.T) {
+			dir := laneDir(t)
+			path := filepath.Join(t.TempDir(), "h.db")
+			cfg := func() *bus.Config {
+				c := &bus.Config{Heartbeat: laneBeat}
+				if durable {
+					h, err := bus.NewBoltHistory(path, 1000, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c.History = h
+				}
+				return c
+			}
+			pub, stop := laneRun(t, dir, "lpub", cfg())
+			sn, _ := laneRun(t, dir, "lsub", &bus.Config{Heartbeat: laneBeat})
+			s, err := sn.Subscribe("lpub", []string{"k.*"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ready(t, s)
+			publishN(t, pub, "k.a", 0, 10)
+			msgs, _ := collect(t, s, 10, 10*time.Second)
+			seqs(t, msgs, 1)
 
-	pub.Close()
-	pl.Close()
-	ps.Close()
-	downLong(t, sn, "mpub")
-
-	pl2, _ := laneYard(t, dir, "mpub")
-	pub2 := newNode(t, pl2, &bus.Config{Heartbeat: laneBeat})
-	eventually(t, func() error {
-		if st := pub2.Stats().Publisher; st.Subscriptions != 1 {
-			return fmt.Errorf("%d subscriptions at the restarted publisher", st.Subscriptions)
-		}
-		return nil
-	})
-	publishN(t, pub2, "k.b", 0, 10)
-	msgs, all := collect(t, s, 10, 10*time.Second)
-	if len(all) != 11 || all[0].Kind != bus.DeliveryGap {
-		t.Fatalf("after the restart, want a gap notice then 10 messages: %+v", all)
+			stop()
+			downLong(t, sn, "lpub")
+			pub, _ = laneRun(t, dir, "lpub", cfg())
+			eventually(t, func() error {
+				if st := pub.Stats().Publisher; st.Subscriptions != 1 {
+					return fmt.Errorf("%d subscriptions at the restarted publisher", st.Subscriptions)
+				}
+				return nil
+			})
+			publishN(t, pub, "k.b", 10, 10)
+			msgs, all := collect(t, s, 10, 10*time.Second)
+			from, reports := uint64(11), 0
+			if !durable {
+				from, reports = 1, 1
+				if all[0].Kind != bus.DeliveryGap {
+					t.Fatalf("first delivery after the restart %+v, want a gap notice", all[0])
+				}
+			}
+			if len(all) != len(msgs)+reports {
+				t.Fatalf("deliveries after the restart: %+v", all)
+			}
+			seqs(t, msgs, from)
+			for i, m := range msgs {
+				if m.Body.(map[string]any)["i"] != int64(10+i) {
+					t.Fatalf("message %d after the restart is %+v", i, m)
+				}
+			}
+			quiet(t, s, 5*laneBeat)
+		})
 	}
-	for i, m := range msgs {
-		if m.Body.(map[string]any)["i"] != int64(i) || m.Seq != uint64(i+1) {
-			t.Fatalf("message %d of the new run is %+v", i, m)
-		}
-	}
-	quiet(t, s, 5*laneBeat)
 }
 
 // A pusher yard down for many heartbeats and restarted under the same
@@ -125,10 +107,8 @@ func TestLanePublisherDownLongMemoryHistory(t *testing.T) {
 // done.
 func TestLanePusherDownLongGetsCreditBack(t *testing.T) {
 	dir := laneDir(t)
-	pl, ps := laneYard(t, dir, "push")
-	pusher := newNode(t, pl, &bus.Config{Heartbeat: laneBeat})
-	ql, _ := laneYard(t, dir, "puller")
-	puller := newNode(t, ql, &bus.Config{Heartbeat: laneBeat})
+	pusher, stop := laneRun(t, dir, "push", &bus.Config{Heartbeat: laneBeat})
+	puller, _ := laneRun(t, dir, "puller", &bus.Config{Heartbeat: laneBeat})
 	h := func(ctx context.Context, j *bus.Job) (any, error) { return j.Body, nil }
 	if _, err := puller.Pull([]string{"push"}, 2, h); err != nil {
 		t.Fatal(err)
@@ -141,13 +121,9 @@ func TestLanePusherDownLongGetsCreditBack(t *testing.T) {
 	}
 	results(t, pusher, 5)
 
-	pusher.Close()
-	pl.Close()
-	ps.Close()
+	stop()
 	downLong(t, puller, "push")
-
-	pl2, _ := laneYard(t, dir, "push")
-	pusher2 := newNode(t, pl2, &bus.Config{Heartbeat: laneBeat})
+	pusher2, _ := laneRun(t, dir, "push", &bus.Config{Heartbeat: laneBeat})
 	const n = 20
 	for i := range n {
 		if _, err := pusher2.Push(ctx, "job", map[string]any{"n": i}); err != nil {
@@ -170,8 +146,7 @@ func TestLanePusherDownLongGetsCreditBack(t *testing.T) {
 func TestLaneGroupFoundWithoutFirstMessage(t *testing.T) {
 	dir := laneDir(t)
 	serve := func(name string) {
-		l, _ := laneYard(t, dir, name)
-		n := newNode(t, l, &bus.Config{Heartbeat: laneBeat})
+		n, _ := laneRun(t, dir, name, &bus.Config{Heartbeat: laneBeat})
 		if _, err := n.Serve("calc.>", func(ctx context.Context, r *bus.Request) (any, error) {
 			return name, nil
 		}, &bus.ServeOptions{Group: "calc"}); err != nil {
@@ -179,8 +154,7 @@ func TestLaneGroupFoundWithoutFirstMessage(t *testing.T) {
 		}
 	}
 	serve("m1")
-	cl, _ := laneYard(t, dir, "client")
-	client := newNode(t, cl, &bus.Config{Heartbeat: laneBeat})
+	client, _ := laneRun(t, dir, "client", &bus.Config{Heartbeat: laneBeat})
 	members := func(want ...string) {
 		t.Helper()
 		eventually(t, func() error {
