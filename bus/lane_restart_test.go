@@ -37,6 +37,17 @@ func laneRun(t *testing.T, dir, name string, cfg *bus.Config) (n *bus.Node, stop
 	return n, func() { n.Close(); l.Close(); s.Close() }
 }
 
+// subscriptionsAt waits until publisher pub serves n subscriptions.
+func subscriptionsAt(t *testing.T, pub *bus.Node, n int) {
+	t.Helper()
+	eventually(t, func() error {
+		if got := pub.Stats().Publisher.Subscriptions; got != n {
+			return fmt.Errorf("%d subscriptions at %s, want %d", got, pub.Name(), n)
+		}
+		return nil
+	})
+}
+
 // A publisher yard down for many heartbeats (its socket gone) and
 // restarted under the same name gets its subscriber back, which receives
 // every message after: with a durable history it resumes after the last
@@ -73,12 +84,7 @@ func TestLanePublisherDownLongGetsSubscribersBack(t *testing.T) {
 			stop()
 			downLong(t, sn, "lpub")
 			pub, _ = laneRun(t, dir, "lpub", cfg())
-			eventually(t, func() error {
-				if st := pub.Stats().Publisher; st.Subscriptions != 1 {
-					return fmt.Errorf("%d subscriptions at the restarted publisher", st.Subscriptions)
-				}
-				return nil
-			})
+			subscriptionsAt(t, pub, 1)
 			publishN(t, pub, "k.b", 10, 10)
 			msgs, all := collect(t, s, 10, 10*time.Second)
 			from, reports := uint64(11), 0
