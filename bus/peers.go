@@ -232,9 +232,18 @@ func (n *Node) transportEvent(ev PeerEvent) {
 			n.changed(ev.Peer, PeerDown, ev.Reason, false)
 		}
 	case PeerGone:
+		// A peer we talk to (subscribe to, pull from, request) is kept,
+		// down, so that the heartbeats go on asking for it: a transport
+		// cannot tell a peer that left from one that will restart (a lane
+		// yard's socket is gone in both cases), and only a hello that gets
+		// through again brings its subscriptions and credit back.
 		n.mu.Lock()
-		_, known := n.peers[ev.Peer]
-		delete(n.peers, ev.Peer)
+		p, known := n.peers[ev.Peer]
+		if known && p.wanted {
+			p.up = false
+		} else {
+			delete(n.peers, ev.Peer)
+		}
 		n.mu.Unlock()
 		if known {
 			n.changed(ev.Peer, PeerGone, ev.Reason, false)
