@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -60,7 +61,7 @@ type MemoryHistory struct {
 	epoch       uint64
 	seq         uint64
 	subjects    map[string]*subjectRing
-	store       *bolt.DB // BoltHistory: every change is written through
+	store       *boltCommitter // BoltHistory: every change is written through
 	now         func() time.Time
 }
 
@@ -213,12 +214,23 @@ func (h *MemoryHistory) Select(q Query) ([]Retained, bool, error) {
 	return out, lost, nil
 }
 
-// Close closes the file of a BoltHistory.
+// Close closes the file of a BoltHistory, once what was appended is on
+// disk.
 func (h *MemoryHistory) Close() error {
 	if h.store == nil {
 		return nil
 	}
-	return h.store.Close()
+	return h.store.close()
+}
+
+// written returns a wait for the messages appended so far to be on disk,
+// nil when the history keeps nothing on disk. The wait gives the highest
+// sequence number then on disk.
+func (h *MemoryHistory) written() func() (uint64, error) {
+	if h.store == nil {
+		return nil
+	}
+	return h.store.written()
 }
 
 var (
@@ -275,8 +287,127 @@ func NewBoltHistory(path string, last int, maxAge time.Duration) (*MemoryHistory
 			return nil, err
 		}
 	}
-	h.store = db
+	h.store = newBoltCommitter(db)
 	return h, nil
+}
+
+// boltCommitter writes a BoltHistory's changes in group commits: Append
+// only queues its change (under the publisher's lock, so in sequence
+// order), and one goroutine writes all the changes queued meanwhile in one
+// transaction, one fsync, while the publishers wait outside the lock.
+type boltCommitter struct {
+	db      *bolt.DB
+	mu      sync.Mutex
+	wake    *sync.Cond
+	next    *boltBatch // filling; nil when nothing is queued
+	closing bool
+	stopped chan struct{} // closed when the goroutine has written the last batch
+	err     error         // the close's
+}
+
+// boltBatch is one transaction: its changes in order, and done closed
+// once it is written (err says whether it failed).
+type boltBatch struct {
+	ops  []boltOp
+	seq  uint64 // the highest sequence number put
+	done chan struct{}
+	err  error
+}
+
+type boltOp struct {
+	key [8]byte
+	val []byte // nil: delete
+}
+
+func newBoltCommitter(db *bolt.DB) *boltCommitter {
+	c := &boltCommitter{db: db, stopped: make(chan struct{})}
+	c.wake = sync.NewCond(&c.mu)
+	go c.run()
+	return c
+}
+
+// queue adds ops to the batch being filled.
+func (c *boltCommitter) queue(seq uint64, ops ...boltOp) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return ErrClosed
+	}
+	if c.next == nil {
+		c.next = &boltBatch{done: make(chan struct{})}
+		c.wake.Signal()
+	}
+	c.next.ops = append(c.next.ops, ops...)
+	c.next.seq = max(c.next.seq, seq)
+	return nil
+}
+
+// written returns a wait for everything queued so far.
+func (c *boltCommitter) written() func() (uint64, error) {
+	c.mu.Lock()
+	b := c.next
+	c.mu.Unlock()
+	if b == nil { // written already, or nothing queued
+		return nil
+	}
+	return func() (uint64, error) {
+		<-b.done
+		return b.seq, b.err
+	}
+}
+
+func (c *boltCommitter) run() {
+	defer close(c.stopped)
+	for {
+		c.mu.Lock()
+		for c.next == nil && !c.closing {
+			c.wake.Wait()
+		}
+		b := c.next
+		c.next = nil
+		c.mu.Unlock()
+		if b == nil { // closing, and all written
+			return
+		}
+		b.err = c.db.Update(func(tx *bolt.Tx) error {
+			msgs := tx.Bucket(boltMessages)
+			for _, op := range b.ops {
+				var err error
+				if op.val == nil {
+					err = msgs.Delete(op.key[:])
+				} else {
+					err = msgs.Put(op.key[:], op.val)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			if b.seq == 0 {
+				return nil
+			}
+			return tx.Bucket(boltMeta).Put(boltSeq, binary.BigEndian.AppendUint64(nil, b.seq))
+		})
+		if b.err != nil {
+			b.err = fmt.Errorf("raet bus: history: %w", b.err)
+		}
+		close(b.done)
+	}
+}
+
+// close writes what is queued, stops the goroutine and closes the file.
+func (c *boltCommitter) close() error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		<-c.stopped
+		return c.err
+	}
+	c.closing = true
+	c.wake.Signal()
+	c.mu.Unlock()
+	<-c.stopped
+	c.err = c.db.Close()
+	return c.err
 }
 
 type retainedRecord struct {
@@ -311,28 +442,20 @@ func (h *MemoryHistory) persist(m Retained) error {
 	if err != nil {
 		return fmt.Errorf("raet bus: history: %w", err)
 	}
-	return h.store.Update(func(tx *bolt.Tx) error {
-		k := binary.BigEndian.AppendUint64(nil, m.Seq)
-		if err := tx.Bucket(boltMessages).Put(k, v); err != nil {
-			return err
-		}
-		return tx.Bucket(boltMeta).Put(boltSeq, k)
-	})
+	op := boltOp{val: v}
+	binary.BigEndian.PutUint64(op.key[:], m.Seq)
+	return h.store.queue(m.Seq, op)
 }
 
 func (h *MemoryHistory) unpersist(ms []Retained) error {
 	if h.store == nil {
 		return nil
 	}
-	return h.store.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(boltMessages)
-		for _, m := range ms {
-			if err := b.Delete(binary.BigEndian.AppendUint64(nil, m.Seq)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	ops := make([]boltOp, len(ms))
+	for i, m := range ms {
+		binary.BigEndian.PutUint64(ops[i].key[:], m.Seq)
+	}
+	return h.store.queue(0, ops...)
 }
 
 // noHistory retains nothing (Config.HistoryLast negative).
