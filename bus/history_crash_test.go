@@ -141,3 +141,61 @@ func crashChild(path string) {
 	wg.Wait()
 	os.Exit(3) // not killed
 }
+
+// Publish from 8 goroutines at once into a bbolt history keeping the last
+// 50: a subscriber gets every message once, in order (a message waits for
+// its group commit, never longer), and the reopened file holds the last 50
+// and goes on from the last sequence number.
+func TestBoltHistoryGroupCommitDelivers(t *testing.T) {
+	net := bus.NewMemNet(0)
+	path := filepath.Join(t.TempDir(), "history.db")
+	open := func(name string) bus.Transport {
+		tr, err := net.Transport(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	}
+	h, err := bus.NewBoltHistory(path, 50, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := newNode(t, open("pub"), &bus.Config{History: h, Heartbeat: -1})
+	sn := newNode(t, open("sub"), &bus.Config{Heartbeat: -1})
+	s, err := sn.Subscribe("pub", []string{"g.>"}, &bus.SubOptions{HWM: 1000, Buffer: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready(t, s)
+	const goroutines, each = 8, 100
+	ctx := ctxT(t, time.Minute)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for k := range each {
+				if _, err := pub.Publish(ctx, bus.Pub{Subject: fmt.Sprintf("g.%d", g), Body: map[string]any{"k": k}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	msgs, all := collect(t, s, goroutines*each, 30*time.Second)
+	if len(all) != len(msgs) {
+		t.Fatalf("reports besides messages: %d", len(all)-len(msgs))
+	}
+	seqs(t, msgs, 1)
+	if err := pub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h2, err := bus.NewBoltHistory(path, 50, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close()
+	if h2.LastSeq() != goroutines*each || h2.Len() != goroutines*50 {
+		t.Fatalf("reopened history: last %d, %d kept", h2.LastSeq(), h2.Len())
+	}
+}
