@@ -145,7 +145,8 @@ func (p *publisher) close() error { return p.hist.Close() }
 // subscription at its high-water mark gets its policy: with Block,
 // Publish waits for room (until ctx ends: then nothing is published);
 // with DropNewest or DropOldest a message is dropped for it and counted;
-// with Cut the subscription ends. Publish never waits for the network.
+// with Cut the subscription ends. Publish never waits for the network;
+// with a NewBoltHistory it waits for its message to be on disk.
 func (n *Node) Publish(ctx context.Context, m Pub) (seq uint64, err error) {
 	if err := checkSubject(m.Subject, n.cfg.MaxSubjectBytes); err != nil {
 		return 0, err
