@@ -294,7 +294,7 @@ func NewBoltHistory(path string, last int, maxAge time.Duration) (*MemoryHistory
 			return nil, err
 		}
 	}
-	h.store = newBoltCommitter(db)
+	h.store = newBoltCommitter(db, h.seq)
 	return h, nil
 }
 
@@ -307,6 +307,8 @@ type boltCommitter struct {
 	mu      sync.Mutex
 	wake    *sync.Cond
 	next    *boltBatch // filling; nil when nothing is queued
+	last    *boltBatch // the last one queued to, filling or taken
+	queued  uint64     // the highest sequence number queued
 	closing bool
 	stopped chan struct{} // closed when the goroutine has written the last batch
 	err     error         // the close's
@@ -316,7 +318,7 @@ type boltCommitter struct {
 // once it is written (err says whether it failed).
 type boltBatch struct {
 	ops  []boltOp
-	seq  uint64 // the highest sequence number put
+	seq  uint64 // the highest sequence number on disk once it is written
 	done chan struct{}
 	err  error
 }
@@ -326,8 +328,8 @@ type boltOp struct {
 	val []byte // nil: delete
 }
 
-func newBoltCommitter(db *bolt.DB) *boltCommitter {
-	c := &boltCommitter{db: db, stopped: make(chan struct{})}
+func newBoltCommitter(db *bolt.DB, seq uint64) *boltCommitter {
+	c := &boltCommitter{db: db, queued: seq, stopped: make(chan struct{})}
 	c.wake = sync.NewCond(&c.mu)
 	go c.run()
 	return c
@@ -345,16 +347,19 @@ func (c *boltCommitter) queue(seq uint64, ops ...boltOp) error {
 		c.wake.Signal()
 	}
 	c.next.ops = append(c.next.ops, ops...)
-	c.next.seq = max(c.next.seq, seq)
+	c.queued = max(c.queued, seq)
+	c.next.seq = c.queued
+	c.last = c.next
 	return nil
 }
 
-// written returns a wait for everything queued so far.
+// written returns a wait for everything queued so far (the committer may
+// have taken it already), nil when nothing was.
 func (c *boltCommitter) written() func() (uint64, error) {
 	c.mu.Lock()
-	b := c.next
+	b := c.last
 	c.mu.Unlock()
-	if b == nil { // written already, or nothing queued
+	if b == nil {
 		return nil
 	}
 	return func() (uint64, error) {
@@ -389,7 +394,7 @@ func (c *boltCommitter) run() {
 					return err
 				}
 			}
-			if b.seq == 0 {
+			if b.seq == 0 { // nothing published yet
 				return nil
 			}
 			return tx.Bucket(boltMeta).Put(boltSeq, binary.BigEndian.AppendUint64(nil, b.seq))
