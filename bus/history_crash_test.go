@@ -199,3 +199,56 @@ func TestBoltHistoryGroupCommitDelivers(t *testing.T) {
 		t.Fatalf("reopened history: last %d, %d kept", h2.LastSeq(), h2.Len())
 	}
 }
+
+// While a bbolt history cannot write (its file's write lock held), Publish
+// does not return and the subscriber gets nothing; once it can, both go
+// on.
+func TestBoltHistoryHoldsUntilOnDisk(t *testing.T) {
+	net := bus.NewMemNet(0)
+	open := func(name string) bus.Transport {
+		tr, err := net.Transport(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	}
+	h, err := bus.NewBoltHistory(filepath.Join(t.TempDir(), "history.db"), 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := newNode(t, open("pub"), &bus.Config{History: h, Heartbeat: -1})
+	sn := newNode(t, open("sub"), &bus.Config{Heartbeat: -1})
+	s, err := sn.Subscribe("pub", []string{"a"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready(t, s)
+	publishN(t, pub, "a", 0, 1)
+	msgs, _ := collect(t, s, 1, 10*time.Second)
+	seqs(t, msgs, 1)
+
+	release := bus.HoldHistoryWrites(h)
+	t.Cleanup(release) // before the nodes close: a Close waits for the writes
+	type result struct {
+		seq uint64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		seq, err := pub.Publish(ctxT(t, time.Minute), bus.Pub{Subject: "a", Body: map[string]any{"i": 1}})
+		done <- result{seq, err}
+	}()
+	quiet(t, s, 300*time.Millisecond)
+	select {
+	case r := <-done:
+		t.Fatalf("Publish returned %d, %v before its message was on disk", r.seq, r.err)
+	default:
+	}
+	release()
+	if r := <-done; r.err != nil || r.seq != 2 {
+		t.Fatalf("Publish: %d, %v", r.seq, r.err)
+	}
+	msgs, _ = collect(t, s, 1, 10*time.Second)
+	seqs(t, msgs, 2)
+}
