@@ -149,14 +149,7 @@ func crashChild(path string) {
 func TestBoltHistoryGroupCommitDelivers(t *testing.T) {
 	net := bus.NewMemNet(0)
 	path := filepath.Join(t.TempDir(), "history.db")
-	open := func(name string) bus.Transport {
-		tr, err := net.Transport(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tr.Close() })
-		return tr
-	}
+	open := func(name string) bus.Transport { return memTransport(t, net, name) }
 	h, err := bus.NewBoltHistory(path, 50, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -205,14 +198,7 @@ func TestBoltHistoryGroupCommitDelivers(t *testing.T) {
 // on.
 func TestBoltHistoryHoldsUntilOnDisk(t *testing.T) {
 	net := bus.NewMemNet(0)
-	open := func(name string) bus.Transport {
-		tr, err := net.Transport(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tr.Close() })
-		return tr
-	}
+	open := func(name string) bus.Transport { return memTransport(t, net, name) }
 	h, err := bus.NewBoltHistory(filepath.Join(t.TempDir(), "history.db"), 100, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -251,4 +237,15 @@ func TestBoltHistoryHoldsUntilOnDisk(t *testing.T) {
 	}
 	msgs, _ = collect(t, s, 1, 10*time.Second)
 	seqs(t, msgs, 2)
+}
+
+// memTransport is name's transport on net, closed at cleanup.
+func memTransport(t *testing.T, net *bus.MemNet, name string) bus.Transport {
+	t.Helper()
+	tr, err := net.Transport(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
 }
