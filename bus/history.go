@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -60,7 +61,7 @@ type MemoryHistory struct {
 	epoch       uint64
 	seq         uint64
 	subjects    map[string]*subjectRing
-	store       *bolt.DB // BoltHistory: every change is written through
+	store       *boltCommitter // BoltHistory: every change is written through
 	now         func() time.Time
 }
 
@@ -213,12 +214,23 @@ func (h *MemoryHistory) Select(q Query) ([]Retained, bool, error) {
 	return out, lost, nil
 }
 
-// Close closes the file of a BoltHistory.
+// Close closes the file of a BoltHistory, once what was appended is on
+// disk.
 func (h *MemoryHistory) Close() error {
 	if h.store == nil {
 		return nil
 	}
-	return h.store.Close()
+	return h.store.close()
+}
+
+// written returns a wait for the messages appended so far to be on disk,
+// nil when the history keeps nothing on disk. The wait gives the highest
+// sequence number then on disk.
+func (h *MemoryHistory) written() func() (uint64, error) {
+	if h.store == nil {
+		return nil
+	}
+	return h.store.written()
 }
 
 var (
@@ -232,8 +244,15 @@ var (
 // at path as well, so that it survives a restart of the publisher: its
 // epoch and its sequence numbers go on, and replay serves what it held.
 // Bodies are stored as JSON. Close closes the file.
+//
+// Publish returns once its message is on disk, and no subscriber gets it
+// before: what Publish acknowledged survives a crash of the process (kill
+// -9), and a sequence number a subscriber saw is never reused. The Publish
+// calls of many goroutines share one transaction and one fsync (a group
+// commit), so publishing from many goroutines is much faster than from
+// one, which waits for a commit per message.
 func NewBoltHistory(path string, last int, maxAge time.Duration) (*MemoryHistory, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true})
 	if err != nil {
 		return nil, fmt.Errorf("raet bus: history %s: %w", path, err)
 	}
@@ -275,8 +294,132 @@ func NewBoltHistory(path string, last int, maxAge time.Duration) (*MemoryHistory
 			return nil, err
 		}
 	}
-	h.store = db
+	h.store = newBoltCommitter(db, h.seq)
 	return h, nil
+}
+
+// boltCommitter writes a BoltHistory's changes in group commits: Append
+// only queues its change (under the publisher's lock, so in sequence
+// order), and one goroutine writes all the changes queued meanwhile in one
+// transaction, one fsync, while the publishers wait outside the lock.
+type boltCommitter struct {
+	db      *bolt.DB
+	mu      sync.Mutex
+	wake    *sync.Cond
+	next    *boltBatch // filling; nil when nothing is queued
+	last    *boltBatch // the last one queued to, filling or taken
+	queued  uint64     // the highest sequence number queued
+	closing bool
+	stopped chan struct{} // closed when the goroutine has written the last batch
+	err     error         // the close's
+}
+
+// boltBatch is one transaction: its changes in order, and done closed
+// once it is written (err says whether it failed).
+type boltBatch struct {
+	ops  []boltOp
+	seq  uint64 // the highest sequence number on disk once it is written
+	done chan struct{}
+	err  error
+}
+
+type boltOp struct {
+	key [8]byte
+	val []byte // nil: delete
+}
+
+func newBoltCommitter(db *bolt.DB, seq uint64) *boltCommitter {
+	c := &boltCommitter{db: db, queued: seq, stopped: make(chan struct{})}
+	c.wake = sync.NewCond(&c.mu)
+	go c.run()
+	return c
+}
+
+// queue adds ops to the batch being filled.
+func (c *boltCommitter) queue(seq uint64, ops ...boltOp) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return ErrClosed
+	}
+	if c.next == nil {
+		c.next = &boltBatch{done: make(chan struct{})}
+		c.wake.Signal()
+	}
+	c.next.ops = append(c.next.ops, ops...)
+	c.queued = max(c.queued, seq)
+	c.next.seq = c.queued
+	c.last = c.next
+	return nil
+}
+
+// written returns a wait for everything queued so far (the committer may
+// have taken it already), nil when nothing was.
+func (c *boltCommitter) written() func() (uint64, error) {
+	c.mu.Lock()
+	b := c.last
+	c.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	return func() (uint64, error) {
+		<-b.done
+		return b.seq, b.err
+	}
+}
+
+func (c *boltCommitter) run() {
+	defer close(c.stopped)
+	for {
+		c.mu.Lock()
+		for c.next == nil && !c.closing {
+			c.wake.Wait()
+		}
+		b := c.next
+		c.next = nil
+		c.mu.Unlock()
+		if b == nil { // closing, and all written
+			return
+		}
+		b.err = c.db.Update(func(tx *bolt.Tx) error {
+			msgs := tx.Bucket(boltMessages)
+			for _, op := range b.ops {
+				var err error
+				if op.val == nil {
+					err = msgs.Delete(op.key[:])
+				} else {
+					err = msgs.Put(op.key[:], op.val)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			if b.seq == 0 { // nothing published yet
+				return nil
+			}
+			return tx.Bucket(boltMeta).Put(boltSeq, binary.BigEndian.AppendUint64(nil, b.seq))
+		})
+		if b.err != nil {
+			b.err = fmt.Errorf("raet bus: history: %w", b.err)
+		}
+		close(b.done)
+	}
+}
+
+// close writes what is queued, stops the goroutine and closes the file.
+func (c *boltCommitter) close() error {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		<-c.stopped
+		return c.err
+	}
+	c.closing = true
+	c.wake.Signal()
+	c.mu.Unlock()
+	<-c.stopped
+	c.err = c.db.Close()
+	return c.err
 }
 
 type retainedRecord struct {
@@ -311,28 +454,20 @@ func (h *MemoryHistory) persist(m Retained) error {
 	if err != nil {
 		return fmt.Errorf("raet bus: history: %w", err)
 	}
-	return h.store.Update(func(tx *bolt.Tx) error {
-		k := binary.BigEndian.AppendUint64(nil, m.Seq)
-		if err := tx.Bucket(boltMessages).Put(k, v); err != nil {
-			return err
-		}
-		return tx.Bucket(boltMeta).Put(boltSeq, k)
-	})
+	op := boltOp{val: v}
+	binary.BigEndian.PutUint64(op.key[:], m.Seq)
+	return h.store.queue(m.Seq, op)
 }
 
 func (h *MemoryHistory) unpersist(ms []Retained) error {
 	if h.store == nil {
 		return nil
 	}
-	return h.store.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(boltMessages)
-		for _, m := range ms {
-			if err := b.Delete(binary.BigEndian.AppendUint64(nil, m.Seq)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	ops := make([]boltOp, len(ms))
+	for i, m := range ms {
+		binary.BigEndian.PutUint64(ops[i].key[:], m.Seq)
+	}
+	return h.store.queue(0, ops...)
 }
 
 // noHistory retains nothing (Config.HistoryLast negative).

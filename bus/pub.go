@@ -43,14 +43,20 @@ var ErrCut = errors.New("raet bus: subscription cut off by the publisher")
 // publisher is the node's publishing side: its sequence, history and the
 // subscriptions of other peers.
 type publisher struct {
-	n     *Node
-	mu    sync.Mutex
-	room  *sync.Cond // a blocked Publish waits here for room in a Block subscription
-	hist  History
-	seq   uint64
-	subs  map[subKey]*outSub
-	ended []*outSub // the last endedKeep subscriptions that ended
-	total PublisherStats
+	n    *Node
+	mu   sync.Mutex
+	room *sync.Cond // a blocked Publish waits here for room in a Block subscription
+	hist History
+	seq  uint64
+	// durable is the highest sequence number on disk when holdBack: the
+	// history writes in group commits after Append, and no subscriber
+	// gets a message before it is on disk, so that a message seen is never
+	// lost and its number never reused after a crash.
+	durable  uint64
+	holdBack bool
+	subs     map[subKey]*outSub
+	ended    []*outSub // the last endedKeep subscriptions that ended
+	total    PublisherStats
 }
 
 type subKey struct {
@@ -120,6 +126,10 @@ func (p *publisher) init(n *Node) error {
 		p.hist = NewMemoryHistory(n.cfg.HistoryLast, n.cfg.HistoryAge)
 	}
 	p.seq = p.hist.LastSeq()
+	p.durable = p.seq
+	if h, ok := p.hist.(*MemoryHistory); ok && h.store != nil {
+		p.holdBack = true
+	}
 	context.AfterFunc(n.ctx, func() {
 		p.mu.Lock()
 		p.room.Broadcast()
@@ -135,7 +145,8 @@ func (p *publisher) close() error { return p.hist.Close() }
 // subscription at its high-water mark gets its policy: with Block,
 // Publish waits for room (until ctx ends: then nothing is published);
 // with DropNewest or DropOldest a message is dropped for it and counted;
-// with Cut the subscription ends. Publish never waits for the network.
+// with Cut the subscription ends. Publish never waits for the network;
+// with a NewBoltHistory it waits for its message to be on disk.
 func (n *Node) Publish(ctx context.Context, m Pub) (seq uint64, err error) {
 	if err := checkSubject(m.Subject, n.cfg.MaxSubjectBytes); err != nil {
 		return 0, err
@@ -151,7 +162,37 @@ func (p *publisher) publish(ctx context.Context, m Pub) (uint64, error) {
 	})
 	defer stop()
 	p.mu.Lock()
+	seq, err := p.publishLocked(ctx, m)
+	var written func() (uint64, error)
+	if err == nil && p.holdBack {
+		written = p.hist.(*MemoryHistory).written()
+	}
+	p.mu.Unlock()
+	if written == nil {
+		return seq, err
+	}
+	// Publish returns once its message is on disk, written with those of
+	// the other Publish calls meanwhile in one commit.
+	on, werr := written()
+	p.mu.Lock()
 	defer p.mu.Unlock()
+	if werr != nil {
+		p.total.HistoryErrors++
+		p.n.log.Warn("history failed to keep a message", "seq", seq, "subject", m.Subject, "err", werr)
+	}
+	if on > p.durable { // a failed write releases its messages too: they were published
+		p.durable = on
+		for _, s := range p.subs {
+			if len(s.queue) > 0 {
+				p.wakeLocked(s)
+			}
+		}
+	}
+	return seq, nil
+}
+
+// publishLocked publishes m and queues it for its subscribers.
+func (p *publisher) publishLocked(ctx context.Context, m Pub) (uint64, error) {
 	var since time.Time // when a full Block subscription first held it
 	for {
 		if p.n.closed() {
@@ -525,6 +566,9 @@ func (p *publisher) take(s *outSub) (envelope.Envelope, bool) {
 	switch {
 	case s.ended:
 		s.senders--
+		return e, false
+	case p.holdBack && len(s.queue) > 0 && s.queue[0].Kind == codec.BusKindPub && s.queue[0].Seq > p.durable:
+		s.senders-- // woken again when it is on disk
 		return e, false
 	case len(s.queue) > 0:
 		e = s.queue[0]
