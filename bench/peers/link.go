@@ -312,3 +312,12 @@ func setSocketCC(c *net.TCPConn, cc string) error {
 	}
 	return nil
 }
+
+// lossy reports whether the link loses datagrams on purpose.
+func (l *linkSides) lossy() bool {
+	if l.scenario == nil {
+		return false
+	}
+	a, b := l.scenario.AToB, l.scenario.BToA
+	return a.Loss > 0 || b.Loss > 0 || a.Bursts.GoodToBad > 0 || b.Bursts.GoodToBad > 0
+}
