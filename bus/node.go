@@ -305,6 +305,17 @@ func (n *Node) run() {
 			if !ok {
 				return
 			}
+			// The messages already received came before the event (a
+			// peer's last hello before it left): take them first, or the
+			// select's random pick lets one bring back a peer the event
+			// ended.
+			for k := len(recv); k > 0; k-- {
+				m, ok := <-recv
+				if !ok {
+					return
+				}
+				n.receive(m)
+			}
 			n.transportEvent(ev)
 		case now := <-tick:
 			n.heartbeat(now)
