@@ -123,10 +123,16 @@ bench-peers: deps
 
 ## netem-check: raet-netem measures itself against a short loss-free scenario: delay, jitter and
 ## rate for UDP and TCP, and its own lateness (root: namespaces, TUN; part of make test, ~20 s).
+## On a machine too busy to emulate the link it refuses (exit 3, as specified): tried three
+## times, a refusal each time passes with a note; any other failure fails.
 netem-check: deps
 	@if [ "$$(id -u)" -ne 0 ]; then echo "netem-check: needs root (CI runs it as root)"; exit 0; fi; \
-	$(GO) build -o bin/raet-netem ./cmd/raet-netem && \
-	bin/raet-netem -scenario cmd/raet-netem/scenarios/lan-check.yaml -check -packets 5000 -rate-dur 2s -tcp-dur 4s
+	$(GO) build -o bin/raet-netem ./cmd/raet-netem || exit 1; \
+	for try in 1 2 3; do \
+		bin/raet-netem -scenario cmd/raet-netem/scenarios/lan-check.yaml -check -packets 5000 -rate-dur 2s -tcp-dur 4s; \
+		rc=$$?; [ $$rc -eq 3 ] || exit $$rc; sleep 2; \
+	done; \
+	echo "netem-check: refused 3 times: this machine is too busy for the bridge's 1 ms lateness bound (its refusal is the specified answer; measure on a quiet machine)"
 
 ## bench-wan: bench/peers over raet-netem's standard WAN scenarios (root): 64 B windowed at
 ## 50 ms RTT with 0, 1 and 5% loss and at 200 ms RTT with 1%, then 1 KiB one-way over 10 Mbit/s
