@@ -29,6 +29,7 @@ type PusherStats struct {
 	Duplicates uint64 // done reports for jobs already done (ignored)
 	Waiting    int    // now: jobs waiting for a puller
 	InFlight   int    // now: jobs handed out and not done
+	Pullers    int    // now: pullers that have given this node credit
 }
 
 type job struct {
@@ -121,7 +122,7 @@ func (p *pusher) stats() PusherStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := p.st
-	st.Waiting, st.InFlight = len(p.waiting), len(p.jobs)
+	st.Waiting, st.InFlight, st.Pullers = len(p.waiting), len(p.jobs), len(p.pullers)
 	return st
 }
 

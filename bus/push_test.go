@@ -31,6 +31,14 @@ func TestPushPull(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// Both pullers' credit must have reached the pusher before the
+			// jobs, or under loss one puller can take them all.
+			for i := 0; ns[0].Stats().Pusher.Pullers < 2; i++ {
+				if i == 3000 {
+					t.Fatalf("pusher sees %d pullers after 30 s", ns[0].Stats().Pusher.Pullers)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 			const n = 120
 			ctx := ctxT(t, time.Minute)
 			ids := map[uint64]int{}
@@ -57,7 +65,7 @@ func TestPushPull(t *testing.T) {
 					t.Fatalf("puller %d got no job: %v", i+1, by)
 				}
 			}
-			if st := ns[0].Stats().Pusher; st.Done != n || st.InFlight != 0 || st.Waiting != 0 {
+			if st := ns[0].Stats().Pusher; st.Done != n || st.InFlight != 0 || st.Waiting != 0 || st.Pullers != 2 {
 				t.Fatalf("pusher stats %+v", st)
 			}
 		})
