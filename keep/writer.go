@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Writer writes a keep's files on a goroutine of its own, so that the
@@ -212,12 +213,31 @@ func (w *Writer) SaveRemote(e RemoteEstate) (*Queued, error) {
 	if err != nil {
 		return nil, err
 	}
+	if u := w.k.unjoined; u != nil {
+		if r, ok := u.estate(e.Role); ok {
+			// Its record was removed as unjoined: written back first.
+			if _, err := w.saveRole(r); err != nil {
+				u.unestate(r)
+				return nil, err
+			}
+		}
+	}
 	return w.save(path, e.MarshalJSON, e.UID, e.Name)
 }
 
 // SaveRemoteRole queues a write of role/remote/role.<r.Role>.json, as
-// SaveLocal.
+// SaveLocal. Under AutoAlways the writer's goroutine removes the unjoined
+// records that are due after each batch and when they expire (see
+// Config.UnjoinedTTL).
 func (w *Writer) SaveRemoteRole(r RemoteRole) (*Queued, error) {
+	q, err := w.saveRole(r)
+	if err == nil && w.k.unjoined != nil {
+		w.k.unjoined.saved(r, time.Now())
+	}
+	return q, err
+}
+
+func (w *Writer) saveRole(r RemoteRole) (*Queued, error) {
 	path, err := w.k.RemoteRolePath(r.Role)
 	if err != nil {
 		return nil, err
@@ -240,6 +260,9 @@ func (w *Writer) DeleteRemoteRole(role string) (*Queued, error) {
 	path, err := w.k.RemoteRolePath(role)
 	if err != nil {
 		return nil, err
+	}
+	if w.k.unjoined != nil {
+		w.k.unjoined.decided(role)
 	}
 	return w.delete(path)
 }
@@ -315,25 +338,77 @@ func (w *Writer) queue(op *writeOp) (*Queued, error) {
 // loop is the writer goroutine.
 func (w *Writer) loop() {
 	defer close(w.stopped)
-	for op := range w.ops {
-		batch := append(w.batch[:0], op)
-	more:
-		for len(batch) < w.cfg.MaxBatch && op.kind != opBarrier {
-			select {
-			case next, ok := <-w.ops:
-				if !ok {
-					break more
-				}
-				op = next
-				batch = append(batch, op)
-			default:
+	var expiry *time.Timer // the next unjoined record's (unjoined.go)
+	var expired <-chan time.Time
+	defer func() {
+		if expiry != nil {
+			expiry.Stop()
+		}
+	}()
+	for {
+		select {
+		case op, ok := <-w.ops:
+			if !ok {
+				return
+			}
+			w.batchFrom(op)
+		case <-expired:
+		}
+		next := w.expireUnjoined()
+		switch {
+		case next.IsZero():
+			expired = nil
+		case expiry == nil:
+			expiry = time.NewTimer(time.Until(next))
+			expired = expiry.C
+		default:
+			expiry.Reset(time.Until(next))
+			expired = expiry.C
+		}
+	}
+}
+
+// expireUnjoined removes the unjoined role records that are due, on the
+// writer goroutine, after the batch that wrote them: not a queued write
+// (nothing waits for it), and nothing once the writer failed. It returns
+// when the next is due.
+func (w *Writer) expireUnjoined() time.Time {
+	if w.k.unjoined == nil || w.Err() != nil {
+		return time.Time{}
+	}
+	roles, next := w.k.unjoined.due(time.Now())
+	if len(roles) == 0 {
+		return next
+	}
+	ops := make([]*writeOp, 0, len(roles))
+	for _, role := range roles {
+		if path, err := w.k.RemoteRolePath(role); err == nil {
+			ops = append(ops, &writeOp{kind: opDelete, path: path})
+		}
+	}
+	_, _ = w.write(ops) // one left on disk goes at the keep's next Open
+	return next
+}
+
+// batchFrom writes op and what has queued up behind it, as one batch.
+func (w *Writer) batchFrom(op *writeOp) {
+	batch := append(w.batch[:0], op)
+more:
+	for len(batch) < w.cfg.MaxBatch && op.kind != opBarrier {
+		select {
+		case next, ok := <-w.ops:
+			if !ok {
 				break more
 			}
+			op = next
+			batch = append(batch, op)
+		default:
+			break more
 		}
-		w.commit(batch)
-		clear(batch)
-		w.batch = batch[:0]
 	}
+	w.commit(batch)
+	clear(batch)
+	w.batch = batch[:0]
 }
 
 // commit writes one batch and completes its writes.
