@@ -21,8 +21,9 @@ import (
 // joins leaves at most MaxUnjoined of them on disk, and none once they
 // expire. A record becomes a joined remote's when an estate naming its role
 // is saved (the road saves it when the join completes), and is then kept as
-// before. A removed record is remembered in memory (up to MaxUnjoined of
-// them), so that a join completing after its record was removed (the road's
+// before. A removed record is remembered in memory (up to rememberedPer
+// times MaxUnjoined of them: joins of a fleet under way at once may be many
+// more than MaxUnjoined), so that a join completing after its record was removed (the road's
 // table still holds the keys, so it does not write them again) writes the
 // record back before its estate. Records an operator decided (Accept, Reject,
 // Pend) and records not accepted are never removed.
@@ -39,6 +40,10 @@ const (
 // unjoined tracks the accepted role records no estate names, under
 // AutoAlways. Its own lock: the Writer's goroutine takes it outside the
 // Keep's.
+// rememberedPer is how many removed records are remembered for a late
+// join, per record kept on disk.
+const rememberedPer = 16
+
 type unjoined struct {
 	ttl time.Duration
 	max int
@@ -188,7 +193,7 @@ func (u *unjoined) remember(r RemoteRole) {
 		u.rmOrder = append(u.rmOrder, r.Role)
 	}
 	u.removed[r.Role] = r
-	for len(u.removed) > u.max && len(u.rmOrder) > 0 {
+	for len(u.removed) > rememberedPer*u.max && len(u.rmOrder) > 0 {
 		delete(u.removed, u.rmOrder[0])
 		u.rmOrder = dropFirst(u.rmOrder, 1)
 	}

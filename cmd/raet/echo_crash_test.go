@@ -44,14 +44,7 @@ func TestServeEchoSurvivesSIGKILL(t *testing.T) {
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	remote, err := s.Join(ctx, addr)
-	for err != nil && ctx.Err() == nil { // serve may not listen yet
-		time.Sleep(100 * time.Millisecond)
-		remote, err = s.Join(ctx, addr)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	remote := joinServe(t, ctx, s, addr)
 
 	var mu sync.Mutex
 	acked, echoed := map[int]bool{}, map[int]bool{}
@@ -109,13 +102,10 @@ func TestServeEchoSurvivesSIGKILL(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	queued := map[int]bool{}
-	for name := range queuedEchoes(t, db) {
-		queued[name] = true
-	}
+	queued := queuedSeqs(t, db) // an echo has no run: msgName("", seq)
 	lost := 0
 	for _, seq := range missing {
-		if !queued[seq] {
+		if !queued[msgName("", seq)] {
 			lost++
 		}
 	}
@@ -123,20 +113,4 @@ func TestServeEchoSurvivesSIGKILL(t *testing.T) {
 	if lost > 3 {
 		t.Fatalf("%d acknowledged messages have no echo, received or queued; want at most the 3 the road holds", lost)
 	}
-}
-
-// queuedEchoes lists the seq of the echoes the bolt database at path holds.
-func queuedEchoes(t *testing.T, path string) map[int]bool {
-	t.Helper()
-	out := map[int]bool{}
-	for _, body := range queuedBodies(t, path) {
-		var b struct {
-			Seq int `json:"seq"`
-		}
-		if err := json.Unmarshal(body, &b); err != nil {
-			t.Fatalf("queued body %q: %v", body, err)
-		}
-		out[b.Seq] = true
-	}
-	return out
 }
