@@ -346,15 +346,16 @@ func (w *Writer) loop() {
 		}
 	}()
 	for {
+		var next time.Time
 		select {
 		case op, ok := <-w.ops:
 			if !ok {
 				return
 			}
-			w.batchFrom(op)
+			next = w.batchFrom(op)
 		case <-expired:
+			next = w.expireUnjoined()
 		}
-		next := w.expireUnjoined()
 		switch {
 		case next.IsZero():
 			expired = nil
@@ -368,30 +369,38 @@ func (w *Writer) loop() {
 	}
 }
 
-// expireUnjoined removes the unjoined role records that are due, on the
-// writer goroutine, after the batch that wrote them: not a queued write
-// (nothing waits for it), and nothing once the writer failed. It returns
-// when the next is due.
-func (w *Writer) expireUnjoined() time.Time {
+// appendDue appends to batch the removals of the unjoined role records
+// that are due (unjoined.go), as writes no caller waits for (no Queued),
+// and returns when the next is due: removed with the batch that may have
+// written them, one sync of the directory for both. Nothing once the
+// writer failed.
+func (w *Writer) appendDue(batch []*writeOp) ([]*writeOp, time.Time) {
 	if w.k.unjoined == nil || w.Err() != nil {
-		return time.Time{}
+		return batch, time.Time{}
 	}
 	roles, next := w.k.unjoined.due(time.Now())
-	if len(roles) == 0 {
-		return next
-	}
-	ops := make([]*writeOp, 0, len(roles))
 	for _, role := range roles {
 		if path, err := w.k.RemoteRolePath(role); err == nil {
-			ops = append(ops, &writeOp{kind: opDelete, path: path})
+			batch = append(batch, &writeOp{kind: opDelete, path: path})
 		}
 	}
-	_, _ = w.write(ops) // one left on disk goes at the keep's next Open
+	return batch, next
+}
+
+// expireUnjoined removes the unjoined role records that are due when the
+// first of them expires, and returns when the next is due. A removal that
+// fails leaves the file, which the keep's next Open finds.
+func (w *Writer) expireUnjoined() time.Time {
+	ops, next := w.appendDue(nil)
+	if len(ops) > 0 {
+		_, _ = w.write(ops)
+	}
 	return next
 }
 
-// batchFrom writes op and what has queued up behind it, as one batch.
-func (w *Writer) batchFrom(op *writeOp) {
+// batchFrom writes op and what has queued up behind it, as one batch, and
+// returns when the next unjoined role record is due.
+func (w *Writer) batchFrom(op *writeOp) time.Time {
 	batch := append(w.batch[:0], op)
 more:
 	for len(batch) < w.cfg.MaxBatch && op.kind != opBarrier {
@@ -406,9 +415,11 @@ more:
 			break more
 		}
 	}
+	batch, next := w.appendDue(batch)
 	w.commit(batch)
 	clear(batch)
 	w.batch = batch[:0]
+	return next
 }
 
 // commit writes one batch and completes its writes.
@@ -427,14 +438,19 @@ func (w *Writer) commit(batch []*writeOp) {
 			w.mu.Unlock()
 		}
 	}
+	var last uint64
 	for i, op := range batch {
+		if op.p == nil {
+			continue // a removal of the writer's own (appendDue)
+		}
 		if i >= done {
 			op.p.err = failed
 		}
 		close(op.p.done)
+		last = op.p.seq
 	}
 	if w.cfg.OnDurable != nil {
-		w.cfg.OnDurable(batch[len(batch)-1].p.seq)
+		w.cfg.OnDurable(last)
 	}
 }
 
