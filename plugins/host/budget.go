@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/raet-go/raet/plugins/sdk"
 )
@@ -36,10 +37,17 @@ type budget struct {
 
 func newBudget(max int64) *budget { return &budget{max: max, wake: make(chan struct{})} }
 
-// acquire reserves n bytes, waiting for room until ctx ends unless holding
-// (the caller keeps answers already: it fails at once). A call finds room
-// when nothing is in flight, whatever n.
-func (b *budget) acquire(ctx context.Context, n int64, holding bool) error {
+// acquire reserves n bytes, waiting for room up to wait or until ctx
+// ends, unless holding (the caller keeps answers already: it fails at
+// once). A call finds room when nothing is in flight, whatever n.
+func (b *budget) acquire(ctx context.Context, wait time.Duration, n int64, holding bool) error {
+	var timer *time.Timer
+	var expired <-chan time.Time
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		b.mu.Lock()
 		if b.max <= 0 || b.used == 0 || b.used+n <= b.max {
@@ -52,8 +60,14 @@ func (b *budget) acquire(ctx context.Context, n int64, holding bool) error {
 		if holding {
 			return fmt.Errorf("%w: %d bytes in flight, %d more asked, at most %d, while holding answers", ErrOverBudget, used, n, b.max)
 		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			expired = timer.C
+		}
 		select {
 		case <-wake:
+		case <-expired:
+			return fmt.Errorf("%w: %d bytes in flight, %d more asked, at most %d, for %v", ErrOverBudget, used, n, b.max, wait)
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %d bytes in flight, %d more asked, at most %d: %w", ErrOverBudget, used, n, b.max, ctx.Err())
 		}
@@ -93,10 +107,7 @@ func (p *proc) budgeted(ctx context.Context, op string, items [][]byte,
 			req += int64(len(it))
 		}
 		n := req + sdk.MaxCallSize
-		wctx, cancel := context.WithTimeout(ctx, p.timeout)
-		err := p.budget.acquire(wctx, n, held > 0)
-		cancel()
-		if err != nil {
+		if err := p.budget.acquire(ctx, p.timeout, n, held > 0); err != nil {
 			return nil, &CallError{Plugin: p.spec.Name, Op: op, Err: err}
 		}
 		rs, err := call(sub)
