@@ -412,13 +412,7 @@ func (k *Keep) DeleteRemoteRole(role string) error {
 	if k.unjoined != nil {
 		k.unjoined.decided(role)
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	path, err := k.RemoteRolePath(role)
-	if err != nil {
-		return err
-	}
-	return k.remove(path)
+	return k.removeRole(role)
 }
 
 // RoleNames lists the roles of the remote role files, sorted, skipping files

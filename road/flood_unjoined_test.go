@@ -3,6 +3,7 @@
 package road_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -38,19 +39,7 @@ func TestAttackJoinFloodAlways(t *testing.T) {
 	}
 	joinTook := time.Since(start)
 	f.done.Wait() // the flood is over
-	c, err := m.Counters(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Close()
-	k, err := keep.Open(mainKeep, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roles, err := k.RoleNames()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, k, roles := floodEnd(t, ctx, m, mainKeep)
 	t.Logf("%d spoofed joins, %d answered; the peer joined in %v; keep: %d role records; drops %v",
 		f.sent.Load(), c.PacketsIn["join/request"]-c.Drops["join_budget"], joinTook, len(roles), c.Drops)
 	if len(roles) > keep.DefaultMaxUnjoined+1 {
@@ -59,4 +48,24 @@ func TestAttackJoinFloodAlways(t *testing.T) {
 	if _, err := k.LoadRemoteRole("other"); err != nil {
 		t.Fatalf("the joined peer's role record: %v", err)
 	}
+}
+
+// floodEnd takes the counters of m, whose keep is dir, closes it, and opens
+// its keep (auto never: as it is), with the role records it holds.
+func floodEnd(t *testing.T, ctx context.Context, m *road.Stack, dir string) (road.Counters, *keep.Keep, []string) {
+	t.Helper()
+	c, err := m.Counters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	k, err := keep.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles, err := k.RoleNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, k, roles
 }
