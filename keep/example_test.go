@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/keys"
@@ -87,6 +88,29 @@ func ExampleKeep_StatusRole() {
 	// first join: pending
 	// after accept: accepted
 	// other keys: rejected - stored still accepted true
+}
+
+// Under auto mode always, the records of roles whose joins never completed
+// are bounded (and expire): the oldest goes beyond MaxUnjoined, and a role
+// whose estate is saved (its join completed) stays.
+func ExampleKeep_ExpireUnjoined() {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	k, _ := keep.Open(dir, &keep.Config{Auto: keep.AutoAlways, MaxUnjoined: 2, UnjoinedTTL: time.Hour})
+
+	offer := func(role string) {
+		p, _ := keys.GenerateBox()
+		_, _ = k.StatusRole(role, keys.GenerateSigning().Verify, p.Public)
+	}
+	offer("joined")
+	_ = k.SaveRemote(keep.RemoteEstate{Name: "joined", UID: 2, Role: "joined"}) // its join completed
+	for _, role := range []string{"spoof1", "spoof2", "spoof3"} {
+		offer(role) // joins from spoofed addresses: never completed
+	}
+	roles, _ := k.RoleNames()
+	fmt.Println(roles, k.Unjoined())
+	// Output:
+	// [joined spoof2 spoof3] 2
 }
 
 func ExampleDecide() {

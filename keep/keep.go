@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // File and directory names of the layout, as the reference names them.
@@ -41,6 +42,15 @@ type Config struct {
 	// only read or change a keep a stack made, where a typing error in the
 	// directory should not make an empty keep.
 	MustExist bool
+	// UnjoinedTTL is how long, under AutoAlways, an accepted role record
+	// that no remote estate names (a join that never completed, such as
+	// one from a spoofed address) stays on disk; 0 means
+	// DefaultUnjoinedTTL, a negative value keeps them for good (as before
+	// it existed). See ExpireUnjoined.
+	UnjoinedTTL time.Duration
+	// MaxUnjoined bounds those records on disk, the oldest removed beyond
+	// it; 0 means DefaultMaxUnjoined.
+	MaxUnjoined int
 }
 
 // Keep is a keep directory opened by Open. Its methods are safe for
@@ -49,6 +59,9 @@ type Keep struct {
 	dir      string
 	auto     AutoMode
 	readOnly bool // OpenReadOnly: nothing is written, created or moved
+	// unjoined tracks the role records of joins never completed under
+	// AutoAlways (unjoined.go); nil when not tracked.
+	unjoined *unjoined
 
 	mu sync.Mutex
 
@@ -91,12 +104,18 @@ func Open(dir string, cfg *Config) (*Keep, error) {
 		}
 	}
 	if k.inUse() {
-		return k, nil
+		return k, nil // another holds it: its records are its to expire
 	}
 	for _, d := range k.dirs() {
 		if err := removeTemps(d); err != nil {
 			return nil, fmt.Errorf("keep: open %s: %w", abs, err)
 		}
+	}
+	if u := newUnjoined(cfg); u != nil {
+		if err := u.load(k); err != nil {
+			return nil, fmt.Errorf("keep: open %s: %w", abs, err)
+		}
+		k.unjoined = u
 	}
 	return k, nil
 }
@@ -264,11 +283,27 @@ func (k *Keep) loadRemote(name string) (RemoteEstate, error) {
 // SaveRemote writes e to remote/estate.<e.Name>.json atomically, and then
 // its uid index entry (see LoadRemoteUID) unless it is there already.
 func (k *Keep) SaveRemote(e RemoteEstate) error {
+	if err := k.saveRemote(e); err != nil {
+		return err
+	}
+	_, err := k.ExpireUnjoined()
+	return err
+}
+
+func (k *Keep) saveRemote(e RemoteEstate) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	path, err := k.RemoteEstatePath(e.Name)
 	if err != nil {
 		return err
+	}
+	if k.unjoined != nil {
+		if r, ok := k.unjoined.estate(e.Role); ok {
+			if err := k.saveRemoteRole(r); err != nil {
+				k.unjoined.unestate(r)
+				return err
+			}
+		}
 	}
 	if err := k.save(path, e.MarshalJSON); err != nil {
 		return err
@@ -347,10 +382,20 @@ func (k *Keep) loadRemoteRole(role string) (RemoteRole, error) {
 }
 
 // SaveRemoteRole writes r to role/remote/role.<r.Role>.json atomically.
+// Under AutoAlways an accepted record no estate names is unjoined (see
+// Config.UnjoinedTTL): this save removes those that are due.
 func (k *Keep) SaveRemoteRole(r RemoteRole) error {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.saveRemoteRole(r)
+	err := k.saveRemoteRole(r)
+	k.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if k.unjoined != nil {
+		k.unjoined.saved(r, time.Now())
+	}
+	_, err = k.ExpireUnjoined()
+	return err
 }
 
 func (k *Keep) saveRemoteRole(r RemoteRole) error {
@@ -364,13 +409,10 @@ func (k *Keep) saveRemoteRole(r RemoteRole) error {
 // DeleteRemoteRole removes role/remote/role.<role>.json; a missing file is
 // not an error.
 func (k *Keep) DeleteRemoteRole(role string) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	path, err := k.RemoteRolePath(role)
-	if err != nil {
-		return err
+	if k.unjoined != nil {
+		k.unjoined.decided(role)
 	}
-	return k.remove(path)
+	return k.removeRole(role)
 }
 
 // RoleNames lists the roles of the remote role files, sorted, skipping files

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/raet-go/raet/keys"
 )
@@ -78,6 +79,14 @@ func (k *Keep) StatusRole(role string, verify keys.VerifyKey, pub keys.PublicKey
 // keep's: for keys a caller has its own policy for, such as a road estate
 // trusting on first use the main it chose to join.
 func (k *Keep) StatusRoleAs(auto AutoMode, role string, verify keys.VerifyKey, pub keys.PublicKey) (Acceptance, error) {
+	status, err := k.statusRoleAs(auto, role, verify, pub)
+	if err == nil {
+		_, err = k.ExpireUnjoined()
+	}
+	return status, err
+}
+
+func (k *Keep) statusRoleAs(auto AutoMode, role string, verify keys.VerifyKey, pub keys.PublicKey) (Acceptance, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var stored *RemoteRole
@@ -94,8 +103,12 @@ func (k *Keep) StatusRoleAs(auto AutoMode, role string, verify keys.VerifyKey, p
 		return Rejected, fmt.Errorf("keep: status of role %q: %w", role, err)
 	}
 	if write {
-		if err := k.saveRemoteRole(RemoteRole{Role: role, Acceptance: status, Verify: verify, Public: pub}); err != nil {
+		r := RemoteRole{Role: role, Acceptance: status, Verify: verify, Public: pub}
+		if err := k.saveRemoteRole(r); err != nil {
 			return Rejected, err
+		}
+		if k.unjoined != nil {
+			k.unjoined.saved(r, time.Now())
 		}
 	}
 	return status, nil
@@ -114,6 +127,9 @@ func (k *Keep) SetAcceptance(role string, status Acceptance) error {
 	r, err := k.loadRemoteRole(role)
 	if err != nil {
 		return err
+	}
+	if k.unjoined != nil {
+		k.unjoined.decided(role) // the operator's: kept whatever it is
 	}
 	if r.Acceptance == status {
 		return nil

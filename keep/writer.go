@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Writer writes a keep's files on a goroutine of its own, so that the
@@ -212,12 +213,31 @@ func (w *Writer) SaveRemote(e RemoteEstate) (*Queued, error) {
 	if err != nil {
 		return nil, err
 	}
+	if u := w.k.unjoined; u != nil {
+		if r, ok := u.estate(e.Role); ok {
+			// Its record was removed as unjoined: written back first.
+			if _, err := w.saveRole(r); err != nil {
+				u.unestate(r)
+				return nil, err
+			}
+		}
+	}
 	return w.save(path, e.MarshalJSON, e.UID, e.Name)
 }
 
 // SaveRemoteRole queues a write of role/remote/role.<r.Role>.json, as
-// SaveLocal.
+// SaveLocal. Under AutoAlways the writer's goroutine removes the unjoined
+// records that are due after each batch and when they expire (see
+// Config.UnjoinedTTL).
 func (w *Writer) SaveRemoteRole(r RemoteRole) (*Queued, error) {
+	q, err := w.saveRole(r)
+	if err == nil && w.k.unjoined != nil {
+		w.k.unjoined.saved(r, time.Now())
+	}
+	return q, err
+}
+
+func (w *Writer) saveRole(r RemoteRole) (*Queued, error) {
 	path, err := w.k.RemoteRolePath(r.Role)
 	if err != nil {
 		return nil, err
@@ -240,6 +260,9 @@ func (w *Writer) DeleteRemoteRole(role string) (*Queued, error) {
 	path, err := w.k.RemoteRolePath(role)
 	if err != nil {
 		return nil, err
+	}
+	if w.k.unjoined != nil {
+		w.k.unjoined.decided(role)
 	}
 	return w.delete(path)
 }
@@ -315,25 +338,88 @@ func (w *Writer) queue(op *writeOp) (*Queued, error) {
 // loop is the writer goroutine.
 func (w *Writer) loop() {
 	defer close(w.stopped)
-	for op := range w.ops {
-		batch := append(w.batch[:0], op)
-	more:
-		for len(batch) < w.cfg.MaxBatch && op.kind != opBarrier {
-			select {
-			case next, ok := <-w.ops:
-				if !ok {
-					break more
-				}
-				op = next
-				batch = append(batch, op)
-			default:
+	var expiry *time.Timer // the next unjoined record's (unjoined.go)
+	var expired <-chan time.Time
+	defer func() {
+		if expiry != nil {
+			expiry.Stop()
+		}
+	}()
+	for {
+		var next time.Time
+		select {
+		case op, ok := <-w.ops:
+			if !ok {
+				return
+			}
+			next = w.batchFrom(op)
+		case <-expired:
+			next = w.expireUnjoined()
+		}
+		switch {
+		case next.IsZero():
+			expired = nil
+		case expiry == nil:
+			expiry = time.NewTimer(time.Until(next))
+			expired = expiry.C
+		default:
+			expiry.Reset(time.Until(next))
+			expired = expiry.C
+		}
+	}
+}
+
+// appendDue appends to batch the removals of the unjoined role records
+// that are due (unjoined.go), as writes no caller waits for (no Queued),
+// and returns when the next is due: removed with the batch that may have
+// written them, one sync of the directory for both. Nothing once the
+// writer failed.
+func (w *Writer) appendDue(batch []*writeOp) ([]*writeOp, time.Time) {
+	if w.k.unjoined == nil || w.Err() != nil {
+		return batch, time.Time{}
+	}
+	roles, next := w.k.unjoined.due(time.Now())
+	for _, role := range roles {
+		if path, err := w.k.RemoteRolePath(role); err == nil {
+			batch = append(batch, &writeOp{kind: opDelete, path: path})
+		}
+	}
+	return batch, next
+}
+
+// expireUnjoined removes the unjoined role records that are due when the
+// first of them expires, and returns when the next is due. A removal that
+// fails leaves the file, which the keep's next Open finds.
+func (w *Writer) expireUnjoined() time.Time {
+	ops, next := w.appendDue(nil)
+	if len(ops) > 0 {
+		_, _ = w.write(ops)
+	}
+	return next
+}
+
+// batchFrom writes op and what has queued up behind it, as one batch, and
+// returns when the next unjoined role record is due.
+func (w *Writer) batchFrom(op *writeOp) time.Time {
+	batch := append(w.batch[:0], op)
+more:
+	for len(batch) < w.cfg.MaxBatch && op.kind != opBarrier {
+		select {
+		case next, ok := <-w.ops:
+			if !ok {
 				break more
 			}
+			op = next
+			batch = append(batch, op)
+		default:
+			break more
 		}
-		w.commit(batch)
-		clear(batch)
-		w.batch = batch[:0]
 	}
+	batch, next := w.appendDue(batch)
+	w.commit(batch)
+	clear(batch)
+	w.batch = batch[:0]
+	return next
 }
 
 // commit writes one batch and completes its writes.
@@ -352,14 +438,19 @@ func (w *Writer) commit(batch []*writeOp) {
 			w.mu.Unlock()
 		}
 	}
+	var last uint64
 	for i, op := range batch {
+		if op.p == nil {
+			continue // a removal of the writer's own (appendDue)
+		}
 		if i >= done {
 			op.p.err = failed
 		}
 		close(op.p.done)
+		last = op.p.seq
 	}
 	if w.cfg.OnDurable != nil {
-		w.cfg.OnDurable(batch[len(batch)-1].p.seq)
+		w.cfg.OnDurable(last)
 	}
 }
 

@@ -52,8 +52,21 @@ type Config struct {
 	// Dir is the directory of the socket files. Empty means DefaultDir if
 	// it exists and is writable or can be created, else DefaultAltDir (the
 	// reference's choice). Start creates a missing directory with mode
-	// 0700; an existing one is used as it is.
+	// 0700; an existing one is used as it is, unless others can write in
+	// it (see AllowSharedDir).
 	Dir string
+	// AllowSharedDir lets Start use a socket directory that its group or
+	// other users can write (mode bits 0o022), with or without the sticky
+	// bit. Without it Start refuses such a directory (ErrSharedDir): a
+	// yard is known by its socket's path alone, so whoever can create
+	// files there can bind a yard's name while that yard is not running
+	// (before it starts, between two runs) and receive the pages sent to
+	// it, or send as it; without the sticky bit they can also remove a
+	// live yard's socket and bind their own in its place. The sticky bit
+	// only stops the removal, so it is refused too. Set it only where
+	// every user who can write the directory is trusted as much as the
+	// yards (the risk is logged at start).
+	AllowSharedDir bool
 	// Lane is the lane name. Empty means DefaultLane. It may not contain
 	// '/', spaces or control characters.
 	Lane string

@@ -44,6 +44,9 @@ var (
 	// ErrQueue: Config.Queue failed to put a message (it was not sent) or
 	// to mark a sent message done.
 	ErrQueue = errors.New("raet: lane queue failed")
+	// ErrSharedDir: the socket directory is writable by its group or by
+	// other users and Config.AllowSharedDir is not set (see there).
+	ErrSharedDir = errors.New("raet: lane socket directory is writable by others (another user can bind a yard's name and receive its pages); set Config.AllowSharedDir to accept the risk")
 	// ErrUnsupported: this platform has no Unix datagram sockets.
 	ErrUnsupported = errors.New("raet: lane sockets unsupported on this platform")
 )

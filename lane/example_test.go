@@ -4,6 +4,7 @@ package lane_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -51,4 +52,29 @@ func Example() {
 	// Output:
 	// beta got {"subject":"lane hello","n":1} from alpha
 	// alpha got map[re:lane hello] from beta
+}
+
+// A socket directory other users can write is refused: any of them could
+// bind a yard's name and receive its pages. AllowSharedDir accepts the risk.
+func ExampleConfig_allowSharedDir() {
+	dir, err := os.MkdirTemp("", "rl")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		panic(err)
+	}
+
+	st, _ := lane.New(&lane.Config{Dir: dir, Name: "alpha"})
+	err = st.Start()
+	fmt.Println("refused:", errors.Is(err, lane.ErrSharedDir))
+
+	st, _ = lane.New(&lane.Config{Dir: dir, Name: "alpha", AllowSharedDir: true})
+	err = st.Start()
+	fmt.Println("allowed:", err == nil)
+	st.Close()
+	// Output:
+	// refused: true
+	// allowed: true
 }

@@ -205,8 +205,12 @@ func (s *Stack) makeDir() error {
 		if !fi.IsDir() {
 			return &BindError{Path: dir, Op: "mkdir", Err: fs.ErrExist}
 		}
-		if m := fi.Mode(); m&0o022 != 0 && m&fs.ModeSticky == 0 {
-			s.log.Warn("lane socket directory is writable by others", "dir", dir, "mode", m.String())
+		if m := fi.Mode(); m&0o022 != 0 {
+			if !s.cfg.AllowSharedDir {
+				return &BindError{Path: dir, Op: "check dir", Err: fmt.Errorf("%w: mode %s", ErrSharedDir, m)}
+			}
+			s.log.Warn("lane socket directory is writable by others (Config.AllowSharedDir): another user can bind a yard's name while it is not running and receive its pages",
+				"dir", dir, "mode", m.String(), "sticky", m&fs.ModeSticky != 0)
 		}
 		return nil
 	case !errors.Is(err, fs.ErrNotExist):

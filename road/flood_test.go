@@ -175,22 +175,10 @@ func TestAttackJoinFlood(t *testing.T) {
 	sendsTook := time.Since(start) - joinTook
 	flooded := f.sent.Load()
 	f.halt()
-	c, err := m.Counters(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The keep's final state: a stranger's pending role is written before
 	// the oldest's removal is queued (at its pend), so the writer, running
 	// meanwhile, may show one more for the moment between them.
-	m.Close()
-	k, err := keep.Open(mainKeep, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roles, err := k.RoleNames()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, k, roles := floodEnd(t, ctx, m, mainKeep)
 	estates, err := k.RemoteNames()
 	if err != nil {
 		t.Fatal(err)

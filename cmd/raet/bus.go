@@ -50,7 +50,7 @@ func busHelp(usage, about, example string) help {
 // busFlags are the transport flags of the bus commands.
 type busFlags struct {
 	over, name, listen, keepDir, auto, join, dir, laneName string
-	main, verbose                                          bool
+	main, verbose, sharedDir                               bool
 	forDur                                                 time.Duration
 	obs                                                    observeFlags
 	groups                                                 []string // queue groups for /status
@@ -66,6 +66,7 @@ func (f *busFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.join, "join", "", "road: join this estate (host:port) first")
 	fs.BoolVar(&f.main, "main", false, "road: be a main estate (accept joins)")
 	fs.StringVar(&f.dir, "dir", "", "lane: socket directory")
+	fs.BoolVar(&f.sharedDir, "allow-shared-dir", false, "lane: use a --dir others can write (they could bind a yard's name and receive its pages)")
 	fs.StringVar(&f.laneName, "lane", lane.DefaultLane, "lane: lane name")
 	fs.BoolVar(&f.verbose, "v", false, "log more (to stderr)")
 	fs.DurationVar(&f.forDur, "for", 0, "stop after this long (0: until done, SIGINT or SIGTERM)")
@@ -168,7 +169,7 @@ func (f *busFlags) start(prog string, cfg *bus.Config, stdout, stderr io.Writer)
 		tr = rt
 		ready["addr"] = s.Addr().String()
 	case "lane":
-		cfg := &lane.Config{Dir: f.dir, Lane: f.laneName, Name: f.name, Logger: log}
+		cfg := &lane.Config{Dir: f.dir, Lane: f.laneName, Name: f.name, Logger: log, AllowSharedDir: f.sharedDir}
 		if err := f.run.lane(context.Background(), cfg); err != nil {
 			return fail(exitSetup, err)
 		}

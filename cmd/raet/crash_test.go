@@ -13,9 +13,9 @@ import (
 	"github.com/raet-go/raet/plugins/queue/boltqueue"
 )
 
-// queuedSeqs lists the generated messages (run id and seq) the bolt
-// database at path holds.
-func queuedSeqs(t *testing.T, path string) map[string]bool {
+// queuedBodies lists the bodies of the messages the bolt database at path
+// holds.
+func queuedBodies(t *testing.T, path string) [][]byte {
 	t.Helper()
 	q, err := boltqueue.Open(path, boltqueue.Options{LockTimeout: 20 * time.Second})
 	if err != nil {
@@ -26,14 +26,25 @@ func queuedSeqs(t *testing.T, path string) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := make([][]byte, len(ms))
+	for i, m := range ms {
+		out[i] = m.Body
+	}
+	return out
+}
+
+// queuedSeqs lists the generated messages (run id and seq) the bolt
+// database at path holds.
+func queuedSeqs(t *testing.T, path string) map[string]bool {
+	t.Helper()
 	out := map[string]bool{}
-	for _, m := range ms {
+	for _, body := range queuedBodies(t, path) {
 		var b struct {
 			Run string `json:"run"`
 			Seq int    `json:"seq"`
 		}
-		if err := json.Unmarshal(m.Body, &b); err != nil {
-			t.Fatalf("queued body %q: %v", m.Body, err)
+		if err := json.Unmarshal(body, &b); err != nil {
+			t.Fatalf("queued body %q: %v", body, err)
 		}
 		out[msgName(b.Run, b.Seq)] = true
 	}

@@ -50,15 +50,21 @@ func serveEcho(t *testing.T, kind string, bk codec.BodyKind) (*road.Stack, road.
 	t.Cleanup(func() { s.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	t.Cleanup(cancel)
+	return s, joinServe(t, ctx, s, addr), errLines, ctx
+}
+
+// joinServe joins s to the raet serve at addr, which may not listen yet.
+func joinServe(t *testing.T, ctx context.Context, s *road.Stack, addr string) road.Remote {
+	t.Helper()
 	remote, err := s.Join(ctx, addr)
-	for err != nil && ctx.Err() == nil { // serve may not listen yet
+	for err != nil && ctx.Err() == nil {
 		time.Sleep(100 * time.Millisecond)
 		remote, err = s.Join(ctx, addr)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, remote, errLines, ctx
+	return remote
 }
 
 // A body JSON cannot print (a msgpack float inf or NaN) is echoed all the

@@ -31,6 +31,7 @@ const laneUsage = `usage:
                   [--pcap FILE] [PLUGIN FLAGS] [-v]
   raet lane send  --dir DIR [--lane NAME] [--name YARD] --to YARD (--body-json '{...}' | --size BYTES) [--count N]
                   [--expect-echo] [--timeout DUR] [--body json|msgpack|cbor] [--pcap FILE] [PLUGIN FLAGS] [-v]
+  both: [--allow-shared-dir]
 PLUGIN FLAGS, as for raet serve and send:
   [--plugins DIR] [--serializer json|msgpack|cbor|plugin:NAME] [--queue memory[:N]|plugin:NAME] [--plugin-timeout DUR]
 
@@ -43,6 +44,10 @@ of --plugins DIR (pages of its kind, e.g. 5 for zstdjson) and decodes the
 bodies of its kind received; --queue plugin:NAME keeps each message in the
 queue plugin NAME until sent, and a yard started again with the same durable
 queue sends what an earlier run could not.
+A --dir its group or other users can write (even with the sticky bit) is
+refused (exit 3): another user could bind a yard's name and receive its pages;
+--allow-shared-dir accepts that risk.
+Example: raet lane serve --dir /run/raet --name echo --echo
 Exit status: 0 success, 1 failure (a send failed, an echo is missing or
 differs), 2 usage, 3 the yard's socket could not be bound (e.g. it is live) or a
 plugin could not be started.
@@ -70,7 +75,7 @@ func runLane(args []string, stdout, stderr io.Writer) int {
 // laneFlags are the flags serve and send share.
 type laneFlags struct {
 	dir, lane, name, pack string
-	verbose               bool
+	verbose, shared       bool
 	run                   runFlags
 }
 
@@ -79,6 +84,7 @@ func (f *laneFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.lane, "lane", lane.DefaultLane, "lane name")
 	fs.StringVar(&f.name, "name", "", "this yard's name (default: lane_ and random hex)")
 	fs.StringVar(&f.pack, "body", "json", "body kind of the messages sent (the page's pack kind): json, msgpack or cbor")
+	fs.BoolVar(&f.shared, "allow-shared-dir", false, "use a --dir others can write (they could bind a yard's name and receive its pages)")
 	fs.BoolVar(&f.verbose, "v", false, "log more (to stderr)")
 	f.run.register(fs, scopeLane|scopePlugins)
 }
@@ -93,7 +99,7 @@ func (f *laneFlags) config(stderr io.Writer) (*lane.Config, error) {
 		level = slog.LevelDebug
 	}
 	return &lane.Config{
-		Dir: f.dir, Lane: f.lane, Name: f.name, PackKind: pk,
+		Dir: f.dir, Lane: f.lane, Name: f.name, PackKind: pk, AllowSharedDir: f.shared,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	}, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/queue"
 	"github.com/raet-go/raet/road"
 )
 
@@ -130,6 +131,13 @@ func (f *stackFlags) setup(prog string, stderr io.Writer) (cfg *road.Config, don
 		return nil, nil, exitSetup
 	}
 	return cfg, done, exitOK
+}
+
+// durableQueue says whether q keeps its messages across a crash (a queue
+// plugin such as bolt's: queue.Stable).
+func durableQueue(q road.Queue) bool {
+	st, ok := q.(queue.Stable)
+	return ok && st.Instance() != 0
 }
 
 func startStack(cfg *road.Config) (*road.Stack, error) {
@@ -256,7 +264,10 @@ each thing that happens to a remote is a line {"event":KIND,"remote":NAME,
 reaped, unreaped, removed, forgotten). At exit, one line {"counters":{...}}. Joins,
 pends, rejections and removals are also logged to stderr with the reason and
 the command that resolves it. With --echo every message is sent back to its
-sender, keys in order. --pcap writes the traffic as pcapng and --keylog the
+sender, keys in order; each echo is queued (--queue) before the next message
+is read, and with a durable queue (--queue plugin:NAME) the road holds at most
+one received message unread (the road says done on receipt: a crash loses the
+echoes of at most the two it holds and the one being queued). --pcap writes the traffic as pcapng and --keylog the
 session keys, which raetdump reads (raetdump -r FILE -keep DIR -keylog FILE).
 A keep is locked while its estate runs: a second stack on it fails (exit 3).
 --metrics serves /metrics (Prometheus), /healthz and /status (raet status
@@ -291,6 +302,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return exitSetup
 	}
 	defer endTxLog() // after the stack is closed
+	if *echo && durableQueue(cfg.Queue) {
+		// The road says done for a message once it is in the receive
+		// queue, before serve has it: what it holds there is acknowledged
+		// and not yet echoed. Keep it to one (and one in Receive), so that
+		// a crash loses at most those and the one being queued (the echo
+		// is queued before the next is read).
+		cfg.ReceiveQueue = 1
+	}
 	s, err := startStack(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "raet serve:", err)
@@ -366,13 +385,24 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 					fmt.Fprintf(stderr, "raet serve: echo to %s: %v\n", m.From, err)
 					continue
 				}
+				// Queued (in a durable queue: stored) before the next
+				// message is read; its outcome is waited for aside.
+				call, err := s.Go(ctx, m.From, om, nil)
+				if err != nil {
+					if ctx.Err() == nil {
+						fmt.Fprintln(stderr, "raet serve: echo:", err)
+					}
+					continue
+				}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					sctx, cancel := context.WithTimeout(echoCtx, time.Minute)
-					defer cancel()
-					if err := s.Send(sctx, m.From, om); err != nil && echoCtx.Err() == nil {
-						fmt.Fprintln(stderr, "raet serve: echo:", err)
+					select {
+					case <-call.Done:
+						if call.Err != nil && echoCtx.Err() == nil {
+							fmt.Fprintln(stderr, "raet serve: echo:", call.Err)
+						}
+					case <-echoCtx.Done():
 					}
 				}()
 			}

@@ -48,6 +48,19 @@ type Config struct {
 	// HungRestarts is how many calls in a row may miss their deadline
 	// before the plugin is killed and started again: 3; negative never.
 	HungRestarts int
+	// MaxBytesInFlight bounds, per serializer or coat plugin, the bytes of
+	// its calls in flight: each call reserves its request and the largest
+	// answer a call may carry (sdk.MaxCallSize) and keeps its answer's
+	// actual size until its batch returns to the caller. A call that finds
+	// no room waits, up to its call deadline, then fails with
+	// ErrOverBudget (waiting, since the room comes back as soon as the
+	// calls in flight return; a deadline, so that a plugin that answers
+	// too much slows its own callers and fails them, never grows the
+	// host). A call goes when nothing is in flight, whatever its size.
+	// 0 means DefaultMaxBytesInFlight; negative, no bound (a call is then
+	// bounded, the sum of calls is not). Queue plugins are not under it:
+	// their answers are ids, and the messages Pending asks for.
+	MaxBytesInFlight int64
 }
 
 // Spec names one plugin: a line of plugins.yaml.
@@ -194,5 +207,8 @@ func (c *Config) populate() {
 	}
 	if c.HungRestarts == 0 {
 		c.HungRestarts = 3
+	}
+	if c.MaxBytesInFlight == 0 {
+		c.MaxBytesInFlight = DefaultMaxBytesInFlight
 	}
 }

@@ -101,7 +101,8 @@ func New(cfg *Config) (*Host, error) {
 	}
 	h := &Host{cfg: c, byName: map[string]*proc{}, closing: make(chan struct{})}
 	for _, s := range specs {
-		p := &proc{h: h, spec: s, timeout: c.CallTimeout, up: make(chan struct{}), kick: make(chan struct{}, 1)}
+		p := &proc{h: h, spec: s, timeout: c.CallTimeout, up: make(chan struct{}), kick: make(chan struct{}, 1),
+			budget: newBudget(c.MaxBytesInFlight)}
 		if s.Timeout > 0 {
 			p.timeout = s.Timeout
 		}
@@ -200,6 +201,9 @@ type Status struct {
 	Version  int   // the negotiated protocol version
 	Restarts int   // starts after the first
 	LastErr  error // the last crash or failed start
+	// BytesInFlight is what its calls reserve or hold now
+	// (Config.MaxBytesInFlight); 0 for a queue plugin.
+	BytesInFlight int64
 }
 
 // Status reports a plugin's state.
@@ -211,7 +215,7 @@ func (h *Host) Status(name string) (Status, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := Status{Spec: p.spec, Running: p.state == stateRunning, Version: p.version,
-		Restarts: p.restarts, LastErr: p.lastErr}
+		Restarts: p.restarts, LastErr: p.lastErr, BytesInFlight: p.budget.inFlight()}
 	if st.Running && p.client != nil {
 		if rc := p.client.ReattachConfig(); rc != nil {
 			st.PID = rc.Pid
@@ -329,6 +333,7 @@ type proc struct {
 	kill     uint64 // a generation to kill and start again (hung, broken)
 	why      string // why kill was set
 	kick     chan struct{}
+	budget   *budget // bytes of serializer and coat calls in flight
 }
 
 // ensure starts the plugin if it never ran.
@@ -737,7 +742,7 @@ func (g guardedSerializer) Info(context.Context) (sdk.SerializerInfo, error) {
 
 func (g guardedSerializer) run(ctx context.Context, op string, items [][]byte,
 	fn func(sdk.Serializer, context.Context, [][]byte) ([]sdk.Result, error)) ([]sdk.Result, error) {
-	return batched(items, func(sub [][]byte, _ []int) (rs []sdk.Result, err error) {
+	return g.p.budgeted(ctx, op, items, func(sub [][]byte) (rs []sdk.Result, err error) {
 		err = g.p.call(ctx, op, func(ctx context.Context, impl any) error {
 			rs, err = fn(impl.(sdk.Serializer), ctx, sub)
 			return err
@@ -764,7 +769,7 @@ func (g guardedCoat) Info(context.Context) (sdk.CoatInfo, error) {
 
 func (g guardedCoat) run(ctx context.Context, op string, key *sdk.SessionKey, items [][]byte,
 	fn func(sdk.Coat, context.Context, *sdk.SessionKey, [][]byte) ([]sdk.Result, error)) ([]sdk.Result, error) {
-	return batched(items, func(sub [][]byte, _ []int) (rs []sdk.Result, err error) {
+	return g.p.budgeted(ctx, op, items, func(sub [][]byte) (rs []sdk.Result, err error) {
 		err = g.p.call(ctx, op, func(ctx context.Context, impl any) error {
 			rs, err = fn(impl.(sdk.Coat), ctx, key, sub)
 			return err

@@ -4,7 +4,9 @@
 //	serializer  a pass-through serializer of body kind 200 (interchange
 //	            json) whose items can ask it to misbehave: an item
 //	            containing "HANG" never gets an answer, "CRASH" makes the
-//	            process exit during the call
+//	            process exit during the call, "SLOW" answers after 200ms,
+//	            "BIG:N" answers N bytes, and "CALLS" answers the most
+//	            calls the plugin has had in progress at once so far
 //	queue-v1    an in-memory queue serving only protocol version 1
 //	junk        writes a line to stdout before its handshake
 //	v99         offers only protocol version 99
@@ -16,7 +18,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
@@ -62,9 +66,31 @@ func (passthrough) Info(context.Context) (sdk.SerializerInfo, error) {
 	return sdk.SerializerInfo{Kind: Kind, Name: "faulty", Interchange: codec.BodyKindJSON, Version: "0"}, nil
 }
 
+// calls counts the calls in progress, most the most at once.
+var calls, most atomic.Int64
+
 func (passthrough) run(bodies [][]byte) []sdk.Result {
+	n := calls.Add(1)
+	defer calls.Add(-1)
+	for {
+		if m := most.Load(); n <= m || most.CompareAndSwap(m, n) {
+			break
+		}
+	}
 	out := make([]sdk.Result, len(bodies))
 	for i, b := range bodies {
+		if bytes.Contains(b, []byte("SLOW")) {
+			time.Sleep(200 * time.Millisecond)
+		}
+		if _, size, ok := bytes.Cut(b, []byte("BIG:")); ok {
+			n, _ := strconv.Atoi(string(bytes.TrimRight(size, `"}`)))
+			out[i].Data = bytes.Repeat([]byte{'x'}, n)
+			continue
+		}
+		if bytes.Contains(b, []byte("CALLS")) {
+			out[i].Data = strconv.AppendInt(nil, most.Load(), 10)
+			continue
+		}
 		switch {
 		case bytes.Contains(b, []byte("HANG")):
 			time.Sleep(time.Hour) // ignores the deadline, as a stuck plugin would
