@@ -62,6 +62,13 @@ func (l *Lane) pump() {
 			return
 		case <-tick.C:
 			l.scan()
+		case <-l.attached:
+			// The queued events are the first scan's, which the rescan
+			// reports again.
+			l.handQueued(false)
+			for len(l.events) > 0 {
+				<-l.events
+			}
 		case <-l.rescan:
 			clear(l.seen)
 			l.scan()

@@ -33,6 +33,8 @@ func (r *Road) pump() {
 		select {
 		case <-r.done:
 			return
+		case <-r.attached:
+			r.handQueued(true)
 		case m, ok := <-r.s.Receive():
 			if !ok || !r.deliver(Message{From: m.From, Body: m.Body}) {
 				return

@@ -153,6 +153,7 @@ type carrier struct {
 	sink
 	recv       chan Message
 	events     chan PeerEvent
+	attached   chan struct{} // a node attached: the pump hands it what the channels hold
 	done       chan struct{}
 	once       sync.Once
 	wg         sync.WaitGroup
@@ -162,6 +163,7 @@ type carrier struct {
 // start makes the channels and runs pump on the carrier's goroutine.
 func (c *carrier) start(pump func()) {
 	c.recv, c.events, c.done = make(chan Message, recvQueue), make(chan PeerEvent, eventQueue), make(chan struct{})
+	c.attached = make(chan struct{}, 1)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -169,9 +171,51 @@ func (c *carrier) start(pump func()) {
 	}()
 }
 
+// attach attaches a node (see sink) and wakes the pump to hand it what
+// came before it: an attached node does not read the channels, and a
+// first hello left there was never answered.
+func (c *carrier) attach(msg func(Message), ev func(PeerEvent)) {
+	c.sink.attach(msg, ev)
+	if msg != nil {
+		select {
+		case c.attached <- struct{}{}:
+		default: // one is pending
+		}
+	}
+}
+
+// handQueued hands the attached node the messages (and events, if asked)
+// queued while none was; pump only (the one writer of the channels), so nothing comes
+// between them and the next delivery. One that finds the node gone again
+// goes back to the queue.
+func (c *carrier) handQueued(events bool) {
+	c.mu.RLock()
+	none := c.msg == nil
+	c.mu.RUnlock()
+	if none {
+		return // the channels' reader keeps them, in order
+	}
+	for len(c.recv) > 0 {
+		m := <-c.recv
+		if !c.message(m) {
+			c.recv <- m // room: the pump alone writes, and it took one
+			return
+		}
+	}
+	for events && len(c.events) > 0 {
+		if e := <-c.events; !c.event(e) {
+			c.events <- e
+			return
+		}
+	}
+}
+
 // deliver hands m to the attached node, or else queues it; false when the
 // carrier stopped first.
 func (c *carrier) deliver(m Message) bool {
+	if len(c.recv) > 0 {
+		c.handQueued(false)
+	}
 	if c.message(m) {
 		return true
 	}
