@@ -73,10 +73,32 @@ type Config struct {
 	// Requester and responder side (see Request, Serve).
 	RequestTimeout time.Duration // a request whose ctx has no deadline waits this long; 0 means 5s
 	MaxPending     int           // requests waiting for replies at once; 0 means 65536
+	// PeerRequests bounds the requests of one peer a responder holds at
+	// once (waiting for a handler or in one); one beyond it is answered
+	// at once with an error (ErrRequestBudget), so one peer cannot take
+	// the services' backlogs from the others. 0 means 64.
+	PeerRequests int
+	// PeerAnswers bounds the answers waiting to be sent to one peer (one
+	// goroutine per peer sends them, each until its request's deadline);
+	// one beyond it is dropped and counted (ResponderStats.AnswerDrops): a
+	// peer that does not read its answers holds no more. 0 means 256.
+	PeerAnswers int
 
 	// Pusher side (see Push).
 	JobTimeout time.Duration // a job not done this long after it was handed out goes to another puller; 0 means 30s
 	JobQueue   int           // jobs waiting for a puller; 0 means 1024
+	// PullCredit caps the credit a puller may offer: jobs handed to it at
+	// once. 0 means 64.
+	PullCredit int
+	// PullCreditStart is the credit a new puller is given, whatever it
+	// offers: it grows by one per job the puller reports done (up to its
+	// offer) and halves per job it holds past JobTimeout, so a puller that
+	// takes jobs and never finishes them holds few. 0 means 4.
+	PullCreditStart int
+	// JobAttempts is how many times a job is handed out before it is
+	// parked: reported on Results with JobResult.Parked, not handed out
+	// again. 0 means 5.
+	JobAttempts int
 
 	// Logger receives the node's logs; nil is silent. Nothing is logged
 	// per message.
@@ -122,6 +144,11 @@ func (c *Config) populate() {
 		c.JobTimeout = 30 * time.Second
 	}
 	def(&c.JobQueue, 1024)
+	def(&c.PeerRequests, 64)
+	def(&c.PeerAnswers, 256)
+	def(&c.PullCredit, 64)
+	def(&c.PullCreditStart, 4)
+	def(&c.JobAttempts, 5)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -174,6 +201,7 @@ type Stats struct {
 
 	Publisher PublisherStats
 	Requester RequesterStats
+	Responder ResponderStats
 	Pusher    PusherStats
 }
 
@@ -185,7 +213,8 @@ func New(t Transport, cfg *Config) (*Node, error) {
 	}
 	c.populate()
 	if c.Silent < 0 || c.MaxPeers < 0 || c.ControlQueue < 0 || c.DefaultHWM < 0 || c.SendWindow < 0 ||
-		c.MaxPending < 0 || c.JobQueue < 0 || c.MaxSubscribers < 0 {
+		c.MaxPending < 0 || c.JobQueue < 0 || c.MaxSubscribers < 0 || c.PeerRequests < 0 || c.PeerAnswers < 0 ||
+		c.PullCredit < 0 || c.PullCreditStart < 0 || c.JobAttempts < 0 {
 		return nil, fmt.Errorf("raet bus: negative limit in Config")
 	}
 	if len(c.Policies) == 0 || slices.ContainsFunc(c.Policies, func(p Policy) bool { return !p.Valid() }) {
@@ -248,7 +277,8 @@ func (n *Node) Stats() Stats {
 		NotEnvelope: n.stats.notEnvelope.Load(), BadEnvelope: n.stats.badEnvelope.Load(),
 		UnknownKind: n.stats.unknownKind.Load(), ControlDrops: n.stats.controlDrops.Load(),
 		PeerEventDrops: n.stats.peerEventDrops.Load(), PeerLimit: n.stats.peerLimit.Load(),
-		Publisher: n.pub.stats(), Requester: n.req.stats(), Pusher: n.push.stats(),
+		Publisher: n.pub.stats(), Requester: n.req.stats(), Responder: n.rep.stats(),
+		Pusher: n.push.stats(),
 	}
 }
 
