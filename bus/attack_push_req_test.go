@@ -27,6 +27,22 @@ func rawSend(t *testing.T, from *bus.MemTransport, to string, e envelope.Envelop
 	}
 }
 
+// memPeers makes transports named names on a new MemNet of queue queue,
+// closed at cleanup.
+func memPeers(t *testing.T, queue int, names ...string) []*bus.MemTransport {
+	net := bus.NewMemNet(queue)
+	var trs []*bus.MemTransport
+	for _, name := range names {
+		tr, err := net.Transport(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		trs = append(trs, tr)
+	}
+	return trs
+}
+
 // answerHellos answers the hellos that ask for an answer, as a live bus peer
 // does, and ignores everything else (jobs are never acknowledged), until the
 // transport closes.
@@ -54,13 +70,7 @@ func answerHellos(tr *bus.MemTransport) {
 // job beyond its credit.
 func TestAttackForgedDones(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := bus.NewMemNet(0)
-		var trs []*bus.MemTransport
-		for _, name := range []string{"pusher", "worker", "mallory"} {
-			tr, _ := net.Transport(name)
-			t.Cleanup(func() { tr.Close() })
-			trs = append(trs, tr)
-		}
+		trs := memPeers(t, 0, "pusher", "worker", "mallory")
 		pusher := newNode(t, trs[0], &bus.Config{Heartbeat: -1})
 		worker := newNode(t, trs[1], &bus.Config{Heartbeat: -1})
 		release := make(chan struct{})
@@ -109,13 +119,7 @@ func TestAttackForgedDones(t *testing.T) {
 // goroutines are back where they were.
 func TestAttackUnreadAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := bus.NewMemNet(64)
-		var trs []*bus.MemTransport
-		for _, name := range []string{"server", "alice", "mallory"} {
-			tr, _ := net.Transport(name)
-			t.Cleanup(func() { tr.Close() })
-			trs = append(trs, tr)
-		}
+		trs := memPeers(t, 64, "server", "alice", "mallory")
 		cfg := &bus.Config{Heartbeat: -1, PeerAnswers: 128}
 		server := newNode(t, trs[0], cfg)
 		alice := newNode(t, trs[1], cfg)
@@ -170,13 +174,7 @@ func TestAttackUnreadAnswers(t *testing.T) {
 // requests beyond the budget are refused with ErrRequestBudget.
 func TestAttackRequestsHoldTheirShare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := bus.NewMemNet(0)
-		var trs []*bus.MemTransport
-		for _, name := range []string{"server", "alice", "mallory"} {
-			tr, _ := net.Transport(name)
-			t.Cleanup(func() { tr.Close() })
-			trs = append(trs, tr)
-		}
+		trs := memPeers(t, 0, "server", "alice", "mallory")
 		cfg := &bus.Config{Heartbeat: -1, PeerRequests: 32}
 		server := newNode(t, trs[0], cfg)
 		alice := newNode(t, trs[1], cfg)
@@ -239,13 +237,7 @@ func TestAttackRequestsHoldTheirShare(t *testing.T) {
 // the legitimate puller took alone (zero when greedy) and how many jobs it
 // finished within within.
 func greedyRun(t *testing.T, n int, greedy bool, within time.Duration) (took time.Duration, done int) {
-	net := bus.NewMemNet(0)
-	var trs []*bus.MemTransport
-	for _, name := range []string{"pusher", "worker", "mallory"} {
-		tr, _ := net.Transport(name)
-		t.Cleanup(func() { tr.Close() })
-		trs = append(trs, tr)
-	}
+	trs := memPeers(t, 0, "pusher", "worker", "mallory")
 	pusher := newNode(t, trs[0], &bus.Config{Heartbeat: time.Second, JobTimeout: 30 * time.Second})
 	worker := newNode(t, trs[1], &bus.Config{Heartbeat: time.Second})
 	if _, err := worker.Pull([]string{"pusher"}, 2, func(ctx context.Context, j *bus.Job) (any, error) {
@@ -309,11 +301,8 @@ func TestAttackGreedyPuller(t *testing.T) {
 // JobResult.Parked and its own body, and not handed out again.
 func TestAttackJobParked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := bus.NewMemNet(0)
-		ptr, _ := net.Transport("pusher")
-		t.Cleanup(func() { ptr.Close() })
-		mtr, _ := net.Transport("mallory")
-		t.Cleanup(func() { mtr.Close() })
+		trs := memPeers(t, 0, "pusher", "mallory")
+		ptr, mtr := trs[0], trs[1]
 		pusher := newNode(t, ptr, &bus.Config{Heartbeat: time.Second, JobTimeout: 5 * time.Second, JobAttempts: 3})
 		go answerHellos(mtr)
 		rawSend(t, mtr, "pusher", envelope.Envelope{Kind: codec.BusKindReady, Credit: 1})
