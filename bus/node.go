@@ -87,6 +87,15 @@ type Config struct {
 	// Pusher side (see Push).
 	JobTimeout time.Duration // a job not done this long after it was handed out goes to another puller; 0 means 30s
 	JobQueue   int           // jobs waiting for a puller; 0 means 1024
+	// JobFile is a bbolt file that keeps the jobs pushed and not yet done
+	// or parked, so that they are handed out again when the pusher starts
+	// after a crash (under the ids Push returned; their bodies come back
+	// as JSON gives them). Push returns once its job is on disk (or with
+	// the error that kept it off, the job queued in memory all the same).
+	// A job in a puller's hands at the crash is done twice, since its done
+	// does not count in the next run: jobs are done at least once. ""
+	// keeps jobs in memory only: a crash loses the jobs queued.
+	JobFile string
 	// PullCredit caps the credit a puller may offer: jobs handed to it at
 	// once. 0 means 64.
 	PullCredit int
@@ -231,7 +240,10 @@ func New(t Transport, cfg *Config) (*Node, error) {
 	n.sub.init(n)
 	n.req.init(n)
 	n.rep.init(n)
-	n.push.init(n)
+	if err := n.push.init(n); err != nil {
+		cancel()
+		return nil, err
+	}
 	n.pull.init(n)
 	if a, ok := t.(attacher); ok {
 		a.attach(n.receive, n.transportEvent)
@@ -261,7 +273,7 @@ func (n *Node) Close() error {
 			n.attached.attach(nil, nil)
 		}
 		n.wg.Wait()
-		err = n.pub.close()
+		err = errors.Join(n.pub.close(), n.push.close())
 	})
 	return err
 }

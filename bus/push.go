@@ -2,13 +2,18 @@ package bus
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/raet-go/raet/bus/envelope"
 	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/packet"
 )
 
 // JobResult is a job done, as the pusher sees it: once per job.
@@ -91,9 +96,10 @@ type pusher struct {
 	results chan JobResult
 	st      PusherStats
 	warned  warnOnce
+	store   *boltCommitter // Config.JobFile's; nil: jobs are kept in memory only
 }
 
-func (p *pusher) init(n *Node) {
+func (p *pusher) init(n *Node) error {
 	p.n = n
 	p.room = sync.NewCond(&p.mu)
 	p.jobs = map[uint64]*job{}
@@ -101,11 +107,77 @@ func (p *pusher) init(n *Node) {
 	p.earned = map[string]int{}
 	p.results = make(chan JobResult, n.cfg.JobQueue)
 	p.next = runIDs()
+	if n.cfg.JobFile != "" {
+		if err := p.open(n.cfg.JobFile); err != nil {
+			return err
+		}
+	}
 	context.AfterFunc(n.ctx, func() {
 		p.mu.Lock()
 		p.room.Broadcast()
 		p.mu.Unlock()
 	})
+	return nil
+}
+
+// open opens the job file at path and queues the jobs it holds: those a
+// previous run pushed and did not see done (nor parked), under their ids.
+// The file is a bbolt file of a history's layout (a job is a Retained whose
+// Seq is its id), written by the history's group committer.
+func (p *pusher) open(path string) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true})
+	if err != nil {
+		return fmt.Errorf("raet bus: job file %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(boltMeta); err != nil {
+			return err
+		}
+		jobs, err := tx.CreateBucketIfNotExists(boltMessages)
+		if err != nil {
+			return err
+		}
+		return jobs.ForEach(func(k, v []byte) error {
+			m, err := decodeRetained(k, v)
+			if err != nil {
+				return err
+			}
+			p.waiting = append(p.waiting, &job{id: m.Seq, subject: m.Subject, body: m.Body})
+			return nil
+		})
+	})
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("raet bus: job file %s: %w", path, err)
+	}
+	p.store = newBoltCommitter(db, 0)
+	return nil
+}
+
+// keepLocked queues job j's record in the job file, or its removal (gone:
+// done or parked); p.mu is held, so records are written in order.
+func (p *pusher) keepLocked(j *job, gone bool) error {
+	if p.store == nil {
+		return nil
+	}
+	op := boltOp{}
+	binary.BigEndian.PutUint64(op.key[:], j.id)
+	if !gone {
+		v, err := packet.JSONBody{}.Marshal(nil, retainedRecord{Subject: j.subject, Body: j.body})
+		if err != nil {
+			return fmt.Errorf("raet bus: job file: %w", err)
+		}
+		op.val = v
+	}
+	return p.store.queue(0, op)
+}
+
+// close writes what the job file has queued and closes it.
+func (p *pusher) close() error {
+	if p.store == nil {
+		return nil
+	}
+	return p.store.close()
 }
 
 // Push queues a job for the pullers that have given this node credit (see
@@ -141,10 +213,23 @@ func (n *Node) Push(ctx context.Context, subject string, body any) (uint64, erro
 	}
 	p.next++
 	j := &job{id: p.next, subject: subject, body: body}
+	if err := p.keepLocked(j, false); err != nil {
+		p.mu.Unlock()
+		return 0, err
+	}
+	var written func() (uint64, error)
+	if p.store != nil {
+		written = p.store.written()
+	}
 	p.waiting = append(p.waiting, j)
 	p.st.Pushed++
 	p.mu.Unlock()
 	p.dispatch()
+	if written != nil {
+		if _, err := written(); err != nil {
+			return j.id, err
+		}
+	}
 	return j.id, nil
 }
 
@@ -265,6 +350,7 @@ func (p *pusher) unassignLocked(ps *pullerState, j *job) {
 	j.prev, j.puller = j.puller, ""
 	if j.attempts >= p.n.cfg.JobAttempts {
 		p.st.Parked++
+		p.forgetJobLocked(j)
 		p.parked = append(p.parked, JobResult{ID: j.id, Subject: j.subject, Puller: j.prev, Body: j.body,
 			Err: errParked, Attempts: j.attempts, Parked: true})
 		p.room.Broadcast()
@@ -272,6 +358,15 @@ func (p *pusher) unassignLocked(ps *pullerState, j *job) {
 	}
 	p.waiting = append([]*job{j}, p.waiting...)
 	p.st.Reassigned++
+}
+
+// forgetJobLocked removes job j, done or parked, from the job file; a
+// failure is logged (the job comes back at the next start, as a duplicate
+// the application sees again).
+func (p *pusher) forgetJobLocked(j *job) {
+	if err := p.keepLocked(j, true); err != nil && !p.n.closed() {
+		p.n.log.Warn("job not removed from the job file", "id", j.id, "err", err)
+	}
 }
 
 // forgetLocked drops puller name, its jobs back in the queue; a credit it
@@ -346,6 +441,7 @@ func (p *pusher) input(from string, e *envelope.Envelope) {
 		if ps := p.pullers[j.puller]; ps != nil {
 			delete(ps.inflight, j.id)
 		}
+		p.forgetJobLocked(j)
 		if ps := p.pullers[from]; ps != nil {
 			ps.earned = min(ps.earned+1, p.n.cfg.PullCredit)
 		}
