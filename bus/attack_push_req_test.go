@@ -330,3 +330,39 @@ func TestAttackJobParked(t *testing.T) {
 		}
 	})
 }
+
+// A reply counts only from the peer its request went to: a peer that
+// learnt a request's id (here from the responder itself) and answers first
+// is refused and counted, and the responder's reply is the answer. (Main
+// refused it too, counted as late.)
+func TestAttackForgedReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		trs := memPeers(t, 0, "client", "server", "mallory")
+		client := newNode(t, trs[0], &bus.Config{Heartbeat: -1})
+		got := make(chan any, 1)
+		go func() {
+			rep, err := client.Request(t.Context(), "server", "s", "q")
+			if err != nil {
+				got <- err
+				return
+			}
+			got <- rep.Body
+		}()
+		var req envelope.Envelope
+		for req.Kind != codec.BusKindReq { // hellos first
+			m := <-trs[1].Receive()
+			if err := envelope.Decode(m.Body, &req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rawSend(t, trs[2], "client", envelope.Envelope{Kind: codec.BusKindRep, ID: req.ID, Body: "forged"})
+		synctest.Wait()
+		rawSend(t, trs[1], "client", envelope.Envelope{Kind: codec.BusKindRep, ID: req.ID, Body: "real"})
+		if b := <-got; b != "real" {
+			t.Fatalf("the request was answered %v", b)
+		}
+		if st := client.Stats().Requester; st.Forged != 1 || st.Replies != 1 {
+			t.Fatalf("requester stats %+v", st)
+		}
+	})
+}

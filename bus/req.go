@@ -571,6 +571,9 @@ func (r *responder) send(peer string) {
 	for {
 		r.mu.Lock()
 		a := r.peers[peer]
+		if a != nil && r.n.closed() {
+			a.queue = nil // nothing is sent any more
+		}
 		if a == nil || len(a.queue) == 0 {
 			if a != nil {
 				a.sending = false
