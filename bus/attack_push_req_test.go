@@ -366,3 +366,32 @@ func TestAttackForgedReply(t *testing.T) {
 		}
 	})
 }
+
+// A puller that lets jobs time out loses credit by halves, and a new ready
+// does not give it back: offering 1,000, it holds the PullCreditStart of 4,
+// and after they time out one at a time, however often it offers again.
+func TestAttackOverduePullerLosesCredit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		trs := memPeers(t, 0, "pusher", "mallory")
+		pusher := newNode(t, trs[0], &bus.Config{Heartbeat: time.Second, JobTimeout: 5 * time.Second, JobAttempts: 100})
+		go answerHellos(trs[1])
+		ready := envelope.Envelope{Kind: codec.BusKindReady, Credit: 1000}
+		rawSend(t, trs[1], "pusher", ready)
+		synctest.Wait()
+		for i := range 20 {
+			if _, err := pusher.Push(t.Context(), "job", i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		if st := pusher.Stats().Pusher; st.InFlight != 4 {
+			t.Fatalf("a new puller offering 1,000 holds %d jobs, want 4: %+v", st.InFlight, st)
+		}
+		time.Sleep(7 * time.Second) // past the job timeout and a heartbeat
+		rawSend(t, trs[1], "pusher", ready)
+		synctest.Wait()
+		if st := pusher.Stats().Pusher; st.InFlight != 1 || st.Overdue != 4 || st.CreditCapped != 2 {
+			t.Fatalf("after 4 jobs overdue and a new offer: %+v, want 1 in flight", st)
+		}
+	})
+}
