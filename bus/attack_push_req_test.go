@@ -114,13 +114,13 @@ func TestAttackForgedDones(t *testing.T) {
 
 // Attack 3: 20,000 requests for a subject nobody serves from a peer that
 // never reads its answers. The responder holds one goroutine and
-// Config.PeerAnswers answers for it (the rest are dropped and counted), a
+// Config.MaxPeerAnswers answers for it (the rest are dropped and counted), a
 // legitimate requester beside it is answered, and when the peer leaves the
 // goroutines are back where they were.
 func TestAttackUnreadAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		trs := memPeers(t, 64, "server", "alice", "mallory")
-		cfg := &bus.Config{Heartbeat: -1, PeerAnswers: 128}
+		cfg := &bus.Config{Heartbeat: -1, MaxPeerAnswers: 128}
 		server := newNode(t, trs[0], cfg)
 		alice := newNode(t, trs[1], cfg)
 		if _, err := server.Serve("echo", echo("server"), nil); err != nil {
@@ -169,13 +169,13 @@ func TestAttackUnreadAnswers(t *testing.T) {
 }
 
 // Attack 3, served subject: a peer sends 1,000 requests to a slow service.
-// It holds Config.PeerRequests of them and the rest are refused; a
+// It holds Config.MaxPeerRequests of them and the rest are refused; a
 // legitimate requester still finds room in the service, and its own
 // requests beyond the budget are refused with ErrRequestBudget.
 func TestAttackRequestsHoldTheirShare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		trs := memPeers(t, 0, "server", "alice", "mallory")
-		cfg := &bus.Config{Heartbeat: -1, PeerRequests: 32}
+		cfg := &bus.Config{Heartbeat: -1, MaxPeerRequests: 32}
 		server := newNode(t, trs[0], cfg)
 		alice := newNode(t, trs[1], cfg)
 		release := make(chan struct{})

@@ -66,11 +66,11 @@
 // not answer within Config.JobTimeout has its jobs handed to another; the
 // pusher reports each job done exactly once (Results), and only from a
 // puller it was handed to. A pusher trusts a puller with what it has shown
-// it can do (Config.PullCreditStart, PullCredit), and parks a job handed
+// it can do (Config.PullCreditStart, MaxPullCredit), and parks a job handed
 // out Config.JobAttempts times (JobResult.Parked). With Config.JobFile the
 // jobs not yet done are kept on disk: a pusher that crashes hands them out
-// again when it starts. A responder holds at most Config.PeerRequests
-// requests and PeerAnswers answers of one peer. docs/security.md lists the
+// again when it starts. A responder holds at most Config.MaxPeerRequests
+// requests and MaxPeerAnswers answers of one peer. docs/security.md lists the
 // budgets against a hostile peer.
 //
 // # Peers

@@ -109,7 +109,7 @@ func ExampleNode_Push() {
 	// resized a.png resized b.png resized c.png
 }
 
-// A responder's budget per peer: with Config.PeerRequests at 1, a client
+// A responder's budget per peer: with Config.MaxPeerRequests at 1, a client
 // whose request is still in a handler has its next one refused at once
 // with ErrRequestBudget, whatever the service's backlog; another peer's
 // requests are not held up by it.
@@ -121,7 +121,7 @@ func ExampleConfig_peerRequests() {
 	defer rt.Close()
 	client, _ := bus.New(ct, nil)
 	defer client.Close()
-	server, _ := bus.New(rt, &bus.Config{PeerRequests: 1})
+	server, _ := bus.New(rt, &bus.Config{MaxPeerRequests: 1})
 	defer server.Close()
 
 	started, release := make(chan struct{}), make(chan struct{})

@@ -73,16 +73,16 @@ type Config struct {
 	// Requester and responder side (see Request, Serve).
 	RequestTimeout time.Duration // a request whose ctx has no deadline waits this long; 0 means 5s
 	MaxPending     int           // requests waiting for replies at once; 0 means 65536
-	// PeerRequests bounds the requests of one peer a responder holds at
+	// MaxPeerRequests bounds the requests of one peer a responder holds at
 	// once (waiting for a handler or in one); one beyond it is answered
 	// at once with an error (ErrRequestBudget), so one peer cannot take
 	// the services' backlogs from the others. 0 means 64.
-	PeerRequests int
-	// PeerAnswers bounds the answers waiting to be sent to one peer (one
+	MaxPeerRequests int
+	// MaxPeerAnswers bounds the answers waiting to be sent to one peer (one
 	// goroutine per peer sends them, each until its request's deadline);
 	// one beyond it is dropped and counted (ResponderStats.AnswerDrops): a
 	// peer that does not read its answers holds no more. 0 means 256.
-	PeerAnswers int
+	MaxPeerAnswers int
 
 	// Pusher side (see Push).
 	JobTimeout time.Duration // a job not done this long after it was handed out goes to another puller; 0 means 30s
@@ -96,9 +96,9 @@ type Config struct {
 	// does not count in the next run: jobs are done at least once. ""
 	// keeps jobs in memory only: a crash loses the jobs queued.
 	JobFile string
-	// PullCredit caps the credit a puller may offer: jobs handed to it at
+	// MaxPullCredit caps the credit a puller may offer: jobs handed to it at
 	// once. 0 means 64.
-	PullCredit int
+	MaxPullCredit int
 	// PullCreditStart is the credit a new puller is given, whatever it
 	// offers: it grows by one per job the puller reports done (up to its
 	// offer) and halves per job it holds past JobTimeout, so a puller that
@@ -153,9 +153,9 @@ func (c *Config) populate() {
 		c.JobTimeout = 30 * time.Second
 	}
 	def(&c.JobQueue, 1024)
-	def(&c.PeerRequests, 64)
-	def(&c.PeerAnswers, 256)
-	def(&c.PullCredit, 64)
+	def(&c.MaxPeerRequests, 64)
+	def(&c.MaxPeerAnswers, 256)
+	def(&c.MaxPullCredit, 64)
 	def(&c.PullCreditStart, 4)
 	def(&c.JobAttempts, 5)
 	if c.Logger == nil {
@@ -222,9 +222,11 @@ func New(t Transport, cfg *Config) (*Node, error) {
 	}
 	c.populate()
 	if c.Silent < 0 || c.MaxPeers < 0 || c.ControlQueue < 0 || c.DefaultHWM < 0 || c.SendWindow < 0 ||
-		c.MaxPending < 0 || c.JobQueue < 0 || c.MaxSubscribers < 0 || c.PeerRequests < 0 || c.PeerAnswers < 0 ||
-		c.PullCredit < 0 || c.PullCreditStart < 0 || c.JobAttempts < 0 {
+		c.MaxPending < 0 || c.JobQueue < 0 || c.MaxSubscribers < 0 {
 		return nil, fmt.Errorf("raet bus: negative limit in Config")
+	}
+	if c.MaxPeerRequests < 0 || c.MaxPeerAnswers < 0 || c.MaxPullCredit < 0 || c.PullCreditStart < 0 || c.JobAttempts < 0 {
+		return nil, fmt.Errorf("raet bus: negative budget in Config")
 	}
 	if len(c.Policies) == 0 || slices.ContainsFunc(c.Policies, func(p Policy) bool { return !p.Valid() }) {
 		return nil, fmt.Errorf("raet bus: Config.Policies %v: want some of block, drop_newest, drop_oldest, cut", c.Policies)

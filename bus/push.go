@@ -38,7 +38,7 @@ type PusherStats struct {
 	Duplicates uint64 // done reports for jobs already done (ignored)
 	// Refused envelopes, by reason (each logged once per peer).
 	Forged       uint64 // done reports from a peer the job was never handed to
-	CreditCapped uint64 // ready envelopes offering more than Config.PullCredit (taken as PullCredit)
+	CreditCapped uint64 // ready envelopes offering more than Config.MaxPullCredit (taken as MaxPullCredit)
 	Overdue      uint64 // jobs a puller let time out: each halved the credit the pusher gives it
 	Parked       uint64 // jobs handed out Config.JobAttempts times without a done (JobResult.Parked)
 	Waiting      int    // now: jobs waiting for a puller
@@ -49,7 +49,7 @@ type PusherStats struct {
 // Why a pusher refuses a puller's envelope, in logs.
 const (
 	refusedForgedDone = "done for a job not handed to this peer"
-	refusedCredit     = "credit above Config.PullCredit"
+	refusedCredit     = "credit above Config.MaxPullCredit"
 	refusedOverdue    = "jobs held past their timeout: credit halved"
 	refusedNoCredit   = "job beyond the credit offered"
 )
@@ -69,7 +69,7 @@ type job struct {
 }
 
 // pullerState is what a pusher knows of one puller. The credit it uses is
-// the smaller of what the puller offered (at most Config.PullCredit) and
+// the smaller of what the puller offered (at most Config.MaxPullCredit) and
 // what the puller has earned: it starts at Config.PullCreditStart, grows by
 // one per job done and halves per job let time out, so that a puller
 // taking jobs and never finishing them holds few of them, while one that
@@ -393,7 +393,7 @@ func (p *pusher) forgetLocked(name string) {
 }
 
 // input takes a puller's ready or done. A done counts only from a puller
-// the job was handed to; credit is capped at Config.PullCredit.
+// the job was handed to; credit is capped at Config.MaxPullCredit.
 func (p *pusher) input(from string, e *envelope.Envelope) {
 	p.mu.Lock()
 	switch e.Kind {
@@ -409,14 +409,14 @@ func (p *pusher) input(from string, e *envelope.Envelope) {
 			ps = &pullerState{earned: earned, inflight: map[uint64]*job{}}
 			p.pullers[from] = ps
 		}
-		capped := e.Credit > uint32(p.n.cfg.PullCredit)
-		ps.offered, ps.up = int(min(e.Credit, uint32(p.n.cfg.PullCredit))), true
+		capped := e.Credit > uint32(p.n.cfg.MaxPullCredit)
+		ps.offered, ps.up = int(min(e.Credit, uint32(p.n.cfg.MaxPullCredit))), true
 		if capped {
 			p.st.CreditCapped++
 		}
 		p.mu.Unlock()
 		if capped {
-			p.warned.log(p.n.log, from, refusedCredit, "credit", e.Credit, "taken", p.n.cfg.PullCredit)
+			p.warned.log(p.n.log, from, refusedCredit, "credit", e.Credit, "taken", p.n.cfg.MaxPullCredit)
 		}
 		p.dispatch()
 		return
@@ -443,7 +443,7 @@ func (p *pusher) input(from string, e *envelope.Envelope) {
 		}
 		p.forgetJobLocked(j)
 		if ps := p.pullers[from]; ps != nil {
-			ps.earned = min(ps.earned+1, p.n.cfg.PullCredit)
+			ps.earned = min(ps.earned+1, p.n.cfg.MaxPullCredit)
 		}
 		p.st.Done++
 		p.room.Broadcast()

@@ -24,7 +24,7 @@ var (
 	// known) before it answered.
 	ErrPeerDown = errors.New("raet bus: responder down")
 	// ErrRequestBudget: the responder refused the request because this
-	// node had Config.PeerRequests requests held there already (a
+	// node had Config.MaxPeerRequests requests held there already (a
 	// *RemoteError is this error; RequestGroup tries another member).
 	ErrRequestBudget = errors.New("raet bus: over the responder's request budget")
 )
@@ -40,7 +40,9 @@ func (e *RemoteError) Error() string { return fmt.Sprintf("raet bus: %s: %s", e.
 
 // Is reports whether the responder refused the request for a reason a
 // caller branches on: ErrRequestBudget.
-func (e *RemoteError) Is(target error) bool { return target == ErrRequestBudget && e.Msg == overBudget }
+func (e *RemoteError) Is(target error) bool {
+	return target == ErrRequestBudget && e.Msg == overRequestBudget
+}
 
 // Reply is the answer to a request.
 type Reply struct {
@@ -123,7 +125,7 @@ func (n *Node) RequestGroup(ctx context.Context, group, subject string, body any
 		}
 		rep, err := n.req.do(ctx, peer, subject, body)
 		var re *RemoteError
-		if !errors.Is(err, ErrPeerDown) && !(errors.As(err, &re) && (re.Msg == busy || re.Msg == overBudget)) {
+		if !errors.Is(err, ErrPeerDown) && !(errors.As(err, &re) && (re.Msg == busy || re.Msg == overRequestBudget)) {
 			return rep, err
 		}
 		tried = append(tried, peer)
@@ -346,16 +348,16 @@ type incoming struct {
 type ResponderStats struct {
 	Requests uint64 // requests received
 	// Refused requests and answers, by reason (each logged once per peer).
-	OverBudget  uint64 // requests refused: their peer had Config.PeerRequests held already (answered ErrRequestBudget)
-	AnswerDrops uint64 // answers not sent: their peer had Config.PeerAnswers waiting, or the send failed or outlived the request
+	OverBudget  uint64 // requests refused: their peer had Config.MaxPeerRequests held already (answered ErrRequestBudget)
+	AnswerDrops uint64 // answers not sent: their peer had Config.MaxPeerAnswers waiting, or the send failed or outlived the request
 	Peers       int    // now: peers with requests held or answers waiting
 }
 
 // Why a responder refuses a peer's request or drops its answer, in logs.
 const (
 	refusedForgedReply   = "reply from a peer the request did not go to"
-	refusedRequestBudget = "requests over Config.PeerRequests"
-	refusedAnswerBudget  = "answers over Config.PeerAnswers: not read"
+	refusedRequestBudget = "requests over Config.MaxPeerRequests"
+	refusedAnswerBudget  = "answers over Config.MaxPeerAnswers: not read"
 )
 
 type responder struct {
@@ -369,7 +371,7 @@ type responder struct {
 
 // answerer is a responder's queue of answers to one peer, sent in order by
 // one goroutine while it is not empty: a peer that does not read them
-// holds that goroutine and PeerAnswers answers, no more.
+// holds that goroutine and MaxPeerAnswers answers, no more.
 type answerer struct {
 	held    int // requests admitted to a service, not answered yet
 	queue   []answer
@@ -468,7 +470,7 @@ func (r *responder) groups() []string {
 }
 
 // input takes a request. One is admitted to a service while its peer has
-// fewer than Config.PeerRequests held; every other is answered at once.
+// fewer than Config.MaxPeerRequests held; every other is answered at once.
 func (r *responder) input(from string, e *envelope.Envelope) {
 	in := incoming{from: from, e: *e, at: time.Now()}
 	r.mu.Lock()
@@ -486,11 +488,11 @@ func (r *responder) input(from string, e *envelope.Envelope) {
 		return
 	}
 	a := r.answererLocked(from)
-	if a.held >= r.n.cfg.PeerRequests {
+	if a.held >= r.n.cfg.MaxPeerRequests {
 		r.st.OverBudget++
 		r.mu.Unlock()
-		r.warned.log(r.n.log, from, refusedRequestBudget, "id", e.ID, "held", r.n.cfg.PeerRequests)
-		r.answer(in, false, nil, overBudget)
+		r.warned.log(r.n.log, from, refusedRequestBudget, "id", e.ID, "held", r.n.cfg.MaxPeerRequests)
+		r.answer(in, false, nil, overRequestBudget)
 		return
 	}
 	a.held++
@@ -508,9 +510,9 @@ func (r *responder) input(from string, e *envelope.Envelope) {
 // request then goes to another member.
 const busy = "busy"
 
-// overBudget is the error of a request refused because its peer had
-// Config.PeerRequests held (ErrRequestBudget).
-const overBudget = "over budget: requests in flight"
+// overRequestBudget is the error of a request refused because its peer had
+// Config.MaxPeerRequests held (ErrRequestBudget).
+const overRequestBudget = "over budget: requests in flight"
 
 // errServiceClosed answers the requests a closing service did not handle.
 const errServiceClosed = "service closed"
@@ -534,7 +536,7 @@ func (r *responder) idleLocked(name string, a *answerer) {
 // answer queues the reply to request in for its peer (held: it was
 // admitted to a service, and is answered now). The node's reader and the
 // handlers never wait for the network: a peer's queue beyond
-// Config.PeerAnswers drops the answer and counts it.
+// Config.MaxPeerAnswers drops the answer and counts it.
 func (r *responder) answer(in incoming, held bool, body any, errText string) {
 	rep := newEnvelope(codec.BusKindRep)
 	rep.ID, rep.Body, rep.Error = in.e.ID, body, errText
@@ -547,11 +549,11 @@ func (r *responder) answer(in incoming, held bool, body any, errText string) {
 	if held {
 		a.held--
 	}
-	if len(a.queue) >= r.n.cfg.PeerAnswers {
+	if len(a.queue) >= r.n.cfg.MaxPeerAnswers {
 		r.st.AnswerDrops++
 		r.idleLocked(in.from, a)
 		r.mu.Unlock()
-		r.warned.log(r.n.log, in.from, refusedAnswerBudget, "id", in.e.ID, "waiting", r.n.cfg.PeerAnswers)
+		r.warned.log(r.n.log, in.from, refusedAnswerBudget, "id", in.e.ID, "waiting", r.n.cfg.MaxPeerAnswers)
 		return
 	}
 	a.queue = append(a.queue, answer{e: rep, until: until})
