@@ -113,7 +113,7 @@ func ExampleNode_Push() {
 // whose request is still in a handler has its next one refused at once
 // with ErrRequestBudget, whatever the service's backlog; another peer's
 // requests are not held up by it.
-func ExampleConfig_peerRequests() {
+func ExampleConfig_maxPeerRequests() {
 	net := bus.NewMemNet(0)
 	ct, _ := net.Transport("client")
 	rt, _ := net.Transport("server")
