@@ -64,7 +64,14 @@
 // job to the least loaded puller with credit. A job is acknowledged when
 // the puller's handler returns; a puller that goes down, restarts or does
 // not answer within Config.JobTimeout has its jobs handed to another; the
-// pusher reports each job done exactly once (Results).
+// pusher reports each job done exactly once (Results), and only from a
+// puller it was handed to. A pusher trusts a puller with what it has shown
+// it can do (Config.PullCreditStart, MaxPullCredit), and parks a job handed
+// out Config.JobAttempts times (JobResult.Parked). With Config.JobFile the
+// jobs not yet done are kept on disk: a pusher that crashes hands them out
+// again when it starts. A responder holds at most Config.MaxPeerRequests
+// requests and MaxPeerAnswers answers of one peer. docs/security.md lists the
+// budgets against a hostile peer.
 //
 // # Peers
 //

@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -106,6 +107,44 @@ func ExampleNode_Push() {
 	fmt.Println(done[ids[0]], done[ids[1]], done[ids[2]])
 	// Output:
 	// resized a.png resized b.png resized c.png
+}
+
+// A responder's budget per peer: with Config.MaxPeerRequests at 1, a client
+// whose request is still in a handler has its next one refused at once
+// with ErrRequestBudget, whatever the service's backlog; another peer's
+// requests are not held up by it.
+func ExampleConfig_maxPeerRequests() {
+	net := bus.NewMemNet(0)
+	ct, _ := net.Transport("client")
+	rt, _ := net.Transport("server")
+	defer ct.Close()
+	defer rt.Close()
+	client, _ := bus.New(ct, nil)
+	defer client.Close()
+	server, _ := bus.New(rt, &bus.Config{MaxPeerRequests: 1})
+	defer server.Close()
+
+	started, release := make(chan struct{}), make(chan struct{})
+	server.Serve("slow", func(ctx context.Context, r *bus.Request) (any, error) {
+		close(started)
+		<-release
+		return "done", nil
+	}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	first := make(chan any)
+	go func() {
+		rep, _ := client.Request(ctx, "server", "slow", nil)
+		first <- rep.Body
+	}()
+	<-started
+	_, err := client.Request(ctx, "server", "slow", nil)
+	fmt.Println(errors.Is(err, bus.ErrRequestBudget))
+	close(release)
+	fmt.Println(<-first, server.Stats().Responder.OverBudget)
+	// Output:
+	// true
+	// done 1
 }
 
 // A lane yard as a transport: the same node code over Unix datagram

@@ -1,14 +1,11 @@
 package bus_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,42 +28,10 @@ func TestBoltHistorySurvivesKill(t *testing.T) {
 		return
 	}
 	path := filepath.Join(t.TempDir(), "history.db")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBoltHistorySurvivesKill$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	const killAfter = 3000 // acknowledgements
-	acked := map[uint64][2]int{}
+	acked := killMidStream(t, "TestBoltHistorySurvivesKill", crashChildEnv, path, 3000)
 	var top uint64
-	sc := bufio.NewScanner(out)
-	for sc.Scan() { // after the kill, what the child wrote before it
-		var seq uint64
-		var g, k int
-		if _, err := fmt.Sscan(sc.Text(), &seq, &g, &k); err != nil {
-			t.Fatalf("child wrote %q: %v", sc.Text(), err)
-		}
-		acked[seq] = [2]int{g, k}
+	for seq := range acked {
 		top = max(top, seq)
-		if len(acked) == killAfter {
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	err = cmd.Wait()
-	if len(acked) < killAfter {
-		t.Fatalf("the child acknowledged %d messages and ended: %v", len(acked), err)
-	}
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("the child was not killed: %v", err)
 	}
 
 	h, err := bus.NewBoltHistory(path, 1_000_000, 0)
@@ -121,25 +86,9 @@ func crashChild(path string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	deadline := time.Now().Add(30 * time.Second) // the parent kills it long before
-	for g := range 8 {
-		wg.Go(func() {
-			for k := 0; time.Now().Before(deadline); k++ {
-				seq, err := n.Publish(context.Background(), bus.Pub{Subject: "crash.a", Body: map[string]any{"g": g, "k": k}})
-				if err != nil {
-					fmt.Fprintln(os.Stderr, err)
-					os.Exit(2)
-				}
-				mu.Lock()
-				fmt.Fprintln(os.Stdout, seq, g, k) // unbuffered: written once acknowledged
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	os.Exit(3) // not killed
+	ackUntilKilled(8, func(g, k int) (uint64, error) {
+		return n.Publish(context.Background(), bus.Pub{Subject: "crash.a", Body: map[string]any{"g": g, "k": k}})
+	})
 }
 
 // Publish from 8 goroutines at once into a bbolt history keeping the last

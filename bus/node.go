@@ -73,10 +73,41 @@ type Config struct {
 	// Requester and responder side (see Request, Serve).
 	RequestTimeout time.Duration // a request whose ctx has no deadline waits this long; 0 means 5s
 	MaxPending     int           // requests waiting for replies at once; 0 means 65536
+	// MaxPeerRequests bounds the requests of one peer a responder holds at
+	// once (waiting for a handler or in one); one beyond it is answered
+	// at once with an error (ErrRequestBudget), so one peer cannot take
+	// the services' backlogs from the others. 0 means 64.
+	MaxPeerRequests int
+	// MaxPeerAnswers bounds the answers waiting to be sent to one peer (one
+	// goroutine per peer sends them, each until its request's deadline);
+	// one beyond it is dropped and counted (ResponderStats.AnswerDrops): a
+	// peer that does not read its answers holds no more. 0 means 256.
+	MaxPeerAnswers int
 
 	// Pusher side (see Push).
 	JobTimeout time.Duration // a job not done this long after it was handed out goes to another puller; 0 means 30s
 	JobQueue   int           // jobs waiting for a puller; 0 means 1024
+	// JobFile is a bbolt file that keeps the jobs pushed and not yet done
+	// or parked, so that they are handed out again when the pusher starts
+	// after a crash (under the ids Push returned; their bodies come back
+	// as JSON gives them). Push returns once its job is on disk (or with
+	// the error that kept it off, the job queued in memory all the same).
+	// A job in a puller's hands at the crash is done twice, since its done
+	// does not count in the next run: jobs are done at least once. ""
+	// keeps jobs in memory only: a crash loses the jobs queued.
+	JobFile string
+	// MaxPullCredit caps the credit a puller may offer: jobs handed to it at
+	// once. 0 means 64.
+	MaxPullCredit int
+	// PullCreditStart is the credit a new puller is given, whatever it
+	// offers: it grows by one per job the puller reports done (up to its
+	// offer) and halves per job it holds past JobTimeout, so a puller that
+	// takes jobs and never finishes them holds few. 0 means 4.
+	PullCreditStart int
+	// JobAttempts is how many times a job is handed out before it is
+	// parked: reported on Results with JobResult.Parked, not handed out
+	// again. 0 means 5.
+	JobAttempts int
 
 	// Logger receives the node's logs; nil is silent. Nothing is logged
 	// per message.
@@ -122,6 +153,11 @@ func (c *Config) populate() {
 		c.JobTimeout = 30 * time.Second
 	}
 	def(&c.JobQueue, 1024)
+	def(&c.MaxPeerRequests, 64)
+	def(&c.MaxPeerAnswers, 256)
+	def(&c.MaxPullCredit, 64)
+	def(&c.PullCreditStart, 4)
+	def(&c.JobAttempts, 5)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -174,6 +210,7 @@ type Stats struct {
 
 	Publisher PublisherStats
 	Requester RequesterStats
+	Responder ResponderStats
 	Pusher    PusherStats
 }
 
@@ -187,6 +224,9 @@ func New(t Transport, cfg *Config) (*Node, error) {
 	if c.Silent < 0 || c.MaxPeers < 0 || c.ControlQueue < 0 || c.DefaultHWM < 0 || c.SendWindow < 0 ||
 		c.MaxPending < 0 || c.JobQueue < 0 || c.MaxSubscribers < 0 {
 		return nil, fmt.Errorf("raet bus: negative limit in Config")
+	}
+	if c.MaxPeerRequests < 0 || c.MaxPeerAnswers < 0 || c.MaxPullCredit < 0 || c.PullCreditStart < 0 || c.JobAttempts < 0 {
+		return nil, fmt.Errorf("raet bus: negative budget in Config")
 	}
 	if len(c.Policies) == 0 || slices.ContainsFunc(c.Policies, func(p Policy) bool { return !p.Valid() }) {
 		return nil, fmt.Errorf("raet bus: Config.Policies %v: want some of block, drop_newest, drop_oldest, cut", c.Policies)
@@ -202,7 +242,10 @@ func New(t Transport, cfg *Config) (*Node, error) {
 	n.sub.init(n)
 	n.req.init(n)
 	n.rep.init(n)
-	n.push.init(n)
+	if err := n.push.init(n); err != nil {
+		cancel()
+		return nil, err
+	}
 	n.pull.init(n)
 	if a, ok := t.(attacher); ok {
 		a.attach(n.receive, n.transportEvent)
@@ -232,7 +275,7 @@ func (n *Node) Close() error {
 			n.attached.attach(nil, nil)
 		}
 		n.wg.Wait()
-		err = n.pub.close()
+		err = errors.Join(n.pub.close(), n.push.close())
 	})
 	return err
 }
@@ -248,7 +291,8 @@ func (n *Node) Stats() Stats {
 		NotEnvelope: n.stats.notEnvelope.Load(), BadEnvelope: n.stats.badEnvelope.Load(),
 		UnknownKind: n.stats.unknownKind.Load(), ControlDrops: n.stats.controlDrops.Load(),
 		PeerEventDrops: n.stats.peerEventDrops.Load(), PeerLimit: n.stats.peerLimit.Load(),
-		Publisher: n.pub.stats(), Requester: n.req.stats(), Pusher: n.push.stats(),
+		Publisher: n.pub.stats(), Requester: n.req.stats(), Responder: n.rep.stats(),
+		Pusher: n.push.stats(),
 	}
 }
 

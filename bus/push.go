@@ -2,23 +2,32 @@ package bus
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/raet-go/raet/bus/envelope"
 	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/packet"
 )
 
 // JobResult is a job done, as the pusher sees it: once per job.
 type JobResult struct {
 	ID       uint64
 	Subject  string
-	Puller   string // who did it
-	Body     any    // the handler's result
-	Err      string // the handler's error, if it failed
+	Puller   string // who did it (a parked job: the last puller it was handed to)
+	Body     any    // the handler's result (a parked job: the job's own body, to push again or set aside)
+	Err      string // the handler's error, if it failed (a parked job: why it was parked)
 	Attempts int    // how many pullers it was handed to
+	// Parked: no puller reported the job done although it was handed out
+	// Config.JobAttempts times (each puller died, went silent or let it time
+	// out): it is not handed out again.
+	Parked bool
 }
 
 // PusherStats count a node's jobs.
@@ -27,26 +36,52 @@ type PusherStats struct {
 	Done       uint64 // each job once
 	Reassigned uint64 // handed to another puller (its puller died, restarted or timed out)
 	Duplicates uint64 // done reports for jobs already done (ignored)
-	Waiting    int    // now: jobs waiting for a puller
-	InFlight   int    // now: jobs handed out and not done
-	Pullers    int    // now: pullers that have given this node credit
+	// Refused envelopes, by reason (each logged once per peer).
+	Forged       uint64 // done reports from a peer the job was never handed to
+	CreditCapped uint64 // ready envelopes offering more than Config.MaxPullCredit (taken as MaxPullCredit)
+	Overdue      uint64 // jobs a puller let time out: each halved the credit the pusher gives it
+	Parked       uint64 // jobs handed out Config.JobAttempts times without a done (JobResult.Parked)
+	Waiting      int    // now: jobs waiting for a puller
+	InFlight     int    // now: jobs handed out and not done
+	Pullers      int    // now: pullers that have given this node credit
 }
+
+// Why a pusher refuses a puller's envelope, in logs.
+const (
+	refusedForgedDone = "done for a job not handed to this peer"
+	refusedCredit     = "credit above Config.MaxPullCredit"
+	refusedOverdue    = "jobs held past their timeout: credit halved"
+	refusedNoCredit   = "job beyond the credit offered"
+)
+
+// errParked is JobResult.Err of a parked job.
+const errParked = "parked: handed out Config.JobAttempts times without a done"
 
 type job struct {
 	id       uint64
 	subject  string
 	body     any
 	puller   string
-	prev     string // the puller it was taken from
+	prev     string   // the puller it was taken from
+	holders  []string // every puller it was handed to: the only ones whose done counts
 	deadline time.Time
 	attempts int
 }
 
+// pullerState is what a pusher knows of one puller. The credit it uses is
+// the smaller of what the puller offered (at most Config.MaxPullCredit) and
+// what the puller has earned: it starts at Config.PullCreditStart, grows by
+// one per job done and halves per job let time out, so that a puller
+// taking jobs and never finishing them holds few of them, while one that
+// works gets its whole offer after a few jobs.
 type pullerState struct {
-	credit   int
+	offered  int
+	earned   int
 	up       bool
 	inflight map[uint64]*job
 }
+
+func (ps *pullerState) credit() int { return min(ps.offered, ps.earned) }
 
 type pusher struct {
 	n       *Node
@@ -56,22 +91,93 @@ type pusher struct {
 	waiting []*job
 	jobs    map[uint64]*job // handed out
 	pullers map[string]*pullerState
+	earned  map[string]int // the credit earned by pullers forgotten (gone, restarted) below the start
+	parked  []JobResult    // to report, once the lock is released
 	results chan JobResult
 	st      PusherStats
+	warned  warnOnce
+	store   *boltCommitter // Config.JobFile's; nil: jobs are kept in memory only
 }
 
-func (p *pusher) init(n *Node) {
+func (p *pusher) init(n *Node) error {
 	p.n = n
 	p.room = sync.NewCond(&p.mu)
 	p.jobs = map[uint64]*job{}
 	p.pullers = map[string]*pullerState{}
+	p.earned = map[string]int{}
 	p.results = make(chan JobResult, n.cfg.JobQueue)
 	p.next = runIDs()
+	if n.cfg.JobFile != "" {
+		if err := p.open(n.cfg.JobFile); err != nil {
+			return err
+		}
+	}
 	context.AfterFunc(n.ctx, func() {
 		p.mu.Lock()
 		p.room.Broadcast()
 		p.mu.Unlock()
 	})
+	return nil
+}
+
+// open opens the job file at path and queues the jobs it holds: those a
+// previous run pushed and did not see done (nor parked), under their ids.
+// The file is a bbolt file of a history's layout (a job is a Retained whose
+// Seq is its id), written by the history's group committer.
+func (p *pusher) open(path string) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, NoFreelistSync: true})
+	if err != nil {
+		return fmt.Errorf("raet bus: job file %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(boltMeta); err != nil {
+			return err
+		}
+		jobs, err := tx.CreateBucketIfNotExists(boltMessages)
+		if err != nil {
+			return err
+		}
+		return jobs.ForEach(func(k, v []byte) error {
+			m, err := decodeRetained(k, v)
+			if err != nil {
+				return err
+			}
+			p.waiting = append(p.waiting, &job{id: m.Seq, subject: m.Subject, body: m.Body})
+			return nil
+		})
+	})
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("raet bus: job file %s: %w", path, err)
+	}
+	p.store = newBoltCommitter(db, 0)
+	return nil
+}
+
+// keepLocked queues job j's record in the job file, or its removal (gone:
+// done or parked); p.mu is held, so records are written in order.
+func (p *pusher) keepLocked(j *job, gone bool) error {
+	if p.store == nil {
+		return nil
+	}
+	op := boltOp{}
+	binary.BigEndian.PutUint64(op.key[:], j.id)
+	if !gone {
+		v, err := packet.JSONBody{}.Marshal(nil, retainedRecord{Subject: j.subject, Body: j.body})
+		if err != nil {
+			return fmt.Errorf("raet bus: job file: %w", err)
+		}
+		op.val = v
+	}
+	return p.store.queue(0, op)
+}
+
+// close writes what the job file has queued and closes it.
+func (p *pusher) close() error {
+	if p.store == nil {
+		return nil
+	}
+	return p.store.close()
 }
 
 // Push queues a job for the pullers that have given this node credit (see
@@ -107,10 +213,23 @@ func (n *Node) Push(ctx context.Context, subject string, body any) (uint64, erro
 	}
 	p.next++
 	j := &job{id: p.next, subject: subject, body: body}
+	if err := p.keepLocked(j, false); err != nil {
+		p.mu.Unlock()
+		return 0, err
+	}
+	var written func() (uint64, error)
+	if p.store != nil {
+		written = p.store.written()
+	}
 	p.waiting = append(p.waiting, j)
 	p.st.Pushed++
 	p.mu.Unlock()
 	p.dispatch()
+	if written != nil {
+		if _, err := written(); err != nil {
+			return j.id, err
+		}
+	}
 	return j.id, nil
 }
 
@@ -126,9 +245,11 @@ func (p *pusher) stats() PusherStats {
 	return st
 }
 
-// dispatch hands waiting jobs to the pullers with free credit, the least
-// loaded first.
+// dispatch reports the jobs parked, and hands waiting jobs to the pullers
+// with free credit, the least loaded first: one offering more credit than
+// the others does not take the jobs they wait for.
 func (p *pusher) dispatch() {
+	p.report()
 	type send struct {
 		to string
 		e  envelope.Envelope
@@ -142,18 +263,21 @@ func (p *pusher) dispatch() {
 	slices.Sort(names)
 	for len(p.waiting) > 0 {
 		j := p.waiting[0]
-		// The least loaded puller with credit; the one that had the job
-		// before (and let it time out) only when no other can take it.
-		best, bestFree, bestPrev := "", 0, true
+		// The puller with the fewest jobs in hand, then the most credit
+		// free; the one that had the job before (and let it go) only when
+		// no other can take it.
+		best, bestLoad, bestFree, bestPrev := "", 0, 0, true
 		for _, name := range names {
 			ps := p.pullers[name]
-			free := ps.credit - len(ps.inflight)
+			load := len(ps.inflight)
+			free := ps.credit() - load
 			if !ps.up || free <= 0 {
 				continue
 			}
 			prev := name == j.prev
-			if best == "" || (bestPrev && !prev) || (prev == bestPrev && free > bestFree) {
-				best, bestFree, bestPrev = name, free, prev
+			if best == "" || (bestPrev && !prev) ||
+				(prev == bestPrev && (load < bestLoad || load == bestLoad && free > bestFree)) {
+				best, bestLoad, bestFree, bestPrev = name, load, free, prev
 			}
 		}
 		if best == "" {
@@ -162,6 +286,9 @@ func (p *pusher) dispatch() {
 		p.waiting = p.waiting[1:]
 		j.puller, j.deadline = best, time.Now().Add(p.n.cfg.JobTimeout)
 		j.attempts++
+		if !slices.Contains(j.holders, best) {
+			j.holders = append(j.holders, best)
+		}
 		p.pullers[best].inflight[j.id] = j
 		p.jobs[j.id] = j
 		e := newEnvelope(codec.BusKindJob)
@@ -180,12 +307,31 @@ func (p *pusher) dispatch() {
 	}
 }
 
-// requeue puts job id, handed to puller, back in front of the queue; gone
-// also forgets the puller.
+// report hands the jobs parked to Results.
+func (p *pusher) report() {
+	p.mu.Lock()
+	out := p.parked
+	p.parked = nil
+	p.mu.Unlock()
+	if len(out) > 0 {
+		p.n.log.Warn("jobs parked: handed out Config.JobAttempts times without a done", "count", len(out))
+	}
+	for _, r := range out {
+		select {
+		case p.results <- r:
+		case <-p.n.ctx.Done():
+			return
+		}
+	}
+}
+
+// requeue puts job id, handed to puller, back in front of the queue (it
+// never reached the puller: not an attempt); gone also forgets the puller.
 func (p *pusher) requeue(puller string, id uint64, gone bool) {
 	p.mu.Lock()
 	if ps := p.pullers[puller]; ps != nil {
 		if j := ps.inflight[id]; j != nil {
+			j.attempts--
 			p.unassignLocked(ps, j)
 		}
 		if gone {
@@ -196,14 +342,36 @@ func (p *pusher) requeue(puller string, id uint64, gone bool) {
 	p.dispatch()
 }
 
+// unassignLocked takes job j back from its puller: to the front of the
+// queue, or parked when it was handed out Config.JobAttempts times.
 func (p *pusher) unassignLocked(ps *pullerState, j *job) {
 	delete(ps.inflight, j.id)
 	delete(p.jobs, j.id)
 	j.prev, j.puller = j.puller, ""
+	if j.attempts >= p.n.cfg.JobAttempts {
+		p.st.Parked++
+		p.forgetJobLocked(j)
+		p.parked = append(p.parked, JobResult{ID: j.id, Subject: j.subject, Puller: j.prev, Body: j.body,
+			Err: errParked, Attempts: j.attempts, Parked: true})
+		p.room.Broadcast()
+		return
+	}
 	p.waiting = append([]*job{j}, p.waiting...)
 	p.st.Reassigned++
 }
 
+// forgetJobLocked removes job j, done or parked, from the job file; a
+// failure is logged (the job comes back at the next start, as a duplicate
+// the application sees again).
+func (p *pusher) forgetJobLocked(j *job) {
+	if err := p.keepLocked(j, true); err != nil && !p.n.closed() {
+		p.n.log.Warn("job not removed from the job file", "id", j.id, "err", err)
+	}
+}
+
+// forgetLocked drops puller name, its jobs back in the queue; a credit it
+// earned below the start is remembered, so that leaving or restarting
+// does not clear it.
 func (p *pusher) forgetLocked(name string) {
 	ps := p.pullers[name]
 	if ps == nil {
@@ -213,32 +381,69 @@ func (p *pusher) forgetLocked(name string) {
 		p.unassignLocked(ps, j)
 	}
 	delete(p.pullers, name)
+	if ps.earned < p.n.cfg.PullCreditStart {
+		if len(p.earned) >= p.n.cfg.MaxPeers {
+			for k := range p.earned { // any one: the map is bounded
+				delete(p.earned, k)
+				break
+			}
+		}
+		p.earned[name] = ps.earned
+	}
 }
 
-// input takes a puller's ready or done.
+// input takes a puller's ready or done. A done counts only from a puller
+// the job was handed to; credit is capped at Config.MaxPullCredit.
 func (p *pusher) input(from string, e *envelope.Envelope) {
 	p.mu.Lock()
 	switch e.Kind {
 	case codec.BusKindReady:
 		ps := p.pullers[from]
 		if ps == nil {
-			ps = &pullerState{inflight: map[uint64]*job{}}
+			earned, ok := p.earned[from]
+			if ok {
+				delete(p.earned, from)
+			} else {
+				earned = p.n.cfg.PullCreditStart
+			}
+			ps = &pullerState{earned: earned, inflight: map[uint64]*job{}}
 			p.pullers[from] = ps
 		}
-		ps.credit, ps.up = int(e.Credit), true
+		capped := e.Credit > uint32(p.n.cfg.MaxPullCredit)
+		ps.offered, ps.up = int(min(e.Credit, uint32(p.n.cfg.MaxPullCredit))), true
+		if capped {
+			p.st.CreditCapped++
+		}
 		p.mu.Unlock()
+		if capped {
+			p.warned.log(p.n.log, from, refusedCredit, "credit", e.Credit, "taken", p.n.cfg.MaxPullCredit)
+		}
 		p.dispatch()
 		return
 	case codec.BusKindDone:
 		j := p.jobs[e.ID]
 		if j == nil {
-			p.st.Duplicates++
+			if p.pullers[from] != nil {
+				// A job reassigned and then done by its first puller is
+				// done then; the second puller's report is a duplicate.
+				p.st.Duplicates++
+				p.mu.Unlock()
+				return
+			}
+		}
+		if j == nil || !slices.Contains(j.holders, from) {
+			p.st.Forged++
 			p.mu.Unlock()
+			p.warned.log(p.n.log, from, refusedForgedDone, "id", e.ID)
 			return
 		}
 		delete(p.jobs, j.id)
 		if ps := p.pullers[j.puller]; ps != nil {
 			delete(ps.inflight, j.id)
+		}
+		p.forgetJobLocked(j)
+		if ps := p.pullers[from]; ps != nil {
+			ps.earned = min(ps.earned+1, p.n.cfg.MaxPullCredit)
 		}
 		p.st.Done++
 		p.room.Broadcast()
@@ -254,13 +459,12 @@ func (p *pusher) input(from string, e *envelope.Envelope) {
 	p.mu.Unlock()
 }
 
-// A job reassigned and then done by its first puller is done then; the
-// second puller's report is a duplicate. Jobs are ids the pusher gave out:
-// one at or below next that is not in flight is done already.
-
 // peer hands the jobs of a puller that went down, left or restarted to
 // others.
 func (p *pusher) peer(name string, st PeerState, restarted bool) {
+	if st == PeerGone || restarted {
+		p.warned.forget(name)
+	}
 	p.mu.Lock()
 	ps := p.pullers[name]
 	if ps == nil {
@@ -282,21 +486,26 @@ func (p *pusher) peer(name string, st PeerState, restarted bool) {
 	p.dispatch()
 }
 
-// tick hands jobs whose puller took too long to another.
+// tick hands jobs whose puller took too long to another, and halves that
+// puller's credit for each.
 func (p *pusher) tick(now time.Time) {
 	p.mu.Lock()
-	late := 0
+	late := map[string]int{}
 	for _, j := range p.jobs {
 		if now.After(j.deadline) {
 			if ps := p.pullers[j.puller]; ps != nil {
+				ps.earned = max(ps.earned/2, 1)
+				late[j.puller]++
+				p.st.Overdue++
 				p.unassignLocked(ps, j)
-				late++
 			}
 		}
 	}
 	p.mu.Unlock()
-	if late > 0 {
-		p.n.log.Info("jobs not done in time handed out again", "count", late)
+	for name, k := range late {
+		p.warned.log(p.n.log, name, refusedOverdue, "count", k)
+	}
+	if len(late) > 0 {
 		p.dispatch()
 	}
 }
@@ -336,6 +545,7 @@ type puller struct {
 	n       *Node
 	mu      sync.Mutex
 	pullers []*Puller
+	warned  warnOnce
 }
 
 func (p *puller) init(n *Node) { p.n = n }
@@ -415,12 +625,15 @@ func (p *puller) input(from string, e *envelope.Envelope) {
 	case pl.work <- incomingJob{from: from, e: *e, at: time.Now()}:
 	default: // the pusher hands it to another puller at its job timeout
 		p.n.stats.badEnvelope.Add(1)
-		p.n.log.Warn("job dropped: more jobs than credit", "pusher", from, "id", e.ID)
+		p.warned.log(p.n.log, from, refusedNoCredit, "id", e.ID)
 	}
 }
 
 // peer offers the credit again to a pusher that restarted or came up.
 func (p *puller) peer(name string, st PeerState, restarted bool) {
+	if st == PeerGone || restarted {
+		p.warned.forget(name)
+	}
 	if st != PeerUp {
 		return
 	}

@@ -23,6 +23,10 @@ var (
 	// ErrPeerDown: the responder went down (or restarted, or is not
 	// known) before it answered.
 	ErrPeerDown = errors.New("raet bus: responder down")
+	// ErrRequestBudget: the responder refused the request because this
+	// node had Config.MaxPeerRequests requests held there already (a
+	// *RemoteError is this error; RequestGroup tries another member).
+	ErrRequestBudget = errors.New("raet bus: over the responder's request budget")
 )
 
 // RemoteError is the error a responder's handler returned (or why the
@@ -33,6 +37,12 @@ type RemoteError struct {
 }
 
 func (e *RemoteError) Error() string { return fmt.Sprintf("raet bus: %s: %s", e.Peer, e.Msg) }
+
+// Is reports whether the responder refused the request for a reason a
+// caller branches on: ErrRequestBudget.
+func (e *RemoteError) Is(target error) bool {
+	return target == ErrRequestBudget && e.Msg == overRequestBudget
+}
 
 // Reply is the answer to a request.
 type Reply struct {
@@ -47,6 +57,7 @@ type RequesterStats struct {
 	Replies  uint64
 	Timeouts uint64
 	Late     uint64 // replies that came after their request gave up (ignored)
+	Forged   uint64 // replies from a peer other than the one the request went to (refused, logged once per peer)
 	Retried  uint64 // group requests sent to another member after one went down
 	Pending  int    // now
 }
@@ -58,6 +69,7 @@ type requester struct {
 	pending map[uint64]*pendingReq
 	rr      map[string]int // per group: where the last choice was
 	st      RequesterStats
+	warned  warnOnce
 }
 
 type pendingReq struct {
@@ -113,7 +125,7 @@ func (n *Node) RequestGroup(ctx context.Context, group, subject string, body any
 		}
 		rep, err := n.req.do(ctx, peer, subject, body)
 		var re *RemoteError
-		if !errors.Is(err, ErrPeerDown) && !(errors.As(err, &re) && re.Msg == busy) {
+		if !errors.Is(err, ErrPeerDown) && !(errors.As(err, &re) && (re.Msg == busy || re.Msg == overRequestBudget)) {
 			return rep, err
 		}
 		tried = append(tried, peer)
@@ -236,13 +248,19 @@ func (r *requester) do(ctx context.Context, peer, subject string, body any) (Rep
 	}
 }
 
-// input takes a reply.
+// input takes a reply: only from the peer its request went to.
 func (r *requester) input(from string, e *envelope.Envelope) {
 	r.mu.Lock()
 	p := r.pending[e.ID]
-	if p == nil || p.peer != from {
+	if p == nil {
 		r.st.Late++
 		r.mu.Unlock()
+		return
+	}
+	if p.peer != from {
+		r.st.Forged++
+		r.mu.Unlock()
+		r.warned.log(r.n.log, from, refusedForgedReply, "id", e.ID)
 		return
 	}
 	r.mu.Unlock()
@@ -255,6 +273,9 @@ func (r *requester) input(from string, e *envelope.Envelope) {
 
 // peer fails the requests waiting for a peer that went down.
 func (r *requester) peer(name string, st PeerState, restarted bool) {
+	if st == PeerGone || restarted {
+		r.warned.forget(name)
+	}
 	if st == PeerUp && !restarted {
 		return
 	}
@@ -323,13 +344,46 @@ type incoming struct {
 	at   time.Time
 }
 
+// ResponderStats count the requests a node's services were sent.
+type ResponderStats struct {
+	Requests uint64 // requests received
+	// Refused requests and answers, by reason (each logged once per peer).
+	OverBudget  uint64 // requests refused: their peer had Config.MaxPeerRequests held already (answered ErrRequestBudget)
+	AnswerDrops uint64 // answers not sent: their peer had Config.MaxPeerAnswers waiting, or the send failed or outlived the request
+	Peers       int    // now: peers with requests held or answers waiting
+}
+
+// Why a responder refuses a peer's request or drops its answer, in logs.
+const (
+	refusedForgedReply   = "reply from a peer the request did not go to"
+	refusedRequestBudget = "requests over Config.MaxPeerRequests"
+	refusedAnswerBudget  = "answers over Config.MaxPeerAnswers: not read"
+)
+
 type responder struct {
 	n        *Node
 	mu       sync.Mutex
 	services []*Service
+	peers    map[string]*answerer // peers with requests held or answers waiting
+	st       ResponderStats
+	warned   warnOnce
 }
 
-func (r *responder) init(n *Node) { r.n = n }
+// answerer is a responder's queue of answers to one peer, sent in order by
+// one goroutine while it is not empty: a peer that does not read them
+// holds that goroutine and MaxPeerAnswers answers, no more.
+type answerer struct {
+	held    int // requests admitted to a service, not answered yet
+	queue   []answer
+	sending bool
+}
+
+type answer struct {
+	e     envelope.Envelope
+	until time.Time // the request's deadline: the answer is useless after it
+}
+
+func (r *responder) init(n *Node) { r.n = n; r.peers = map[string]*answerer{} }
 
 // Serve answers requests whose subject matches filter with h, at most
 // Concurrency at once. A request that matches no service is answered with
@@ -390,7 +444,7 @@ func (s *Service) Close() error {
 	for { // the requests still waiting for a handler
 		select {
 		case in := <-s.work:
-			r.answer(in.from, in.e.ID, nil, errServiceClosed)
+			r.answer(in, true, nil, errServiceClosed)
 			continue
 		default:
 		}
@@ -415,9 +469,12 @@ func (r *responder) groups() []string {
 	return out
 }
 
-// input takes a request.
+// input takes a request. One is admitted to a service while its peer has
+// fewer than Config.MaxPeerRequests held; every other is answered at once.
 func (r *responder) input(from string, e *envelope.Envelope) {
+	in := incoming{from: from, e: *e, at: time.Now()}
 	r.mu.Lock()
+	r.st.Requests++
 	var svc *Service
 	for _, s := range r.services {
 		if Match(s.filter, e.Subject) {
@@ -425,15 +482,27 @@ func (r *responder) input(from string, e *envelope.Envelope) {
 			break
 		}
 	}
-	r.mu.Unlock()
 	if svc == nil {
-		r.answer(from, e.ID, nil, "no responder for subject "+e.Subject)
+		r.mu.Unlock()
+		r.answer(in, false, nil, "no responder for subject "+e.Subject)
 		return
 	}
+	a := r.answererLocked(from)
+	if a.held >= r.n.cfg.MaxPeerRequests {
+		r.st.OverBudget++
+		r.mu.Unlock()
+		r.warned.log(r.n.log, from, refusedRequestBudget, "id", e.ID, "held", r.n.cfg.MaxPeerRequests)
+		r.answer(in, false, nil, overRequestBudget)
+		return
+	}
+	a.held++
 	select {
-	case svc.work <- incoming{from: from, e: *e, at: time.Now()}:
+	case svc.work <- in:
+		r.mu.Unlock()
 	default:
-		r.answer(from, e.ID, nil, busy)
+		a.held--
+		r.mu.Unlock()
+		r.answer(in, false, nil, busy)
 	}
 }
 
@@ -441,19 +510,121 @@ func (r *responder) input(from string, e *envelope.Envelope) {
 // request then goes to another member.
 const busy = "busy"
 
+// overRequestBudget is the error of a request refused because its peer had
+// Config.MaxPeerRequests held (ErrRequestBudget).
+const overRequestBudget = "over budget: requests in flight"
+
 // errServiceClosed answers the requests a closing service did not handle.
 const errServiceClosed = "service closed"
 
-// answer sends a reply from its own goroutine (the node's reader must not
-// wait for the network).
-func (r *responder) answer(to string, id uint64, body any, errText string) {
+func (r *responder) answererLocked(name string) *answerer {
+	a := r.peers[name]
+	if a == nil {
+		a = &answerer{}
+		r.peers[name] = a
+	}
+	return a
+}
+
+// idleLocked forgets a peer with nothing held or waiting.
+func (r *responder) idleLocked(name string, a *answerer) {
+	if a.held == 0 && len(a.queue) == 0 && !a.sending {
+		delete(r.peers, name)
+	}
+}
+
+// answer queues the reply to request in for its peer (held: it was
+// admitted to a service, and is answered now). The node's reader and the
+// handlers never wait for the network: a peer's queue beyond
+// Config.MaxPeerAnswers drops the answer and counts it.
+func (r *responder) answer(in incoming, held bool, body any, errText string) {
 	rep := newEnvelope(codec.BusKindRep)
-	rep.ID, rep.Body, rep.Error = id, body, errText
-	r.n.goWait(func() {
-		if err := r.n.t.Send(r.n.ctx, to, rep.Map()); err != nil {
-			r.n.log.Debug("reply not sent", "peer", to, "id", id, "err", err)
+	rep.ID, rep.Body, rep.Error = in.e.ID, body, errText
+	until := in.at.Add(r.n.cfg.RequestTimeout)
+	if in.e.Deadline > 0 {
+		until = in.at.Add(time.Duration(in.e.Deadline) * time.Millisecond)
+	}
+	r.mu.Lock()
+	a := r.answererLocked(in.from)
+	if held {
+		a.held--
+	}
+	if len(a.queue) >= r.n.cfg.MaxPeerAnswers {
+		r.st.AnswerDrops++
+		r.idleLocked(in.from, a)
+		r.mu.Unlock()
+		r.warned.log(r.n.log, in.from, refusedAnswerBudget, "id", in.e.ID, "waiting", r.n.cfg.MaxPeerAnswers)
+		return
+	}
+	a.queue = append(a.queue, answer{e: rep, until: until})
+	if !a.sending {
+		a.sending = r.n.goWait(func() { r.send(in.from) })
+		if !a.sending { // closing: nothing is sent any more
+			a.queue = nil
 		}
-	})
+	}
+	r.idleLocked(in.from, a)
+	r.mu.Unlock()
+}
+
+// send sends the answers queued for peer until none is left, each until
+// its request's deadline at most.
+func (r *responder) send(peer string) {
+	for {
+		r.mu.Lock()
+		a := r.peers[peer]
+		if a != nil && r.n.closed() {
+			a.queue = nil // nothing is sent any more
+		}
+		if a == nil || len(a.queue) == 0 {
+			if a != nil {
+				a.sending = false
+				r.idleLocked(peer, a)
+			}
+			r.mu.Unlock()
+			return
+		}
+		next := a.queue[0]
+		a.queue[0] = answer{}
+		a.queue = a.queue[1:]
+		r.mu.Unlock()
+		err := context.DeadlineExceeded // its requester gave up
+		if time.Now().Before(next.until) {
+			ctx, cancel := context.WithDeadline(r.n.ctx, next.until)
+			err = r.n.t.Send(ctx, peer, next.e.Map())
+			cancel()
+		}
+		if err != nil && !r.n.closed() {
+			r.mu.Lock()
+			r.st.AnswerDrops++
+			r.mu.Unlock()
+			r.n.log.Debug("reply not sent", "peer", peer, "id", next.e.ID, "err", err)
+		}
+	}
+}
+
+// peer drops the answers waiting for a peer that left or restarted: its
+// requester is gone.
+func (r *responder) peer(name string, st PeerState, restarted bool) {
+	if st != PeerGone && !restarted {
+		return
+	}
+	r.warned.forget(name)
+	r.mu.Lock()
+	if a := r.peers[name]; a != nil {
+		r.st.AnswerDrops += uint64(len(a.queue))
+		a.queue = nil
+		r.idleLocked(name, a)
+	}
+	r.mu.Unlock()
+}
+
+func (r *responder) stats() ResponderStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.st
+	st.Peers = len(r.peers)
+	return st
 }
 
 func (s *Service) worker() {
@@ -476,21 +647,25 @@ func (s *Service) run(in incoming) {
 		ctx, cancel = context.WithDeadline(s.ctx, req.Deadline)
 	}
 	defer cancel()
+	r := &s.n.rep
 	if ctx.Err() != nil {
 		if s.ctx.Err() != nil { // taken as the service closed
-			s.n.rep.answer(in.from, in.e.ID, nil, errServiceClosed)
+			r.answer(in, true, nil, errServiceClosed)
+			return
 		}
-		return // else it waited past its deadline: the requester gave up
+		// It waited past its deadline: the requester gave up.
+		r.mu.Lock()
+		a := r.answererLocked(in.from)
+		a.held--
+		r.idleLocked(in.from, a)
+		r.mu.Unlock()
+		return
 	}
 	body, err := s.h(ctx, req)
-	rep := newEnvelope(codec.BusKindRep)
-	rep.ID, rep.Body = in.e.ID, body
+	// Answered even when the handler was ended by Close.
 	if err != nil {
-		rep.Body, rep.Error = nil, err.Error()
+		r.answer(in, true, nil, err.Error())
+		return
 	}
-	// The node's ctx, not the service's: a handler ended by Close is
-	// answered too.
-	if err := s.n.t.Send(s.n.ctx, in.from, rep.Map()); err != nil {
-		s.n.log.Debug("reply not sent", "peer", in.from, "id", in.e.ID, "err", err)
-	}
+	r.answer(in, true, body, "")
 }
