@@ -401,7 +401,7 @@ func (s *Stack) resendPending(pending []QueuedMessage) {
 	}()
 	for _, m := range pending {
 		for {
-			r, err := s.remoteInfo(ctx, func(c *core.Core) (Remote, bool) { return c.RemoteNamed(m.Remote) })
+			r, err := s.remoteInfo(ctx, func(c *core.Core) (core.Remote, bool) { return c.RemoteNamed(m.Remote) })
 			if err == nil && r.Allowed {
 				break
 			}
@@ -955,9 +955,10 @@ func (s *Stack) flush() (time.Time, bool) {
 	c := s.core
 	var retry time.Time
 	n := 0
-	for _, m := range c.Deliveries() {
+	deliveries := c.Deliveries()
+	for i := range deliveries {
 		select {
-		case s.recv <- m:
+		case s.recv <- messageOf(&deliveries[i]):
 			n++
 			continue
 		default:
@@ -971,9 +972,10 @@ func (s *Stack) flush() (time.Time, bool) {
 	if c.OutLen() > 0 && !s.handOut() {
 		return time.Time{}, false
 	}
-	for _, e := range c.Events() {
+	events := c.Events()
+	for i := range events {
 		select {
-		case s.events <- e:
+		case s.events <- eventOf(&events[i]):
 		default:
 			s.eventDrops++
 		}
@@ -1098,7 +1100,7 @@ func (s *Stack) join(ctx context.Context, ap netip.AddrPort) (Remote, error) {
 	// The remote comes back on a channel of its own: c.Join may give its
 	// outcome (res) before it returns, while the owner has yet to set it.
 	got := make(chan Remote, 1)
-	err := s.do(ctx, func(c *core.Core) { r, _ := c.Join(ap, res, time.Now()); got <- r })
+	err := s.do(ctx, func(c *core.Core) { r, _ := c.Join(ap, res, time.Now()); got <- remoteOf(r) })
 	if err != nil {
 		return Remote{}, err
 	}
@@ -1111,7 +1113,7 @@ func (s *Stack) join(ctx context.Context, ap netip.AddrPort) (Remote, error) {
 	if info := <-got; info.Name != "" {
 		return info, nil
 	}
-	return s.remoteInfo(ctx, func(c *core.Core) (Remote, bool) { return c.RemoteAt(ap) })
+	return s.remoteInfo(ctx, func(c *core.Core) (core.Remote, bool) { return c.RemoteAt(ap) })
 }
 
 // joinWaitError says what a Join whose ctx ended (err) was waiting for.
@@ -1132,11 +1134,11 @@ func (s *Stack) joinWaitError(ap netip.AddrPort, err error) error {
 	}
 }
 
-func (s *Stack) remoteInfo(ctx context.Context, find func(*core.Core) (Remote, bool)) (Remote, error) {
+func (s *Stack) remoteInfo(ctx context.Context, find func(*core.Core) (core.Remote, bool)) (Remote, error) {
 	res := make(chan Remote, 1)
 	if err := s.do(ctx, func(c *core.Core) {
 		r, _ := find(c)
-		res <- r
+		res <- remoteOf(r)
 	}); err != nil {
 		return Remote{}, err
 	}
@@ -1163,7 +1165,7 @@ func (s *Stack) Events() <-chan Event { return s.events }
 // Remotes lists the remote estates.
 func (s *Stack) Remotes(ctx context.Context) ([]Remote, error) {
 	res := make(chan []Remote, 1)
-	if err := s.do(ctx, func(c *core.Core) { res <- c.Remotes() }); err != nil {
+	if err := s.do(ctx, func(c *core.Core) { res <- remotesOf(c.Remotes()) }); err != nil {
 		return nil, err
 	}
 	select {
@@ -1178,7 +1180,7 @@ func (s *Stack) Remotes(ctx context.Context) ([]Remote, error) {
 func (s *Stack) Counters(ctx context.Context) (Counters, error) {
 	res := make(chan Counters, 1)
 	if err := s.do(ctx, func(c *core.Core) {
-		r := c.Counters()
+		r := countersOf(c.Counters())
 		r.EventDrops = s.eventDrops
 		r.ReceiveQueue += len(s.recv)
 		r.EventQueue = len(s.events) + len(c.Events())
