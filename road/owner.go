@@ -14,30 +14,12 @@ func (s *Stack) run() {
 	defer close(s.outbound) // the writer writes what is in it, then stops
 	defer s.drainKeep()
 	c := s.core
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	var alarm alarm
+	defer alarm.stop()
 	defer c.Shutdown()
-	timer.Stop()
 	var d rxDatagram    // reused: the core keeps no pointer into it
 	var retry time.Time // deliveries or decodes wait for room
-	// armed is when timer fires (zero: stopped); it is set again only when
-	// that changes, not on every turn: most turns (a datagram, a Send)
-	// leave the next deadline where it was. Since Go 1.23 a timer Stop or
-	// Reset leaves nothing stale in its channel.
-	var armed time.Time
 	for {
-		if wake := earliest(c.Deadline(), retry); !wake.Equal(armed) {
-			if wake.IsZero() {
-				timer.Stop()
-			} else {
-				timer.Reset(max(time.Until(wake), 0))
-			}
-			armed = wake
-		}
-		var timerC <-chan time.Time
-		if !armed.IsZero() {
-			timerC = timer.C
-		}
 		select {
 		case <-s.closing:
 			return
@@ -52,8 +34,8 @@ func (s *Stack) run() {
 		case <-s.sendWake:
 			s.takeSends()
 			s.moreCommands()
-		case <-timerC:
-			armed = time.Time{}
+		case <-alarm.set(earliest(c.Deadline(), retry)):
+			alarm.rang()
 			now := time.Now()
 			// What arrived meanwhile first: an owner that wakes late (a
 			// loaded machine) finds the timer and the answer it waits for
@@ -69,6 +51,44 @@ func (s *Stack) run() {
 		if retry, ok = s.flush(); !ok {
 			return
 		}
+	}
+}
+
+// alarm is the owner's timer. armed is when it rings (zero: stopped); it is
+// set again only when that changes, not on every turn: most turns (a
+// datagram, a Send) leave the next deadline where it was. Since Go 1.23 a
+// timer Stop or Reset leaves nothing stale in its channel.
+type alarm struct {
+	t     *time.Timer
+	armed time.Time
+}
+
+// set makes the alarm ring at wake (zero: never) and returns its channel,
+// nil when it is stopped.
+func (a *alarm) set(wake time.Time) <-chan time.Time {
+	if !wake.Equal(a.armed) {
+		switch {
+		case wake.IsZero():
+			a.t.Stop()
+		case a.t == nil:
+			a.t = time.NewTimer(max(time.Until(wake), 0))
+		default:
+			a.t.Reset(max(time.Until(wake), 0))
+		}
+		a.armed = wake
+	}
+	if a.armed.IsZero() {
+		return nil
+	}
+	return a.t.C
+}
+
+// rang says the alarm rang: it is stopped until set again.
+func (a *alarm) rang() { a.armed = time.Time{} }
+
+func (a *alarm) stop() {
+	if a.t != nil {
+		a.t.Stop()
 	}
 }
 

@@ -66,47 +66,17 @@ func (s *Stack) take(turn chan struct{}) bool {
 
 func (s *Stack) readLoop(mine, next readerTurns, feet *core.FootChecker) {
 	defer s.wg.Done()
-	var (
-		ptrs [ioBatch]*[]byte
-		// bufs[i] is *ptrs[i] while this reader holds it and nil once it
-		// is handed on: a slice left behind keeps its buffer live (for
-		// good, beyond the last batch as large).
-		bufs  [ioBatch][]byte
-		ns    [ioBatch]int
-		froms [ioBatch]netip.AddrPort
-		ds    [ioBatch]rxDatagram
-		fails int // transient read errors in a row
-	)
-	defer func() {
-		for _, bp := range ptrs {
-			if bp != nil {
-				s.bufs.Put(bp)
-			}
-		}
-	}()
+	r := &reader{s: s, feet: feet}
+	defer r.release()
 	want := minReadBatch // the buffers of the next read
 	holding := false     // this reader holds both turns (it reads alone)
 	heavy := false       // the last batch had signatures to check
+	fails := 0           // transient read errors in a row
 	for {
 		if !holding && !s.take(mine.read) {
 			return
 		}
-		// Only the reader whose turn it is holds empty buffers, as many as
-		// twice what the last read took: the others, and an idle stack,
-		// hold few.
-		for i := range want {
-			if ptrs[i] == nil {
-				ptrs[i] = s.bufs.Get().(*[]byte)
-				bufs[i] = *ptrs[i]
-			}
-		}
-		n, err := s.io.read(bufs[:want], ns[:want], froms[:want])
-		for i := n; i < len(ptrs); i++ {
-			if ptrs[i] != nil { // unused: for the next reader
-				s.bufs.Put(ptrs[i])
-				ptrs[i], bufs[i] = nil, nil
-			}
-		}
+		n, err := r.read(want)
 		share := err != nil || n == want || heavy
 		want = min(ioBatch, max(minReadBatch, 2*n))
 		if share {
@@ -114,66 +84,134 @@ func (s *Stack) readLoop(mine, next readerTurns, feet *core.FootChecker) {
 		}
 		if err != nil {
 			n = 0
-			select {
-			case <-s.closing:
-				return
-			default:
-			}
-			if !transient(err) {
-				s.fail(err)
-				return
-			}
-			// A transient error (ICMP unreachable and such): wait a little
-			// more after each one in a row, and still take the push turn,
-			// to pass it on.
-			fails++
-			if !s.pause(fails) {
+			if fails++; !s.readFailed(err, fails) {
 				return
 			}
 		} else {
 			fails = 0
 		}
-		k := 0
-		feet.Shed = n == ioBatch
 		verified := s.verifies.Load()
-		for i := range n {
-			if ns[i] < 0 {
-				s.unreadable.Add(1)
-				continue
-			}
-			b := bufs[i][:ns[i]]
-			if s.cfg.Tap != nil {
-				s.cfg.Tap(TapPacket{Local: s.addr, Remote: froms[i], Time: time.Now(), Data: b})
-			}
-			// Parse and verify here, off the owner goroutine, so that the
-			// signature checks of received packets run beside the owner's
-			// work; the owner never verifies them again. A full batch says
-			// the socket holds more: presence is shed (FootChecker.Shed).
-			ds[k].buf = ptrs[i]
-			ptrs[i], bufs[i] = nil, nil
-			feet.Parse(&ds[k].in, b, froms[i], s.keys)
-			k++
-		}
+		k := r.parse(n)
 		heavy = s.verifies.Load() != verified
 		if !holding && !s.take(mine.push) {
-			for i := range k {
-				s.bufs.Put(ds[i].buf)
-			}
+			r.drop(0, k)
 			return
 		}
-		for i := range k {
-			select {
-			case s.inbound <- ds[i]:
-			case <-s.closing:
-				for _, d := range ds[i:k] {
-					s.bufs.Put(d.buf)
-				}
-				return
-			}
-			ds[i] = rxDatagram{}
+		if !r.push(k) {
+			return
 		}
 		if holding = !share; share {
 			next.push <- struct{}{}
+		}
+	}
+}
+
+// reader is a reader goroutine's memory: the read buffers it holds, and
+// the datagrams of its last read.
+type reader struct {
+	s    *Stack
+	feet *core.FootChecker
+	ptrs [ioBatch]*[]byte
+	// bufs[i] is *ptrs[i] while this reader holds it and nil once it is
+	// handed on: a slice left behind keeps its buffer live (for good,
+	// beyond the last batch as large).
+	bufs  [ioBatch][]byte
+	ns    [ioBatch]int
+	froms [ioBatch]netip.AddrPort
+	ds    [ioBatch]rxDatagram
+}
+
+// read reads a batch into want buffers. Only the reader whose turn it is
+// holds empty buffers, as many as twice what the last read took: the
+// others, and an idle stack, hold few.
+func (r *reader) read(want int) (int, error) {
+	for i := range want {
+		if r.ptrs[i] == nil {
+			r.ptrs[i] = r.s.bufs.Get().(*[]byte)
+			r.bufs[i] = *r.ptrs[i]
+		}
+	}
+	n, err := r.s.io.read(r.bufs[:want], r.ns[:want], r.froms[:want])
+	for i := n; i < len(r.ptrs); i++ {
+		if r.ptrs[i] != nil { // unused: for the next reader
+			r.s.bufs.Put(r.ptrs[i])
+			r.ptrs[i], r.bufs[i] = nil, nil
+		}
+	}
+	return n, err
+}
+
+// readFailed reports whether the reader goes on after its fails-th read
+// error in a row: a transient one (ICMP unreachable and such) waits a
+// little more after each one in a row, and the reader still takes the
+// push turn, to pass it on; any other fails the stack.
+func (s *Stack) readFailed(err error, fails int) bool {
+	select {
+	case <-s.closing:
+		return false
+	default:
+	}
+	if !transient(err) {
+		s.fail(err)
+		return false
+	}
+	return s.pause(fails)
+}
+
+// parse parses and verifies the n datagrams read, into ds, and returns how
+// many it kept. It runs here, off the owner goroutine, so that the
+// signature checks of received packets run beside the owner's work; the
+// owner never verifies them again. A full batch says the socket holds
+// more: presence is shed (FootChecker.Shed).
+func (r *reader) parse(n int) int {
+	s := r.s
+	k := 0
+	r.feet.Shed = n == ioBatch
+	for i := range n {
+		if r.ns[i] < 0 {
+			s.unreadable.Add(1)
+			continue
+		}
+		b := r.bufs[i][:r.ns[i]]
+		if s.cfg.Tap != nil {
+			s.cfg.Tap(TapPacket{Local: s.addr, Remote: r.froms[i], Time: time.Now(), Data: b})
+		}
+		r.ds[k].buf = r.ptrs[i]
+		r.ptrs[i], r.bufs[i] = nil, nil
+		r.feet.Parse(&r.ds[k].in, b, r.froms[i], s.keys)
+		k++
+	}
+	return k
+}
+
+// push hands the first k datagrams to the owner, in order; false when the
+// stack is closing (the rest are dropped).
+func (r *reader) push(k int) bool {
+	for i := range k {
+		select {
+		case r.s.inbound <- r.ds[i]:
+		case <-r.s.closing:
+			r.drop(i, k)
+			return false
+		}
+		r.ds[i] = rxDatagram{}
+	}
+	return true
+}
+
+// drop gives back the buffers of datagrams i to k, not handed on.
+func (r *reader) drop(i, k int) {
+	for j := i; j < k; j++ {
+		r.s.bufs.Put(r.ds[j].buf)
+		r.ds[j] = rxDatagram{}
+	}
+}
+
+// release gives back the empty buffers the reader holds as it stops.
+func (r *reader) release() {
+	for _, bp := range r.ptrs {
+		if bp != nil {
+			r.s.bufs.Put(bp)
 		}
 	}
 }

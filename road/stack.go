@@ -150,19 +150,9 @@ func New(cfg *Config) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	var st core.Store
-	var lock *keep.Lock
-	var k *keep.Keep
-	if c.KeepDir != "" {
-		if k, err = keep.Open(c.KeepDir, &keep.Config{Auto: c.Auto}); err != nil {
-			return nil, fmt.Errorf("raet: open keep: %w", err)
-		}
-		if lock, err = k.Lock(); err != nil {
-			return nil, fmt.Errorf("raet: %w", err)
-		}
-		st = core.DiskStore(k)
-	} else {
-		st = core.MemStore()
+	st, k, lock, err := openStore(c)
+	if err != nil {
+		return nil, err
 	}
 	s := &Stack{
 		cfg:       c,
@@ -212,6 +202,21 @@ func New(cfg *Config) (*Stack, error) {
 	}
 	s.name, s.keys = s.core.Name(), s.core.KeyTable()
 	return s, nil
+}
+
+// openStore opens and locks the keep of c, or makes a store in memory
+// without one (k and lock nil).
+func openStore(c *Config) (st core.Store, k *keep.Keep, lock *keep.Lock, err error) {
+	if c.KeepDir == "" {
+		return core.MemStore(), nil, nil, nil
+	}
+	if k, err = keep.Open(c.KeepDir, &keep.Config{Auto: c.Auto}); err != nil {
+		return nil, nil, nil, fmt.Errorf("raet: open keep: %w", err)
+	}
+	if lock, err = k.Lock(); err != nil {
+		return nil, nil, nil, fmt.Errorf("raet: %w", err)
+	}
+	return core.DiskStore(k), k, lock, nil
 }
 
 func (s *Stack) openKeyLog(cc *core.Config) error {
