@@ -22,10 +22,10 @@ import (
 	"github.com/raet-go/raet/codec"
 	codeclane "github.com/raet-go/raet/codec/lane"
 	"github.com/raet-go/raet/dissect"
-	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/packet"
 	"github.com/raet-go/raet/road"
+	"github.com/raet-go/raet/road/roadtest"
 )
 
 // The golden captures in testdata are made by our own stacks, tapped with

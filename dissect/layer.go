@@ -10,6 +10,7 @@ import (
 	"github.com/raet-go/raet/codec"
 	codeclane "github.com/raet-go/raet/codec/lane"
 	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/protocol"
 )
 
 // A RAET road packet, the payload of one UDP datagram (raet-protocol.md §3):
@@ -26,8 +27,9 @@ import (
 // A RAET lane page, the payload of one Unix datagram (§11), is a native-style
 // head of nine fields ("ri RAET\nvn 0\npk 0\nsn ...\n\n") and a body.
 
-// DefaultPort is RAET's UDP port (RAET_PORT of the reference).
-const DefaultPort = 7530
+// DefaultPort is RAET's UDP port (RAET_PORT of the reference), from the
+// specification (package protocol).
+const DefaultPort = protocol.DefaultPort
 
 // Layer type numbers, in the range gopacket recommends for application
 // layers (1000–1999).

@@ -125,6 +125,9 @@ func (g *generator) emitDocs() error {
 	p("head whose fields do not end exactly at `hl`.")
 	p("")
 	p("## Enumerations")
+	p("")
+	p("The enumerations of head fields are Go types of package `codec`; the others are in package")
+	p("`protocol`, with RAET's UDP port, %d (`protocol.DefaultPort`).", s.DefaultPort)
 	for _, e := range s.Enums {
 		p("")
 		p("### %s", e.Name)

@@ -12,9 +12,9 @@ const EnvelopePath = "bus/envelope/envelope_gen.go"
 const packetImport = Module + "/packet"
 
 // envelopeGoType is the Go type of an envelope field.
-func envelopeGoType(f *spec.EnvelopeField, cq func(string) string) string {
+func envelopeGoType(f *spec.EnvelopeField, eq func(*spec.Enum) string) string {
 	if f.Enum != nil {
-		return cq(f.Enum.Name)
+		return eq(f.Enum)
 	}
 	switch f.TypeName {
 	case "u8":
@@ -89,14 +89,14 @@ func (g *generator) emitEnvelope() error {
 		return nil
 	}
 	f := g.newFile(EnvelopePath, "envelope")
-	cq := func(name string) string { return f.Q(codecImport, name) }
+	eq := func(e *spec.Enum) string { return f.Q(g.enumImport(e), e.Name) }
 	f.P("// MaxList is the most items a list or counts field may have.")
 	f.Pf("const MaxList = %d", e.MaxList)
 	f.P()
 	f.P("// Envelope is the body of a bus message. Zero fields are not written.")
 	f.P("type Envelope struct {")
 	for _, fd := range e.Fields {
-		f.Pf("%s %s // %s: %s", fd.Go, envelopeGoType(fd, cq), fd.Key, fd.Doc)
+		f.Pf("%s %s // %s: %s", fd.Go, envelopeGoType(fd, eq), fd.Key, fd.Doc)
 	}
 	f.P("}")
 	f.P()
@@ -159,7 +159,7 @@ func (g *generator) emitEnvelope() error {
 		call += ")"
 		f.Pf("x, err := %s", call)
 		f.Pf("if err != nil { return &Error{Key: %q, Err: err} }", fd.Key)
-		if conv := envelopeGoType(fd, cq); conv != "uint64" && conv != "int64" && conv != "bool" && conv != "string" && conv != "[]string" && conv != "map[string]uint64" {
+		if conv := envelopeGoType(fd, eq); conv != "uint64" && conv != "int64" && conv != "bool" && conv != "string" && conv != "[]string" && conv != "map[string]uint64" {
 			f.Pf("e.%s = %s(x)", fd.Go, conv)
 		} else {
 			f.Pf("e.%s = x", fd.Go)

@@ -1,5 +1,6 @@
 // Package gen is raetgen's library: from a loaded spec it writes the Head
-// type and enumerations (codec), the native, JSON and binary head codecs, their
+// type and the enumerations of head fields (codec), the other enumerations
+// and the default port (protocol), the native, JSON and binary head codecs, their
 // round-trip tests, the random-head helpers the tests share, and docs/wire.md.
 //
 // Generation is pure: the same spec always gives the same bytes, with no
@@ -42,6 +43,7 @@ func Generate(s *spec.Spec, source string) ([]File, error) {
 		g.emitBinary,
 		g.emitLane,
 		g.emitEnvelope,
+		g.emitProtocol,
 		g.emitCodecTest,
 		g.emitDocs,
 		g.emitLua,

@@ -71,14 +71,14 @@ func TestGenerationIsDeterministic(t *testing.T) {
 }
 
 // copyModule copies what the generated files need (go.mod, go.sum, spec/,
-// codec/, docs/, bus/envelope) into a temporary module with the same module path.
+// codec/, docs/, bus/envelope, protocol/) into a temporary module with the same module path.
 func copyModule(t *testing.T, root string) string {
 	t.Helper()
 	dst := t.TempDir()
 	for _, name := range []string{"go.mod", "go.sum"} {
 		copyFile(t, filepath.Join(root, name), filepath.Join(dst, name))
 	}
-	for _, dir := range []string{"spec", "codec", "docs", "internal/pyjson", "bus/envelope"} {
+	for _, dir := range []string{"spec", "codec", "docs", "internal/pyjson", "bus/envelope", "protocol"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err

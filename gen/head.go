@@ -74,7 +74,9 @@ func (g *generator) emitHead() error {
 	f.P(")")
 	f.P()
 	for _, e := range s.Enums {
-		g.emitEnum(f, e)
+		if s.HeadEnum(e) {
+			g.emitEnum(f, e)
+		}
 	}
 	g.emitFlags(f)
 	fl := s.Flags

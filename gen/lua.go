@@ -14,13 +14,12 @@ import (
 // directory gen's own check-gen test copies).
 const LuaPath = "docs/wireshark/raet.lua"
 
-// Constants of the Lua dissector that are not in the spec: RAET's UDP port
-// (RAET_PORT of the reference) and raet-go's lane capture record (see
+// Constants of the Lua dissector that are not in the spec: raet-go's lane
+// capture record (see
 // package dissect: lane pages are written with link type LINKTYPE_USER0 in
 // a record that starts with this magic and version, then flags, the two
 // socket path lengths and the paths).
 const (
-	luaDefaultPort  = 7530
 	luaLaneMagic    = "RLAN"
 	luaLaneVersion  = 1
 	luaLaneFlagOut  = 1
@@ -42,7 +41,7 @@ func (g *generator) emitLua() error {
 	p("--   tshark -X lua_script:%s -r capture.pcapng", LuaPath)
 	p("--   or copy it to ~/.local/lib/wireshark/plugins/")
 	p("--")
-	p("-- Road packets are dissected on UDP port %d and, by heuristic, in any UDP", luaDefaultPort)
+	p("-- Road packets are dissected on UDP port %d and, by heuristic, in any UDP", s.DefaultPort)
 	p("-- datagram that starts like a RAET head (native, JSON or binary). Lane pages are")
 	p("-- dissected in raet-go's lane capture records (link type USER0, written by")
 	p("-- package dissect). Fields are raet.<key> for the road head (enumerations shown")
@@ -54,7 +53,7 @@ func (g *generator) emitLua() error {
 	p("local raet_lane = Proto(\"raet_lane\", \"RAET lane page\")")
 	p("")
 	p("local MAX_HEAD_SIZE = %d", s.Limits.MaxHeadSize)
-	p("local DEFAULT_PORT = %d", luaDefaultPort)
+	p("local DEFAULT_PORT = %d", s.DefaultPort)
 	nh, jh, bh := s.Heads.Native, s.Heads.JSON, s.Heads.Binary
 	p("local NATIVE = { prefix = %s, separator = %s, terminator = %s, kind = %d }",
 		luaQuote(nh.Prefix), luaQuote(nh.Separator), luaQuote(nh.Terminator), headKindValue(s, nh.Kind))

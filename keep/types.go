@@ -7,8 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/keys"
+	"github.com/raet-go/raet/protocol"
 )
 
 // HostPort is a host address as the reference keeps it: a JSON list
@@ -73,32 +73,32 @@ type RemoteRole struct {
 }
 
 // Acceptance is the status of a remote role's keys, stored as an integer.
-// Its values and names come from spec/raet.yaml (codec.Acceptance).
-type Acceptance = codec.Acceptance
+// Its values and names come from spec/raet.yaml (protocol.Acceptance).
+type Acceptance = protocol.Acceptance
 
 // The acceptance values.
 const (
-	Pending  = codec.AcceptancePending  // waiting for an operator
-	Accepted = codec.AcceptanceAccepted // keys trusted
-	Rejected = codec.AcceptanceRejected // keys refused
+	Pending  = protocol.AcceptancePending  // waiting for an operator
+	Accepted = protocol.AcceptanceAccepted // keys trusted
+	Rejected = protocol.AcceptanceRejected // keys refused
 )
 
 // AutoMode says how StatusRole treats keys no operator has decided on.
 // The zero value is AutoNever, the reference's default. Its values and names
-// come from spec/raet.yaml (codec.AutoMode).
-type AutoMode = codec.AutoMode
+// come from spec/raet.yaml (protocol.AutoMode).
+type AutoMode = protocol.AutoMode
 
 // The auto modes.
 const (
-	AutoNever  = codec.AutoModeNever  // new keys wait as pending for an operator
-	AutoOnce   = codec.AutoModeOnce   // the first keys of a role are accepted, later different keys rejected
-	AutoAlways = codec.AutoModeAlways // any keys are accepted and replace the stored ones
+	AutoNever  = protocol.AutoModeNever  // new keys wait as pending for an operator
+	AutoOnce   = protocol.AutoModeOnce   // the first keys of a role are accepted, later different keys rejected
+	AutoAlways = protocol.AutoModeAlways // any keys are accepted and replace the stored ones
 )
 
 // ParseAutoMode parses "never", "once" or "always" (any case), or the
 // number "0", "1" or "2".
 func ParseAutoMode(s string) (AutoMode, error) {
-	if m, ok := codec.ParseAutoMode(strings.ToLower(s)); ok {
+	if m, ok := protocol.ParseAutoMode(strings.ToLower(s)); ok {
 		return m, nil
 	}
 	if n, err := strconv.ParseUint(s, 10, 8); err == nil && AutoMode(n).Valid() {

@@ -16,10 +16,10 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/metrics"
 	"github.com/raet-go/raet/netsim"
 	"github.com/raet-go/raet/road"
+	"github.com/raet-go/raet/road/roadtest"
 )
 
 // scrape serves reg's /metrics and parses the text back.

@@ -15,8 +15,8 @@ import (
 	"golang.org/x/crypto/nacl/box"
 
 	"github.com/raet-go/raet/codec"
-	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/road"
+	"github.com/raet-go/raet/road/roadtest"
 )
 
 var benchSizes = []struct {

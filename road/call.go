@@ -332,36 +332,6 @@ func (s *Stack) retrySpill() bool {
 	return k > 0
 }
 
-// queueLoop is the queue goroutine of a stack with a Queue: it tells the
-// Queue which messages are done (a call that may be slow: disk, or a
-// plugin), off the owner goroutine, and then hands their Calls over.
-func (s *Stack) queueLoop() {
-	defer s.wg.Done()
-	for {
-		select {
-		case <-s.queueWake:
-			s.forgetQueued()
-		case <-s.closing:
-			return
-		}
-	}
-}
-
-// forgetQueued tells the Queue that the messages of the Calls waiting in
-// queueDone are done, and hands the Calls over.
-func (s *Stack) forgetQueued() {
-	s.queueMu.Lock()
-	q := s.queueDone
-	s.queueDone = nil
-	s.queueMu.Unlock()
-	for _, c := range q {
-		if err := s.doneQueued(c.To, c.qid); err != nil {
-			c.Err = fmt.Errorf("raet: message done, but the queue did not forget it: %w", err)
-		}
-		s.handOver(c)
-	}
-}
-
 // endCalls, once every goroutine has stopped, settles the Calls left: the
 // done ones its Queue must forget, and the ones still queued for the owner
 // (ErrClosed); it refuses any Call posted from now on, and hands over the

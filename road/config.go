@@ -11,12 +11,14 @@ import (
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/protocol"
 	"github.com/raet-go/raet/queue"
 	"github.com/raet-go/raet/road/internal/core"
 )
 
-// DefaultPort is RAET's road port (RAET_PORT of the reference).
-const DefaultPort = 7530
+// DefaultPort is RAET's road port (RAET_PORT of the reference), from the
+// specification (package protocol).
+const DefaultPort = protocol.DefaultPort
 
 // Config configures a Stack. Its zero value works: an estate with a random
 // name listening on port 7530, with the reference's timers, 1024-byte

@@ -123,6 +123,38 @@
 // that wait for the operator, for a role it holds pending or rejected, and
 // at each allow.
 //
+// # Goroutines
+//
+// Start starts these, and Close stops and joins every one:
+//
+//	owner    1 (owner.go): holds all protocol state (the core,
+//	         road/internal/core: no I/O, no clock) and is the only one to
+//	         call it; the calls (Join, Send, Remotes, ...) reach it through
+//	         channels. It writes a small flush itself, or one segmented
+//	         message's run, when nothing in it waits to be signed and the
+//	         writer has nothing left.
+//	readers  one per GOMAXPROCS, up to 4 (reader.go): read the socket in
+//	         turns round a ring (recvmmsg on Linux, up to 32 datagrams),
+//	         parse and check the Ed25519 signatures off the owner, and hand
+//	         the datagrams on in the order read; while traffic is light one
+//	         reader keeps both turns and reads alone.
+//	writer   1 (writer.go): signs the Ed25519 feet the owner left and
+//	         writes the owner's flushes (sendmmsg, and UDP GSO for runs to
+//	         one peer where Linux has it; Config.NoOffload).
+//	decoder  1 (batch.go): decodes in batches the received bodies of a
+//	         packet.BatchSerializer's kind (the owner decodes the others).
+//	encoder  1 with a packet.BatchSerializer (batch.go): serializes the
+//	         bodies of Go and Send in batches.
+//	queue    1 with Config.Queue (queue.go): tells the Queue which
+//	         messages are done; and, while the messages it held at Start
+//	         are sent again, 2 more (resendPending and its watch on Close).
+//	keep     1 with Config.KeepDir (keep.Writer): writes the keep behind
+//	         the owner and reports what is durable.
+//
+// Besides, short-lived: a host-name lookup per address not known yet
+// (fqdn.go, at most one per address and bounded in time), and one that
+// stops the stack when its socket fails for good.
+//
 // # Stopping
 //
 // Close (or Shutdown with a deadline of your own) first writes what is

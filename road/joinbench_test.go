@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/road"
+	"github.com/raet-go/raet/road/roadtest"
 )
 
 // BenchmarkJoinKeepOnDisk joins and allows b.N new estates (each on its

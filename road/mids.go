@@ -237,3 +237,15 @@ func (o *openSeqs) remove(seq uint64) int {
 	}
 	return o.open
 }
+
+// beginID gives seq of a message to remote (a queue id, with the ticket of
+// its Put; 0 for the next of our own) its message id, warning when an
+// unfinished older message leaves it none, and returns it with the seq.
+func (s *Stack) beginID(remote string, seq, ticket uint64) (core.MsgID, uint64) {
+	id, seq := s.mids.begin(remote, seq, ticket)
+	if id.Seq == 0 && s.mids.warn(time.Now()) {
+		s.cfg.Logger.Warn("raet: message sent without an id: an older one is still unfinished (a receiver may deliver it twice after a crash)",
+			"remote", remote, "seq", seq, "oldest", id.Floor, "window", core.MidWindow, "logged", "once a minute")
+	}
+	return id, seq
+}

@@ -8,9 +8,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/road"
+	"github.com/raet-go/raet/road/roadtest"
 )
 
 func TestMain(m *testing.M) {

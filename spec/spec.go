@@ -19,8 +19,9 @@ const DefaultPath = "spec/raet.yaml"
 
 // Spec is a loaded and validated header specification.
 type Spec struct {
-	File    string // the path it was read from, for messages
-	Version int
+	File        string // the path it was read from, for messages
+	Version     int
+	DefaultPort uint16 // RAET's UDP port
 
 	Limits       Limits
 	Heads        Heads
@@ -291,6 +292,23 @@ func (s *Spec) Enum(name string) *Enum {
 	return nil
 }
 
+// HeadEnum reports whether a field of the road head or of the lane page
+// head has the type e: such an enumeration belongs with the heads (package
+// codec), any other in package protocol.
+func (s *Spec) HeadEnum(e *Enum) bool {
+	for _, f := range s.Fields {
+		if f.Enum == e {
+			return true
+		}
+	}
+	for _, f := range s.Lane.Fields {
+		if f.Enum == e {
+			return true
+		}
+	}
+	return false
+}
+
 // BitmapFields are the fields with a bit in the binary presence bitmap, in
 // bit order.
 func (s *Spec) BitmapFields() []*Field {
@@ -341,6 +359,7 @@ func Load(path string) (*Spec, error) {
 // raw mirrors the file's top level.
 type raw struct {
 	Version      int         `yaml:"version"`
+	DefaultPort  uint16      `yaml:"default_port"`
 	Limits       Limits      `yaml:"limits"`
 	Heads        Heads       `yaml:"heads"`
 	Flags        yaml.Node   `yaml:"flags"`
@@ -366,7 +385,7 @@ func Parse(name string, data []byte) (*Spec, error) {
 		return nil, &Error{File: name, Msg: "empty spec"}
 	}
 	p.decode(root.Content[0], &r, "")
-	s := &Spec{File: name, Version: r.Version, Limits: r.Limits, Heads: r.Heads, ReservedKeys: r.ReservedKeys, Extensions: r.Extensions}
+	s := &Spec{File: name, Version: r.Version, DefaultPort: r.DefaultPort, Limits: r.Limits, Heads: r.Heads, ReservedKeys: r.ReservedKeys, Extensions: r.Extensions}
 	p.decode(&r.Flags, &s.Flags, "flags")
 	for i, b := range s.Flags.Bits {
 		b.Line = itemLine(&r.Flags, "bits", i)

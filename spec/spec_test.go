@@ -38,6 +38,13 @@ func TestLoadRealSpec(t *testing.T) {
 	if masks["vf"] != 0x80 || masks["af"] != 0x10 || masks["wf"] != 0x04 || masks["cf"] != 0x01 {
 		t.Errorf("flag masks %v", masks)
 	}
+	// The enums of head fields (the road's and the lane's) go with the
+	// heads; the keep's and the bus's do not.
+	for name, head := range map[string]bool{"HeadKind": true, "PacketKind": true, "PackKind": true, "AutoMode": false, "BusPolicy": false} {
+		if got := s.HeadEnum(s.Enum(name)); got != head {
+			t.Errorf("HeadEnum(%s) = %v, want %v", name, got, head)
+		}
+	}
 	if len(s.Lane.Fields) != 9 {
 		t.Errorf("lane has %d fields", len(s.Lane.Fields))
 	}
@@ -71,6 +78,7 @@ func TestValidationErrors(t *testing.T) {
 		{"binary layout overlap", "binary: {offset: 5, width: 1}", "binary: {offset: 4, width: 1}", "  - key: fg", "fg", "overlap hl"},
 		{"unknown key", "    doc: packet kind\n", "    doc: packet kind\n    colour: red\n", "colour: red", "fields", `unknown key "colour"`},
 		{"bad key", "  - key: fl\n", "  - key: FL\n", "  - key: FL", "FL", "two lowercase letters"},
+		{"no default port", "default_port: 7530\n", "", "", "default_port", "missing"},
 		{"magic like a text head", "magic: 0xd2", "magic: 0x72", "", "heads.binary", "can be confused"},
 		{"flag missing from order", "order: [vf, df, nf, af, sf, wf, bf, cf]", "order: [vf, df, nf, af, sf, wf, bf]", "{key: cf", "cf", "missing from flags.order"},
 		{"duplicate enum value", "{name: raw, go: Raw, value: 2", "{name: raw, go: Raw, value: 1", "{name: raw", "BodyKind.raw", "duplicate enum value 1"},

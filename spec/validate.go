@@ -17,6 +17,9 @@ func (p *parser) validate(s *Spec) {
 	if s.Version != 1 {
 		p.errorf(0, "version", "unsupported spec version %d (want 1)", s.Version)
 	}
+	if s.DefaultPort == 0 {
+		p.errorf(0, "default_port", "missing (RAET's UDP port, 1 to 65535)")
+	}
 	p.validateLimits(s)
 	p.validateEnums(s)
 	p.validateFlags(s)

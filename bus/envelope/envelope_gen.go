@@ -4,8 +4,8 @@
 package envelope
 
 import (
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/protocol"
 )
 
 // MaxList is the most items a list or counts field may have.
@@ -13,28 +13,28 @@ const MaxList = 256
 
 // Envelope is the body of a bus message. Zero fields are not written.
 type Envelope struct {
-	Version   uint8             // bv: envelope version, always 1; marks the body as an envelope
-	Kind      codec.BusKind     // ek: what the envelope is
-	Epoch     uint64            // ep: hello: the sender's run (random per start); sub, subok, gap: the publisher's history epoch (random per history, kept by a durable one)
-	ID        uint64            // id: the subscription id (chosen by the subscriber), request id or job id
-	Subject   string            // sj: subject: dot-separated tokens
-	Filters   []string          // fi: subject filters: tokens, * (one token), > (the rest)
-	Seq       uint64            // sq: pub: the publisher's sequence number (per publisher, from 1); subok: the publisher's last one when it answered (0: none yet); gap: the last one missed. A sub does not carry it: a replay since a sequence number has it in rn
-	Index     uint64            // ix: the item's index in its subscription's stream (from 1): the receiver restores order and finds gaps by it
-	Time      int64             // tm: Unix time in nanoseconds: when published (pub) or sent (hello, req); a hello's is echoed in the hello that answers it (the RTT), a req's is not echoed in the rep
-	Origin    string            // or: the peer the content came from (an application's tag, kept in history)
-	Policy    codec.BusPolicy   // po: what the publisher does when the subscription's queue is at its high-water mark
-	HWM       uint32            // hw: the high-water mark: messages queued at the publisher for this subscription
-	Replay    codec.BusReplay   // rm: which retained messages the subscription wants first
-	ReplayArg uint64            // rn: replay last: N; since_seq: the sequence number S; since_time: Unix nanoseconds T
-	Drops     map[string]uint64 // dm: messages the publisher dropped for this subscription since the last item, by subject
-	Missed    uint64            // dn: how many messages the subscriber cannot get (no longer retained, or another history); 0 when not known
-	Groups    []string          // qg: the queue groups the sender serves requests in
-	Credit    uint32            // cr: ready: jobs the puller takes at once from this pusher
-	Deadline  uint32            // dl: milliseconds the sender waits for the answer
-	Error     string            // er: why it failed (rep, done: the handler's error; subok: the subscription was refused)
-	Reply     bool              // rq: hello: answer with a hello
-	Body      any               // bd: the application's content
+	Version   uint8              // bv: envelope version, always 1; marks the body as an envelope
+	Kind      protocol.BusKind   // ek: what the envelope is
+	Epoch     uint64             // ep: hello: the sender's run (random per start); sub, subok, gap: the publisher's history epoch (random per history, kept by a durable one)
+	ID        uint64             // id: the subscription id (chosen by the subscriber), request id or job id
+	Subject   string             // sj: subject: dot-separated tokens
+	Filters   []string           // fi: subject filters: tokens, * (one token), > (the rest)
+	Seq       uint64             // sq: pub: the publisher's sequence number (per publisher, from 1); subok: the publisher's last one when it answered (0: none yet); gap: the last one missed. A sub does not carry it: a replay since a sequence number has it in rn
+	Index     uint64             // ix: the item's index in its subscription's stream (from 1): the receiver restores order and finds gaps by it
+	Time      int64              // tm: Unix time in nanoseconds: when published (pub) or sent (hello, req); a hello's is echoed in the hello that answers it (the RTT), a req's is not echoed in the rep
+	Origin    string             // or: the peer the content came from (an application's tag, kept in history)
+	Policy    protocol.BusPolicy // po: what the publisher does when the subscription's queue is at its high-water mark
+	HWM       uint32             // hw: the high-water mark: messages queued at the publisher for this subscription
+	Replay    protocol.BusReplay // rm: which retained messages the subscription wants first
+	ReplayArg uint64             // rn: replay last: N; since_seq: the sequence number S; since_time: Unix nanoseconds T
+	Drops     map[string]uint64  // dm: messages the publisher dropped for this subscription since the last item, by subject
+	Missed    uint64             // dn: how many messages the subscriber cannot get (no longer retained, or another history); 0 when not known
+	Groups    []string           // qg: the queue groups the sender serves requests in
+	Credit    uint32             // cr: ready: jobs the puller takes at once from this pusher
+	Deadline  uint32             // dl: milliseconds the sender waits for the answer
+	Error     string             // er: why it failed (rep, done: the handler's error; subok: the subscription was refused)
+	Reply     bool               // rq: hello: answer with a hello
+	Body      any                // bd: the application's content
 }
 
 // Keys lists the envelope's keys in order.
@@ -133,7 +133,7 @@ func Decode(m map[string]any, e *Envelope) error {
 			if err != nil {
 				return &Error{Key: "ek", Err: err}
 			}
-			e.Kind = codec.BusKind(x)
+			e.Kind = protocol.BusKind(x)
 		case "ep":
 			x, err := asUint(v, 64)
 			if err != nil {
@@ -187,7 +187,7 @@ func Decode(m map[string]any, e *Envelope) error {
 			if err != nil {
 				return &Error{Key: "po", Err: err}
 			}
-			e.Policy = codec.BusPolicy(x)
+			e.Policy = protocol.BusPolicy(x)
 		case "hw":
 			x, err := asUint(v, 32)
 			if err != nil {
@@ -199,7 +199,7 @@ func Decode(m map[string]any, e *Envelope) error {
 			if err != nil {
 				return &Error{Key: "rm", Err: err}
 			}
-			e.Replay = codec.BusReplay(x)
+			e.Replay = protocol.BusReplay(x)
 		case "rn":
 			x, err := asUint(v, 64)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/keys"
+	"github.com/raet-go/raet/road"
 )
 
 var keygenHelp = help{
@@ -61,7 +62,7 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	est := keep.LocalEstate{Name: *name, UID: 1, PUID: 1, Role: *role,
-		HA: keep.HostPort{Host: "127.0.0.1", Port: 7530}, AHA: keep.HostPort{Host: "", Port: 7530}}
+		HA: keep.HostPort{Host: "127.0.0.1", Port: road.DefaultPort}, AHA: keep.HostPort{Host: "", Port: road.DefaultPort}}
 	if err := k.SaveLocal(est); err != nil {
 		fmt.Fprintln(stderr, "raet keygen:", err)
 		return exitFailure

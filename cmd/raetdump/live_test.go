@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/road"
+	"github.com/raet-go/raet/road/roadtest"
 )
 
 // TestLiveLoopback captures two stacks talking on 127.0.0.1 live on lo:

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/dissect"
-	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/netsim"
 	"github.com/raet-go/raet/road"
+	"github.com/raet-go/raet/road/roadtest"
 )
 
 // lossyTraffic runs a join and messages (segmented and not) between two

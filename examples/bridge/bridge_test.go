@@ -22,11 +22,11 @@ import (
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/dissect"
-	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/internal/testutil"
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/lane"
 	"github.com/raet-go/raet/road"
+	"github.com/raet-go/raet/road/roadtest"
 )
 
 // asMainEnv makes this test binary run as the bridge command (TestMain), so

@@ -1,20 +1,37 @@
-// Package roadtest starts road stacks for the module's tests: on loopback
-// unless told otherwise, and closed when the test ends.
+// Package roadtest starts road stacks for tests: Start one on loopback
+// (unless the config says where), or LossyPair two joined over an
+// in-memory network (package netsim) that loses, delays or reorders what
+// they send, where a testing/synctest bubble runs their timers at once.
+// Every stack (and network) it starts is closed when the test ends, so a
+// goroutine leak check (go.uber.org/goleak) at the test's end finds none
+// of theirs.
+//
+// It fails the test (TB.Fatal) when a stack cannot start or join: a test
+// needs no error handling for its fixtures.
 package roadtest
 
 import (
+	"context"
 	"net/netip"
-	"testing"
 
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/netsim"
 	"github.com/raet-go/raet/road"
 )
 
+// TB is what roadtest needs of a test: *testing.T, *testing.B and
+// *testing.F (testing.TB) have it.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Cleanup(func())
+	Context() context.Context
+}
+
 // Start makes and starts a stack of cfg, listening on 127.0.0.1:0 when
 // cfg.Listen and cfg.PacketConn are unset, and closes it when tb ends. It
 // fails tb if the stack cannot start.
-func Start(tb testing.TB, cfg road.Config) *road.Stack {
+func Start(tb TB, cfg road.Config) *road.Stack {
 	tb.Helper()
 	if cfg.Listen == "" && cfg.PacketConn == nil {
 		cfg.Listen = "127.0.0.1:0"
@@ -37,16 +54,16 @@ func Start(tb testing.TB, cfg road.Config) *road.Stack {
 // both and the network when tb ends. Presence is off unless a config
 // sets AlivePeriod. Run it in a synctest bubble to let lost datagrams'
 // timers fire at once.
-func LossyPair(tb testing.TB, seed uint64, imp netsim.Impairment, mc, oc road.Config) (m, o *road.Stack) {
+func LossyPair(tb TB, seed uint64, imp netsim.Impairment, mc, oc road.Config) (m, o *road.Stack) {
 	tb.Helper()
 	network := netsim.NewNetwork(seed)
 	tb.Cleanup(func() { network.Close() })
-	mainAddr := netip.MustParseAddrPort("10.0.0.1:7530")
+	mainAddr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, 1}), road.DefaultPort)
 	connM, err := network.Listen(mainAddr, imp)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	connO, err := network.Listen(netip.MustParseAddrPort("10.0.0.2:7530"), imp)
+	connO, err := network.Listen(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, 2}), road.DefaultPort), imp)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/raet-go/raet/internal/roadtest"
 	"github.com/raet-go/raet/road"
+	"github.com/raet-go/raet/road/roadtest"
 )
 
 // Start gives a running stack on loopback, closed when the test ends.
