@@ -340,6 +340,8 @@ func (n *Node) receive(m Message) {
 		n.hello(m.From, &e)
 	case codec.BusKindSub, codec.BusKindUnsub:
 		n.pub.control(m.From, &e)
+	case codec.BusKindAck:
+		n.pub.ack(m.From, &e)
 	case codec.BusKindSubOK, codec.BusKindPub, codec.BusKindDrop, codec.BusKindCut, codec.BusKindGap:
 		n.sub.input(m.From, &e)
 	case codec.BusKindReq:

@@ -282,6 +282,7 @@ func (n *Node) heartbeat(now time.Time) {
 		n.changed(name, PeerDown, "silent", false)
 	}
 	n.pub.release(release, "silent")
+	n.sub.tick()
 	n.push.tick(now)
 }
 

@@ -74,6 +74,8 @@ type outSub struct {
 	inflight int                 // being sent
 	senders  int                 // goroutines sending its items (at most SendWindow)
 	nextIx   uint64
+	window   uint64            // items sent past the last acknowledged at most; 0: the subscriber sends no acks
+	acked    uint64            // the last item the subscriber's application took
 	pending  map[string]uint64 // drops not yet reported to the subscriber
 	stats    SubscriberStats
 	done     chan struct{} // closed when the subscription ends
@@ -259,6 +261,28 @@ func (p *publisher) blockingLocked(subject string) []*outSub {
 
 func (s *outSub) held() int { return len(s.queue) + s.inflight }
 
+// shut reports whether s has its window's worth of items unacknowledged:
+// its subscriber's application does not take them, so nothing more is sent
+// and its queue fills, for its policy to apply. The cut notice goes past
+// the window, so that the subscriber learns why its stream ended.
+func (s *outSub) shut() bool {
+	return s.window > 0 && s.nextIx-s.acked >= s.window && (len(s.queue) == 0 || s.queue[0].Kind != codec.BusKindCut)
+}
+
+// ack takes an acknowledgement from the subscriber: its application took
+// the items up to e.Index, so as many more may be sent. Only the peer of
+// the subscription acknowledges it (the key is the peer's).
+func (p *publisher) ack(from string, e *envelope.Envelope) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.subs[subKey{from, e.ID}]
+	if s == nil || s.window == 0 || e.Index <= s.acked || e.Index > s.nextIx {
+		return
+	}
+	s.acked = e.Index
+	p.wakeLocked(s)
+}
+
 // offerLocked queues e for s under its policy.
 func (p *publisher) offerLocked(s *outSub, e envelope.Envelope) {
 	if s.held() >= s.hwm {
@@ -401,6 +425,8 @@ func (p *publisher) control(from string, e *envelope.Envelope) {
 	if err := p.subscribe(from, e); err != nil {
 		ok.Error = err.Error()
 		p.n.log.Info("subscription refused", "peer", from, "id", e.ID, "err", err)
+	} else {
+		ok.Credit = windowOf(e)
 	}
 	p.mu.Lock()
 	ok.Epoch, ok.Seq = p.hist.Epoch(), p.seq
@@ -456,7 +482,7 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 		return fmt.Errorf("raet bus: the publisher serves %d subscriptions already", len(p.subs))
 	}
 	s := &outSub{key: key, filters: e.Filters, policy: policy, hwm: hwm, pending: map[string]uint64{},
-		done: make(chan struct{})}
+		done: make(chan struct{}), window: uint64(windowOf(e))}
 	s.ctx, s.cancel = context.WithCancel(p.n.ctx)
 	s.stats = SubscriberStats{Peer: from, ID: e.ID, Policy: policy, HWM: hwm, Drops: map[string]uint64{}}
 	q := Query{Filters: e.Filters, Replay: e.Replay, Arg: e.ReplayArg}
@@ -485,6 +511,10 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 	p.wakeLocked(s)
 	return nil
 }
+
+// windowOf is the window a subscription keeps to: the subscriber's, at most
+// what a subscriber holds to restore the order.
+func windowOf(e *envelope.Envelope) uint32 { return min(e.Credit, maxHeld) }
 
 // peer drops the subscriptions of a peer that is gone or restarted.
 func (p *publisher) peer(name string, st PeerState, restarted bool) {
@@ -534,10 +564,17 @@ func (p *publisher) endPeersLocked(names map[string]bool, why string) {
 // index. A sender that is not needed is not started: an idle subscription
 // has no goroutine.
 func (p *publisher) wakeLocked(s *outSub) {
-	want := s.inflight + len(s.queue) // a sender has one item in flight at most
+	want := len(s.queue)
 	if len(s.queue) == 0 && len(s.pending) > 0 {
 		want++ // a drop notice
 	}
+	switch {
+	case s.shut():
+		want = 0
+	case s.window > 0 && s.nextIx-s.acked < s.window:
+		want = min(want, int(s.window-(s.nextIx-s.acked)))
+	}
+	want += s.inflight // a sender has one item in flight at most
 	for s.senders < min(want, p.n.cfg.SendWindow) && !s.ended {
 		if !p.n.goWait(func() { p.sender(s) }) {
 			return
@@ -566,6 +603,9 @@ func (p *publisher) take(s *outSub) (envelope.Envelope, bool) {
 	switch {
 	case s.ended:
 		s.senders--
+		return e, false
+	case s.shut():
+		s.senders-- // woken again by an ack
 		return e, false
 	case p.holdBack && len(s.queue) > 0 && s.queue[0].Kind == codec.BusKindPub && s.queue[0].Seq > p.durable:
 		s.senders-- // woken again when it is on disk

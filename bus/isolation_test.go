@@ -1,0 +1,129 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/raet-go/raet/bus"
+)
+
+// One subscription its application never reads holds up nothing else of
+// its node: the node's other subscription gets every message, its service
+// answers every request and its puller does every job, while the unread
+// subscription's own policy applies at the publisher, its drops counted
+// alike at both ends (issue 30, finding 2: on the base the node's reader
+// waited for the full buffer, and everything to that node stopped).
+func TestUnreadSubscriptionIsolated(t *testing.T) {
+	for _, policy := range []bus.Policy{bus.DropNewest, bus.DropOldest, bus.Cut, bus.Block} {
+		t.Run(policy.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				unreadIsolated(t, policy)
+			})
+		})
+	}
+}
+
+func unreadIsolated(t *testing.T, policy bus.Policy) {
+	const window, hwm, total = 8, 10, 300
+	cfg := func(string) *bus.Config { return &bus.Config{Policies: allPolicies, BlockTimeout: time.Second} }
+	// A short transport queue: on the base a stuck reader fills it at once.
+	ns, _ := memNodes(t, 16, cfg, "pub", "sub")
+	pub, sn := ns[0], ns[1]
+	unread := subscribed(t, sn, "x.>", &bus.SubOptions{Policy: policy, HWM: hwm, Buffer: window})
+	read := subscribed(t, sn, "x.>", &bus.SubOptions{Policy: bus.DropNewest, HWM: total})
+	if _, err := sn.Serve("ask.>", echo("sub"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sn.Pull([]string{"pub"}, 4, func(_ context.Context, j *bus.Job) (any, error) { return j.Body, nil }); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	got := make(chan []bus.Delivery, 1)
+	go func() { got <- drain(read, total) }()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	jobs := 0
+	for i := 1; i <= total; i++ {
+		if _, err := pub.Publish(ctx, bus.Pub{Subject: hwmSubject(i), Body: i}); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		if i%10 == 0 {
+			rep, err := pub.Request(ctx, "sub", "ask.x", i)
+			if err != nil {
+				t.Fatalf("request after message %d: %v", i, err)
+			}
+			if fmt.Sprint(rep.Body.(map[string]any)["echo"]) != fmt.Sprint(i) {
+				t.Fatalf("reply %+v", rep)
+			}
+			if _, err := pub.Push(ctx, "job.x", i); err != nil {
+				t.Fatal(err)
+			}
+			jobs++
+		}
+	}
+	gotAll(t, <-got, total)
+	for range jobs {
+		select {
+		case r := <-pub.Results():
+			if r.Err != "" {
+				t.Fatalf("job %+v", r)
+			}
+		case <-time.After(time.Hour):
+			t.Fatalf("jobs not done")
+		}
+	}
+
+	// The unread subscription, read at last: every message is delivered or
+	// reported dropped, as the publisher counted.
+	var atPub bus.SubscriberStats
+	for _, st := range pub.Subscribers() {
+		if st.HWM == hwm {
+			atPub = st
+		}
+	}
+	var msgs, drops uint64
+	var last bus.Delivery
+	for stop := false; !stop; {
+		select {
+		case d := <-unread.Messages():
+			last = d
+			if d.Kind == bus.DeliveryMessage {
+				msgs++
+			}
+			for _, n := range d.Drops {
+				drops += n
+			}
+			stop = d.Kind == bus.DeliveryCut
+		case <-time.After(time.Hour):
+			stop = true
+		}
+	}
+	var dropped uint64
+	for _, n := range atPub.Drops {
+		dropped += n
+	}
+	if dropped == 0 || drops != dropped || !maps.Equal(unread.Stats().Drops, atPub.Drops) {
+		t.Fatalf("%v: the subscriber was told of %d drops (%v), the publisher dropped %d (%v)", policy, drops, unread.Stats().Drops, dropped, atPub.Drops)
+	}
+	switch policy {
+	case bus.DropNewest, bus.DropOldest:
+		if msgs+drops != total || atPub.Cut {
+			t.Fatalf("%v: %d messages and %d drops of %d published", policy, msgs, drops, total)
+		}
+		if atPub.MaxQueued > hwm {
+			t.Fatalf("%v: the publisher held %d for it, over its HWM %d", policy, atPub.MaxQueued, hwm)
+		}
+	default: // Cut, and Block cut as slow
+		if last.Kind != bus.DeliveryCut || !errors.Is(unread.Err(), bus.ErrCut) || !atPub.Cut {
+			t.Fatalf("%v: last delivery %+v, err %v, publisher %+v", policy, last, unread.Err(), atPub)
+		}
+		if msgs+drops > total || msgs < window {
+			t.Fatalf("%v: %d messages and %d drops of %d published", policy, msgs, drops, total)
+		}
+	}
+}
