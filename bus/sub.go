@@ -360,6 +360,9 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 			s.mu.Unlock()
 			s.start(sub, true)
 			return
+		case strings.HasPrefix(e.Error, budgetRefusal):
+			sub.err = fmt.Errorf("%w: %s refused the subscription: %s", ErrOverBudget, from, e.Error)
+			s.endLocked(sub)
 		case e.Error != "":
 			sub.err = fmt.Errorf("raet bus: %s refused the subscription: %s", from, e.Error)
 			s.endLocked(sub)
