@@ -34,6 +34,27 @@ func newHostile(t testing.TB, net *bus.MemNet) *hostile {
 	return &hostile{t: t, tr: tr}
 }
 
+// pubAndOK makes a MemNet whose peers queue up to queue messages, a
+// publisher "pub" with cfg and a legitimate peer "ok" on it.
+func pubAndOK(t *testing.T, queue int, cfg *bus.Config) (net *bus.MemNet, pub, ok *bus.Node) {
+	t.Helper()
+	net = bus.NewMemNet(queue)
+	ns := make([]*bus.Node, 2)
+	for i, name := range []string{"pub", "ok"} {
+		tr, err := net.Transport(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		c := &bus.Config{Heartbeat: -1}
+		if i == 0 {
+			c = cfg
+		}
+		ns[i] = newNode(t, tr, c)
+	}
+	return net, ns[0], ns[1]
+}
+
 // sub sends a raw subscribe envelope.
 func (h *hostile) sub(id uint64, filters []string, policy bus.Policy, hwm uint32, replay codec.BusReplay, arg uint64) {
 	h.t.Helper()
@@ -103,20 +124,8 @@ func TestHostileReplayFlood(t *testing.T) {
 		senders     = 8
 		queued      = 2000
 	)
-	net := bus.NewMemNet(64)
-	ptr, err := net.Transport("pub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ptr.Close() })
-	otr, err := net.Transport("ok")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { otr.Close() })
-	pub := newNode(t, ptr, &bus.Config{Heartbeat: -1, MaxPeerReplays: 4, MaxReplay: 500, MaxPeerQueued: queued,
+	net, pub, ok := pubAndOK(t, 64, &bus.Config{Heartbeat: -1, MaxPeerReplays: 4, MaxReplay: 500, MaxPeerQueued: queued,
 		MaxPeerSenders: senders, MaxPeerSubscriptions: hostileSubs})
-	ok := newNode(t, otr, &bus.Config{Heartbeat: -1})
 	ctx := ctxT(t, time.Minute)
 	body := strings.Repeat("b", 200)
 	for i := range 1000 {
@@ -196,19 +205,7 @@ func TestHostileReplayFlood(t *testing.T) {
 // the legitimate subscriber was refused.
 func TestHostileSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := bus.NewMemNet(8192)
-		ptr, err := net.Transport("pub")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ptr.Close() })
-		otr, err := net.Transport("ok")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { otr.Close() })
-		pub := newNode(t, ptr, &bus.Config{Heartbeat: -1})
-		ok := newNode(t, otr, &bus.Config{Heartbeat: -1})
+		net, pub, ok := pubAndOK(t, 8192, &bus.Config{Heartbeat: -1})
 		h := newHostile(t, net)
 		long := make([]string, 256)
 		for i := range long {
@@ -274,19 +271,7 @@ func TestHostileSlots(t *testing.T) {
 // and the legitimate subscriber got a few.
 func TestHostileBlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := bus.NewMemNet(16)
-		ptr, err := net.Transport("pub")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ptr.Close() })
-		otr, err := net.Transport("ok")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { otr.Close() })
-		pub := newNode(t, ptr, &bus.Config{Heartbeat: -1, Policies: allPolicies, BlockTimeout: 200 * time.Millisecond})
-		ok := newNode(t, otr, &bus.Config{Heartbeat: -1})
+		net, pub, ok := pubAndOK(t, 16, &bus.Config{Heartbeat: -1, Policies: allPolicies, BlockTimeout: 200 * time.Millisecond})
 		s := subscribed(t, ok, "x.>", &bus.SubOptions{Policy: bus.DropNewest, HWM: 1000})
 		h := newHostile(t, net)
 		const total = 500
