@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus"
+	"github.com/raet-go/raet/netsim"
 )
 
 // One subscription its application never reads holds up nothing else of
@@ -22,18 +23,30 @@ func TestUnreadSubscriptionIsolated(t *testing.T) {
 	for _, policy := range []bus.Policy{bus.DropNewest, bus.DropOldest, bus.Cut, bus.Block} {
 		t.Run(policy.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				unreadIsolated(t, policy)
+				// A short transport queue: on the base a stuck reader fills it at once.
+				ns, _ := memNodes(t, 16, isolatedConfig, "pub", "sub")
+				unreadIsolated(t, policy, ns[0], ns[1], time.Hour)
 			})
 		})
 	}
+	// Over the road, once: the road adapter hands messages to the node's
+	// reader from its own goroutine.
+	t.Run("road", func(t *testing.T) {
+		trs := roadNet(t, netsim.Impairment{}, "pub", "sub")
+		pub := newNode(t, trs[0], isolatedConfig("pub"))
+		sn := newNode(t, trs[1], isolatedConfig("sub"))
+		unreadIsolated(t, bus.DropNewest, pub, sn, 3*time.Second)
+	})
 }
 
-func unreadIsolated(t *testing.T, policy bus.Policy) {
+func isolatedConfig(string) *bus.Config {
+	return &bus.Config{Policies: allPolicies, BlockTimeout: time.Second}
+}
+
+// unreadIsolated runs the test over pub and sn, where a quiet of idle means
+// nothing more is coming.
+func unreadIsolated(t *testing.T, policy bus.Policy, pub, sn *bus.Node, idle time.Duration) {
 	const window, hwm, total = 8, 10, 300
-	cfg := func(string) *bus.Config { return &bus.Config{Policies: allPolicies, BlockTimeout: time.Second} }
-	// A short transport queue: on the base a stuck reader fills it at once.
-	ns, _ := memNodes(t, 16, cfg, "pub", "sub")
-	pub, sn := ns[0], ns[1]
 	unread := subscribed(t, sn, "x.>", &bus.SubOptions{Policy: policy, HWM: hwm, Buffer: window})
 	read := subscribed(t, sn, "x.>", &bus.SubOptions{Policy: bus.DropNewest, HWM: total})
 	if _, err := sn.Serve("ask.>", echo("sub"), nil); err != nil {
@@ -42,9 +55,9 @@ func unreadIsolated(t *testing.T, policy bus.Policy) {
 	if _, err := sn.Pull([]string{"pub"}, 4, func(_ context.Context, j *bus.Job) (any, error) { return j.Body, nil }); err != nil {
 		t.Fatal(err)
 	}
-	synctest.Wait()
+	waitPullers(t, pub, 1)
 	got := make(chan []bus.Delivery, 1)
-	go func() { got <- drain(read, total) }()
+	go func() { got <- drainIdle(read, total, idle) }()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	jobs := 0
@@ -73,7 +86,7 @@ func unreadIsolated(t *testing.T, policy bus.Policy) {
 			if r.Err != "" {
 				t.Fatalf("job %+v", r)
 			}
-		case <-time.After(time.Hour):
+		case <-time.After(idle):
 			t.Fatalf("jobs not done")
 		}
 	}
@@ -98,8 +111,8 @@ func unreadIsolated(t *testing.T, policy bus.Policy) {
 			for _, n := range d.Drops {
 				drops += n
 			}
-			stop = d.Kind == bus.DeliveryCut
-		case <-time.After(time.Hour):
+			stop = d.Kind == bus.DeliveryCut || (policy != bus.Cut && policy != bus.Block && msgs+drops == total)
+		case <-time.After(idle):
 			stop = true
 		}
 	}
@@ -126,4 +139,31 @@ func unreadIsolated(t *testing.T, policy bus.Policy) {
 			t.Fatalf("%v: %d messages and %d drops of %d published", policy, msgs, drops, total)
 		}
 	}
+}
+
+// drainIdle reads n messages of s, or fewer when nothing comes for idle.
+func drainIdle(s *bus.Subscription, n int, idle time.Duration) []bus.Delivery {
+	var msgs []bus.Delivery
+	for len(msgs) < n {
+		select {
+		case d := <-s.Messages():
+			if d.Kind == bus.DeliveryMessage {
+				msgs = append(msgs, d)
+			}
+		case <-time.After(idle):
+			return msgs
+		}
+	}
+	return msgs
+}
+
+// waitPullers waits until pusher sees n pullers with credit.
+func waitPullers(t *testing.T, pusher *bus.Node, n int) {
+	t.Helper()
+	eventually(t, func() error {
+		if got := pusher.Stats().Pusher.Pullers; got < n {
+			return fmt.Errorf("%d pullers", got)
+		}
+		return nil
+	})
 }
