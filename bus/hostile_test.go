@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -33,6 +35,22 @@ func newHostile(t testing.TB, net *bus.MemNet) *hostile {
 	t.Cleanup(func() { tr.Close() })
 	return &hostile{t: t, tr: tr}
 }
+
+// countWarns counts the log records at Warn whose message holds msg.
+type countWarns struct {
+	msg string
+	n   atomic.Int64
+}
+
+func (c *countWarns) Enabled(context.Context, slog.Level) bool { return true }
+func (c *countWarns) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn && strings.Contains(r.Message, c.msg) {
+		c.n.Add(1)
+	}
+	return nil
+}
+func (c *countWarns) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *countWarns) WithGroup(string) slog.Handler      { return c }
 
 // pubAndOK makes a MemNet whose peers queue up to queue messages, a
 // publisher "pub" with cfg and a legitimate peer "ok" on it.
@@ -205,7 +223,8 @@ func TestHostileReplayFlood(t *testing.T) {
 // the legitimate subscriber was refused.
 func TestHostileSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net, pub, ok := pubAndOK(t, 8192, &bus.Config{Heartbeat: -1})
+		warns := &countWarns{msg: "over its budget"}
+		net, pub, ok := pubAndOK(t, 8192, &bus.Config{Heartbeat: -1, Logger: slog.New(warns)})
 		h := newHostile(t, net)
 		long := make([]string, 256)
 		for i := range long {
@@ -238,6 +257,9 @@ func TestHostileSlots(t *testing.T) {
 		}
 		if st := pub.Stats().Publisher; st.OverBudget != 2*n-256 || st.Subscriptions != 256 {
 			t.Fatalf("publisher stats %+v", st)
+		}
+		if got := warns.n.Load(); got != 1 {
+			t.Fatalf("%d warnings of the peer over its budget, want 1 (once per peer)", got)
 		}
 		s := subscribed(t, ok, "x.>", nil)
 		if err := s.Err(); err != nil {

@@ -443,9 +443,9 @@ func (p *publisher) endLocked(s *outSub, why string) {
 }
 
 // forgetPeerLocked drops the peer's use when it holds nothing, and it has no
-// mark to keep.
+// mark to keep (slow, logged) until it goes.
 func (p *publisher) forgetPeerLocked(name string) {
-	if u := p.peers[name]; u != nil && u.subs == 0 && u.senders == 0 && !u.slow {
+	if u := p.peers[name]; u != nil && u.subs == 0 && u.senders == 0 && !u.slow && !u.logged {
 		delete(p.peers, name)
 	}
 }
@@ -511,7 +511,6 @@ func (p *publisher) control(from string, e *envelope.Envelope) {
 			p.total.OverBudget++
 			u := p.useLocked(from)
 			first, u.logged = !u.logged, true
-			p.forgetPeerLocked(from)
 		}
 		p.mu.Unlock()
 		switch {
@@ -585,6 +584,7 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 			return nil // a repeated request: the subscription stands
 		}
 		p.endLocked(old, "replaced")
+		u = p.useLocked(from) // ending old may have forgotten the peer's use
 	} else {
 		for _, s := range p.ended { // a late repeat of a request that ended: ids are not reused
 			if s.key == key {
@@ -672,7 +672,7 @@ func (p *publisher) peer(name string, st PeerState, restarted bool) {
 	defer p.mu.Unlock()
 	p.endPeersLocked(map[string]bool{name: true}, why)
 	if u := p.peers[name]; u != nil {
-		u.slow = false // a new run, or gone: it starts afresh
+		u.slow, u.logged = false, false // a new run, or gone: it starts afresh
 		p.forgetPeerLocked(name)
 	}
 }
