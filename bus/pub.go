@@ -775,20 +775,19 @@ func (p *publisher) sender(s *outSub) {
 	for s != nil {
 		e, ok := p.take(s)
 		if !ok {
-			s = p.next(s.use, nil)
+			p.mu.Lock()
+			s = p.nextLocked(s.use, nil)
+			p.mu.Unlock()
 			continue
 		}
-		p.send(s, e)
-		s = p.next(s.use, s)
+		s = p.send(s, e)
 	}
 }
 
-// next returns the subscription a sender of peer u serves now: s, the one
-// it served (nil when that has no more work for it), unless another waits
-// its turn; nil when there is none, and the sender ends.
-func (p *publisher) next(u *peerUse, s *outSub) *outSub {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// nextLocked returns the subscription a sender of peer u serves now: s,
+// the one it served (nil when that has no more work for it), unless another
+// waits its turn; nil when there is none, and the sender ends.
+func (p *publisher) nextLocked(u *peerUse, s *outSub) *outSub {
 	if s != nil && len(u.waiting) == 0 {
 		return s
 	}
@@ -863,8 +862,8 @@ func (p *publisher) take(s *outSub) (envelope.Envelope, bool) {
 }
 
 // send sends one item, again until it is taken, the subscription ends or
-// the node closes.
-func (p *publisher) send(s *outSub, e envelope.Envelope) {
+// the node closes, and returns the subscription its sender serves next.
+func (p *publisher) send(s *outSub, e envelope.Envelope) *outSub {
 	body := e.Map()
 	delay := 50 * time.Millisecond
 	sent := false
@@ -902,5 +901,7 @@ func (p *publisher) send(s *outSub, e envelope.Envelope) {
 		p.endLocked(s, s.why)
 	}
 	p.room.Broadcast()
+	next := p.nextLocked(s.use, s)
 	p.mu.Unlock()
+	return next
 }
