@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/raet-go/raet/bus"
+	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/netsim"
 )
 
@@ -165,5 +167,52 @@ func waitPullers(t *testing.T, pusher *bus.Node, n int) {
 			return fmt.Errorf("%d pullers", got)
 		}
 		return nil
+	})
+}
+
+// dropAcks is a transport that loses the first n acknowledgements it is
+// asked to send, as a full control queue would.
+type dropAcks struct {
+	bus.Transport
+	n atomic.Int64
+}
+
+func (d *dropAcks) Send(ctx context.Context, to string, body any) error {
+	if kind, _ := kindIndex(body); kind == codec.BusKindAck && d.n.Add(-1) >= 0 {
+		return nil
+	}
+	return d.Transport.Send(ctx, to, body)
+}
+
+// A lost acknowledgement stalls a subscription for a heartbeat at most: the
+// subscriber repeats its last one there, and the publisher, which had
+// filled the window, sends on.
+func TestLostAckRepeated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := bus.NewMemNet(0)
+		ptr, err := net.Transport("pub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ptr.Close() })
+		str, err := net.Transport("sub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { str.Close() })
+		pub := newNode(t, ptr, nil)
+		lossy := &dropAcks{Transport: str}
+		lossy.n.Store(1 << 20) // every ack, until the publisher stalls
+		sn := newNode(t, lossy, nil)
+		s := subscribed(t, sn, "x.>", &bus.SubOptions{HWM: 100, Buffer: 4})
+		publishN(t, pub, "x.y", 1, 50)
+		msgs, _ := collectSynced(t, s, 4) // the window; no ack reaches the publisher
+		synctest.Wait()
+		if st := pub.Subscribers()[0]; st.Sent != 4 || st.Queued != 46 {
+			t.Fatalf("with every ack lost: %+v, want 4 sent and 46 queued", st)
+		}
+		lossy.n.Store(0)
+		more, _ := collectSynced(t, s, 46) // within a heartbeat or so
+		seqs(t, append(msgs, more...), 1)
 	})
 }
