@@ -624,7 +624,6 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 		lost = true
 	}
 	if len(msgs) > p.n.cfg.MaxReplay { // a History that does not keep to Query.Max
-		clear(msgs[:len(msgs)-p.n.cfg.MaxReplay])
 		msgs, lost = msgs[len(msgs)-p.n.cfg.MaxReplay:], true
 	}
 	if room := p.n.cfg.MaxPeerQueued - u.queued; len(msgs) > room {
