@@ -450,7 +450,7 @@ func (sub *Subscription) hand() {
 		ack := sub.tookLocked(it)
 		s.mu.Unlock()
 		if ack != nil {
-			sub.sendAck(ack)
+			sub.sendAck(ack, true)
 		}
 	}
 }
@@ -478,14 +478,22 @@ func (sub *Subscription) ackLocked() *envelope.Envelope {
 	return &e
 }
 
-// sendAck sends an acknowledgement to the publisher.
-func (sub *Subscription) sendAck(e *envelope.Envelope) {
+// sendAck sends an acknowledgement to the publisher. When the peer's
+// control queue is full, the subscription's own goroutine sends it (wait),
+// waiting at most ControlTimeout: a publisher that filled the window waits
+// for it, and the heartbeat's repeat may be off.
+func (sub *Subscription) sendAck(e *envelope.Envelope, wait bool) {
 	n := sub.n
 	n.mu.Lock()
 	p := n.peerLocked(sub.publisher)
 	n.mu.Unlock()
-	if p != nil {
-		n.control(p, *e)
+	if p == nil || n.control(p, *e) || !wait {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ControlTimeout)
+	defer cancel()
+	if err := n.t.Send(ctx, sub.publisher, e.Map()); err != nil {
+		n.log.Debug("ack not sent", "peer", sub.publisher, "id", e.ID, "err", err)
 	}
 }
 
@@ -505,7 +513,7 @@ func (s *subscriber) tick() {
 	}
 	s.mu.Unlock()
 	for i, e := range acks {
-		subs[i].sendAck(e)
+		subs[i].sendAck(e, false) // the node's reader: it must not wait
 	}
 }
 
