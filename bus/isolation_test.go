@@ -208,8 +208,8 @@ func TestLostAckRepeated(t *testing.T) {
 		publishN(t, pub, "x.y", 1, 50)
 		msgs, _ := collectSynced(t, s, 4) // the window; no ack reaches the publisher
 		synctest.Wait()
-		if st := pub.Subscribers()[0]; st.Sent != 4 || st.Queued != 46 {
-			t.Fatalf("with every ack lost: %+v, want 4 sent and 46 queued", st)
+		if st := pub.Subscribers()[0]; st.Sent != 4 || st.Queued != 46 || st.Window != 4 || st.Unacked != 4 {
+			t.Fatalf("with every ack lost: %+v, want 4 sent, unacknowledged, and 46 queued", st)
 		}
 		lossy.n.Store(0)
 		more, _ := collectSynced(t, s, 46) // within a heartbeat or so

@@ -133,6 +133,8 @@ type SubscriberStats struct {
 	InFlight  int               // of those, being sent
 	MaxQueued int               // the most ever held at once
 	Sent      uint64            // items the subscriber has
+	Window    int               // items sent past the last acknowledged at most; 0: the subscriber does not acknowledge
+	Unacked   int               // items sent that its application has not taken yet (when Window is set)
 	Drops     map[string]uint64 // messages dropped for it, by subject
 	Cut       bool              // cut off (policy Cut)
 	Ended     string            // why it ended ("" while it lasts)
@@ -454,6 +456,9 @@ func (p *publisher) snapshotLocked(s *outSub) SubscriberStats {
 	st := s.stats
 	st.Filters = slices.Clone(s.filters)
 	st.Queued, st.InFlight = s.held(), s.inflight
+	if s.window > 0 {
+		st.Window, st.Unacked = int(s.window), int(s.nextIx-s.acked)
+	}
 	st.Ended = s.why
 	st.Drops = make(map[string]uint64, len(s.stats.Drops))
 	for k, v := range s.stats.Drops {
