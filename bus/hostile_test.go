@@ -130,10 +130,11 @@ func heldFor(pub *bus.Node, peer string) (subs, queued int) {
 }
 
 // Attack 2 of issue 32: 1,000 subscriptions with filter > and a replay since
-// sequence 0, never read. The publisher keeps within its budgets for the
-// peer (MaxPeerReplays 4, MaxReplay 500, MaxPeerQueued 2,000,
-// MaxPeerSenders 8), a legitimate subscriber is admitted and gets every
-// message, and all is given back when the hostile peer goes. On the base
+// sequence 0, then 1,000 without a replay, never read. The publisher keeps
+// within its budgets for the peer (MaxPeerReplays 4, MaxReplay 500,
+// MaxPeerQueued 2,000, MaxPeerSenders 8), a legitimate subscriber is
+// admitted and gets every message, and all is given back when the hostile
+// peer goes. On the base
 // (2f6a03b) the 1,000 replays of 1,000 messages each were all queued, with
 // up to 16 goroutines each.
 func TestHostileReplayFlood(t *testing.T) {
@@ -143,7 +144,7 @@ func TestHostileReplayFlood(t *testing.T) {
 		queued      = 2000
 	)
 	net, pub, ok := pubAndOK(t, 64, &bus.Config{Heartbeat: -1, MaxPeerReplays: 4, MaxReplay: 500, MaxPeerQueued: queued,
-		MaxPeerSenders: senders, MaxPeerSubscriptions: hostileSubs})
+		MaxPeerSenders: senders, MaxPeerSubscriptions: 2 * hostileSubs})
 	ctx := ctxT(t, time.Minute)
 	body := strings.Repeat("b", 200)
 	for i := range 1000 {
@@ -157,9 +158,14 @@ func TestHostileReplayFlood(t *testing.T) {
 	for id := uint64(1); id <= hostileSubs; id++ {
 		h.sub(id, []string{">"}, bus.DropNewest, 0, bus.ReplaySinceSeq, 0)
 	}
+	// And as many without a replay, admitted: the live messages below are
+	// queued for each, within MaxPeerQueued, sent by MaxPeerSenders.
+	for id := uint64(hostileSubs + 1); id <= 2*hostileSubs; id++ {
+		h.sub(id, []string{">"}, bus.DropNewest, 0, bus.ReplayNone, 0)
+	}
 	eventually(t, func() error {
-		if st := pub.Stats().Publisher; st.Subscriptions+int(st.Refused) < hostileSubs {
-			return fmt.Errorf("publisher took %d of %d subscriptions", st.Subscriptions+int(st.Refused), hostileSubs)
+		if st := pub.Stats().Publisher; st.Subscriptions+int(st.Refused) < 2*hostileSubs {
+			return fmt.Errorf("publisher took %d of %d subscriptions", st.Subscriptions+int(st.Refused), 2*hostileSubs)
 		}
 		return nil
 	})
@@ -196,8 +202,8 @@ func TestHostileReplayFlood(t *testing.T) {
 	if heap > baseHeap+16<<20 {
 		t.Errorf("heap in use %d MiB, %d MiB before the hostile peer", heap>>20, baseHeap>>20)
 	}
-	if st.OverBudget == 0 || st.Refused != st.OverBudget {
-		t.Errorf("publisher stats %+v: want the replays over MaxPeerReplays refused over budget", st)
+	if st.OverBudget == 0 || st.Refused != st.OverBudget || subs < hostileSubs || st.PeerQueueDrops == 0 {
+		t.Errorf("publisher stats %+v, %d hostile subscriptions: want the replays over the budgets refused, the others admitted, and live messages over MaxPeerQueued dropped", st, subs)
 	}
 
 	h.tr.Leave()
@@ -215,9 +221,9 @@ func TestHostileReplayFlood(t *testing.T) {
 	}
 }
 
-// Attack 6 of issue 32: 4,096 subscriptions of 256 filters of 255 bytes,
-// then 4,096 within the filter budgets: the first are refused for their
-// filters, the others past MaxPeerSubscriptions, each with the typed reason,
+// Attack 6 of issue 32: subscriptions of 256 filters of 255 bytes (512 of
+// them), then 4,096 within the filter budgets: the first are refused for
+// their filters, the others past MaxPeerSubscriptions, each with the typed reason,
 // counted; a legitimate subscriber is still admitted, and one over a budget
 // sees ErrOverBudget. On the base the hostile peer took all 4,096 slots and
 // the legitimate subscriber was refused.
@@ -230,15 +236,17 @@ func TestHostileSlots(t *testing.T) {
 		for i := range long {
 			long[i] = fmt.Sprintf("%03d.%s", i, strings.Repeat("f", 251))
 		}
-		const n, batch = 4096, 128 // a batch of answers fits the publisher's control queue
+		// 512 of the 64 KiB subscriptions make the point (each costs a JSON
+		// round trip over MemNet); the slots are taken by the 4,096 below.
+		const n, long64, batch = 4096, 512, 128 // a batch of answers fits the publisher's control queue
 		got := map[string]int{}
-		for id := uint64(1); id <= n; id++ {
+		for id := uint64(1); id <= long64; id++ {
 			h.sub(id, long, bus.DropNewest, 0, bus.ReplayNone, 0)
 			if id%batch == 0 {
 				got = addCounts(got, h.answers(batch))
 			}
 		}
-		if got["over budget: filters of a subscription (32)"] != n {
+		if got["over budget: filters of a subscription (32)"] != long64 {
 			t.Fatalf("answers to 256 filters of 255 bytes: %v", got)
 		}
 		short := make([]string, 32)
@@ -255,7 +263,7 @@ func TestHostileSlots(t *testing.T) {
 		if got[""] != 256 || got["over budget: subscriptions of a peer (256)"] != n-256 {
 			t.Fatalf("answers to 32 filters of 63 bytes: %v", got)
 		}
-		if st := pub.Stats().Publisher; st.OverBudget != 2*n-256 || st.Subscriptions != 256 {
+		if st := pub.Stats().Publisher; st.OverBudget != long64+n-256 || st.Subscriptions != 256 {
 			t.Fatalf("publisher stats %+v", st)
 		}
 		if got := warns.n.Load(); got != 1 {
