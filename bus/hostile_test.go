@@ -57,20 +57,8 @@ func (c *countWarns) WithGroup(string) slog.Handler      { return c }
 func pubAndOK(t *testing.T, queue int, cfg *bus.Config) (net *bus.MemNet, pub, ok *bus.Node) {
 	t.Helper()
 	net = bus.NewMemNet(queue)
-	ns := make([]*bus.Node, 2)
-	for i, name := range []string{"pub", "ok"} {
-		tr, err := net.Transport(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tr.Close() })
-		c := &bus.Config{Heartbeat: -1}
-		if i == 0 {
-			c = cfg
-		}
-		ns[i] = newNode(t, tr, c)
-	}
-	return net, ns[0], ns[1]
+	trs := memTransports(t, net, "pub", "ok")
+	return net, newNode(t, trs[0], cfg), newNode(t, trs[1], &bus.Config{Heartbeat: -1})
 }
 
 // sub sends a raw subscribe envelope.

@@ -189,19 +189,9 @@ func (d *dropAcks) Send(ctx context.Context, to string, body any) error {
 // filled the window, sends on.
 func TestLostAckRepeated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := bus.NewMemNet(0)
-		ptr, err := net.Transport("pub")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ptr.Close() })
-		str, err := net.Transport("sub")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { str.Close() })
-		pub := newNode(t, ptr, nil)
-		lossy := &dropAcks{Transport: str}
+		trs := memTransports(t, bus.NewMemNet(0), "pub", "sub")
+		pub := newNode(t, trs[0], nil)
+		lossy := &dropAcks{Transport: trs[1]}
 		lossy.n.Store(1 << 20) // every ack, until the publisher stalls
 		sn := newNode(t, lossy, nil)
 		s := subscribed(t, sn, "x.>", &bus.SubOptions{HWM: 100, Buffer: 4})
