@@ -35,6 +35,19 @@
 // Config.Policies only (by default not Block). Every drop is counted on
 // both sides (Node.Subscribers, Subscription.Stats).
 //
+// Each subscription is paced on its own: the subscriber acknowledges the
+// items its application takes from Messages, and the publisher sends no
+// more than SubOptions.Buffer items past the last acknowledged. A
+// subscription the application does not read thus fills its own queue at
+// the publisher, where its policy applies, and holds up none of its node's
+// other subscriptions, requests or jobs.
+//
+// A publisher trusts no subscriber to be cooperative: its budgets per peer
+// (Config.MaxPeerSubscriptions, MaxFilters, MaxFilterBytes, MaxPeerReplays,
+// MaxReplay, MaxPeerQueued, MaxPeerSenders) bound what one peer's
+// subscriptions hold, and a subscription over one is refused with
+// ErrOverBudget.
+//
 // A subscription ends with its subscriber: Subscription.Close and
 // Node.Close tell the publisher, and a subscriber that answers no heartbeat
 // for Config.ReleaseSilent (killed, say) is released. Each end is a

@@ -271,3 +271,30 @@ func ExampleSubscription_Position() {
 	// after the restart 5
 	// after the restart 6
 }
+
+// A publisher's owner sets what one peer may ask of it: here at most two
+// subscriptions per peer. The third is refused, and the subscriber's Err
+// says which budget it went over.
+func ExampleErrOverBudget() {
+	net := bus.NewMemNet(0)
+	pt, _ := net.Transport("pub")
+	st, _ := net.Transport("sub")
+	defer pt.Close()
+	defer st.Close()
+	pub, _ := bus.New(pt, &bus.Config{MaxPeerSubscriptions: 2})
+	defer pub.Close()
+	sub, _ := bus.New(st, nil)
+	defer sub.Close()
+
+	for _, filter := range []string{"a.>", "b.>", "c.>"} {
+		s, _ := sub.Subscribe("pub", []string{filter}, nil)
+		<-s.Ready()
+		fmt.Println(filter, errors.Is(s.Err(), bus.ErrOverBudget), s.Err())
+	}
+	fmt.Println("refused over budget:", pub.Stats().Publisher.OverBudget)
+	// Output:
+	// a.> false <nil>
+	// b.> false <nil>
+	// c.> true raet bus: over the publisher's budget: pub refused the subscription: over budget: subscriptions of a peer (2)
+	// refused over budget: 1
+}

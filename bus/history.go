@@ -29,6 +29,9 @@ type Query struct {
 	Filters []string
 	Replay  codec.BusReplay
 	Arg     uint64 // N, S or T (Unix nanoseconds), as Replay says
+	// Max, when above 0, bounds the messages selected: the newest Max, and
+	// lost is set when older ones were selected too (Config.MaxReplay).
+	Max int
 }
 
 // History retains published messages for late joiners. Its methods are
@@ -210,6 +213,9 @@ func (h *MemoryHistory) Select(q Query) ([]Retained, bool, error) {
 	})
 	if q.Replay == codec.BusReplayLast && uint64(len(out)) > q.Arg {
 		out = out[uint64(len(out))-q.Arg:]
+	}
+	if q.Max > 0 && len(out) > q.Max {
+		out, lost = slices.Clone(out[len(out)-q.Max:]), true
 	}
 	return out, lost, nil
 }

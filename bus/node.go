@@ -70,6 +70,27 @@ type Config struct {
 	SendWindow      int // messages in flight per subscription (the subscriber restores order); 0 means 16
 	MaxSubjectBytes int // longest subject; 0 means 256
 
+	// The publisher's budgets for one peer, whatever it sends: a
+	// subscription over one is refused with ErrOverBudget (the subscriber's
+	// Err), counted in PublisherStats.OverBudget and logged once per peer.
+	// Everything a peer holds is given back when it goes.
+	MaxPeerSubscriptions int // subscriptions one peer holds at once; 0 means 256
+	MaxFilters           int // filters of one subscription; 0 means 32
+	MaxFilterBytes       int // bytes of one subscription's filters together; 0 means 2048
+	MaxPeerReplays       int // subscriptions of one peer whose replay is still being sent; 0 means 4
+	// MaxReplay bounds the messages one replay sends: the newest, after a
+	// gap for the older ones; 0 means 10000.
+	MaxReplay int
+	// MaxPeerQueued bounds the messages queued for one peer's
+	// subscriptions together; a message that finds it full is dropped for
+	// the subscription and counted (PublisherStats.PeerQueueDrops), whatever
+	// its policy. 0 means 20000.
+	MaxPeerQueued int
+	// MaxPeerSenders bounds the goroutines sending to one peer at once,
+	// all its subscriptions together (each has at most SendWindow); the
+	// subscriptions wait their turn. 0 means 32.
+	MaxPeerSenders int
+
 	// Requester and responder side (see Request, Serve).
 	RequestTimeout time.Duration // a request whose ctx has no deadline waits this long; 0 means 5s
 	MaxPending     int           // requests waiting for replies at once; 0 means 65536
@@ -145,6 +166,13 @@ func (c *Config) populate() {
 	}
 	def(&c.SendWindow, 16)
 	def(&c.MaxSubjectBytes, 256)
+	def(&c.MaxPeerSubscriptions, 256)
+	def(&c.MaxFilters, 32)
+	def(&c.MaxFilterBytes, 2048)
+	def(&c.MaxPeerReplays, 4)
+	def(&c.MaxReplay, 10000)
+	def(&c.MaxPeerQueued, 20000)
+	def(&c.MaxPeerSenders, 32)
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 5 * time.Second
 	}
@@ -222,7 +250,8 @@ func New(t Transport, cfg *Config) (*Node, error) {
 	}
 	c.populate()
 	if c.Silent < 0 || c.MaxPeers < 0 || c.ControlQueue < 0 || c.DefaultHWM < 0 || c.SendWindow < 0 ||
-		c.MaxPending < 0 || c.JobQueue < 0 || c.MaxSubscribers < 0 {
+		c.MaxPending < 0 || c.JobQueue < 0 || c.MaxSubscribers < 0 || c.MaxPeerSubscriptions < 0 || c.MaxFilters < 0 ||
+		c.MaxFilterBytes < 0 || c.MaxPeerReplays < 0 || c.MaxReplay < 0 || c.MaxPeerQueued < 0 || c.MaxPeerSenders < 0 {
 		return nil, fmt.Errorf("raet bus: negative limit in Config")
 	}
 	if c.MaxPeerRequests < 0 || c.MaxPeerAnswers < 0 || c.MaxPullCredit < 0 || c.PullCreditStart < 0 || c.JobAttempts < 0 {
@@ -384,6 +413,8 @@ func (n *Node) receive(m Message) {
 		n.hello(m.From, &e)
 	case codec.BusKindSub, codec.BusKindUnsub:
 		n.pub.control(m.From, &e)
+	case codec.BusKindAck:
+		n.pub.ack(m.From, &e)
 	case codec.BusKindSubOK, codec.BusKindPub, codec.BusKindDrop, codec.BusKindCut, codec.BusKindGap:
 		n.sub.input(m.From, &e)
 	case codec.BusKindReq:

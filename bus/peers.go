@@ -282,6 +282,7 @@ func (n *Node) heartbeat(now time.Time) {
 		n.changed(name, PeerDown, "silent", false)
 	}
 	n.pub.release(release, "silent")
+	n.sub.tick()
 	n.push.tick(now)
 }
 
@@ -322,10 +323,10 @@ func (n *Node) liveGroupMembers(g string) []string {
 }
 
 // control queues e for p; a goroutine sends p's queue in order. A full
-// queue drops e and counts it.
-func (n *Node) control(p *peer, e envelope.Envelope) {
+// queue drops e and counts it; control reports whether e was queued.
+func (n *Node) control(p *peer, e envelope.Envelope) bool {
 	if n.closed() {
-		return
+		return false
 	}
 	p.ctlMu.Lock()
 	defer p.ctlMu.Unlock()
@@ -337,11 +338,12 @@ func (n *Node) control(p *peer, e envelope.Envelope) {
 		}
 		n.stats.controlDrops.Add(1)
 		n.log.Warn("control envelope dropped: queue full", "peer", p.name, "kind", e.Kind)
-		return
+		return false
 	}
 	if !p.sending {
 		p.sending = n.goWait(func() { n.drainControl(p) })
 	}
+	return true
 }
 
 // drainControl sends p's control queue until it is empty.

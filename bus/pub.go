@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +41,24 @@ type Pub struct {
 // ErrCut: the publisher cut the subscription off (policy Cut).
 var ErrCut = errors.New("raet bus: subscription cut off by the publisher")
 
+// ErrOverBudget: the publisher refused the subscription because the
+// subscriber's peer is over one of the publisher's budgets (Config,
+// MaxPeerSubscriptions and after); the error names which.
+var ErrOverBudget = errors.New("raet bus: over the publisher's budget")
+
+// budgetRefusal starts the refusal text (subok er) of a subscription over a
+// budget, for the subscriber to tell it from others.
+const budgetRefusal = "over budget: "
+
+// overBudget is a refusal for the budget named, whose limit is limit.
+func overBudget(name string, limit int) error {
+	return fmt.Errorf("%w: %s (%d)", errBudget, name, limit)
+}
+
+// errBudget marks the publisher's refusals over a budget; its text is what
+// the subscriber reads on the wire.
+var errBudget = errors.New(strings.TrimSuffix(budgetRefusal, ": "))
+
 // publisher is the node's publishing side: its sequence, history and the
 // subscriptions of other peers.
 type publisher struct {
@@ -57,6 +76,18 @@ type publisher struct {
 	subs     map[subKey]*outSub
 	ended    []*outSub // the last endedKeep subscriptions that ended
 	total    PublisherStats
+	peers    map[string]*peerUse // what each subscribing peer holds, against its budgets
+}
+
+// peerUse is what one peer's subscriptions hold at the publisher.
+type peerUse struct {
+	name    string
+	subs    int       // subscriptions (not ended)
+	queued  int       // messages and notices queued for them together
+	senders int       // goroutines sending to it
+	waiting []*outSub // its subscriptions waiting for a sender, oldest first
+	slow    bool      // a Block subscription of it was cut as slow: it gets no Block any more
+	logged  bool      // its first refusal over a budget was logged
 }
 
 type subKey struct {
@@ -74,6 +105,12 @@ type outSub struct {
 	inflight int                 // being sent
 	senders  int                 // goroutines sending its items (at most SendWindow)
 	nextIx   uint64
+	window   uint64            // items sent past the last acknowledged at most; 0: the subscriber sends no acks
+	use      *peerUse          // its peer's
+	waiting  bool              // in use.waiting
+	replayTo uint64            // the last sequence number of its replay: it replays while its queue starts at or before it
+	since    time.Time         // when, being Block and full, it first held a Publish; zero while it has room
+	acked    uint64            // the last item the subscriber's application took
 	pending  map[string]uint64 // drops not yet reported to the subscriber
 	stats    SubscriberStats
 	done     chan struct{} // closed when the subscription ends
@@ -96,6 +133,8 @@ type SubscriberStats struct {
 	InFlight  int               // of those, being sent
 	MaxQueued int               // the most ever held at once
 	Sent      uint64            // items the subscriber has
+	Window    int               // items sent past the last acknowledged at most; 0: the subscriber does not acknowledge
+	Unacked   int               // items sent that its application has not taken yet (when Window is set)
 	Drops     map[string]uint64 // messages dropped for it, by subject
 	Cut       bool              // cut off (policy Cut)
 	Ended     string            // why it ended ("" while it lasts)
@@ -107,8 +146,13 @@ type PublisherStats struct {
 	Subscriptions int    // now
 	Drops         uint64 // messages dropped for subscribers, all subscriptions
 	Cuts          uint64
-	Refused       uint64 // subscriptions refused (bad filters, too many)
-	HistoryErrors uint64 // a durable history failed to keep a message
+	Refused       uint64 // subscriptions refused (bad filters, too many, over a budget)
+	OverBudget    uint64 // of those, over a peer's budget (Config.MaxPeerSubscriptions and after)
+	// PeerQueueDrops counts the messages dropped because the
+	// subscriber's peer had Config.MaxPeerQueued queued (counted in Drops
+	// too).
+	PeerQueueDrops uint64
+	HistoryErrors  uint64 // a durable history failed to keep a message
 }
 
 const endedKeep = 64
@@ -117,6 +161,7 @@ func (p *publisher) init(n *Node) error {
 	p.n = n
 	p.room = sync.NewCond(&p.mu)
 	p.subs = map[subKey]*outSub{}
+	p.peers = map[string]*peerUse{}
 	switch {
 	case n.cfg.History != nil:
 		p.hist = n.cfg.History
@@ -193,7 +238,6 @@ func (p *publisher) publish(ctx context.Context, m Pub) (uint64, error) {
 
 // publishLocked publishes m and queues it for its subscribers.
 func (p *publisher) publishLocked(ctx context.Context, m Pub) (uint64, error) {
-	var since time.Time // when a full Block subscription first held it
 	for {
 		if p.n.closed() {
 			return 0, ErrClosed
@@ -205,13 +249,26 @@ func (p *publisher) publishLocked(ctx context.Context, m Pub) (uint64, error) {
 		if len(full) == 0 {
 			break
 		}
+		// A full subscription's time holding Publish counts from when it
+		// first did, over every Publish call meanwhile: one that gives up
+		// before BlockTimeout (its ctx) does not give the subscription its
+		// whole BlockTimeout again.
 		now := time.Now()
-		if since.IsZero() {
-			since = now
+		wait := p.n.cfg.BlockTimeout
+		var slow []*outSub
+		for _, s := range full {
+			if s.since.IsZero() {
+				s.since = now
+			}
+			if left := p.n.cfg.BlockTimeout - now.Sub(s.since); left <= 0 {
+				slow = append(slow, s)
+			} else {
+				wait = min(wait, left)
+			}
 		}
-		wait := p.n.cfg.BlockTimeout - now.Sub(since)
-		if wait <= 0 {
-			for _, s := range full {
+		if len(slow) > 0 {
+			for _, s := range slow {
+				s.use.slow = true
 				p.cutLocked(s, "slow", fmt.Sprintf("the subscription held Publish %s (the publisher's BlockTimeout)", p.n.cfg.BlockTimeout))
 			}
 			continue
@@ -250,7 +307,12 @@ func pubEnvelope(id uint64, r Retained) envelope.Envelope {
 func (p *publisher) blockingLocked(subject string) []*outSub {
 	var out []*outSub
 	for _, s := range p.subs {
-		if s.policy == Block && s.held() >= s.hwm && matchAny(s.filters, subject) {
+		if s.policy != Block {
+			continue
+		}
+		if s.held() < s.hwm {
+			s.since = time.Time{}
+		} else if matchAny(s.filters, subject) {
 			out = append(out, s)
 		}
 	}
@@ -259,8 +321,35 @@ func (p *publisher) blockingLocked(subject string) []*outSub {
 
 func (s *outSub) held() int { return len(s.queue) + s.inflight }
 
+// shut reports whether s has its window's worth of items unacknowledged:
+// its subscriber's application does not take them, so nothing more is sent
+// and its queue fills, for its policy to apply. The cut notice goes past
+// the window, so that the subscriber learns why its stream ended.
+func (s *outSub) shut() bool {
+	return s.window > 0 && s.nextIx-s.acked >= s.window && (len(s.queue) == 0 || s.queue[0].Kind != codec.BusKindCut)
+}
+
+// ack takes an acknowledgement from the subscriber: its application took
+// the items up to e.Index, so as many more may be sent. Only the peer of
+// the subscription acknowledges it (the key is the peer's).
+func (p *publisher) ack(from string, e *envelope.Envelope) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.subs[subKey{from, e.ID}]
+	if s == nil || s.window == 0 || e.Index <= s.acked || e.Index > s.nextIx {
+		return
+	}
+	s.acked = e.Index
+	p.wakeLocked(s)
+}
+
 // offerLocked queues e for s under its policy.
 func (p *publisher) offerLocked(s *outSub, e envelope.Envelope) {
+	if s.use.queued >= p.n.cfg.MaxPeerQueued {
+		p.total.PeerQueueDrops++
+		p.dropLocked(s, e.Subject)
+		return
+	}
 	if s.held() >= s.hwm {
 		switch s.policy {
 		case DropNewest, Block: // Block: only when the subscription was made full by a replay
@@ -272,6 +361,7 @@ func (p *publisher) offerLocked(s *outSub, e envelope.Envelope) {
 				copy(s.queue[1:i+1], s.queue[:i]) // a gap notice before it stays first
 				s.queue[0] = envelope.Envelope{}
 				s.queue = s.queue[1:]
+				s.use.queued--
 			} else {
 				p.dropLocked(s, e.Subject)
 				return
@@ -283,6 +373,7 @@ func (p *publisher) offerLocked(s *outSub, e envelope.Envelope) {
 		}
 	}
 	s.queue = append(s.queue, e)
+	s.use.queued++
 	s.stats.MaxQueued = max(s.stats.MaxQueued, s.held())
 	p.wakeLocked(s)
 }
@@ -309,6 +400,7 @@ func (p *publisher) cutLocked(s *outSub, why, text string) {
 	e := newEnvelope(codec.BusKindCut)
 	e.ID = s.key.id
 	e.Error = text
+	s.use.queued += 1 - len(s.queue)
 	s.queue = []envelope.Envelope{e}
 	s.stats.Cut = true
 	p.total.Cuts++
@@ -336,13 +428,27 @@ func (p *publisher) retireLocked(s *outSub, why string) {
 	p.room.Broadcast()
 }
 
-// endLocked ends s: it is retired and its senders stop.
+// endLocked ends s: it is retired, its senders stop and what it held is
+// given back to its peer's budgets.
 func (p *publisher) endLocked(s *outSub, why string) {
 	p.retireLocked(s, why)
 	if !s.ended {
 		s.ended = true
 		close(s.done)
 		s.cancel()
+		s.use.subs--
+		s.use.queued -= len(s.queue)
+		clear(s.queue)
+		s.queue = nil
+		p.forgetPeerLocked(s.key.peer)
+	}
+}
+
+// forgetPeerLocked drops the peer's use when it holds nothing, and it has no
+// mark to keep (slow, logged) until it goes.
+func (p *publisher) forgetPeerLocked(name string) {
+	if u := p.peers[name]; u != nil && u.subs == 0 && u.senders == 0 && !u.slow && !u.logged {
+		delete(p.peers, name)
 	}
 }
 
@@ -350,6 +456,9 @@ func (p *publisher) snapshotLocked(s *outSub) SubscriberStats {
 	st := s.stats
 	st.Filters = slices.Clone(s.filters)
 	st.Queued, st.InFlight = s.held(), s.inflight
+	if s.window > 0 {
+		st.Window, st.Unacked = int(s.window), int(s.nextIx-s.acked)
+	}
 	st.Ended = s.why
 	st.Drops = make(map[string]uint64, len(s.stats.Drops))
 	for k, v := range s.stats.Drops {
@@ -400,7 +509,23 @@ func (p *publisher) control(from string, e *envelope.Envelope) {
 	ok.ID = e.ID
 	if err := p.subscribe(from, e); err != nil {
 		ok.Error = err.Error()
-		p.n.log.Info("subscription refused", "peer", from, "id", e.ID, "err", err)
+		p.mu.Lock()
+		p.total.Refused++
+		first := false
+		if errors.Is(err, errBudget) {
+			p.total.OverBudget++
+			u := p.useLocked(from)
+			first, u.logged = !u.logged, true
+		}
+		p.mu.Unlock()
+		switch {
+		case first:
+			p.n.log.Warn("peer over its budget: subscription refused (logged once per peer)", "peer", from, "id", e.ID, "err", err)
+		case !errors.Is(err, errBudget):
+			p.n.log.Info("subscription refused", "peer", from, "id", e.ID, "err", err)
+		}
+	} else {
+		ok.Credit = windowOf(e)
 	}
 	p.mu.Lock()
 	ok.Epoch, ok.Seq = p.hist.Epoch(), p.seq
@@ -417,6 +542,16 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 	if len(e.Filters) == 0 {
 		return fmt.Errorf("%w: no filter", ErrSubject)
 	}
+	if len(e.Filters) > p.n.cfg.MaxFilters {
+		return overBudget("filters of a subscription", p.n.cfg.MaxFilters)
+	}
+	size := 0
+	for _, f := range e.Filters {
+		size += len(f)
+	}
+	if size > p.n.cfg.MaxFilterBytes {
+		return overBudget("bytes of a subscription's filters", p.n.cfg.MaxFilterBytes)
+	}
 	for _, f := range e.Filters {
 		if err := checkFilter(f, p.n.cfg.MaxSubjectBytes); err != nil {
 			return err
@@ -431,19 +566,30 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 	if !slices.Contains(p.n.cfg.Policies, policy) {
 		policy = p.n.cfg.Policies[0]
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	u := p.useLocked(from)
+	defer p.forgetPeerLocked(from)
+	if policy == Block && u.slow {
+		// A peer whose Block subscription was cut as slow holds Publish no
+		// more: it gets the publisher's first other policy.
+		policy = DropNewest
+		if i := slices.IndexFunc(p.n.cfg.Policies, func(q Policy) bool { return q != Block }); i >= 0 {
+			policy = p.n.cfg.Policies[i]
+		}
+	}
 	hwm := int(e.HWM)
 	if hwm == 0 {
 		hwm = p.n.cfg.DefaultHWM
 	}
 	hwm = min(hwm, p.n.cfg.MaxHWM)
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	key := subKey{from, e.ID}
 	if old := p.subs[key]; old != nil {
 		if slices.Equal(old.filters, e.Filters) && old.policy == policy && old.hwm == hwm {
 			return nil // a repeated request: the subscription stands
 		}
 		p.endLocked(old, "replaced")
+		u = p.useLocked(from) // ending old may have forgotten the peer's use
 	} else {
 		for _, s := range p.ended { // a late repeat of a request that ended: ids are not reused
 			if s.key == key {
@@ -452,14 +598,27 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 		}
 	}
 	if len(p.subs) >= p.n.cfg.MaxSubscribers {
-		p.total.Refused++
 		return fmt.Errorf("raet bus: the publisher serves %d subscriptions already", len(p.subs))
 	}
+	if u.subs >= p.n.cfg.MaxPeerSubscriptions {
+		return overBudget("subscriptions of a peer", p.n.cfg.MaxPeerSubscriptions)
+	}
+	if e.Replay != codec.BusReplayNone {
+		replays := 0
+		for k, o := range p.subs {
+			if k.peer == from && o.replaying() {
+				replays++
+			}
+		}
+		if replays >= p.n.cfg.MaxPeerReplays {
+			return overBudget("replays of a peer at once", p.n.cfg.MaxPeerReplays)
+		}
+	}
 	s := &outSub{key: key, filters: e.Filters, policy: policy, hwm: hwm, pending: map[string]uint64{},
-		done: make(chan struct{})}
+		done: make(chan struct{}), window: uint64(windowOf(e)), use: u}
 	s.ctx, s.cancel = context.WithCancel(p.n.ctx)
 	s.stats = SubscriberStats{Peer: from, ID: e.ID, Policy: policy, HWM: hwm, Drops: map[string]uint64{}}
-	q := Query{Filters: e.Filters, Replay: e.Replay, Arg: e.ReplayArg}
+	q := Query{Filters: e.Filters, Replay: e.Replay, Arg: e.ReplayArg, Max: p.n.cfg.MaxReplay}
 	foreign := q.Replay == codec.BusReplaySinceSeq && e.Epoch != 0 && e.Epoch != p.hist.Epoch()
 	if foreign { // S counts another history's messages: everything retained
 		q.Arg = 0
@@ -469,6 +628,12 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 		p.n.log.Warn("history failed to replay", "peer", from, "err", err)
 		lost = true
 	}
+	if len(msgs) > p.n.cfg.MaxReplay { // a History that does not keep to Query.Max
+		msgs, lost = msgs[len(msgs)-p.n.cfg.MaxReplay:], true
+	}
+	if room := p.n.cfg.MaxPeerQueued - u.queued; len(msgs) > room {
+		return overBudget("messages queued for a peer", p.n.cfg.MaxPeerQueued)
+	}
 	if lost || foreign {
 		g := newEnvelope(codec.BusKindGap)
 		g.ID, g.Epoch, g.Seq = e.ID, p.hist.Epoch(), e.ReplayArg
@@ -477,14 +642,26 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 		}
 		s.queue = append(s.queue, g)
 	}
-	for _, m := range msgs { // the replay may exceed the HWM: it is bounded by the history
+	for _, m := range msgs { // the replay may exceed the HWM: it is bounded by MaxReplay
 		s.queue = append(s.queue, pubEnvelope(e.ID, m))
 	}
+	if len(s.queue) > 0 {
+		s.replayTo = max(e.ReplayArg, 1)
+		if len(msgs) > 0 {
+			s.replayTo = msgs[len(msgs)-1].Seq
+		}
+	}
+	u.queued += len(s.queue)
+	u.subs++
 	s.stats.MaxQueued = s.held()
 	p.subs[key] = s
 	p.wakeLocked(s)
 	return nil
 }
+
+// windowOf is the window a subscription keeps to: the subscriber's, at most
+// what a subscriber holds to restore the order.
+func windowOf(e *envelope.Envelope) uint32 { return min(e.Credit, maxHeld) }
 
 // peer drops the subscriptions of a peer that is gone or restarted.
 func (p *publisher) peer(name string, st PeerState, restarted bool) {
@@ -498,6 +675,30 @@ func (p *publisher) peer(name string, st PeerState, restarted bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.endPeersLocked(map[string]bool{name: true}, why)
+	if u := p.peers[name]; u != nil {
+		u.slow, u.logged = false, false // a new run, or gone: it starts afresh
+		p.forgetPeerLocked(name)
+	}
+}
+
+// useLocked returns what peer name holds, made when new.
+func (p *publisher) useLocked(name string) *peerUse {
+	u := p.peers[name]
+	if u == nil {
+		u = &peerUse{name: name}
+		p.peers[name] = u
+	}
+	return u
+}
+
+// replaying reports whether s is still sending its replay: it counts
+// against its peer's MaxPeerReplays until then.
+func (s *outSub) replaying() bool {
+	if s.replayTo == 0 || len(s.queue) == 0 {
+		return false
+	}
+	h := s.queue[0]
+	return (h.Kind == codec.BusKindPub || h.Kind == codec.BusKindGap) && h.Seq <= s.replayTo
 }
 
 // endedSilent ends the refusal of a repeated request for a subscription
@@ -529,32 +730,102 @@ func (p *publisher) endPeersLocked(names map[string]bool, why string) {
 	}
 }
 
-// wakeLocked starts senders for s's queue, up to SendWindow at once; each
-// sends items until none is left. The subscriber restores their order by
-// index. A sender that is not needed is not started: an idle subscription
-// has no goroutine.
+// wakeLocked starts senders for s's queue, up to SendWindow at once and
+// MaxPeerSenders for its peer; each sends items until none is left. The
+// subscriber restores their order by index. A sender that is not needed is
+// not started: an idle subscription has no goroutine. When its peer has all
+// its senders, s waits for one of them.
 func (p *publisher) wakeLocked(s *outSub) {
-	want := s.inflight + len(s.queue) // a sender has one item in flight at most
-	if len(s.queue) == 0 && len(s.pending) > 0 {
-		want++ // a drop notice
-	}
-	for s.senders < min(want, p.n.cfg.SendWindow) && !s.ended {
+	for s.senders < p.wantLocked(s) && !s.ended {
+		if s.use.senders >= p.n.cfg.MaxPeerSenders {
+			p.waitLocked(s)
+			return
+		}
 		if !p.n.goWait(func() { p.sender(s) }) {
 			return
 		}
 		s.senders++
+		s.use.senders++
 	}
 }
 
-// sender sends s's items until there are none.
+// waitLocked puts s in its peer's line for a sender.
+func (p *publisher) waitLocked(s *outSub) {
+	if !s.waiting {
+		s.waiting = true
+		s.use.waiting = append(s.use.waiting, s)
+	}
+}
+
+// wantLocked is how many senders s has work for.
+func (p *publisher) wantLocked(s *outSub) int {
+	want := len(s.queue)
+	if len(s.queue) == 0 && len(s.pending) > 0 {
+		want++ // a drop notice
+	}
+	switch {
+	case s.shut():
+		want = 0
+	case s.window > 0 && s.nextIx-s.acked < s.window:
+		want = min(want, int(s.window-(s.nextIx-s.acked)))
+	}
+	want += s.inflight // a sender has one item in flight at most
+	return min(want, p.n.cfg.SendWindow)
+}
+
+// sender sends s's items until there are none, taking turns with its peer's
+// subscriptions waiting for a sender, then serves those.
 func (p *publisher) sender(s *outSub) {
-	for {
+	for s != nil {
 		e, ok := p.take(s)
 		if !ok {
-			return
+			p.mu.Lock()
+			s = p.nextLocked(s.use, nil)
+			p.mu.Unlock()
+			continue
 		}
-		p.send(s, e)
+		s = p.send(s, e)
 	}
+}
+
+// nextLocked returns the subscription a sender of peer u serves now: s,
+// the one it served (nil when that has no more work for it), unless another
+// waits its turn; nil when there is none, and the sender ends.
+func (p *publisher) nextLocked(u *peerUse, s *outSub) *outSub {
+	if s != nil && len(u.waiting) == 0 {
+		return s
+	}
+	for len(u.waiting) > 0 {
+		w := u.waiting[0]
+		u.waiting[0] = nil
+		u.waiting = u.waiting[1:]
+		w.waiting = false
+		if w.ended || w.senders >= p.wantLocked(w) {
+			continue
+		}
+		if s != nil { // s takes its turn in the line
+			s.senders--
+			if s.senders < p.wantLocked(s) {
+				p.waitLocked(s)
+			}
+		}
+		w.senders++
+		if w.senders < p.wantLocked(w) {
+			p.waitLocked(w)
+		}
+		return w
+	}
+	if s != nil {
+		return s
+	}
+	u.senders--
+	if len(u.waiting) == 0 {
+		u.waiting = nil
+	}
+	if p.peers[u.name] == u { // the peer may be gone: forget it when it holds nothing more
+		p.forgetPeerLocked(u.name)
+	}
+	return nil
 }
 
 // take returns the next item for s, numbered and carrying the drops not
@@ -566,6 +837,9 @@ func (p *publisher) take(s *outSub) (envelope.Envelope, bool) {
 	switch {
 	case s.ended:
 		s.senders--
+		return e, false
+	case s.shut():
+		s.senders-- // woken again by an ack
 		return e, false
 	case p.holdBack && len(s.queue) > 0 && s.queue[0].Kind == codec.BusKindPub && s.queue[0].Seq > p.durable:
 		s.senders-- // woken again when it is on disk
@@ -592,8 +866,8 @@ func (p *publisher) take(s *outSub) (envelope.Envelope, bool) {
 }
 
 // send sends one item, again until it is taken, the subscription ends or
-// the node closes.
-func (p *publisher) send(s *outSub, e envelope.Envelope) {
+// the node closes, and returns the subscription its sender serves next.
+func (p *publisher) send(s *outSub, e envelope.Envelope) *outSub {
 	body := e.Map()
 	delay := 50 * time.Millisecond
 	sent := false
@@ -631,5 +905,7 @@ func (p *publisher) send(s *outSub, e envelope.Envelope) {
 		p.endLocked(s, s.why)
 	}
 	p.room.Broadcast()
+	next := p.nextLocked(s.use, s)
 	p.mu.Unlock()
+	return next
 }

@@ -163,20 +163,7 @@ func releasedFor(t *testing.T, n *bus.Node, peer, why string) {
 
 // drain reads n messages of s, or fewer when the synctest bubble stays idle
 // an hour first.
-func drain(s *bus.Subscription, n int) []bus.Delivery {
-	var msgs []bus.Delivery
-	for len(msgs) < n {
-		select {
-		case d := <-s.Messages():
-			if d.Kind == bus.DeliveryMessage {
-				msgs = append(msgs, d)
-			}
-		case <-time.After(time.Hour):
-			return msgs
-		}
-	}
-	return msgs
-}
+func drain(s *bus.Subscription, n int) []bus.Delivery { return drainIdle(s, n, time.Hour) }
 
 // collectSynced reads n messages of s in a synctest bubble, failing when
 // the bubble is idle before they came.

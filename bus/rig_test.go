@@ -19,18 +19,27 @@ type netKind struct {
 
 func memKind() netKind {
 	return netKind{"mem", func(t *testing.T, names ...string) []bus.Transport {
-		net := bus.NewMemNet(0)
 		var out []bus.Transport
-		for _, name := range names {
-			tr, err := net.Transport(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { tr.Close() })
+		for _, tr := range memTransports(t, bus.NewMemNet(0), names...) {
 			out = append(out, tr)
 		}
 		return out
 	}}
+}
+
+// memTransports adds the peers named to net, closed at cleanup.
+func memTransports(t *testing.T, net *bus.MemNet, names ...string) []*bus.MemTransport {
+	t.Helper()
+	var out []*bus.MemTransport
+	for _, name := range names {
+		tr, err := net.Transport(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		out = append(out, tr)
+	}
+	return out
 }
 
 func roadKind(loss float64) netKind {

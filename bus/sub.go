@@ -43,9 +43,15 @@ type SubOptions struct {
 	HWM    int    // the high-water mark; 0: the publisher's default; at most the publisher's Config.MaxHWM
 	Replay Replay // default: new messages only
 	// Buffer is how many deliveries wait for the application to take them
-	// from Messages; 0 means 256. A subscription whose buffer is full
-	// holds up the node's receiving, so its publisher's queue fills and
-	// its policy applies.
+	// from Messages; 0 means 256, at most 1024. It is the subscription's
+	// window: the subscriber acknowledges what the application takes, and
+	// the publisher sends no more than Buffer items past the last
+	// acknowledged, so a subscription the application does not read stops
+	// its own stream: its publisher's queue fills and its policy applies
+	// there, while the node's other subscriptions, requests and jobs go on.
+	// A publisher that takes no acknowledgements (an older raet-go, or
+	// another implementation) is paced by the transport alone: a full
+	// buffer then holds up the node's receiving.
 	Buffer int
 }
 
@@ -103,7 +109,8 @@ type Subscription struct {
 	filters   []string
 	opt       SubOptions
 	c         chan Delivery       // unbuffered: a delivery taken is one the application has
-	in        chan Delivery       // the buffer, emptied into c by the subscription's goroutine
+	in        chan item           // the buffer, emptied into c by the subscription's goroutine
+	window    int                 // the items the publisher may send past the last acknowledged
 	posReq    chan chan [2]uint64 // Position asks the subscription's goroutine
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -121,6 +128,10 @@ type Subscription struct {
 	lost      bool   // its publisher went down: ask again when it is up
 	base      uint64 // the publisher's sequence number when it confirmed, to resume from while seq is 0
 	resume    bool   // the current id asks for what came after seq
+	paced     bool   // the publisher keeps to the window (its subok had a credit)
+	acked     uint64 // the last item of the current stream the application took
+	ackSent   uint64 // the last acknowledged
+	ackAgain  bool   // an ack went out since the last heartbeat: it is repeated there once, in case it was lost
 	closed    bool
 	err       error
 	stats     SubscriptionStats
@@ -128,6 +139,16 @@ type Subscription struct {
 
 // maxHeld bounds the items a subscription holds to restore their order.
 const maxHeld = 1024
+
+// item is a delivery in a subscription's buffer, with the stream item it
+// came from: the subscription's goroutine acknowledges items as the
+// application takes their deliveries. An item that delivers nothing (a
+// duplicate) is there too, with a zero Kind, to be acknowledged.
+type item struct {
+	d  Delivery
+	id uint64 // the stream's subscription id
+	ix uint64 // the item's index; 0: not one the publisher counts
+}
 
 type subscriber struct {
 	n      *Node
@@ -183,8 +204,13 @@ func (n *Node) Subscribe(publisher string, filters []string, opt *SubOptions) (*
 	if o.Buffer <= 0 {
 		o.Buffer = 256
 	}
-	sub := &Subscription{n: n, publisher: publisher, filters: slices.Clone(filters), opt: o,
-		c: make(chan Delivery), in: make(chan Delivery, o.Buffer), posReq: make(chan chan [2]uint64), ready: make(chan struct{}), done: make(chan struct{}),
+	o.Buffer = min(o.Buffer, maxHeld)
+	// The buffer takes a window of the current stream, its cut notice
+	// (sent past the window), and what is left of the stream before a
+	// resubscription: the reader never waits for a publisher that keeps to
+	// the window.
+	sub := &Subscription{n: n, publisher: publisher, filters: slices.Clone(filters), opt: o, window: o.Buffer,
+		c: make(chan Delivery), in: make(chan item, 2*o.Buffer+2), posReq: make(chan chan [2]uint64), ready: make(chan struct{}), done: make(chan struct{}),
 		held: map[uint64]envelope.Envelope{}}
 	sub.stats.Drops = map[string]uint64{}
 	if o.Replay.Mode == ReplaySinceSeq {
@@ -213,6 +239,7 @@ func (s *subscriber) start(sub *Subscription, resume bool) {
 	}
 	s.nextID++
 	sub.id, sub.next, sub.confirmed = s.nextID, 1, false
+	sub.acked, sub.ackSent, sub.ackAgain, sub.paced = 0, 0, false, false
 	sub.resume = resume
 	clear(sub.held)
 	s.byID[subKey{sub.publisher, sub.id}] = sub
@@ -240,6 +267,7 @@ func (s *subscriber) send(sub *Subscription) {
 	resume := sub.resume
 	e := newEnvelope(codec.BusKindSub)
 	e.ID, e.Filters, e.Policy, e.HWM = sub.id, sub.filters, sub.opt.Policy, uint32(sub.opt.HWM)
+	e.Credit = uint32(sub.window)
 	r := sub.opt.Replay
 	switch {
 	case resume || (r.Mode == ReplaySinceSeq):
@@ -322,7 +350,7 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 		}
 		return
 	}
-	var out []Delivery
+	var out []item
 	switch e.Kind {
 	case codec.BusKindSubOK:
 		switch {
@@ -332,11 +360,15 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 			s.mu.Unlock()
 			s.start(sub, true)
 			return
+		case strings.HasPrefix(e.Error, budgetRefusal):
+			sub.err = fmt.Errorf("%w: %s refused the subscription: %s", ErrOverBudget, from, e.Error)
+			s.endLocked(sub)
 		case e.Error != "":
 			sub.err = fmt.Errorf("raet bus: %s refused the subscription: %s", from, e.Error)
 			s.endLocked(sub)
 		default:
 			sub.confirmed = true
+			sub.paced = e.Credit > 0
 			if sub.epoch == 0 {
 				sub.epoch = e.Epoch
 			}
@@ -355,9 +387,17 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 		}
 	}
 	s.mu.Unlock()
-	for _, d := range out {
+	for _, it := range out {
 		select {
-		case sub.in <- d:
+		case sub.in <- it:
+			continue
+		default:
+		}
+		// Only a publisher that takes no acknowledgements (or does not
+		// keep to the window) fills the buffer: it is paced by the
+		// transport, holding up the node's receiving.
+		select {
+		case sub.in <- it:
 		case <-sub.done:
 			return
 		case <-s.n.ctx.Done():
@@ -372,11 +412,11 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 func (sub *Subscription) hand() {
 	s := &sub.n.sub
 	for {
-		var d Delivery
+		var it item
 	take:
 		for {
 			select {
-			case d = <-sub.in:
+			case it = <-sub.in:
 				break take
 			case r := <-sub.posReq:
 				r <- sub.position()
@@ -386,8 +426,9 @@ func (sub *Subscription) hand() {
 				return
 			}
 		}
+		d := it.d
 	give:
-		for {
+		for d.Kind != 0 {
 			select {
 			case sub.c <- d:
 				break give
@@ -406,7 +447,73 @@ func (sub *Subscription) hand() {
 		case d.Kind == DeliveryGap && d.Epoch != 0 && d.Epoch != sub.posEpoch:
 			sub.posEpoch, sub.posSeq = d.Epoch, 0 // another history: its numbers start again
 		}
+		ack := sub.tookLocked(it)
 		s.mu.Unlock()
+		if ack != nil {
+			sub.sendAck(ack, true)
+		}
+	}
+}
+
+// tookLocked notes that the application took it's delivery and returns the
+// acknowledgement to send, if one is due: each quarter of the window, so
+// that a publisher that filled the window hears of room before the
+// subscriber has taken it all.
+func (sub *Subscription) tookLocked(it item) *envelope.Envelope {
+	if it.id != sub.id || it.ix <= sub.acked || sub.closed {
+		return nil
+	}
+	sub.acked = it.ix
+	if !sub.paced || sub.acked-sub.ackSent < uint64(max(sub.window/4, 1)) {
+		return nil
+	}
+	return sub.ackLocked()
+}
+
+// ackLocked returns the acknowledgement of what the application took.
+func (sub *Subscription) ackLocked() *envelope.Envelope {
+	sub.ackSent, sub.ackAgain = sub.acked, true
+	e := newEnvelope(codec.BusKindAck)
+	e.ID, e.Index = sub.id, sub.acked
+	return &e
+}
+
+// sendAck sends an acknowledgement to the publisher. When the peer's
+// control queue is full, the subscription's own goroutine sends it (wait),
+// waiting at most ControlTimeout: a publisher that filled the window waits
+// for it, and the heartbeat's repeat may be off.
+func (sub *Subscription) sendAck(e *envelope.Envelope, wait bool) {
+	n := sub.n
+	n.mu.Lock()
+	p := n.peerLocked(sub.publisher)
+	n.mu.Unlock()
+	if p == nil || n.control(p, *e) || !wait {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ControlTimeout)
+	defer cancel()
+	if err := n.t.Send(ctx, sub.publisher, e.Map()); err != nil {
+		n.log.Debug("ack not sent", "peer", sub.publisher, "id", e.ID, "err", err)
+	}
+}
+
+// tick repeats, at a heartbeat, the acknowledgements sent since the last
+// one, and sends those not due yet: a control envelope may be dropped, and
+// a publisher that filled the window waits for the next one.
+func (s *subscriber) tick() {
+	s.mu.Lock()
+	var acks []*envelope.Envelope
+	var subs []*Subscription
+	for _, sub := range s.byID {
+		if sub.paced && (sub.ackAgain || sub.acked > sub.ackSent) {
+			acks = append(acks, sub.ackLocked())
+			sub.ackAgain = false
+			subs = append(subs, sub)
+		}
+	}
+	s.mu.Unlock()
+	for i, e := range acks {
+		subs[i].sendAck(e, false) // the node's reader: it must not wait
 	}
 }
 
@@ -435,7 +542,7 @@ func (sub *Subscription) addDrops(d map[string]uint64) {
 
 // orderLocked places a stream item by its index and returns what can be
 // delivered now, in order.
-func (sub *Subscription) orderLocked(e *envelope.Envelope) []Delivery {
+func (sub *Subscription) orderLocked(e *envelope.Envelope) []item {
 	switch {
 	case e.Index < sub.next:
 		sub.stats.Duplicates++
@@ -455,7 +562,7 @@ func (sub *Subscription) orderLocked(e *envelope.Envelope) []Delivery {
 			lowest = min(lowest, ix)
 		}
 		sub.stats.Gaps++
-		out := []Delivery{{Kind: DeliveryGap, Publisher: sub.publisher, Missed: 0}}
+		out := []item{{d: Delivery{Kind: DeliveryGap, Publisher: sub.publisher, Missed: 0}, id: sub.id}}
 		sub.next = lowest
 		return append(out, sub.drainLocked()...)
 	}
@@ -467,8 +574,8 @@ func (sub *Subscription) orderLocked(e *envelope.Envelope) []Delivery {
 	return sub.drainLocked()
 }
 
-func (sub *Subscription) drainLocked() []Delivery {
-	var out []Delivery
+func (sub *Subscription) drainLocked() []item {
+	var out []item
 	for {
 		e, ok := sub.held[sub.next]
 		if !ok {
@@ -483,8 +590,18 @@ func (sub *Subscription) drainLocked() []Delivery {
 }
 
 // deliverLocked appends what item e (the next of the stream) delivers to
-// out.
-func (sub *Subscription) deliverLocked(e *envelope.Envelope, out []Delivery) []Delivery {
+// out: one delivery, or an item that delivers nothing, to be acknowledged.
+func (sub *Subscription) deliverLocked(e *envelope.Envelope, out []item) []item {
+	it := item{id: sub.id, ix: e.Index}
+	if d, ok := sub.deliveryLocked(e); ok {
+		it.d = d
+	}
+	return append(out, it)
+}
+
+// deliveryLocked returns what item e (the next of the stream) delivers, if
+// anything.
+func (sub *Subscription) deliveryLocked(e *envelope.Envelope) (Delivery, bool) {
 	sub.addDrops(e.Drops)
 	d := Delivery{Publisher: sub.publisher, Drops: e.Drops}
 	switch e.Kind {
@@ -493,10 +610,10 @@ func (sub *Subscription) deliverLocked(e *envelope.Envelope, out []Delivery) []D
 			// Already delivered before a resubscription.
 			sub.stats.Duplicates++
 			if len(e.Drops) == 0 {
-				return out
+				return d, false
 			}
 			d.Kind = DeliveryDrops
-			return append(out, d)
+			return d, true
 		}
 		sub.seq = e.Seq
 		sub.stats.Messages++
@@ -517,9 +634,9 @@ func (sub *Subscription) deliverLocked(e *envelope.Envelope, out []Delivery) []D
 		}
 		d.Kind, d.Missed, d.Seq, d.Epoch = DeliveryGap, e.Missed, e.Seq, sub.epoch
 	default:
-		return out
+		return d, false
 	}
-	return append(out, d)
+	return d, true
 }
 
 // Messages is the channel of the subscription's deliveries, in order.

@@ -30,6 +30,7 @@ const (
 	BusKindReady        = protocol.BusKindReady
 	BusKindJob          = protocol.BusKindJob
 	BusKindDone         = protocol.BusKindDone
+	BusKindAck          = protocol.BusKindAck
 	BusPolicyBlock      = protocol.BusPolicyBlock
 	BusPolicyDropNewest = protocol.BusPolicyDropNewest
 	BusPolicyDropOldest = protocol.BusPolicyDropOldest

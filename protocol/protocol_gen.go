@@ -132,6 +132,7 @@ const (
 	BusKindReady BusKind = 11 // a puller's credit to a pusher; a raet-go extension
 	BusKindJob   BusKind = 12 // a job (pusher to puller); a raet-go extension
 	BusKindDone  BusKind = 13 // a job finished (its handler returned); a raet-go extension
+	BusKindAck   BusKind = 14 // a subscriber's application took the items of a subscription's stream up to ix: the publisher may send cr items past it (subscriber to publisher); a raet-go extension
 )
 
 // String returns the name the spec gives v, or BusKind(n) for other values.
@@ -163,6 +164,8 @@ func (v BusKind) String() string {
 		return "job"
 	case BusKindDone:
 		return "done"
+	case BusKindAck:
+		return "ack"
 	}
 	return string("BusKind(") + strconv.FormatUint(uint64(v), 10) + ")"
 }
@@ -170,7 +173,7 @@ func (v BusKind) String() string {
 // Valid reports whether v is a value the spec declares.
 func (v BusKind) Valid() bool {
 	switch v {
-	case BusKindHello, BusKindSub, BusKindUnsub, BusKindSubOK, BusKindPub, BusKindDrop, BusKindCut, BusKindGap, BusKindReq, BusKindRep, BusKindReady, BusKindJob, BusKindDone:
+	case BusKindHello, BusKindSub, BusKindUnsub, BusKindSubOK, BusKindPub, BusKindDrop, BusKindCut, BusKindGap, BusKindReq, BusKindRep, BusKindReady, BusKindJob, BusKindDone, BusKindAck:
 		return true
 	}
 	return false
@@ -205,6 +208,8 @@ func ParseBusKind(name string) (BusKind, bool) {
 		return BusKindJob, true
 	case "done":
 		return BusKindDone, true
+	case "ack":
+		return BusKindAck, true
 	}
 	return 0, false
 }

@@ -20,7 +20,7 @@ type Envelope struct {
 	Subject   string             // sj: subject: dot-separated tokens
 	Filters   []string           // fi: subject filters: tokens, * (one token), > (the rest)
 	Seq       uint64             // sq: pub: the publisher's sequence number (per publisher, from 1); subok: the publisher's last one when it answered (0: none yet); gap: the last one missed. A sub does not carry it: a replay since a sequence number has it in rn
-	Index     uint64             // ix: the item's index in its subscription's stream (from 1): the receiver restores order and finds gaps by it
+	Index     uint64             // ix: the item's index in its subscription's stream (from 1): the receiver restores order and finds gaps by it; ack: the last item the subscriber's application took
 	Time      int64              // tm: Unix time in nanoseconds: when published (pub) or sent (hello, req); a hello's is echoed in the hello that answers it (the RTT), a req's is not echoed in the rep
 	Origin    string             // or: the peer the content came from (an application's tag, kept in history)
 	Policy    protocol.BusPolicy // po: what the publisher does when the subscription's queue is at its high-water mark
@@ -30,7 +30,7 @@ type Envelope struct {
 	Drops     map[string]uint64  // dm: messages the publisher dropped for this subscription since the last item, by subject
 	Missed    uint64             // dn: how many messages the subscriber cannot get (no longer retained, or another history); 0 when not known
 	Groups    []string           // qg: the queue groups the sender serves requests in
-	Credit    uint32             // cr: ready: jobs the puller takes at once from this pusher
+	Credit    uint32             // cr: ready: jobs the puller takes at once from this pusher; sub: the items of the stream the subscriber takes past the last it acknowledged (ack), 0: it sends no ack; subok: the window the publisher keeps to, 0: it takes no ack (the transport alone paces the stream)
 	Deadline  uint32             // dl: milliseconds the sender waits for the answer
 	Error     string             // er: why it failed (rep, done: the handler's error; subok: the subscription was refused)
 	Reply     bool               // rq: hello: answer with a hello
