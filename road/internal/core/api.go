@@ -49,11 +49,7 @@ func (c *Core) Tick(now time.Time) { c.tick(now) }
 // Deadline is when Tick must run next; zero when no timer is set.
 func (c *Core) Deadline() time.Time {
 	c.flushWake()
-	for i, m := range c.retired {
-		c.spareMessengers.Put(m)
-		c.retired[i] = nil
-	}
-	c.retired = c.retired[:0]
+	c.spares.recycle()
 	return earliest(c.pendAt, c.timers.next(), c.answers.expiry())
 }
 

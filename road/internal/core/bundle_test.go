@@ -658,7 +658,7 @@ func TestSpareTxnTables(t *testing.T) {
 		}
 		spares := func(c *Core) map[unsafe.Pointer]bool {
 			out := map[unsafe.Pointer]bool{}
-			for m := range c.spareTxns.All {
+			for m := range c.spares.txns.All {
 				if len(m) != 0 {
 					t.Fatalf("a spare table holds %d transactions", len(m))
 				}

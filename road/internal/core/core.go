@@ -45,30 +45,7 @@ type Core struct {
 	kq      keepQueue                  // the writes to the store (keeptab.go)
 	joinees map[netip.AddrPort]*remote // vacuous joins in progress, by address
 
-	// spareTxns are the empty transaction tables (ours or theirs) of the
-	// remotes whose transactions of one side all ended last, for the next
-	// remotes to start one: a remote whose window of messages drains and
-	// fills again (16 in flight, answered by one bundle of dones) would
-	// make and grow a table each time, and so would a main whose fan-out
-	// to many remotes is answered in bursts (a read of many dones, then as
-	// many new messages, each to a remote with none under way). At most
-	// maxSpares, each never larger than a remote's was; shrink drops
-	// them.
-	spareTxns shrink.Spares[map[txnID]txn]
-	// spareMessengers are messengers whose messages ended, for the next
-	// messages: a main's fan-out made one (~500 B) per message, the most
-	// of its garbage. A messenger that ended goes to retired, out of its
-	// remote's transactions and no bundle's, and joins the spares at the
-	// next Deadline, once the event that ended it is over (nothing then
-	// holds it but what checks its key: a send window's first). At most
-	// maxSpares; shrink drops them.
-	spareMessengers shrink.Spares[*messenger]
-	retired         []*messenger
-	// spareWins are the send windows of remotes whose messages all ended
-	// (with room for at most spareWinRoom), for the next remotes to start
-	// one: a remote sent one message at a time made one per message. At
-	// most maxSpares; shrink drops them.
-	spareWins shrink.Spares[*sendWindow]
+	spares spares // emptied tables, messengers and windows, for reuse (spares.go)
 
 	// rolesEvicted says roles lacks records the store holds (evictRole).
 	rolesEvicted bool
@@ -223,11 +200,9 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 		cfg: cfg, log: cfg.Logger, now: now, store: st,
 		codec: hc, bodies: ser,
 		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
-		roles: map[string]*keptRole{}, spareTxns: shrink.Spares[map[txnID]txn]{Max: maxSpares},
-		spareMessengers: shrink.Spares[*messenger]{Max: maxSpares},
-		spareWins:       shrink.Spares[*sendWindow]{Max: maxSpares},
-		reasm:           packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
-		stats:           newStats(), keysAll: true, rekeyAt: defaultRekeyAt,
+		roles: map[string]*keptRole{}, spares: newSpares(),
+		reasm: packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
+		stats: newStats(), keysAll: true, rekeyAt: defaultRekeyAt,
 		replayHold: replayHold(max(cfg.MessageTimeout, cfg.AllowTimeout, cfg.AliveTimeout)),
 	}
 	if cfg.MessageTimeout < 0 {
@@ -427,7 +402,7 @@ func (c *Core) addTxn(r *remote, t txn) {
 	m := r.table(k)
 	if *m == nil {
 		var ok bool
-		if *m, ok = c.spareTxns.Get(); !ok {
+		if *m, ok = c.spares.txns.Get(); !ok {
 			*m = make(map[txnID]txn, 1)
 		}
 	}
@@ -435,11 +410,6 @@ func (c *Core) addTxn(r *remote, t txn) {
 	t.timerSlot().in = r
 	c.retime(t)
 }
-
-// maxSpares bounds each of Core.spareTxns, spareMessengers, retired and
-// spareWins: a read of that many dones, then as many new messages, each to
-// a remote with none under way, makes no table, messenger or window.
-const maxSpares = 256
 
 // removeTxn unregisters t from r (if it is still the one at its key).
 func (c *Core) removeTxn(r *remote, t txn) {
@@ -450,7 +420,7 @@ func (c *Core) removeTxn(r *remote, t txn) {
 		s.in, s.marked = nil, false // not keyed again (flushWake)
 		r.clock.set(t, time.Time{})
 		if len(*m) == 0 { // an idle remote holds no table
-			c.spareTxns.Put(*m)
+			c.spares.txns.Put(*m)
 			*m = nil
 		}
 		if r.numTxns() == 0 && cap(r.clock) > idleClock {

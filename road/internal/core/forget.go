@@ -109,10 +109,7 @@ func (c *Core) shrink() {
 	c.delivery = fifo[Message]{s: append([]Message(nil), c.delivery.items()...)}
 	c.roomWaits = fifo[roomWait]{s: append([]roomWait(nil), c.roomWaits.items()...)}
 	c.reasm.Shrink()
-	c.spareTxns.Drop()
-	c.spareMessengers.Drop()
-	c.spareWins.Drop()
-	c.retired = nil
+	c.spares.drop()
 	c.lim.sweep(c.now)
 	c.peak.Rebuilt(len(c.remotes))
 }

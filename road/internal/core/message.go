@@ -112,7 +112,7 @@ func (m *messenger) deadline() time.Time {
 // sent now, whole or in segments. It returns the messenger, under way
 // unless it ended at once (m.in is nil then).
 func (c *Core) startMessenger(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) *messenger {
-	m, ok := c.spareMessengers.Get()
+	m, ok := c.spares.messengers.Get()
 	if !ok {
 		m = new(messenger)
 	}
@@ -502,8 +502,8 @@ func (m *messenger) finish(c *Core, err error) {
 		m.result = nil
 	}
 	m.release()
-	if m.in == nil && !m.queued && len(c.retired) < maxSpares {
-		c.retired = append(c.retired, m) // a spare at the next Deadline
+	if m.in == nil && !m.queued {
+		c.spares.retire(m) // a spare at the next Deadline
 	}
 }
 

@@ -633,13 +633,13 @@ func TestReceiveWaitsTotal(t *testing.T) {
 		sent[c] = queue / 4
 	}
 	p.drain(res, sent)
-	if cap(p.main.roomWaits.s) < queue || p.main.spareTxns.Len() == 0 {
-		t.Fatalf("the line took room for %d, %d spare transaction tables: the test measures nothing", cap(p.main.roomWaits.s), p.main.spareTxns.Len())
+	if cap(p.main.roomWaits.s) < queue || p.main.spares.txns.Len() == 0 {
+		t.Fatalf("the line took room for %d, %d spare transaction tables: the test measures nothing", cap(p.main.roomWaits.s), p.main.spares.txns.Len())
 	}
 	for _, r := range p.main.remotes {
 		p.main.forget(r, ReasonSilent)
 	}
-	if c, n := cap(p.main.roomWaits.s), p.main.spareTxns.Len(); c != 0 || n != 0 {
+	if c, n := cap(p.main.roomWaits.s), p.main.spares.txns.Len(); c != 0 || n != 0 {
 		t.Fatalf("the remotes forgotten, the line keeps room for %d, and %d spare transaction tables are kept", c, n)
 	}
 }
@@ -705,14 +705,14 @@ func TestMessengersReused(t *testing.T) {
 			}
 			p.main.Deadline() // as its owner does after every event
 			clear(spares)
-			for m := range p.main.spareMessengers.All {
+			for m := range p.main.spares.messengers.All {
 				if m.in != nil || m.queued || m.body != nil || m.result != nil {
 					t.Fatalf("round %d: a spare still under way or holding its message", round)
 				}
 				spares[m] = true
 			}
 			clear(spareWins)
-			for w := range p.main.spareWins.All {
+			for w := range p.main.spares.wins.All {
 				if len(w.started) != 0 || w.first != nil || w.large != 0 || w.charge != 0 {
 					t.Fatalf("round %d: a spare window holds messages", round)
 				}

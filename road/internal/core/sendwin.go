@@ -115,7 +115,7 @@ func (c *Core) began(m *messenger) {
 	r := m.r
 	if r.win == nil {
 		var ok bool
-		if r.win, ok = c.spareWins.Get(); !ok {
+		if r.win, ok = c.spares.wins.Get(); !ok {
 			r.win = &sendWindow{}
 		}
 	}
@@ -165,7 +165,7 @@ func (c *Core) startHeld(r *remote) {
 			r.win = nil
 			if cap(w.started) <= spareWinRoom {
 				*w = sendWindow{started: w.started[:0]}
-				c.spareWins.Put(w)
+				c.spares.wins.Put(w)
 			}
 		}
 	}
