@@ -50,7 +50,7 @@ func (c *Core) Tick(now time.Time) { c.tick(now) }
 func (c *Core) Deadline() time.Time {
 	c.flushWake()
 	c.spares.recycle()
-	return earliest(c.pendAt, c.timers.next(), c.answers.expiry())
+	return earliest(c.pendAt, c.timers.next(), c.tx.answers.expiry())
 }
 
 // OutLen is how many datagrams wait to be sent. Like TakeOut, it first
@@ -58,12 +58,12 @@ func (c *Core) Deadline() time.Time {
 // (the bundles of this moment; a call ends the moment).
 func (c *Core) OutLen() int {
 	c.flushBundles()
-	return len(c.out)
+	return len(c.tx.out)
 }
 
 // Ready is how many datagrams are made and wait to be taken, without the
 // bundles of this moment (which OutLen and TakeOut make first).
-func (c *Core) Ready() int { return len(c.out) }
+func (c *Core) Ready() int { return len(c.tx.out) }
 
 // Bundling reports whether messages wait for the bundles of this moment
 // (sent by the next OutLen or TakeOut).
@@ -76,12 +76,7 @@ func (c *Core) Bundling() bool { return len(c.bundling.queued) > 0 }
 // it is sent.
 func (c *Core) TakeOut(spare []Datagram) []Datagram {
 	c.flushBundles()
-	out := c.out
-	if cap(spare) > c.keptOut() {
-		spare = nil // a burst's room (an alive to each of thousands) goes
-	}
-	c.out = spare[:0]
-	return out
+	return c.tx.take(spare, c.keptOut())
 }
 
 // keptOut is the most room for datagrams to send the core keeps between

@@ -128,13 +128,13 @@ func TestAttackForcedJoinAck(t *testing.T) {
 	}
 	hello = o.allowHead(r, codec.PacketKindHello, 3, 100, false)
 	hello.SourceID, hello.DestinationID = 3, 5
-	out := len(main2.out)
+	out := len(main2.tx.out)
 	p.feed(main2, forge(t, codec.HeadKindRaet, o.signer, hello, make([]byte, 200)), p.otherAddr)
-	if rm.allowed || len(main2.out) != out+1 {
-		t.Fatalf("allow after restart: allowed %v, %d answers", rm.allowed, len(main2.out)-out)
+	if rm.allowed || len(main2.tx.out) != out+1 {
+		t.Fatalf("allow after restart: allowed %v, %d answers", rm.allowed, len(main2.tx.out)-out)
 	}
 	var ans packet.Packet
-	if err := packet.Parse(main2.out[len(main2.out)-1].B, &ans); err != nil || ans.Head.PacketKind != codec.PacketKindUnjoined {
+	if err := packet.Parse(main2.tx.out[len(main2.tx.out)-1].B, &ans); err != nil || ans.Head.PacketKind != codec.PacketKindUnjoined {
 		t.Fatalf("answer %v, %v; want unjoined", ans.Head.PacketKind, err)
 	}
 }

@@ -144,7 +144,7 @@ func (c *Core) flushRemote(r *remote, ms []*messenger, as []owed) {
 			m.sendAlone(c)
 		}
 		for _, o := range as {
-			h := &c.txHead
+			h := &c.tx.head
 			*h = c.outHead(codec.TransactionKindMessage, codec.PacketKindDone, r.nuid, r.fuid, o.si, o.ti, true)
 			h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, r.coatKind(), codec.FootKindNaCl
 			c.send(r, h, nil, r.ha)
@@ -205,11 +205,11 @@ func (c *Core) sendAnswers(r *remote, si uint32, rs []packet.AnswerRange) {
 	if len(rs) == 0 {
 		return
 	}
-	h := &c.txHead
+	h := &c.tx.head
 	*h = c.outHead(codec.TransactionKindMessage, codec.PacketKindAnswers, r.nuid, r.fuid, si, 0, true)
 	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, r.coatKind(), codec.FootKindNaCl
 	pk := c.packerFor(r, h)
-	buf := c.bufs.get(pk.MaxPacketSize)
+	buf := c.tx.bufs.get(pk.MaxPacketSize)
 	var out []byte
 	var err error
 	if r.aead() != nil {
@@ -222,7 +222,7 @@ func (c *Core) sendAnswers(r *remote, si uint32, rs []packet.AnswerRange) {
 		out, err = pk.PackAnswers(*buf, h, rs)
 	}
 	if err != nil {
-		c.bufs.put(buf)
+		c.tx.bufs.put(buf)
 		c.packFailed(r, err)
 		return
 	}
@@ -240,8 +240,8 @@ func (c *Core) sendBundles(r *remote, ms []*messenger) {
 	b.bundler.Reset(&h)
 	first := 0
 	for i, m := range ms {
-		c.scratch = m.plaintext(c.scratch[:0])
-		e := packet.BundleEntry{TI: m.ti, BodyKind: m.bk, Plain: c.scratch}
+		c.tx.scratch = m.plaintext(c.tx.scratch[:0])
+		e := packet.BundleEntry{TI: m.ti, BodyKind: m.bk, Plain: c.tx.scratch}
 		err := b.bundler.Add(e)
 		if errors.Is(err, packet.ErrBundleFull) {
 			c.flushBundle(r, &h, ms[first:i])
@@ -269,13 +269,13 @@ func (c *Core) flushBundle(r *remote, h *codec.Head, ms []*messenger) {
 		}
 		b.list = list[:0]
 	}
-	buf := c.bufs.get(b.packer.MaxPacketSize)
+	buf := c.tx.bufs.get(b.packer.MaxPacketSize)
 	out, err := b.bundler.Flush(*buf)
 	if a := b.bundler.AEAD; a != nil {
 		c.sealedAEAD(r, a, err)
 	}
 	if err != nil {
-		c.bufs.put(buf)
+		c.tx.bufs.put(buf)
 		c.packFailed(r, err)
 		b.bundler.Reset(h)
 		for _, m := range ms { // their timers try again

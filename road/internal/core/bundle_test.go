@@ -481,7 +481,7 @@ func testBundleWithSegmented(t *testing.T, tp testProfile) {
 	}
 	// Measured, not copied: the bundles' scratch holds what a bundle
 	// carries, never the large message.
-	if n := cap(p.other.scratch); n >= 20_000 {
+	if n := cap(p.other.tx.scratch); n >= 20_000 {
 		t.Errorf("the sender's scratch grew to %d bytes for a message it segmented", n)
 	}
 }

@@ -61,12 +61,8 @@ type Core struct {
 	// ended (joinent.added), bounded by Config.StrangerJoins.
 	strangerJoins int
 
-	out      []Datagram
-	answers  answers    // the dones sent last, to send again unchanged (answers.go)
-	bundling bundling   // the messages and answers of this moment (bundle.go)
-	scratch  []byte     // a message's coat plaintext, being bundled
-	bufs     bufPool    // buffers of the datagrams in out that nobody keeps
-	txHead   codec.Head // the head being sent, kept here so it is not allocated per packet
+	tx       outbox   // what is made to send, and what sends (outbox.go)
+	bundling bundling // the messages and answers of this moment (bundle.go)
 	// delivery is the completed messages not yet taken (Deliveries);
 	// roomWaits the whole messages waiting for room in it, oldest first,
 	// which Delivered delivers as room frees; roomWaiting counts those
@@ -644,7 +640,7 @@ func (c *Core) marshal(body any) ([]byte, error) { return c.bodies.Marshal(nil, 
 // datagram to an address whose keep writes are not yet durable waits for
 // them (keeptab.go).
 func (c *Core) transmit(b []byte, buf *[]byte, to netip.AddrPort, h *codec.Head, sign *packet.NaClFoot) {
-	c.queueOut(Datagram{B: b, To: to, buf: buf, pool: &c.bufs, sign: sign}, h)
+	c.queueOut(Datagram{B: b, To: to, buf: buf, pool: &c.tx.bufs, sign: sign}, h)
 }
 
 // queueOut queues d, a packet of head h (transmit).
@@ -652,7 +648,7 @@ func (c *Core) queueOut(d Datagram, h *codec.Head) {
 	if seq, ok := c.heldFor(d.To); ok {
 		c.hold(seq, d)
 	} else {
-		c.out = append(c.out, d)
+		c.tx.push(d)
 	}
 	c.stats.out(h, max(int(h.PacketLength), len(d.B)))
 }
@@ -664,7 +660,7 @@ func (c *Core) retransmit(b []byte, to netip.AddrPort) bool {
 	if _, ok := c.heldFor(to); ok {
 		return false
 	}
-	c.out = append(c.out, Datagram{B: b, To: to})
+	c.tx.push(Datagram{B: b, To: to})
 	c.stats.retransmit()
 	return true
 }
@@ -677,9 +673,9 @@ func (c *Core) resend(b []byte, to netip.AddrPort, sign *packet.NaClFoot) bool {
 	if _, ok := c.heldFor(to); ok {
 		return false
 	}
-	buf := c.bufs.get(len(b))
+	buf := c.tx.bufs.get(len(b))
 	*buf = append((*buf)[:0], b...)
-	c.out = append(c.out, Datagram{B: *buf, To: to, buf: buf, pool: &c.bufs, sign: sign})
+	c.tx.push(Datagram{B: *buf, To: to, buf: buf, pool: &c.tx.bufs, sign: sign})
 	c.stats.retransmit()
 	return true
 }
@@ -698,7 +694,7 @@ func (c *Core) sendNew(r *remote, h *codec.Head, body []byte, to netip.AddrPort)
 }
 
 // send packs and queues a packet the caller does not keep, in a buffer from
-// c.bufs that the writer gives back. It reports whether the packet went.
+// c.tx.bufs that the writer gives back. It reports whether the packet went.
 func (c *Core) send(r *remote, h *codec.Head, body []byte, to netip.AddrPort) bool {
 	d, ok := c.packOut(r, h, body, to)
 	if ok {
@@ -708,20 +704,20 @@ func (c *Core) send(r *remote, h *codec.Head, body []byte, to netip.AddrPort) bo
 }
 
 // packOut packs a packet of head h to r at `to` for send, in a buffer from
-// c.bufs; false when it could not be packed, which is logged and counted.
+// c.tx.bufs; false when it could not be packed, which is logged and counted.
 func (c *Core) packOut(r *remote, h *codec.Head, body []byte, to netip.AddrPort) (Datagram, bool) {
 	limit := c.cfg.MaxPacketSize
 	if r != nil && r.prof != nil {
 		limit = max(limit, r.prof.mps)
 	}
-	buf := c.bufs.get(limit)
+	buf := c.tx.bufs.get(limit)
 	b, sign, err := c.pack(*buf, r, h, body, true)
 	if err != nil {
-		c.bufs.put(buf)
+		c.tx.bufs.put(buf)
 		c.packFailed(r, err)
 		return Datagram{}, false
 	}
-	return Datagram{B: b, To: to, buf: buf, pool: &c.bufs, sign: sign}, true
+	return Datagram{B: b, To: to, buf: buf, pool: &c.tx.bufs, sign: sign}, true
 }
 
 // sendAnswer sends the done of head h to r at `to`, and keeps it to send
@@ -734,7 +730,7 @@ func (c *Core) sendAnswer(r *remote, h *codec.Head, to netip.AddrPort) {
 	if keepsAnswer(h.CoatKind) {
 		k := answerKey{to: to, nuid: h.SourceID, fuid: h.DestinationID, si: h.SessionID, ti: h.TransactionID,
 			ck: h.CoatKind, fk: h.FootKind}
-		c.answers.note(k, &d, c.now, answersFor(len(c.remotes)))
+		c.tx.answers.note(k, &d, c.now, answersFor(len(c.remotes)))
 	}
 	c.queueOut(d, h)
 }
@@ -747,17 +743,17 @@ func (c *Core) answerAgain(h *codec.Head, from netip.AddrPort) bool {
 		return false
 	}
 	k := answerKeyOf(h, from)
-	buf := c.bufs.get(maxAnswerSize)
-	b, ok := c.answers.recall(&k, (*buf)[:0])
+	buf := c.tx.bufs.get(maxAnswerSize)
+	b, ok := c.tx.answers.recall(&k, (*buf)[:0])
 	if !ok {
-		c.bufs.put(buf)
+		c.tx.bufs.put(buf)
 		return false
 	}
 	*buf = b
-	out := &c.txHead
+	out := &c.tx.head
 	out.Reset()
 	out.TransactionKind, out.PacketKind = h.TransactionKind, codec.PacketKindDone
-	c.queueOut(Datagram{B: b, To: from, buf: buf, pool: &c.bufs}, out)
+	c.queueOut(Datagram{B: b, To: from, buf: buf, pool: &c.tx.bufs}, out)
 	return true
 }
 

@@ -62,7 +62,7 @@ func (c *Core) forget(r *remote, why Reason) {
 	}
 	c.markKeys(r)
 	delete(c.remotes, r.nuid)
-	c.answers.trim(answersFor(len(c.remotes))) // the kept dones' memory goes with the remotes
+	c.tx.answers.trim(answersFor(len(c.remotes))) // the kept dones' memory goes with the remotes
 	c.silence.remove(r)
 	if c.byName[r.name] == r {
 		delete(c.byName, r.name)
@@ -103,9 +103,7 @@ func (c *Core) shrink() {
 	q := &c.kq
 	q.holds, q.queued = shrink.Map(q.holds), shrink.Map(q.queued)
 	q.held = append([]heldDatagram(nil), q.held...)
-	if cap(c.out) > c.keptOut() {
-		c.out = append([]Datagram(nil), c.out...)
-	}
+	c.tx.trim(c.keptOut())
 	c.delivery = fifo[Message]{s: append([]Message(nil), c.delivery.items()...)}
 	c.roomWaits = fifo[roomWait]{s: append([]roomWait(nil), c.roomWaits.items()...)}
 	c.reasm.Shrink()

@@ -212,7 +212,7 @@ func (c *Core) releaseHeld() {
 	kept := q.held[:0]
 	for _, h := range q.held {
 		if h.seq <= q.durable {
-			c.out = append(c.out, h.d)
+			c.tx.push(h.d)
 		} else {
 			kept = append(kept, h)
 		}

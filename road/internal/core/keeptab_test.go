@@ -247,7 +247,7 @@ func TestKeepGroupCommit(t *testing.T) {
 		t.Fatalf("%d writes taken, %d queued; want the local estate, and 3 for the next batch", len(st.writes), len(c.kq.backlog))
 	}
 	c.transmit([]byte("held"), nil, p.otherAddr, &codec.Head{}, nil)
-	if len(c.out) != 0 || len(c.kq.held) != 1 {
+	if len(c.tx.out) != 0 || len(c.kq.held) != 1 {
 		t.Fatal("a datagram to an address with a write under way was not held")
 	}
 	c.KeepDurable(st.seq, nil, p.now) // the local estate: the next batch goes
@@ -255,12 +255,12 @@ func TestKeepGroupCommit(t *testing.T) {
 		t.Fatalf("the next batch: %+v; want the delete, then other's estate once (sid 7)", w)
 	}
 	c.KeepDurable(st.seq-1, nil, p.now) // the delete, made after the estate it replaced
-	if len(c.out) != 0 {
+	if len(c.tx.out) != 0 {
 		t.Fatal("released before the estate that replaced the one it waited on was durable")
 	}
 	c.KeepDurable(st.seq, nil, p.now)
-	if len(c.out) != 1 || c.KeepPending() {
-		t.Fatalf("%d datagrams out, pending %v once all is durable", len(c.out), c.KeepPending())
+	if len(c.tx.out) != 1 || c.KeepPending() {
+		t.Fatalf("%d datagrams out, pending %v once all is durable", len(c.tx.out), c.KeepPending())
 	}
 }
 

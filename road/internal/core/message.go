@@ -143,11 +143,11 @@ func (c *Core) startMessenger(r *remote, body []byte, buf *[]byte, bk codec.Body
 // lengths of its envelope and body (plainLen). One whose coat leaves room
 // for the largest head any codec writes (codec.MaxHeadSize) does, and one
 // at least a packet long does not: for neither is a head encoded, as
-// Segments encodes one to measure it. The head is built in c.txHead, not
+// Segments encodes one to measure it. The head is built in c.tx.head, not
 // one of its own that would escape.
 func (m *messenger) onePacket(c *Core) bool {
 	r := m.r
-	h := &c.txHead
+	h := &c.tx.head
 	*h = m.head(c, 0, 0)
 	h.FootKind = codec.FootKindNaCl
 	pk := c.packerFor(r, h)
@@ -246,7 +246,7 @@ func (m *messenger) head(c *Core, pk codec.PacketKind, flags uint8) codec.Head {
 // buffer, and keeps a copy of its bytes in last (whose memory the
 // messenger reuses: one allocation per message, not per packet).
 func (m *messenger) sendSeg(c *Core, i int, again bool) {
-	h := &c.txHead
+	h := &c.tx.head
 	*h = m.head(c, codec.PacketKindMessage, m.flags[i])
 	h.FootKind = codec.FootKindNaCl
 	pk := c.packerFor(m.r, h)
@@ -254,7 +254,7 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	if m.aead == nil { // an aead packet has no foot
 		sign = c.signLater(&pk)
 	}
-	buf := c.bufs.get(pk.MaxPacketSize)
+	buf := c.tx.bufs.get(pk.MaxPacketSize)
 	var b []byte
 	var err error
 	if m.aead != nil {
@@ -264,7 +264,7 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 		b, err = pk.PackSegment(*buf, h, m.coat, i, m.segSize, m.count)
 	}
 	if err != nil {
-		c.bufs.put(buf)
+		c.tx.bufs.put(buf)
 		c.stats.drop(dropPackError)
 		return
 	}
@@ -483,7 +483,7 @@ func (m *messenger) freshRedo() redo {
 // abort ends the messenger when its session went stale; the core saves it
 // to send again after the next allow.
 func (m *messenger) abort(c *Core, pk codec.PacketKind) {
-	h := &c.txHead
+	h := &c.tx.head
 	*h = m.head(c, pk, 0)
 	c.send(m.r, h, nil, m.r.ha)
 }
@@ -613,9 +613,9 @@ func (c *Core) startMessengent(p *rxPacket, r *remote) {
 }
 
 // head is the head of its reply of kind pk (segment number sn), in
-// c.txHead.
+// c.tx.head.
 func (m *messengent) head(c *Core, pk codec.PacketKind, sn int) *codec.Head {
-	h := &c.txHead
+	h := &c.tx.head
 	*h = c.outHead(codec.TransactionKindMessage, pk, m.r.nuid, m.r.fuid, m.si, m.ti, true)
 	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, m.ck, m.fk
 	h.SetWait(m.wait)

@@ -303,7 +303,7 @@ func (c *Core) tick(now time.Time) {
 	if !c.pendAt.IsZero() && !now.Before(c.pendAt) {
 		c.checkPended()
 	}
-	c.answers.expire(now)
+	c.tx.answers.expire(now)
 	for range tickRounds {
 		c.flushWake()
 		due := c.due[:0]
