@@ -91,51 +91,14 @@ const (
 )
 
 // Deliveries are the received messages not yet taken, oldest first.
-func (c *Core) Deliveries() []Message { return c.delivery.items() }
+func (c *Core) Deliveries() []Message { return c.rx.delivery.items() }
 
 // Delivered forgets the first n Deliveries, taken by the caller, and
 // delivers, into the room that frees, the whole messages that waited for
 // it, oldest first (their dones go to the output).
 func (c *Core) Delivered(n int) {
-	c.delivery.drop(n)
+	c.rx.delivery.drop(n)
 	c.admitWaiting()
-}
-
-// fifo is a queue taken from the front: drop moves a head on, and what is
-// left moves down only once the head has passed as much as is left, so
-// that a caller taking a few of a long queue at a time (a Stack's receive
-// channel full) copies nothing each time (dropFirst would copy the rest).
-type fifo[T any] struct {
-	s    []T
-	head int
-}
-
-func (q *fifo[T]) items() []T { return q.s[q.head:] }
-func (q *fifo[T]) len() int   { return len(q.s) - q.head }
-func (q *fifo[T]) push(v T)   { q.s = append(q.s, v) }
-
-// drop forgets the first n items, clearing their slots: what they point to
-// is not kept alive.
-func (q *fifo[T]) drop(n int) {
-	clear(q.s[q.head : q.head+n])
-	q.head += n
-	switch left := len(q.s) - q.head; {
-	case left == 0:
-		q.s, q.head = q.s[:0], 0
-	case q.head >= left:
-		k := copy(q.s, q.s[q.head:])
-		clear(q.s[k:])
-		q.s, q.head = q.s[:k], 0
-	}
-}
-
-// dropFirst removes the first n elements of s, in place, and clears the
-// slots past its new end: what moved down must not stay behind there too,
-// where it would keep the messages it points to alive.
-func dropFirst[T any](s []T, n int) []T {
-	k := copy(s, s[n:])
-	clear(s[k:])
-	return s[:k]
 }
 
 // Events are the events since the last ClearEvents, oldest first.
@@ -164,10 +127,10 @@ type Decode struct {
 }
 
 // Decodes are the bodies waiting for a decoder, oldest first.
-func (c *Core) Decodes() []*Decode { return c.decodes }
+func (c *Core) Decodes() []*Decode { return c.rx.decodes }
 
 // Handed forgets the first n Decodes, handed to a decoder.
-func (c *Core) Handed(n int) { c.decodes = dropFirst(c.decodes, n) }
+func (c *Core) Handed(n int) { c.rx.decodes = dropFirst(c.rx.decodes, n) }
 
 // Decoded takes the outcome of decoding d at now: the message is delivered,
 // or nacked when its body does not decode. A message that ended meanwhile
@@ -304,7 +267,7 @@ func PutBodyBuffer(buf *[]byte) { bodies.put(buf) }
 func (c *Core) Counters() Counters {
 	out := c.stats.snapshot()
 	out.Reassembling, out.ReassemblyMemory = c.reasm.Pending(), c.reasm.Memory()
-	out.ReceiveQueue = c.delivery.len()
+	out.ReceiveQueue = c.rx.delivery.len()
 	return out
 }
 

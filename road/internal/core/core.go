@@ -63,19 +63,9 @@ type Core struct {
 
 	tx       outbox   // what is made to send, and what sends (outbox.go)
 	bundling bundling // the messages and answers of this moment (bundle.go)
-	// delivery is the completed messages not yet taken (Deliveries);
-	// roomWaits the whole messages waiting for room in it, oldest first,
-	// which Delivered delivers as room frees; roomWaiting counts those
-	// still waiting (roomSweep and the bounds: waitForRoom).
-	delivery    fifo[Message]
-	roomWaits   fifo[roomWait]
-	roomWaiting int
-	roomSweep   int
-	// decodes are messages whose bodies wait for a decoder
-	// (Config.DecodeLater; Decodes).
-	decodes []*Decode
-	events  []Event
-	stats   stats
+	rx       inbox    // the messages received, for the owner to take (inbox.go)
+	events   []Event
+	stats    stats
 
 	// timers holds the remotes by their earliest timer; touched are those
 	// whose timers may have moved since the last flushWake, retimed the

@@ -104,8 +104,7 @@ func (c *Core) shrink() {
 	q.holds, q.queued = shrink.Map(q.holds), shrink.Map(q.queued)
 	q.held = append([]heldDatagram(nil), q.held...)
 	c.tx.trim(c.keptOut())
-	c.delivery = fifo[Message]{s: append([]Message(nil), c.delivery.items()...)}
-	c.roomWaits = fifo[roomWait]{s: append([]roomWait(nil), c.roomWaits.items()...)}
+	c.rx.trim()
 	c.reasm.Shrink()
 	c.spares.drop()
 	c.lim.sweep(c.now)

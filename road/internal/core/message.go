@@ -751,7 +751,7 @@ func (m *messengent) opened(c *Core, msg Message, id MsgID, later bool, err erro
 	if later {
 		m.decoding = true
 		m.dec = Decode{Kind: msg.Kind, Raw: msg.Raw, m: m}
-		c.decodes = append(c.decodes, &m.dec)
+		c.rx.decodes = append(c.rx.decodes, &m.dec)
 		return
 	}
 	m.complete(c)
@@ -828,9 +828,9 @@ func (w roomWait) waiting() *messengent {
 // admitWaiting delivers the messages waiting for room, oldest first, while
 // the receive queue has room.
 func (c *Core) admitWaiting() {
-	for c.roomWaits.len() > 0 && c.delivery.len() < c.cfg.ReceiveQueue {
-		w := c.roomWaits.items()[0]
-		c.roomWaits.drop(1)
+	for c.rx.roomWaits.len() > 0 && c.rx.delivery.len() < c.cfg.ReceiveQueue {
+		w := c.rx.roomWaits.items()[0]
+		c.rx.roomWaits.drop(1)
 		if m := w.waiting(); m != nil {
 			c.unwait(m)
 			m.complete(c)
@@ -848,25 +848,25 @@ func (c *Core) admitWaiting() {
 // the last sweep, it sweeps them out, so that they stay bounded by twice
 // those waiting (however long nobody takes deliveries).
 func (c *Core) waitForRoom(m *messengent) {
-	if c.roomWaiting >= max(minWaits, c.cfg.ReceiveQueue) || int(m.r.roomWaits) >= max(minRemoteWaits, c.cfg.ReceiveQueue/4) {
+	if c.rx.roomWaiting >= max(minWaits, c.cfg.ReceiveQueue) || int(m.r.roomWaits) >= max(minRemoteWaits, c.cfg.ReceiveQueue/4) {
 		c.stats.drop(dropReceiveWaitsFull)
 		m.end(c)
 		return
 	}
 	c.stats.drop(dropReceiveQueueFull)
-	if c.roomWaits.len() >= c.roomSweep {
+	if c.rx.roomWaits.len() >= c.rx.roomSweep {
 		c.sweepRoomWaits()
 	}
 	m.roomWait = true
 	m.r.roomWaits++
-	c.roomWaiting++
-	c.roomWaits.push(roomWait{m.r, m.key()})
+	c.rx.roomWaiting++
+	c.rx.roomWaits.push(roomWait{m.r, m.key()})
 }
 
 // sweepRoomWaits drops the entries of c.roomWaits whose messages no
 // longer wait, keeping the others in order.
 func (c *Core) sweepRoomWaits() {
-	all := c.roomWaits.items()
+	all := c.rx.roomWaits.items()
 	live := all[:0]
 	for _, w := range all {
 		if w.waiting() != nil {
@@ -874,8 +874,8 @@ func (c *Core) sweepRoomWaits() {
 		}
 	}
 	clear(all[len(live):])
-	c.roomWaits = fifo[roomWait]{s: live}
-	c.roomSweep = max(minRoomSweep, 2*c.roomWaits.len())
+	c.rx.roomWaits = fifo[roomWait]{s: live}
+	c.rx.roomSweep = max(minRoomSweep, 2*c.rx.roomWaits.len())
 }
 
 // unwait takes m out of the count of those waiting for room (its entry
@@ -884,7 +884,7 @@ func (c *Core) unwait(m *messengent) {
 	if m.roomWait {
 		m.roomWait = false
 		m.r.roomWaits--
-		c.roomWaiting--
+		c.rx.roomWaiting--
 	}
 }
 
@@ -911,14 +911,14 @@ func (m *messengent) complete(c *Core) {
 		m.remove(c, false)
 		return
 	}
-	if c.delivery.len() >= c.cfg.ReceiveQueue {
+	if c.rx.delivery.len() >= c.cfg.ReceiveQueue {
 		c.waitForRoom(m)
 		return
 	}
 	if m.id.Seq != 0 {
 		m.r.mids.delivered(m.id, c.now)
 	}
-	c.delivery.push(m.pending)
+	c.rx.delivery.push(m.pending)
 	c.stats.c.MessagesIn++
 	m.done(c)
 	m.remove(c, false)

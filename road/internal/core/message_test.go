@@ -313,8 +313,8 @@ func TestReceiveQueueFull(t *testing.T) {
 			t.Fatalf("send %d: %v (%v), the clock stopped", i, err, ok)
 		}
 	}
-	if hold.roomWaits.len() != 0 {
-		t.Fatalf("%d left waiting for room", hold.roomWaits.len())
+	if hold.rx.roomWaits.len() != 0 {
+		t.Fatalf("%d left waiting for room", hold.rx.roomWaits.len())
 	}
 }
 
@@ -366,7 +366,7 @@ func TestReceiveQueueHeldTimesOut(t *testing.T) {
 	if err, ok := outcome(res[1]); !ok || !errors.Is(err, ErrRejected) {
 		t.Fatalf("held past its timeout: %v (%v), want ErrRejected", err, ok)
 	}
-	if n := p.main.roomWaiting; n != 0 {
+	if n := p.main.rx.roomWaiting; n != 0 {
 		t.Fatalf("timed out, and %d counted waiting", n)
 	}
 	p.collect(p.main)
@@ -374,8 +374,8 @@ func TestReceiveQueueHeldTimesOut(t *testing.T) {
 	if n := len(p.delivered[p.main]); n != 1 {
 		t.Fatalf("delivered %d, want only the one queued", n)
 	}
-	if p.main.roomWaits.len() != 0 {
-		t.Fatalf("%d left waiting for room", p.main.roomWaits.len())
+	if p.main.rx.roomWaits.len() != 0 {
+		t.Fatalf("%d left waiting for room", p.main.rx.roomWaits.len())
 	}
 }
 
@@ -512,7 +512,7 @@ func TestReceiveQueueWaitsBounded(t *testing.T) {
 			p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, make(chan error, 1), p.now, p.now)
 		}
 		p.holdDeliveries(3 * 20) // 3 s: all of this wave time out
-		if n := p.main.roomWaits.len(); n > 2*perWave+minRoomSweep {
+		if n := p.main.rx.roomWaits.len(); n > 2*perWave+minRoomSweep {
 			t.Fatalf("wave %d: %d entries left, for at most %d waiting at once", w, n, perWave)
 		}
 	}
@@ -563,8 +563,8 @@ func (p *pair) drain(res []chan error, sent map[*Core]int) {
 			p.tb.Fatalf("a send failed: %v", err)
 		}
 	}
-	if p.main.roomWaiting != 0 {
-		p.tb.Fatalf("all done, and %d counted waiting", p.main.roomWaiting)
+	if p.main.rx.roomWaiting != 0 {
+		p.tb.Fatalf("all done, and %d counted waiting", p.main.rx.roomWaiting)
 	}
 	for c := range sent {
 		if r := p.main.byName[c.name]; r.roomWaits != 0 {
@@ -622,8 +622,8 @@ func TestReceiveWaitsTotal(t *testing.T) {
 	}
 	res = append(res, p.sendEach(p.extra, queue/4)...)
 	p.holdDeliveries(20)
-	if p.main.roomWaiting != queue {
-		t.Fatalf("%d waiting, want the line's %d", p.main.roomWaiting, queue)
+	if p.main.rx.roomWaiting != queue {
+		t.Fatalf("%d waiting, want the line's %d", p.main.rx.roomWaiting, queue)
 	}
 	if p.main.stats.drops[dropReceiveWaitsFull] == 0 {
 		t.Fatal("nothing counted receive_waits_full")
@@ -633,13 +633,13 @@ func TestReceiveWaitsTotal(t *testing.T) {
 		sent[c] = queue / 4
 	}
 	p.drain(res, sent)
-	if cap(p.main.roomWaits.s) < queue || p.main.spares.txns.Len() == 0 {
-		t.Fatalf("the line took room for %d, %d spare transaction tables: the test measures nothing", cap(p.main.roomWaits.s), p.main.spares.txns.Len())
+	if cap(p.main.rx.roomWaits.s) < queue || p.main.spares.txns.Len() == 0 {
+		t.Fatalf("the line took room for %d, %d spare transaction tables: the test measures nothing", cap(p.main.rx.roomWaits.s), p.main.spares.txns.Len())
 	}
 	for _, r := range p.main.remotes {
 		p.main.forget(r, ReasonSilent)
 	}
-	if c, n := cap(p.main.roomWaits.s), p.main.spares.txns.Len(); c != 0 || n != 0 {
+	if c, n := cap(p.main.rx.roomWaits.s), p.main.spares.txns.Len(); c != 0 || n != 0 {
 		t.Fatalf("the remotes forgotten, the line keeps room for %d, and %d spare transaction tables are kept", c, n)
 	}
 }
