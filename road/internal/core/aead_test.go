@@ -488,13 +488,13 @@ func TestAEADIdleDropsCipherStates(t *testing.T) {
 	})
 	p.join()
 	p.advance(aeadIdle)
-	v := p.main.visits
+	v := p.main.wake.visits
 	p.advance(3 * aeadIdle)
 	if !watched(p.mainRemote()) || !watched(p.otherRemote()) {
 		t.Fatalf("a session with an alive every %v dropped its states", aeadIdle/2)
 	}
-	if p.main.visits != v {
-		t.Errorf("main ran %d remotes' timers while its driver's alives came", p.main.visits-v)
+	if p.main.wake.visits != v {
+		t.Errorf("main ran %d remotes' timers while its driver's alives came", p.main.wake.visits-v)
 	}
 
 	// A period longer than aeadIdle: each alive exchange ends the states
@@ -505,7 +505,7 @@ func TestAEADIdleDropsCipherStates(t *testing.T) {
 	})
 	p.join()
 	p.advance(3 * aeadIdle) // the allow's states went by their timer
-	w, v := len(p.wire), p.main.visits
+	w, v := len(p.wire), p.main.wake.visits
 	p.advance(10 * aeadIdle)
 	if n := p.countSince(w, p.other, codec.TransactionKindAlive, codec.PacketKindRequest); n < 4 {
 		t.Fatalf("%d alive exchanges in %v of a %v period", n, 10*aeadIdle, 2*aeadIdle)
@@ -513,8 +513,8 @@ func TestAEADIdleDropsCipherStates(t *testing.T) {
 	if watched(p.mainRemote()) || watched(p.otherRemote()) {
 		t.Error("states kept between alive exchanges of a period longer than aeadIdle")
 	}
-	if p.main.visits != v {
-		t.Errorf("main ran %d remotes' timers while its driver's alives came", p.main.visits-v)
+	if p.main.wake.visits != v {
+		t.Errorf("main ran %d remotes' timers while its driver's alives came", p.main.wake.visits-v)
 	}
 	p.stillWorks(t, len(p.delivered[p.main]))
 }

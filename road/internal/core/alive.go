@@ -100,7 +100,7 @@ func (a *aliver) tick(c *Core) {
 	}
 	if a.redo.due(c.now) {
 		a.redo.backoff(c.now)
-		c.retime(a)
+		c.wake.retime(a)
 		if a.r.aead() != nil {
 			// Sealed again: the same datagram twice is a replay.
 			h := c.aliveHead(a.r, codec.PacketKindRequest, a.si, a.ti, false)

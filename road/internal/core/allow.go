@@ -183,7 +183,7 @@ func (a *allower) send(c *Core, pk codec.PacketKind, body []byte) {
 		}
 		a.last, a.lastKind = b, pk
 		a.redo.restart(c.now)
-		c.retime(a)
+		c.wake.retime(a)
 	}
 }
 
@@ -261,7 +261,7 @@ func (a *allower) tick(c *Core) {
 	}
 	if a.redo.due(c.now) {
 		a.redo.backoff(c.now)
-		c.retime(a)
+		c.wake.retime(a)
 		if a.last != nil {
 			c.retransmit(a.last, a.r.ha)
 			c.timeRequest(&a.asked, a.r.ha, true)
@@ -313,7 +313,7 @@ func (a *allowent) send(c *Core, pk codec.PacketKind, body []byte) {
 		}
 		a.last, a.lastKind = b, pk
 		a.redo.restart(c.now)
-		c.retime(a)
+		c.wake.retime(a)
 	}
 }
 
@@ -468,7 +468,7 @@ func (a *allowent) tick(c *Core) {
 	}
 	if a.redo.due(c.now) {
 		a.redo.backoff(c.now)
-		c.retime(a)
+		c.wake.retime(a)
 		if a.last != nil {
 			c.retransmit(a.last, a.r.ha)
 			c.timeRequest(&a.asked, a.r.ha, true)

@@ -50,7 +50,7 @@ func (c *Core) Tick(now time.Time) { c.tick(now) }
 func (c *Core) Deadline() time.Time {
 	c.flushWake()
 	c.spares.recycle()
-	return earliest(c.pendAt, c.timers.next(), c.tx.answers.expiry())
+	return earliest(c.pendAt, c.wake.heap.next(), c.tx.answers.expiry())
 }
 
 // OutLen is how many datagrams wait to be sent. Like TakeOut, it first
@@ -137,7 +137,7 @@ func (c *Core) Handed(n int) { c.rx.decodes = dropFirst(c.rx.decodes, n) }
 // (a timeout, a nack) is not touched.
 func (c *Core) Decoded(d *Decode, body map[string]any, err error, now time.Time) {
 	c.now = now
-	c.touch(d.m.r)
+	c.wake.touch(d.m.r)
 	d.m.decoded(c, body, err)
 }
 

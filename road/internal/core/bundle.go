@@ -74,7 +74,7 @@ func (c *Core) bundles(r *remote) bool { return r.prof != nil && r.prof.bdl }
 // queue puts m in the bundles of this moment.
 func (c *Core) queue(m *messenger) {
 	m.queued = true
-	c.retime(m)
+	c.wake.retime(m)
 	c.bundling.queued = append(c.bundling.queued, m)
 }
 
@@ -132,7 +132,7 @@ func (c *Core) flushRemote(r *remote, ms []*messenger, as []owed) {
 	live := ms[:0]
 	for _, m := range ms {
 		m.queued = false // its timers count again (deadline)
-		c.retime(m)
+		c.wake.retime(m)
 		if m.bundled && r.added && r.allowed && m.in == r {
 			live = append(live, m)
 		}
@@ -281,7 +281,7 @@ func (c *Core) flushBundle(r *remote, h *codec.Head, ms []*messenger) {
 		for _, m := range ms { // their timers try again
 			if m.bundled {
 				m.redo.restart(c.now)
-				c.retime(m)
+				c.wake.retime(m)
 			}
 		}
 		return
@@ -319,7 +319,7 @@ func (m *messenger) sent(c *Core, seq uint32) {
 	m.retry = false
 	c.transmitted(m, seq)
 	m.redo.restart(c.now)
-	c.retime(m)
+	c.wake.retime(m)
 }
 
 // receiveBundled takes a bundle or an answers packet from r, authenticated

@@ -67,21 +67,9 @@ type Core struct {
 	events   []Event
 	stats    stats
 
-	// timers holds the remotes by their earliest timer; touched are those
-	// whose timers may have moved since the last flushWake, retimed the
-	// transactions; due is Tick's scratch; visits counts the remotes Tick
-	// ran, keyed the transactions whose deadlines it read (timers.go).
-	timers       timerHeap[*remote]
-	places       remotePlaces // where the remotes in timers keep their index
-	touched      []*remote
-	retimed      []txn
-	due          []*remote
-	visits       uint64
-	keyed        uint64
-	savedWalked  uint64      // messages of r.saved looked at for their timeout (timeOutSaved)
-	silence      silenceList // the remotes, the longest silent first (forget.go)
-	peak         shrink.Peak // the most remotes held since the maps were last rebuilt (Core.shrink)
-	shrinkTimers bool        // the next flushWake rebuilds the timer heap and touched (shrink)
+	wake    wakeClock   // the remotes by their earliest timer (wake.go)
+	silence silenceList // the remotes, the longest silent first (forget.go)
+	peak    shrink.Peak // the most remotes held since the maps were last rebuilt (Core.shrink)
 
 	// keys is the table the readers check with; keysDirty are the uids
 	// whose entries may be out of date, keysAll says all may be (keys.go).
@@ -332,7 +320,7 @@ func (c *Core) addRemote(r *remote) {
 	if r.role == "" {
 		r.role = r.name
 	}
-	c.touch(r)
+	c.wake.touch(r)
 	c.capRemotes(r)
 }
 
@@ -361,7 +349,7 @@ func (c *Core) removeRemote(r *remote, reason error) {
 	r.dropSaved()
 	c.notifyWaiters(r, reason)
 	c.markKeys(r)
-	c.touch(r)
+	c.wake.touch(r)
 	if r.added {
 		delete(c.remotes, r.nuid)
 		c.silence.remove(r)
@@ -394,7 +382,7 @@ func (c *Core) addTxn(r *remote, t txn) {
 	}
 	(*m)[k.id()] = t
 	t.timerSlot().in = r
-	c.retime(t)
+	c.wake.retime(t)
 }
 
 // removeTxn unregisters t from r (if it is still the one at its key).
@@ -413,7 +401,7 @@ func (c *Core) removeTxn(r *remote, t txn) {
 			r.clock = nil
 		}
 	}
-	c.touch(r)
+	c.wake.touch(r)
 }
 
 // idleClock is the most entries a remote's clock keeps room for once it
@@ -573,7 +561,7 @@ func (c *Core) usedAEAD(r *remote, opened bool) {
 		p.adaptHold(now)
 	}
 	p.aeadCheck = now + int64(p.hold())
-	c.touch(r)
+	c.wake.touch(r)
 }
 
 // hold is how long the session's AEAD cipher states are kept idle.
@@ -856,7 +844,7 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 	if r == nil {
 		return
 	}
-	c.touch(r)
+	c.wake.touch(r)
 	if h.PacketKind == codec.PacketKindBundle || h.PacketKind == codec.PacketKindAnswers {
 		c.receiveBundled(p, r)
 		return
@@ -1259,7 +1247,7 @@ func (c *Core) replaceStaleInitiators(r *remote) {
 func (c *Core) timeOutSaved(r *remote) {
 	kept, due := r.saved[:0], time.Time{}
 	for _, m := range r.saved {
-		c.savedWalked++
+		c.wake.savedWalked++
 		if m.timeout.due(c.now) {
 			m.finish(c, ErrTimeout)
 			continue
@@ -1282,8 +1270,8 @@ func (c *Core) tickRemote(r *remote) {
 	// ends within len(r.clock) turns.
 	for r.clock.dueAt(c.now) {
 		t := r.clock.pop()
-		c.keyed++
-		c.retime(t)
+		c.wake.keyed++
+		c.wake.retime(t)
 		if d := t.deadline(); !d.IsZero() && !c.now.Before(d) {
 			t.tick(c)
 		}

@@ -71,7 +71,7 @@ func (c *Core) forget(r *remote, why Reason) {
 		delete(c.joinees, r.ha)
 	}
 	r.added = false
-	c.touch(r) // leaves the timer heap at the next flush
+	c.wake.touch(r) // leaves the timer heap at the next flush
 	c.evictRole(r.role)
 	c.report(EventForgotten, r.name, r.nuid, why, r.ha, "")
 	c.shrink()
@@ -99,7 +99,7 @@ func (c *Core) shrink() {
 	}
 	c.remotes, c.byName = shrink.Map(c.remotes), shrink.Map(c.byName)
 	c.roles, c.joinees = shrink.Map(c.roles), shrink.Map(c.joinees)
-	c.shrinkTimers = true
+	c.wake.rebuild = true
 	q := &c.kq
 	q.holds, q.queued = shrink.Map(q.holds), shrink.Map(q.queued)
 	q.held = append([]heldDatagram(nil), q.held...)

@@ -72,7 +72,7 @@ func (c *Core) checkPended() {
 			status[role] = st
 		}
 		if st != keep.Pending {
-			c.touch(t.r)
+			c.wake.touch(t.r)
 			t.decided(c, st)
 		}
 	}
@@ -304,7 +304,7 @@ func (j *joiner) send(c *Core, pk codec.PacketKind, body []byte) {
 	if b := c.sendNew(j.r, &h, body, j.r.ha); b != nil {
 		j.last, j.lastKind = b, pk
 		j.redo.restart(c.now)
-		c.retime(j)
+		c.wake.retime(j)
 		if pk == codec.PacketKindRequest {
 			j.tries++
 		}
@@ -333,7 +333,7 @@ func (j *joiner) receive(c *Core, p *rxPacket) {
 		if !j.pended || j.pendWhy != why {
 			j.pended, j.pendWhy = true, why
 			j.timeout = after(c.now, c.cfg.PendTimeout)
-			c.retime(j)
+			c.wake.retime(j)
 			c.report(EventPending, c.nameOf(j.r), j.r.nuid, why, j.r.ha, c.hint(why, j.r.name))
 		}
 	case codec.PacketKindResponse:
@@ -523,10 +523,10 @@ func (j *joiner) tick(c *Core) {
 	if j.pended { // by the joinent: ask again now and then
 		j.redo.cur = min(pendRedo, c.cfg.PendTimeout)
 		j.redo.restart(c.now)
-		c.retime(j)
+		c.wake.retime(j)
 	} else {
 		j.redo.backoff(c.now)
-		c.retime(j)
+		c.wake.retime(j)
 	}
 	c.retransmit(j.last, j.r.ha)
 	j.tries++
@@ -584,7 +584,7 @@ func (j *joinent) send(c *Core, pk codec.PacketKind, body []byte) {
 	if b := c.sendNew(j.r, &h, body, j.from); b != nil {
 		j.last, j.lastKind = b, pk
 		j.redo.restart(c.now)
-		c.retime(j)
+		c.wake.retime(j)
 	}
 }
 
@@ -626,7 +626,7 @@ func (j *joinent) receive(c *Core, p *rxPacket) {
 		// operator decides, and our timer waits for it.
 		j.pended = true
 		j.redo.at = time.Time{}
-		c.retime(j)
+		c.wake.retime(j)
 	case codec.PacketKindAck:
 		j.complete(c)
 	case codec.PacketKindNack:
@@ -787,14 +787,14 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 	}
 	if status == keep.Accepted {
 		j.redo.backoff(c.now)
-		c.retime(j)
+		c.wake.retime(j)
 		j.ackAccept(c)
 		return
 	}
 	c.saveRemote(r, false) // a remote we know; nothing is kept for a stranger
 	j.pended = true
 	j.timeout = after(c.now, c.cfg.PendTimeout)
-	c.retime(j)
+	c.wake.retime(j)
 	c.report(EventPending, r.name, r.nuid, ReasonPendingOurs, j.from, c.hint(ReasonPendingOurs, r.name))
 	j.send(c, codec.PacketKindPend, nil)
 	j.redo.at = time.Time{} // the pend timer decides now
@@ -892,7 +892,7 @@ func (j *joinent) tick(c *Core) {
 		return
 	}
 	j.redo.backoff(c.now)
-	c.retime(j)
+	c.wake.retime(j)
 	if j.lastKind == codec.PacketKindResponse {
 		c.retransmit(j.last, j.from)
 	}
@@ -903,7 +903,7 @@ func (j *joinent) decided(c *Core, status keep.Acceptance) {
 	if status == keep.Accepted {
 		j.pended = false
 		j.timeout = after(c.now, c.cfg.JoinentTimeout)
-		c.retime(j)
+		c.wake.retime(j)
 		j.ackAccept(c)
 		return
 	}

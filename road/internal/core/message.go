@@ -281,7 +281,7 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	m.lastSeg = i
 	c.timeRequest(&m.sentAt, m.r.ha, again)
 	m.redo.restart(c.now)
-	c.retime(m)
+	c.wake.retime(m)
 }
 
 // sample gives the remote's RTT estimate the time since the last packet,
@@ -421,7 +421,7 @@ func (m *messenger) tick(c *Core) {
 		if m.redo.due(c.now) && !m.queued {
 			// Lost, or its done was: into the bundles of this moment again.
 			m.backoff(c)
-			c.retime(m)
+			c.wake.retime(m)
 			m.retry = true
 			c.queue(m)
 		}
@@ -437,7 +437,7 @@ func (m *messenger) tick(c *Core) {
 		return
 	}
 	m.backoff(c)
-	c.retime(m)
+	c.wake.retime(m)
 	m.sendAgain(c)
 }
 
@@ -461,7 +461,7 @@ func (m *messenger) sendAgain(c *Core) {
 	}
 	m.sentAt, m.resent = time.Time{}, true
 	m.redo.restart(c.now)
-	c.retime(m)
+	c.wake.retime(m)
 	c.transmitted(m, m.r.nextSeq())
 }
 
@@ -626,7 +626,7 @@ func (m *messengent) head(c *Core, pk codec.PacketKind, sn int) *codec.Head {
 func (m *messengent) send(c *Core, pk codec.PacketKind, body []byte, sn int) {
 	if c.send(m.r, m.head(c, pk, sn), body, m.r.ha) {
 		m.redo.restart(c.now)
-		c.retime(m)
+		c.wake.retime(m)
 	}
 }
 
@@ -725,7 +725,7 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 		// Only a new segment buys time: duplicates do not, and nothing
 		// buys more than maxReassemblyAge from the first segment.
 		m.timeout = expiry(earliest(time.Time(after(c.now, c.cfg.MessageTimeout)), m.first.Add(maxReassemblyAge)))
-		c.retime(m)
+		c.wake.retime(m)
 	}
 	c.refresh(r, yes)
 	m.wait = h.Wait()
@@ -944,7 +944,7 @@ func (m *messengent) tick(c *Core) {
 		return
 	}
 	m.redo.backoff(c.now)
-	c.retime(m)
+	c.wake.retime(m)
 	if m.decoding {
 		return // the decoder answers, or the timeout nacks
 	}

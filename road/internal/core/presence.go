@@ -156,7 +156,7 @@ func (c *Core) schedulePresence(r *remote, first bool) {
 	if r.reapAt.IsZero() && c.cfg.Interim > 0 {
 		r.reapAt = c.now.Add(c.reapDelay(r))
 	}
-	c.touch(r)
+	c.wake.touch(r)
 }
 
 // heard records an authenticated packet from r: it is there, so its next
@@ -173,7 +173,7 @@ func (c *Core) heard(r *remote) {
 	if c.cfg.Interim > 0 {
 		r.reapAt = c.now.Add(c.reapDelay(r))
 	}
-	c.touch(r)
+	c.wake.touch(r)
 }
 
 // managePresence starts an alive when r's presence timer is due, lets a
@@ -267,7 +267,7 @@ func (c *Core) unreap(r *remote) {
 	if c.mainFlag && r.reaped {
 		r.reaped = false
 		r.forgetAt = time.Time{}
-		c.touch(r)
+		c.wake.touch(r)
 		c.event(EventUnreaped, r)
 	}
 }

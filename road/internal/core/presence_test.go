@@ -62,7 +62,7 @@ func TestPresenceDriven(t *testing.T) {
 	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.AlivePeriod, o.AlivePeriod = time.Second, time.Second })
 	p.join()
 	p.advance(5 * time.Second)
-	w, v := len(p.wire), p.main.visits
+	w, v := len(p.wire), p.main.wake.visits
 	p.advance(10 * time.Minute)
 	if n := p.countSince(w, p.main, codec.TransactionKindAlive, codec.PacketKindRequest); n != 0 {
 		t.Errorf("main sent %d alives in 10 idle minutes; the driver's alives keep it quiet", n)
@@ -71,12 +71,12 @@ func TestPresenceDriven(t *testing.T) {
 		t.Errorf("other sent %d alives in 600 periods, want one a period", n)
 	}
 	rate := float64(len(p.wire)-w) / 600
-	t.Logf("idle pair: %.3f packets per remote per second; main visited %d remotes", rate, p.main.visits-v)
+	t.Logf("idle pair: %.3f packets per remote per second; main visited %d remotes", rate, p.main.wake.visits-v)
 	if rate > 2.01 {
 		t.Errorf("%.3f packets a second, want at most 2 (one exchange a period)", rate)
 	}
-	if p.main.visits != v {
-		t.Errorf("main ran %d remotes' timers while the driver kept it informed", p.main.visits-v)
+	if p.main.wake.visits != v {
+		t.Errorf("main ran %d remotes' timers while the driver kept it informed", p.main.wake.visits-v)
 	}
 	if !p.mainRemote().alived || !p.otherRemote().alived {
 		t.Fatal("not alive on both sides")
@@ -117,15 +117,15 @@ func TestPresenceAdapts(t *testing.T) {
 			t.Fatalf("%s drives at %v, want %v", c.name, c.pairPeriod(r), want)
 		}
 	}
-	w, v := len(p.wire), p.main.visits
+	w, v := len(p.wire), p.main.wake.visits
 	p.advance(10 * time.Minute)
 	perRemote := float64(len(p.wire)-w) / n / 600
-	t.Logf("%d idle remotes, period %v: %.3f packets per remote per second; main visited %d remotes", n, want, perRemote, p.main.visits-v)
+	t.Logf("%d idle remotes, period %v: %.3f packets per remote per second; main visited %d remotes", n, want, perRemote, p.main.wake.visits-v)
 	if bound := 2 / want.Seconds(); perRemote > bound*1.01 {
 		t.Errorf("%.3f packets per remote per second, want at most %.3f", perRemote, bound)
 	}
-	if m := p.countSince(w, p.main, codec.TransactionKindAlive, codec.PacketKindRequest); m != 0 || p.main.visits != v {
-		t.Errorf("main sent %d alives and ran %d remotes' timers", m, p.main.visits-v)
+	if m := p.countSince(w, p.main, codec.TransactionKindAlive, codec.PacketKindRequest); m != 0 || p.main.wake.visits != v {
+		t.Errorf("main sent %d alives and ran %d remotes' timers", m, p.main.wake.visits-v)
 	}
 }
 
@@ -311,9 +311,9 @@ func TestTimerVisitsByDue(t *testing.T) {
 			m.AlivePeriod, o.AlivePeriod, o.Profile = time.Second, -1, ProfileReference
 		})
 		p.advance(5 * time.Second)
-		v := p.main.visits
+		v := p.main.wake.visits
 		p.advance(time.Minute)
-		perRemote[n] = float64(p.main.visits-v) / float64(n) / 60
+		perRemote[n] = float64(p.main.wake.visits-v) / float64(n) / 60
 		t.Logf("%d remotes: main visited %.3f per remote per second", n, perRemote[n])
 		if perRemote[n] > 0.4 || perRemote[n] < 0.3 {
 			t.Errorf("%d remotes: %.3f visits per remote per second, want about 1/3 (its presence timer)", n, perRemote[n])
@@ -344,9 +344,9 @@ func TestForgetSilentAndRecall(t *testing.T) {
 	}
 	c := p.main
 	c.Deadline() // flush, as the owner does
-	if len(c.remotes)+len(c.byName)+len(c.joinees)+len(c.timers)+len(c.touched)+len(c.pended)+len(c.roles) != 0 || c.reasm.Pending() != 0 {
+	if len(c.remotes)+len(c.byName)+len(c.joinees)+len(c.wake.heap)+len(c.wake.touched)+len(c.pended)+len(c.roles) != 0 || c.reasm.Pending() != 0 {
 		t.Fatalf("left after forgetting: %d remotes, %d names, %d joinees, %d timers, %d touched, %d pended, %d roles' records, %d reassembling",
-			len(c.remotes), len(c.byName), len(c.joinees), len(c.timers), len(c.touched), len(c.pended), len(c.roles), c.reasm.Pending())
+			len(c.remotes), len(c.byName), len(c.joinees), len(c.wake.heap), len(c.wake.touched), len(c.pended), len(c.roles), c.reasm.Pending())
 	}
 	c.PublishKeys()
 	if c.KeyTable().lookup(uid) != nil {
@@ -437,11 +437,11 @@ func TestForgetFreesMemory(t *testing.T) {
 	empty := heap()
 	t.Logf("heap: %d B before, %d B per remote held, %d B per remote after forgetting", before,
 		(full-before)/n, (int64(empty)-int64(before))/n)
-	if len(c.remotes)+len(c.byName)+len(c.timers)+len(c.lim.sources) != 0 {
-		t.Fatalf("still held: %d remotes, %d names, %d timers, %d sources' budgets", len(c.remotes), len(c.byName), len(c.timers), len(c.lim.sources))
+	if len(c.remotes)+len(c.byName)+len(c.wake.heap)+len(c.lim.sources) != 0 {
+		t.Fatalf("still held: %d remotes, %d names, %d timers, %d sources' budgets", len(c.remotes), len(c.byName), len(c.wake.heap), len(c.lim.sources))
 	}
-	if c.places.chunk != nil || len(c.places.free) != 0 {
-		t.Fatalf("the timer heap's places still hold a chunk of %d and %d cells given back", len(c.places.chunk), len(c.places.free))
+	if c.wake.places.chunk != nil || len(c.wake.places.free) != 0 {
+		t.Fatalf("the timer heap's places still hold a chunk of %d and %d cells given back", len(c.wake.places.chunk), len(c.wake.places.free))
 	}
 	if full < empty || empty > before+n*8 || (full-empty) < (full-before)*9/10 {
 		t.Fatalf("forgetting %d remotes freed %d B each of %d (heap %d → %d → %d)", n, (int64(full)-int64(empty))/n, (full-before)/n, before, full, empty)

@@ -99,7 +99,7 @@ func (c *Core) detectLost(r *remote) {
 		if r.rackSeq-m.seq < packetThreshold && c.now.Before(at) {
 			if !m.lostAt.Equal(at) {
 				m.lostAt = at
-				c.retime(m)
+				c.wake.retime(m)
 			}
 			return
 		}
@@ -128,7 +128,7 @@ func (r *remote) lossDelay() time.Duration {
 // moment's bundles).
 func (m *messenger) lost(c *Core) bool {
 	m.lostAt = time.Time{}
-	c.retime(m)
+	c.wake.retime(m)
 	if m.bundled {
 		if m.queued {
 			return false

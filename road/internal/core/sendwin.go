@@ -97,7 +97,7 @@ func (c *Core) begin(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id 
 	if r.allowed && r.coat != nil && (len(r.saved) > 0 || !c.opens(r)) {
 		r.save(&messenger{r: r, body: body, buf: buf, bk: bk, id: id, result: result,
 			started: started, timeout: after(c.now, c.cfg.MessageTimeout)})
-		c.touch(r)
+		c.wake.touch(r)
 		return
 	}
 	c.launch(r, body, buf, bk, id, result, started)

@@ -207,26 +207,6 @@ func (p *remotePlaces) compact(h timerHeap[*remote]) {
 	}
 }
 
-// touch marks r: its timers may have moved, and flushWake keys it again.
-func (c *Core) touch(r *remote) {
-	if !r.marked {
-		r.marked = true
-		c.touched = append(c.touched, r)
-	}
-}
-
-// retime marks transaction t: its deadline may have moved, and flushWake
-// keys it again in its remote's clock (and the remote in the core's heap).
-// Whatever moves a transaction's timers (its redo, its timeout, a
-// messenger's queued) calls it; addTxn retimes what it adds, so that one
-// not added yet is left alone (and one removed, by removeTxn, too).
-func (c *Core) retime(t txn) {
-	if s := t.timerSlot(); s.in != nil && !s.marked {
-		s.marked = true
-		c.retimed = append(c.retimed, t)
-	}
-}
-
 // flushWake keys again the transactions retimed and the remotes touched
 // since the last call; the owner calls it (through Deadline) after every
 // event. A transaction removed meanwhile is no longer marked (removeTxn);
@@ -234,37 +214,35 @@ func (c *Core) retime(t txn) {
 // given up) leaves the heap. The cost is O(what moved · log), whatever is
 // in flight.
 func (c *Core) flushWake() {
-	for i, t := range c.retimed {
-		c.retimed[i] = nil
+	for i, t := range c.wake.retimed {
+		c.wake.retimed[i] = nil
 		if s := t.timerSlot(); s.marked {
 			s.marked = false
-			c.keyed++
+			c.wake.keyed++
 			s.in.clock.set(t, t.deadline())
-			c.touch(s.in)
+			c.wake.touch(s.in)
 		}
 	}
-	c.retimed = c.retimed[:0]
-	for i, r := range c.touched {
+	c.wake.retimed = c.wake.retimed[:0]
+	for i, r := range c.wake.touched {
 		r.marked = false
-		c.touched[i] = nil
+		c.wake.touched[i] = nil
 		at := time.Time{}
 		if c.tracked(r) {
 			at = c.remoteDeadline(r)
 		}
 		if r.place == nil && !at.IsZero() {
-			r.place = c.places.take()
+			r.place = c.wake.places.take()
 		}
-		c.timers.set(r, at)
+		c.wake.heap.set(r, at)
 		if at.IsZero() && r.place != nil {
-			c.places.give(r.place)
+			c.wake.places.give(r.place)
 			r.place = nil
 		}
 	}
-	c.touched = c.touched[:0]
-	if c.shrinkTimers { // the forgotten left the heap just now (shrink)
-		c.timers = append(timerHeap[*remote](nil), c.timers...)
-		c.places.compact(c.timers)
-		c.touched, c.retimed, c.due, c.shrinkTimers = nil, nil, nil, false
+	c.wake.touched = c.wake.touched[:0]
+	if c.wake.rebuild { // the forgotten left the heap just now (shrink)
+		c.wake.compact()
 	}
 }
 
@@ -306,17 +284,17 @@ func (c *Core) tick(now time.Time) {
 	c.tx.answers.expire(now)
 	for range tickRounds {
 		c.flushWake()
-		due := c.due[:0]
-		for c.timers.dueAt(now) {
-			due = append(due, c.timers.pop())
+		due := c.wake.due[:0]
+		for c.wake.heap.dueAt(now) {
+			due = append(due, c.wake.heap.pop())
 		}
 		for i, r := range due {
-			c.visits++
-			c.touch(r)
+			c.wake.visits++
+			c.wake.touch(r)
 			c.tickRemote(r)
 			due[i] = nil
 		}
-		c.due = due[:0]
+		c.wake.due = due[:0]
 		if len(due) == 0 {
 			return
 		}
