@@ -71,14 +71,7 @@ type Core struct {
 	silence silenceList // the remotes, the longest silent first (forget.go)
 	peak    shrink.Peak // the most remotes held since the maps were last rebuilt (Core.shrink)
 
-	// keys is the table the readers check with; keysDirty are the uids
-	// whose entries may be out of date, keysAll says all may be (keys.go).
-	keys      KeyTable
-	keysDirty []uint32
-	keysAll   bool
-	// feet is the readers' memory of checked feet, sized to the table's
-	// remotes as it is published (OwnFeet); nil: none given.
-	feet *seenFeet
+	readers readerKeys // the table the readers check with, and its marks (keys.go)
 	// rekeyAt: a session whose AEAD coat has less than this left to seal
 	// (packet.AEADCoat.Remaining) is allowed again (rekey).
 	rekeyAt uint64
@@ -176,7 +169,7 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
 		roles: map[string]*keptRole{}, spares: newSpares(),
 		reasm: packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
-		stats: newStats(), keysAll: true, rekeyAt: defaultRekeyAt,
+		stats: newStats(), readers: readerKeys{all: true}, rekeyAt: defaultRekeyAt,
 		replayHold: replayHold(max(cfg.MessageTimeout, cfg.AllowTimeout, cfg.AliveTimeout)),
 	}
 	if cfg.MessageTimeout < 0 {

@@ -63,38 +63,56 @@ func (t *KeyTable) lookup(uid uint32) *peerKeys {
 
 // KeyTable is the table this core publishes its remotes' keys in, for
 // the readers (the same table for the core's life).
-func (c *Core) KeyTable() *KeyTable { return &c.keys }
+func (c *Core) KeyTable() *KeyTable { return &c.readers.table }
 
 // markKeys says r's entry in the key table may be out of date (r was
 // added or removed, or its keys or session changed). Marks beyond what a
 // full rebuild costs make the next PublishKeys rebuild all, so that a core
 // nobody publishes for holds a bounded list.
-func (c *Core) markKeys(r *remote) {
-	if c.keysAll {
+func (c *Core) markKeys(r *remote) { c.readers.mark(r.nuid, len(c.remotes)) }
+
+// readerKeys is what the readers check with: the table the core publishes
+// its remotes' keys in and the readers' memory of checked feet, with the
+// marks of what the next PublishKeys brings up to date.
+type readerKeys struct {
+	table KeyTable
+	// dirty are the uids whose entries may be out of date, all says all
+	// may be.
+	dirty []uint32
+	all   bool
+	// feet is the readers' memory of checked feet, sized to the table's
+	// remotes as it is published (OwnFeet); nil: none given.
+	feet *seenFeet
+}
+
+// mark marks uid's entry, or all once the marks of a core of n remotes
+// cost more than a full rebuild.
+func (k *readerKeys) mark(uid uint32, n int) {
+	if k.all {
 		return
 	}
-	if len(c.keysDirty) >= len(c.remotes)+keyShards {
-		c.keysAll, c.keysDirty = true, c.keysDirty[:0]
+	if len(k.dirty) >= n+keyShards {
+		k.all, k.dirty = true, k.dirty[:0]
 		return
 	}
-	c.keysDirty = append(c.keysDirty, r.nuid)
+	k.dirty = append(k.dirty, uid)
 }
 
 // PublishKeys brings the key table up to date with the marked remotes (see
 // above); the owner calls it after each event, before readers may see
 // what the event sent.
 func (c *Core) PublishKeys() {
-	if c.keysAll {
-		c.keysAll, c.keysDirty = false, c.keysDirty[:0]
+	if c.readers.all {
+		c.readers.all, c.readers.dirty = false, c.readers.dirty[:0]
 		c.rebuildKeys()
-		c.trimFeet()
+		c.readers.trimFeet()
 		return
 	}
-	d := c.keysDirty
+	d := c.readers.dirty
 	if len(d) == 0 {
 		return
 	}
-	defer c.trimFeet()
+	defer c.readers.trimFeet()
 	slices.SortFunc(d, func(a, b uint32) int { return cmp.Compare(a%keyShards, b%keyShards) })
 	for i := 0; i < len(d); {
 		s := d[i] % keyShards
@@ -108,14 +126,14 @@ func (c *Core) PublishKeys() {
 	if cap(d) > 4*keyShards { // a burst (a restart's load) gives back its room
 		d = nil
 	}
-	c.keysDirty = d[:0]
+	c.readers.dirty = d[:0]
 }
 
 // trimFeet gives back the slots of the readers' memory of checked feet
 // beyond what the remotes of the table published need (OwnFeet).
-func (c *Core) trimFeet() {
-	if c.feet != nil {
-		c.feet.trim(seenFeetFor(c.keys.entries()))
+func (k *readerKeys) trimFeet() {
+	if k.feet != nil {
+		k.feet.trim(seenFeetFor(k.table.entries()))
 	}
 }
 
@@ -123,7 +141,7 @@ func (c *Core) trimFeet() {
 // updated, unless none changed.
 func (c *Core) publishShard(s uint32, uids []uint32) {
 	var old map[uint32]*peerKeys
-	if p := c.keys.shards[s].Load(); p != nil {
+	if p := c.readers.table.shards[s].Load(); p != nil {
 		old = p.m
 	}
 	changed := false
@@ -154,7 +172,7 @@ func (c *Core) publishShard(s uint32, uids []uint32) {
 func (c *Core) rebuildKeys() {
 	var shards [keyShards]map[uint32]*peerKeys
 	for uid := range c.remotes {
-		if k := c.keysOf(uid, c.keys.lookup(uid)); k != nil {
+		if k := c.keysOf(uid, c.readers.table.lookup(uid)); k != nil {
 			s := &shards[uid%keyShards]
 			if *s == nil {
 				*s = map[uint32]*peerKeys{}
@@ -168,15 +186,15 @@ func (c *Core) rebuildKeys() {
 }
 
 func (c *Core) storeShard(s uint32, m map[uint32]*peerKeys) {
-	if old := c.keys.shards[s].Load(); old != nil {
-		c.keys.n.Add(-int64(len(old.m)))
+	if old := c.readers.table.shards[s].Load(); old != nil {
+		c.readers.table.n.Add(-int64(len(old.m)))
 	}
-	c.keys.n.Add(int64(len(m)))
+	c.readers.table.n.Add(int64(len(m)))
 	if len(m) == 0 {
-		c.keys.shards[s].Store(nil)
+		c.readers.table.shards[s].Store(nil)
 		return
 	}
-	c.keys.shards[s].Store(&keyShard{m})
+	c.readers.table.shards[s].Store(&keyShard{m})
 }
 
 // entries is how many remotes the table holds keys of.

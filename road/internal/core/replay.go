@@ -520,7 +520,7 @@ func (f *FootChecker) Twin() *FootChecker { return newFootChecker(f.n, f.mem) }
 // back as the key table lets them go (PublishKeys), not when a reader next
 // parses a datagram, which a main that its remotes left may wait long for.
 // Call it before the readers start.
-func (c *Core) OwnFeet(f *FootChecker) { c.feet = f.mem }
+func (c *Core) OwnFeet(f *FootChecker) { c.readers.feet = f.mem }
 
 func newFootChecker(n *atomic.Uint64, mem *seenFeet) *FootChecker {
 	f := &FootChecker{mem: mem, n: n}
