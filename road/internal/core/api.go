@@ -50,7 +50,7 @@ func (c *Core) Tick(now time.Time) { c.tick(now) }
 func (c *Core) Deadline() time.Time {
 	c.flushWake()
 	c.spares.recycle()
-	return earliest(c.pendAt, c.wake.heap.next(), c.tx.answers.expiry())
+	return earliest(c.kept.pendAt, c.wake.heap.next(), c.tx.answers.expiry())
 }
 
 // OutLen is how many datagrams wait to be sent. Like TakeOut, it first

@@ -73,8 +73,8 @@ func TestAttackForcedJoinAck(t *testing.T) {
 	o.addRemote(r)
 	o.startJoiner(r, false, false)
 	p.pump()
-	if len(p.main.pended) != 1 {
-		t.Fatalf("main pended %d joins, want the stranger's", len(p.main.pended))
+	if len(p.main.kept.pended) != 1 {
+		t.Fatalf("main pended %d joins, want the stranger's", len(p.main.kept.pended))
 	}
 	var req codec.Head
 	for _, w := range p.wire {
@@ -414,9 +414,9 @@ func TestAttackStrangersBounded(t *testing.T) {
 	}
 	roles, _ := k.RoleNames()
 	estates, _ := k.RemoteNames()
-	if len(p.main.pended) != maxPendingStrangers || len(roles) != maxPendingStrangers || len(estates) != 0 || len(p.main.remotes) != 0 {
+	if len(p.main.kept.pended) != maxPendingStrangers || len(roles) != maxPendingStrangers || len(estates) != 0 || len(p.main.remotes) != 0 {
 		t.Fatalf("%d pended, %d roles and %d estates kept, %d remotes; want %d, %d, 0, 0",
-			len(p.main.pended), len(roles), len(estates), len(p.main.remotes), maxPendingStrangers, maxPendingStrangers)
+			len(p.main.kept.pended), len(roles), len(estates), len(p.main.remotes), maxPendingStrangers, maxPendingStrangers)
 	}
 	if _, err := k.LoadRemoteRole("stranger0"); err == nil {
 		t.Error("the oldest pended stranger's role is still kept")

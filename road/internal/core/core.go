@@ -41,25 +41,14 @@ type Core struct {
 
 	remotes map[uint32]*remote
 	byName  map[string]*remote
-	roles   map[string]*keptRole       // the keep's remote roles (keeptab.go)
-	kq      keepQueue                  // the writes to the store (keeptab.go)
 	joinees map[netip.AddrPort]*remote // vacuous joins in progress, by address
 
 	spares spares // emptied tables, messengers and windows, for reuse (spares.go)
 
-	// rolesEvicted says roles lacks records the store holds (evictRole).
-	rolesEvicted bool
-
 	reasm *packet.Reassembler[uint32, msgKey] // owned by remote (nuid)
 	lim   limits
 
-	// pended are the joinents waiting for our operator's decision, oldest
-	// first; one timer (pendAt) re-reads the keep for all of them.
-	pended []*joinent
-	pendAt time.Time
-	// strangerJoins counts the joins of strangers accepted and not yet
-	// ended (joinent.added), bounded by Config.StrangerJoins.
-	strangerJoins int
+	kept keeper // the keep's roles, the writes to it, the joins pending on it (keeptab.go)
 
 	tx       outbox   // what is made to send, and what sends (outbox.go)
 	bundling bundling // the messages and answers of this moment (bundle.go)
@@ -167,7 +156,7 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 		cfg: cfg, log: cfg.Logger, now: now, store: st,
 		codec: hc, bodies: ser,
 		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
-		roles: map[string]*keptRole{}, spares: newSpares(),
+		kept: keeper{roles: map[string]*keptRole{}}, spares: newSpares(),
 		reasm: packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
 		stats: newStats(), readers: readerKeys{all: true}, rekeyAt: defaultRekeyAt,
 		replayHold: replayHold(max(cfg.MessageTimeout, cfg.AllowTimeout, cfg.AliveTimeout)),

@@ -98,9 +98,9 @@ func (c *Core) shrink() {
 		return
 	}
 	c.remotes, c.byName = shrink.Map(c.remotes), shrink.Map(c.byName)
-	c.roles, c.joinees = shrink.Map(c.roles), shrink.Map(c.joinees)
+	c.kept.roles, c.joinees = shrink.Map(c.kept.roles), shrink.Map(c.joinees)
 	c.wake.rebuild = true
-	q := &c.kq
+	q := &c.kept.queue
 	q.holds, q.queued = shrink.Map(q.holds), shrink.Map(q.queued)
 	q.held = append([]heldDatagram(nil), q.held...)
 	c.tx.trim(c.keptOut())

@@ -100,13 +100,13 @@ func TestEvictedRoleStillDecides(t *testing.T) {
 	p.join()
 	c := p.main
 	r := c.byName["other"]
-	rec := c.roles[r.role].rec
+	rec := c.kept.roles[r.role].rec
 	rec.Acceptance = keep.Rejected
 	if _, err := c.store.write(&keepWrite{op: opSaveRole, role: rec}); err != nil {
 		t.Fatal(err)
 	}
 	c.evictRole(r.role)
-	if c.roles[r.role] != nil {
+	if c.kept.roles[r.role] != nil {
 		t.Fatal("the record stayed in the table")
 	}
 	st, err := c.statusRole(keep.AutoOnce, r.role, r.verify, r.pub, netip.AddrPort{})

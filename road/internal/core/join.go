@@ -38,28 +38,16 @@ import (
 const pendRedo = time.Second
 
 // pend adds j to the joins the pend timer re-reads the keep for.
-func (c *Core) pend(j *joinent) {
-	c.pended = append(c.pended, j)
-	if c.pendAt.IsZero() {
-		c.pendAt = c.now.Add(pendRedo)
-	}
-}
+func (c *Core) pend(j *joinent) { c.kept.pend(j, c.now) }
 
-func (c *Core) unpend(j *joinent) {
-	if i := slices.Index(c.pended, j); i >= 0 {
-		c.pended = slices.Delete(c.pended, i, i+1)
-	}
-	if len(c.pended) == 0 {
-		c.pendAt = time.Time{}
-	}
-}
+func (c *Core) unpend(j *joinent) { c.kept.unpend(j) }
 
 // checkPended re-reads, once per role, the acceptance of the keys the
 // pended joins wait on, and hands each join a decision made.
 func (c *Core) checkPended() {
 	status := make(map[string]keep.Acceptance)
-	for _, t := range slices.Clone(c.pended) {
-		if !slices.Contains(c.pended, t) {
+	for _, t := range slices.Clone(c.kept.pended) {
+		if !slices.Contains(c.kept.pended, t) {
 			continue // ended by an earlier decision
 		}
 		role := t.b.role
@@ -76,9 +64,9 @@ func (c *Core) checkPended() {
 			t.decided(c, st)
 		}
 	}
-	c.pendAt = time.Time{}
-	if len(c.pended) > 0 {
-		c.pendAt = c.now.Add(pendRedo)
+	c.kept.pendAt = time.Time{}
+	if len(c.kept.pended) > 0 {
+		c.kept.pendAt = c.now.Add(pendRedo)
 	}
 }
 
@@ -88,7 +76,7 @@ func (c *Core) checkPended() {
 func (c *Core) pendStranger(j *joinent) {
 	n := 0
 	var oldest *joinent
-	for _, o := range c.pended {
+	for _, o := range c.kept.pended {
 		if !o.r.added {
 			n++
 			if oldest == nil {
@@ -596,7 +584,7 @@ func (j *joinent) remove(c *Core) {
 	}
 	if j.added {
 		j.added = false
-		c.strangerJoins--
+		c.kept.strangers--
 		if !j.r.joined && j.r.answered != j {
 			c.removeRemote(j.r, ErrTimeout)
 		}
@@ -824,7 +812,7 @@ func (c *Core) joinBudget(r *remote, from netip.AddrPort) bool {
 	if r.added && r.ha == from {
 		return r.joins.take(c.now, joinRate, joinBurst)
 	}
-	if c.strangerJoins >= c.cfg.StrangerJoins {
+	if c.kept.strangers >= c.cfg.StrangerJoins {
 		return false // as many strangers' joins under way as we take
 	}
 	return c.lim.stranger(c.now, from.Addr(), c.cfg.StrangerJoinRate)
@@ -843,7 +831,7 @@ func (j *joinent) ackAccept(c *Core) {
 		c.addRemote(r)
 		c.schedulePresence(r, true)
 		j.added = true
-		c.strangerJoins++
+		c.kept.strangers++
 	}
 	body, err := c.marshal(c.joinBody(true, r.nuid))
 	if err != nil {

@@ -54,8 +54,8 @@ func TestJoinentKnownRemoteKeys(t *testing.T) {
 				if err := k.Pend("other"); err != nil {
 					t.Fatal(err)
 				}
-				if _, ok := p.rejoin(2 * time.Second); ok || len(p.main.pended) != 1 {
-					t.Fatalf("pended: %d pended joins", len(p.main.pended))
+				if _, ok := p.rejoin(2 * time.Second); ok || len(p.main.kept.pended) != 1 {
+					t.Fatalf("pended: %d pended joins", len(p.main.kept.pended))
 				}
 			}
 			if err := k.Reject("other"); err != nil {
@@ -127,12 +127,12 @@ func TestStrangerJoinsBounded(t *testing.T) {
 	for i := range 5 {
 		join(i)
 	}
-	if n, d := len(p.main.remotes), p.main.stats.drops[dropJoinBudget]; n != 3 || d != 2 || p.main.strangerJoins != 3 {
-		t.Fatalf("%d strangers accepted (%d under way), %d dropped; want 3 accepted and 2 dropped", n, p.main.strangerJoins, d)
+	if n, d := len(p.main.remotes), p.main.stats.drops[dropJoinBudget]; n != 3 || d != 2 || p.main.kept.strangers != 3 {
+		t.Fatalf("%d strangers accepted (%d under way), %d dropped; want 3 accepted and 2 dropped", n, p.main.kept.strangers, d)
 	}
 	p.advance(6 * time.Second) // they never ack: forgotten, and room again
-	if len(p.main.remotes) != 0 || p.main.strangerJoins != 0 {
-		t.Fatalf("%d remotes, %d under way after the timeouts", len(p.main.remotes), p.main.strangerJoins)
+	if len(p.main.remotes) != 0 || p.main.kept.strangers != 0 {
+		t.Fatalf("%d remotes, %d under way after the timeouts", len(p.main.remotes), p.main.kept.strangers)
 	}
 	p.main.cfg.StrangerJoins = 100 // now the rate bounds them: bursts of 4
 	for i := 5; i < 11; i++ {

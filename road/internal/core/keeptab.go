@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/raet-go/raet/keep"
@@ -33,6 +34,38 @@ import (
 // good: nothing more is written, what was held is dropped (keep_failed),
 // and joins are answered keep_busy; the owner logs it and the stack's Err
 // reports it after Close.
+
+// keeper is the core's side of the keep: the remote roles it knows, its
+// writes to the store, and the joins waiting on our operator's decision.
+type keeper struct {
+	roles   map[string]*keptRole // the keep's remote roles
+	queue   keepQueue            // the writes to the store
+	evicted bool                 // roles lacks records the store holds (evictRole)
+	// pended are the joinents waiting for our operator's decision, oldest
+	// first; one timer (pendAt) re-reads the keep for all of them.
+	pended []*joinent
+	pendAt time.Time
+	// strangers counts the joins of strangers accepted and not yet ended
+	// (joinent.added), bounded by Config.StrangerJoins.
+	strangers int
+}
+
+// pend adds j to the joins the pend timer re-reads the keep for.
+func (k *keeper) pend(j *joinent, now time.Time) {
+	k.pended = append(k.pended, j)
+	if k.pendAt.IsZero() {
+		k.pendAt = now.Add(pendRedo)
+	}
+}
+
+func (k *keeper) unpend(j *joinent) {
+	if i := slices.Index(k.pended, j); i >= 0 {
+		k.pended = slices.Delete(k.pended, i, i+1)
+	}
+	if len(k.pended) == 0 {
+		k.pendAt = time.Time{}
+	}
+}
 
 // keptRole is a remote role's record as the core knows it, and its last
 // write the core made (0: none since start).
@@ -78,7 +111,7 @@ type heldDatagram struct {
 // to send (Out), and the writes waiting for room are given to the store.
 func (c *Core) KeepDurable(seq uint64, err error, now time.Time) {
 	c.now = now
-	q := &c.kq
+	q := &c.kept.queue
 	i := 0
 	for i < len(q.sent) && q.sent[i].store <= seq {
 		q.durable = q.sent[i].seq
@@ -95,12 +128,14 @@ func (c *Core) KeepDurable(seq uint64, err error, now time.Time) {
 
 // KeepPending reports whether some write made is not yet durable (nor
 // failed).
-func (c *Core) KeepPending() bool { return c.kq.err == nil && c.kq.made > c.kq.durable }
+func (c *Core) KeepPending() bool {
+	return c.kept.queue.err == nil && c.kept.queue.made > c.kept.queue.durable
+}
 
 // keepWrite makes w, the next write, and holds what is sent to at (if
 // valid) until it is durable.
 func (c *Core) keepWrite(w *keepWrite, at netip.AddrPort) {
-	q := &c.kq
+	q := &c.kept.queue
 	if q.err != nil {
 		return // failed: nothing more is written (logged when it failed)
 	}
@@ -128,7 +163,7 @@ func (c *Core) keepWrite(w *keepWrite, at netip.AddrPort) {
 // it allows): what waited on that write to the address it was made for
 // waits for w now.
 func (c *Core) backlogAdd(w *keepWrite) {
-	q := &c.kq
+	q := &c.kept.queue
 	id := w.file()
 	if old := q.queued[id]; old != nil {
 		old.dropped = true
@@ -152,7 +187,7 @@ func (c *Core) backlogAdd(w *keepWrite) {
 
 // submit gives w to the store; false when its queue is full.
 func (c *Core) submit(w *keepWrite) bool {
-	q := &c.kq
+	q := &c.kept.queue
 	s, err := c.store.write(w)
 	switch {
 	case errors.Is(err, errKeepFull):
@@ -180,7 +215,7 @@ func (c *Core) submit(w *keepWrite) bool {
 // submitBacklog gives the store the writes made while the last batch was
 // written (or that found no room), in order, once that batch is durable.
 func (c *Core) submitBacklog() {
-	q := &c.kq
+	q := &c.kept.queue
 	if len(q.sent) > 0 {
 		return
 	}
@@ -208,7 +243,7 @@ func (c *Core) submitBacklog() {
 
 // releaseHeld queues the held datagrams whose writes are durable.
 func (c *Core) releaseHeld() {
-	q := &c.kq
+	q := &c.kept.queue
 	kept := q.held[:0]
 	for _, h := range q.held {
 		if h.seq <= q.durable {
@@ -229,26 +264,26 @@ func (c *Core) releaseHeld() {
 // heldFor says whether what is sent to `to` waits for a write, and which;
 // once the keep failed, what waited on it never goes.
 func (c *Core) heldFor(to netip.AddrPort) (uint64, bool) {
-	if len(c.kq.holds) == 0 {
+	if len(c.kept.queue.holds) == 0 {
 		return 0, false
 	}
-	s, ok := c.kq.holds[to]
-	return s, ok && (s > c.kq.durable || c.kq.err != nil)
+	s, ok := c.kept.queue.holds[to]
+	return s, ok && (s > c.kept.queue.durable || c.kept.queue.err != nil)
 }
 
 // hold holds d until write seq is durable; it drops it if the keep failed.
 func (c *Core) hold(seq uint64, d Datagram) {
-	if c.kq.err != nil {
+	if c.kept.queue.err != nil {
 		d.Release()
 		c.stats.drop(dropKeepFailed)
 		return
 	}
-	c.kq.held = append(c.kq.held, heldDatagram{seq: seq, d: d})
+	c.kept.queue.held = append(c.kept.queue.held, heldDatagram{seq: seq, d: d})
 }
 
 // keepFailed fails the keep for good with err.
 func (c *Core) keepFailed(err error) {
-	q := &c.kq
+	q := &c.kept.queue
 	if q.err != nil {
 		return
 	}
@@ -263,13 +298,13 @@ func (c *Core) keepFailed(err error) {
 }
 
 // KeepErr is the store's failure, nil while it writes.
-func (c *Core) KeepErr() error { return c.kq.err }
+func (c *Core) KeepErr() error { return c.kept.queue.err }
 
 // keepBusy says whether a join must wait for the keep: it failed, its queue
 // is full, or the writes not yet durable reach Config.KeepQueue (half of it
 // for a stranger's join, so that known remotes still find room).
 func (c *Core) keepBusy(stranger bool) bool {
-	q := &c.kq
+	q := &c.kept.queue
 	if q.err != nil || q.full {
 		return true
 	}
@@ -282,7 +317,7 @@ func (c *Core) keepBusy(stranger bool) bool {
 
 // keepBusyHint is what an operator can do about a busy keep.
 func (c *Core) keepBusyHint() string {
-	if err := c.kq.err; err != nil {
+	if err := c.kept.queue.err; err != nil {
 		return fmt.Sprintf("the keep cannot be written (%v): mend it and restart this estate", err)
 	}
 	return "the keep is writing what came before: the joiner asks again; if it lasts, the keep's disk is too slow for the joins (Config.KeepQueue)"
@@ -296,7 +331,7 @@ func (c *Core) loadRoles() {
 		c.log.Warn("raet: some kept roles were not loaded", "err", err)
 	}
 	for _, r := range roles {
-		c.roles[r.Role] = &keptRole{rec: r}
+		c.kept.roles[r.Role] = &keptRole{rec: r}
 	}
 }
 
@@ -304,13 +339,13 @@ func (c *Core) loadRoles() {
 // forgotten remotes (rolesEvicted, evictRole) a role it does not hold is
 // read from the store, so that the table still decides as if it held all.
 func (c *Core) keptRoleOf(role string) (*keptRole, error) {
-	if kr := c.roles[role]; kr != nil || !c.rolesEvicted {
+	if kr := c.kept.roles[role]; kr != nil || !c.kept.evicted {
 		return kr, nil
 	}
 	if err := c.rereadRole(role); err != nil {
 		return nil, err
 	}
-	return c.roles[role], nil
+	return c.kept.roles[role], nil
 }
 
 // evictRole drops role's record from the table, for a remote forgotten:
@@ -318,17 +353,17 @@ func (c *Core) keptRoleOf(role string) (*keptRole, error) {
 // again when it is needed, so that a main whose remotes all left holds
 // none of their records.
 func (c *Core) evictRole(role string) {
-	if kr := c.roles[role]; kr != nil && kr.seq <= c.kq.durable && c.kq.err == nil {
-		delete(c.roles, role)
-		c.rolesEvicted = true
+	if kr := c.kept.roles[role]; kr != nil && kr.seq <= c.kept.queue.durable && c.kept.queue.err == nil {
+		delete(c.kept.roles, role)
+		c.kept.evicted = true
 	}
 }
 
 // rereadRole takes role's record from the store again (an operator may
 // have changed it), unless a write of it is not yet durable.
 func (c *Core) rereadRole(role string) error {
-	kr := c.roles[role]
-	if kr != nil && kr.seq > c.kq.durable {
+	kr := c.kept.roles[role]
+	if kr != nil && kr.seq > c.kept.queue.durable {
 		return nil
 	}
 	rec, ok, err := c.store.readRole(role)
@@ -336,11 +371,11 @@ func (c *Core) rereadRole(role string) error {
 	case err != nil:
 		return err
 	case !ok:
-		delete(c.roles, role)
+		delete(c.kept.roles, role)
 	case kr != nil:
 		kr.rec = rec
 	default:
-		c.roles[role] = &keptRole{rec: rec}
+		c.kept.roles[role] = &keptRole{rec: rec}
 	}
 	return nil
 }
@@ -349,7 +384,7 @@ func (c *Core) rereadRole(role string) error {
 // role (keep.Decide), from the table, re-reading a record that is not
 // accepted; a new record is written, and what is sent to at waits for it.
 func (c *Core) statusRole(auto keep.AutoMode, role string, ver keys.VerifyKey, pub keys.PublicKey, at netip.AddrPort) (keep.Acceptance, error) {
-	if kr := c.roles[role]; kr != nil && kr.rec.Acceptance != keep.Accepted {
+	if kr := c.kept.roles[role]; kr != nil && kr.rec.Acceptance != keep.Accepted {
 		if err := c.rereadRole(role); err != nil {
 			return keep.Rejected, err
 		}
@@ -368,7 +403,7 @@ func (c *Core) statusRole(auto keep.AutoMode, role string, ver keys.VerifyKey, p
 	}
 	if write {
 		kr := &keptRole{rec: keep.RemoteRole{Role: role, Acceptance: status, Verify: ver, Public: pub}}
-		c.roles[role] = kr
+		c.kept.roles[role] = kr
 		w := &keepWrite{op: opSaveRole, role: kr.rec}
 		c.keepWrite(w, at)
 		kr.seq = w.seq
@@ -382,7 +417,7 @@ func (c *Core) roleStatus(role string) (status keep.Acceptance, known bool, err 
 	if err := c.rereadRole(role); err != nil {
 		return keep.Rejected, false, err
 	}
-	kr := c.roles[role]
+	kr := c.kept.roles[role]
 	if kr == nil {
 		return keep.Pending, false, nil
 	}
@@ -391,8 +426,8 @@ func (c *Core) roleStatus(role string) (status keep.Acceptance, known bool, err 
 
 // forgetPending deletes role's record if its keys are still pending.
 func (c *Core) forgetPending(role string) {
-	if kr := c.roles[role]; kr != nil && kr.rec.Acceptance == keep.Pending {
-		delete(c.roles, role)
+	if kr := c.kept.roles[role]; kr != nil && kr.rec.Acceptance == keep.Pending {
+		delete(c.kept.roles, role)
 		c.keepWrite(&keepWrite{op: opDeleteRole, name: role}, netip.AddrPort{})
 	}
 }

@@ -168,8 +168,8 @@ func TestJoinKeepBusy(t *testing.T) {
 	st.full = true
 	st.durable(p, p.main)
 	p.main.saveLocal()
-	if len(p.main.kq.backlog) != 1 || !p.main.keepBusy(false) {
-		t.Fatalf("backlog %d, busy %v; want the write held and joins busy", len(p.main.kq.backlog), p.main.keepBusy(false))
+	if len(p.main.kept.queue.backlog) != 1 || !p.main.keepBusy(false) {
+		t.Fatalf("backlog %d, busy %v; want the write held and joins busy", len(p.main.kept.queue.backlog), p.main.keepBusy(false))
 	}
 	p.advance(1500 * time.Millisecond) // the joiner asks again
 	if n := p.main.Counters().Drops["keep_busy"]; n < 2 {
@@ -243,11 +243,11 @@ func TestKeepGroupCommit(t *testing.T) {
 	c.deleteRemote("gone")
 	r.sid = 7
 	c.saveRemote(r, false) // replaces the first; the hold moves to it
-	if len(st.writes) != 1 || len(c.kq.backlog) != 3 {
-		t.Fatalf("%d writes taken, %d queued; want the local estate, and 3 for the next batch", len(st.writes), len(c.kq.backlog))
+	if len(st.writes) != 1 || len(c.kept.queue.backlog) != 3 {
+		t.Fatalf("%d writes taken, %d queued; want the local estate, and 3 for the next batch", len(st.writes), len(c.kept.queue.backlog))
 	}
 	c.transmit([]byte("held"), nil, p.otherAddr, &codec.Head{}, nil)
-	if len(c.tx.out) != 0 || len(c.kq.held) != 1 {
+	if len(c.tx.out) != 0 || len(c.kept.queue.held) != 1 {
 		t.Fatal("a datagram to an address with a write under way was not held")
 	}
 	c.KeepDurable(st.seq, nil, p.now) // the local estate: the next batch goes

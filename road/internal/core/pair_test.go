@@ -437,7 +437,7 @@ func head(tk codec.TransactionKind, pk codec.PacketKind, se, de, si, ti uint32, 
 // dueTimers lists c's timers due at c.now, to show what would spin.
 func dueTimers(c *Core) string {
 	var b strings.Builder
-	if !c.pendAt.IsZero() && !c.pendAt.After(c.now) {
+	if !c.kept.pendAt.IsZero() && !c.kept.pendAt.After(c.now) {
 		b.WriteString("pend; ")
 	}
 	for _, r := range c.remotes {

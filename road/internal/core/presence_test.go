@@ -344,9 +344,9 @@ func TestForgetSilentAndRecall(t *testing.T) {
 	}
 	c := p.main
 	c.Deadline() // flush, as the owner does
-	if len(c.remotes)+len(c.byName)+len(c.joinees)+len(c.wake.heap)+len(c.wake.touched)+len(c.pended)+len(c.roles) != 0 || c.reasm.Pending() != 0 {
+	if len(c.remotes)+len(c.byName)+len(c.joinees)+len(c.wake.heap)+len(c.wake.touched)+len(c.kept.pended)+len(c.kept.roles) != 0 || c.reasm.Pending() != 0 {
 		t.Fatalf("left after forgetting: %d remotes, %d names, %d joinees, %d timers, %d touched, %d pended, %d roles' records, %d reassembling",
-			len(c.remotes), len(c.byName), len(c.joinees), len(c.wake.heap), len(c.wake.touched), len(c.pended), len(c.roles), c.reasm.Pending())
+			len(c.remotes), len(c.byName), len(c.joinees), len(c.wake.heap), len(c.wake.touched), len(c.kept.pended), len(c.kept.roles), c.reasm.Pending())
 	}
 	c.PublishKeys()
 	if c.KeyTable().lookup(uid) != nil {

@@ -123,7 +123,7 @@ func TestJoinRetriedWhileMainWaitsForAck(t *testing.T) {
 		}
 		t.Logf("try %d: %v", try, err)
 	}
-	if r := p.mainRemote(); r == nil || !r.allowed || !p.otherRemote().allowed || p.main.strangerJoins != 0 {
+	if r := p.mainRemote(); r == nil || !r.allowed || !p.otherRemote().allowed || p.main.kept.strangers != 0 {
 		t.Fatal("not allowed on both sides after the retry")
 	}
 	p.stillWorks(t, len(p.delivered[p.main]))

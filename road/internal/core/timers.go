@@ -278,7 +278,7 @@ func (c *Core) remoteDeadline(r *remote) time.Time {
 // more due (a few rounds at most: what is left, the next tick runs).
 func (c *Core) tick(now time.Time) {
 	c.now = now
-	if !c.pendAt.IsZero() && !now.Before(c.pendAt) {
+	if !c.kept.pendAt.IsZero() && !now.Before(c.kept.pendAt) {
 		c.checkPended()
 	}
 	c.tx.answers.expire(now)

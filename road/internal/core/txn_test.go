@@ -191,8 +191,8 @@ func TestJoinPendTimeout(t *testing.T) {
 		t.Fatalf("pended join: %v (%v)", err, ok)
 	}
 	p.advance(2 * time.Second)
-	if len(p.main.pended) != 0 || len(p.main.joinees) != 0 {
-		t.Fatalf("main still holds %d pended joins, %d joinees", len(p.main.pended), len(p.main.joinees))
+	if len(p.main.kept.pended) != 0 || len(p.main.joinees) != 0 {
+		t.Fatalf("main still holds %d pended joins, %d joinees", len(p.main.kept.pended), len(p.main.joinees))
 	}
 	if d := p.main.Deadline(); !d.IsZero() {
 		t.Errorf("main has a timer left at %v", d)
