@@ -213,7 +213,7 @@ func (a *allower) receive(c *Core, p *rxPacket) {
 		if ours := c.ourCaps(); ours != nil && r.peerCaps != nil {
 			fqdn = capsDigest(ours, r.peerCaps) // for a raet-go allowent of an earlier release
 		}
-		initiate, session, err := handshake.MakeInitiate(nil, a.short, c.box, a.peerShort, r.pub, a.oreo, fqdn)
+		initiate, session, err := handshake.MakeInitiate(nil, a.short, c.local.box, a.peerShort, r.pub, a.oreo, fqdn)
 		if err != nil {
 			c.removeTxn(r, a)
 			c.failAllow(r, err)
@@ -356,7 +356,7 @@ func (a *allowent) hello(c *Core, p *rxPacket) {
 			return
 		}
 		// Both sides started an allow: the lower name refuses the remote's.
-		if c.name < r.name {
+		if c.local.name < r.name {
 			a.nack(c, codec.PacketKindRefuse)
 			return
 		}
@@ -377,7 +377,7 @@ func (a *allowent) hello(c *Core, p *rxPacket) {
 	}
 	a.short = short
 	c.addTxn(r, a)
-	ishort, helloKey, err := handshake.OpenHello(p.Coat, c.box.Private)
+	ishort, helloKey, err := handshake.OpenHello(p.Coat, c.local.box.Private)
 	if err != nil {
 		c.stats.drop(dropAllowHello)
 		a.nack(c, codec.PacketKindReject)
@@ -409,8 +409,8 @@ func (a *allowent) receive(c *Core, p *rxPacket) {
 			return // a repeated initiate after our ack: do not allow twice (§13)
 		}
 		c.timedAnswer(r, &a.asked, true)
-		init, session, err := handshake.OpenInitiate(p.Coat, a.short.Private, c.box.Private,
-			handshake.InitiateWant{IShortPub: a.peerShort, Oreo: a.oreo, ILongPub: r.pub, FQDN: c.fqdn})
+		init, session, err := handshake.OpenInitiate(p.Coat, a.short.Private, c.local.box.Private,
+			handshake.InitiateWant{IShortPub: a.peerShort, Oreo: a.oreo, ILongPub: r.pub, FQDN: c.local.fqdn})
 		if err != nil {
 			c.stats.drop(dropAllowInitiate)
 			a.nack(c, codec.PacketKindReject)

@@ -142,7 +142,7 @@ func (c *Core) Decoded(d *Decode, body map[string]any, err error, now time.Time)
 }
 
 // Name is the local estate's name.
-func (c *Core) Name() string { return c.name }
+func (c *Core) Name() string { return c.local.name }
 
 // Join starts joining and allowing the estate at ap, unless its session is
 // up already; res receives the outcome once (nil: allowed). When the

@@ -213,8 +213,8 @@ func TestAttackUnsignedJoins(t *testing.T) {
 func (p *pair) publicJoinRequest(t *testing.T, se, de, ti uint32) []byte {
 	o := p.other
 	body, err := p.main.marshal(packet.OrderedMap{
-		{Key: "name", Value: o.name}, {Key: "mode", Value: 0}, {Key: "kind", Value: 0},
-		{Key: "verhex", Value: o.signing.Verify.Hex()}, {Key: "pubhex", Value: o.box.Public.Hex()}, {Key: "role", Value: o.role},
+		{Key: "name", Value: o.local.name}, {Key: "mode", Value: 0}, {Key: "kind", Value: 0},
+		{Key: "verhex", Value: o.local.signing.Verify.Hex()}, {Key: "pubhex", Value: o.local.box.Public.Hex()}, {Key: "role", Value: o.local.role},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -436,7 +436,7 @@ func TestAttackStrangersBounded(t *testing.T) {
 // namedJoin is a vacuous join request of a new estate called name.
 func (p *pair) namedJoin(t testing.TB, name string) []byte {
 	body := fmt.Sprintf(`{"name":%q,"mode":0,"kind":0,"verhex":"%s","pubhex":"%s","role":%q}`,
-		name, p.other.signing.Verify.Hex(), p.other.box.Public.Hex(), name)
+		name, p.other.local.signing.Verify.Hex(), p.other.local.box.Public.Hex(), name)
 	h := head(codec.TransactionKindJoin, codec.PacketKindRequest, 9, 0, 0, 1, false)
 	return forge(t, codec.HeadKindRaet, nil, h, []byte(body))
 }

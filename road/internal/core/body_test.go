@@ -16,7 +16,7 @@ import (
 // joinBodies are join bodies the reference refuses (§8.2), each with what
 // is wrong.
 func joinBodies(p *pair, response bool) map[string]string {
-	ver, pub := p.other.signing.Verify.Hex(), p.other.box.Public.Hex()
+	ver, pub := p.other.local.signing.Verify.Hex(), p.other.local.box.Public.Hex()
 	uid := ""
 	if response {
 		uid = `"uid":7,`

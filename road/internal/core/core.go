@@ -23,17 +23,8 @@ type Core struct {
 	now   time.Time
 	store Store
 
-	// The local estate.
-	name, role string
-	uid, puid  uint32
-	sid        uint32
-	signing    keys.Signing
-	box        keys.Box
-	fqdn       string
-	aha        keep.HostPort
-	keptAHA    keep.HostPort // aha as the keep had it at start: our address last time
-	joinLogs   logBudget     // bounds the Info lines of joins (a flood of strangers)
-	mainFlag   bool
+	local    localEstate // who we are (local.go)
+	joinLogs logBudget   // bounds the Info lines of joins (a flood of strangers)
 
 	codec  codec.Codec
 	bodies packet.Serializer
@@ -167,7 +158,7 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 	if err := c.loadLocal(); err != nil {
 		return nil, err
 	}
-	c.signer = packet.NewNaClFoot((*[32]byte)(&c.signing.Seed), nil)
+	c.signer = packet.NewNaClFoot((*[32]byte)(&c.local.signing.Seed), nil)
 	c.loadRoles()
 	c.loadRemotes()
 	return c, nil
@@ -179,31 +170,31 @@ func (c *Core) loadLocal() error {
 	if err != nil {
 		return fmt.Errorf("raet: load local estate: %w", err)
 	}
-	c.mainFlag = c.cfg.Main
+	c.local.main = c.cfg.Main
 	if ok {
 		if c.cfg.Name != "" && c.cfg.Name != est.Name {
 			return fmt.Errorf("raet: the keep belongs to estate %q, not %q", est.Name, c.cfg.Name)
 		}
-		c.name, c.role, c.uid, c.puid, c.sid, c.fqdn = est.Name, est.Role, est.UID, est.PUID, est.SID, est.FQDN
-		c.keptAHA = est.AHA
-		c.signing = keys.NewSigning(role.Seed)
-		if c.box, err = keys.NewBox(role.Private); err != nil {
+		c.local.name, c.local.role, c.local.uid, c.local.puid, c.local.sid, c.local.fqdn = est.Name, est.Role, est.UID, est.PUID, est.SID, est.FQDN
+		c.local.keptAHA = est.AHA
+		c.local.signing = keys.NewSigning(role.Seed)
+		if c.local.box, err = keys.NewBox(role.Private); err != nil {
 			return err
 		}
 	} else {
-		c.name = c.cfg.Name
-		if c.name == "" {
-			c.name = "estate_" + randomHex(16)
+		c.local.name = c.cfg.Name
+		if c.local.name == "" {
+			c.local.name = "estate_" + randomHex(16)
 		}
-		c.role = c.cfg.Role
-		if c.role == "" {
-			c.role = c.name
+		c.local.role = c.cfg.Role
+		if c.local.role == "" {
+			c.local.role = c.local.name
 		}
-		c.signing = keys.GenerateSigning()
-		if c.box, err = keys.GenerateBox(); err != nil {
+		c.local.signing = keys.GenerateSigning()
+		if c.local.box, err = keys.GenerateBox(); err != nil {
 			return err
 		}
-		c.uid = c.nextUid()
+		c.local.uid = c.nextUid()
 	}
 	return nil
 }
@@ -220,8 +211,8 @@ func (c *Core) loadRemotes() {
 			c.addRemote(r)
 			// The uids given since the local estate was last written (only
 			// at start) are the kept remotes': the next is beyond them.
-			if r.nuid > c.puid {
-				c.puid = r.nuid
+			if r.nuid > c.local.puid {
+				c.local.puid = r.nuid
 			}
 		}
 	}
@@ -249,7 +240,7 @@ func (c *Core) restore(est keep.RemoteEstate) *remote {
 		// remote: a kept "joined" of keys not accepted is not trusted.
 		r.joined = false
 	}
-	if c.remotes[r.nuid] != nil || c.byName[r.name] != nil || r.nuid == c.uid {
+	if c.remotes[r.nuid] != nil || c.byName[r.name] != nil || r.nuid == c.local.uid {
 		c.log.Warn("raet: kept remote clashes with another; skipped", "remote", r.name, "uid", r.nuid)
 		return nil
 	}
@@ -262,7 +253,7 @@ func (c *Core) restore(est keep.RemoteEstate) *remote {
 // timers.
 func (c *Core) Start(addr netip.AddrPort, now time.Time) {
 	c.now = now
-	c.aha = keep.HostPort{Host: addr.Addr().String(), Port: addr.Port()}
+	c.local.aha = keep.HostPort{Host: addr.Addr().String(), Port: addr.Port()}
 	c.saveLocal()
 	rs := make([]*remote, 0, len(c.remotes))
 	for _, r := range c.remotes {
@@ -274,12 +265,12 @@ func (c *Core) Start(addr netip.AddrPort, now time.Time) {
 
 func (c *Core) nextUid() uint32 {
 	for {
-		c.puid++
-		if c.puid == 0 {
-			c.puid = 1
+		c.local.puid++
+		if c.local.puid == 0 {
+			c.local.puid = 1
 		}
-		if c.puid != c.uid && c.remotes[c.puid] == nil {
-			return c.puid
+		if c.local.puid != c.local.uid && c.remotes[c.local.puid] == nil {
+			return c.local.puid
 		}
 	}
 }

@@ -137,7 +137,7 @@ type silenceList = orderList[*remote]
 // nil when the keep holds no joined remote of that uid, or it cannot be
 // loaded.
 func (c *Core) recall(uid uint32) *remote {
-	if uid == 0 || uid == c.uid {
+	if uid == 0 || uid == c.local.uid {
 		return nil
 	}
 	if !c.lim.renews.take(c.now, replyRate, replyBurst) {

@@ -52,7 +52,7 @@ func (p *pair) sendID(from *Core, body map[string]any, id MsgID) {
 	res := p.start(from, body, id)
 	p.pump()
 	if err := <-res; err != nil {
-		p.tb.Fatalf("send from %s: %v", from.name, err)
+		p.tb.Fatalf("send from %s: %v", from.local.name, err)
 	}
 }
 

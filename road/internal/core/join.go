@@ -120,7 +120,7 @@ type joinBody struct {
 // reference's key order, with our advertisement last.
 func (c *Core) joinBody(response bool, uid uint32) packet.OrderedMap {
 	b := packet.OrderedMap{
-		{Key: "name", Value: c.name},
+		{Key: "name", Value: c.local.name},
 		{Key: "mode", Value: c.mode()},
 		{Key: "kind", Value: int(c.cfg.Kind)},
 	}
@@ -128,9 +128,9 @@ func (c *Core) joinBody(response bool, uid uint32) packet.OrderedMap {
 		b = append(b, packet.KV{Key: "uid", Value: int64(uid)})
 	}
 	b = append(b,
-		packet.KV{Key: "verhex", Value: c.signing.Verify.Hex()},
-		packet.KV{Key: "pubhex", Value: c.box.Public.Hex()},
-		packet.KV{Key: "role", Value: c.role})
+		packet.KV{Key: "verhex", Value: c.local.signing.Verify.Hex()},
+		packet.KV{Key: "pubhex", Value: c.local.box.Public.Hex()},
+		packet.KV{Key: "role", Value: c.local.role})
 	if k := c.ourCaps(); k != nil {
 		b = append(b, packet.KV{Key: "caps", Value: k.body()})
 	}
@@ -139,7 +139,7 @@ func (c *Core) joinBody(response bool, uid uint32) packet.OrderedMap {
 
 // mode is the operation mode byte: bit 0x01 says we are main.
 func (c *Core) mode() int {
-	if c.mainFlag {
+	if c.local.main {
 		return 1
 	}
 	return 0
@@ -691,7 +691,7 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 				return
 			case !j.vacuous && other.vacuous:
 				other.nack(c, codec.PacketKindRefuse)
-			case c.name < b.name:
+			case c.local.name < b.name:
 				j.nack(c, codec.PacketKindRefuse)
 				return
 			default:
@@ -711,7 +711,7 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 		return
 	}
 	if j.vacuous {
-		if !c.mainFlag {
+		if !c.local.main {
 			j.reject(c, ReasonNotMain, &b)
 			return
 		}

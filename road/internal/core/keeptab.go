@@ -455,6 +455,6 @@ func (c *Core) deleteRemote(name string) {
 // uids given since are the kept remotes' (see loadRemotes).
 func (c *Core) saveLocal() {
 	c.keepWrite(&keepWrite{op: opSaveLocal,
-		local:     keep.LocalEstate{Name: c.name, UID: c.uid, HA: c.aha, FQDN: c.fqdn, SID: c.sid, PUID: c.puid, AHA: c.aha, Role: c.role},
-		localRole: keep.LocalRole{Role: c.role, Seed: c.signing.Seed, Private: c.box.Private}}, netip.AddrPort{})
+		local:     keep.LocalEstate{Name: c.local.name, UID: c.local.uid, HA: c.local.aha, FQDN: c.local.fqdn, SID: c.local.sid, PUID: c.local.puid, AHA: c.local.aha, Role: c.local.role},
+		localRole: keep.LocalRole{Role: c.local.role, Seed: c.local.signing.Seed, Private: c.local.box.Private}}, netip.AddrPort{})
 }

@@ -567,8 +567,8 @@ func (p *pair) drain(res []chan error, sent map[*Core]int) {
 		p.tb.Fatalf("all done, and %d counted waiting", p.main.rx.roomWaiting)
 	}
 	for c := range sent {
-		if r := p.main.byName[c.name]; r.roomWaits != 0 {
-			p.tb.Fatalf("all done, and %d of %s counted waiting", r.roomWaits, c.name)
+		if r := p.main.byName[c.local.name]; r.roomWaits != 0 {
+			p.tb.Fatalf("all done, and %d of %s counted waiting", r.roomWaits, c.local.name)
 		}
 	}
 	got := map[string]int{}
@@ -577,8 +577,8 @@ func (p *pair) drain(res []chan error, sent map[*Core]int) {
 	}
 	for c, n := range sent {
 		for i := range n {
-			if k := fmt.Sprint(c.name, "/", i); got[k] != 1 {
-				p.tb.Fatalf("%s's message %d delivered %d times", c.name, i, got[k])
+			if k := fmt.Sprint(c.local.name, "/", i); got[k] != 1 {
+				p.tb.Fatalf("%s's message %d delivered %d times", c.local.name, i, got[k])
 			}
 		}
 	}
@@ -598,7 +598,7 @@ func TestReceiveWaitsShare(t *testing.T) {
 	p.holdDeliveries(4)
 	res = append(res, p.sendEach([]*Core{honest}, honests)...)
 	p.holdDeliveries(20)
-	fr, hr := p.main.byName[flood.name], p.main.byName[honest.name]
+	fr, hr := p.main.byName[flood.local.name], p.main.byName[honest.local.name]
 	if fr.roomWaits != queue/4 || hr.roomWaits != honests {
 		t.Fatalf("waiting: %d of the flood's (want its share, %d), %d of the other's (want all %d)", fr.roomWaits, queue/4, hr.roomWaits, honests)
 	}
@@ -670,7 +670,7 @@ func TestMessengersReused(t *testing.T) {
 		for round := range 3 {
 			var res []chan error
 			for i, peer := range peers {
-				body := map[string]any{"to": peer.name, "round": round}
+				body := map[string]any{"to": peer.local.name, "round": round}
 				if (i+round)%2 == 0 {
 					body["pad"] = strings.Repeat("x", 3000) // segmented
 				}
@@ -679,7 +679,7 @@ func TestMessengersReused(t *testing.T) {
 					t.Fatal(err)
 				}
 				ch := make(chan error, 1)
-				sendPooled(p.main, peer.name, b, MsgID{}, ch, p.now)
+				sendPooled(p.main, peer.local.name, b, MsgID{}, ch, p.now)
 				res = append(res, ch)
 			}
 			got := underWay()
@@ -696,10 +696,10 @@ func TestMessengersReused(t *testing.T) {
 			for _, peer := range peers {
 				ms := p.delivered[peer]
 				if len(ms) != 1 {
-					t.Fatalf("round %d: %s got %d messages, want 1", round, peer.name, len(ms))
+					t.Fatalf("round %d: %s got %d messages, want 1", round, peer.local.name, len(ms))
 				}
-				if to, rd := ms[0].Body["to"], fmt.Sprint(ms[0].Body["round"]); to != peer.name || rd != fmt.Sprint(round) {
-					t.Fatalf("round %d: %s got the message to %v of round %v", round, peer.name, to, rd)
+				if to, rd := ms[0].Body["to"], fmt.Sprint(ms[0].Body["round"]); to != peer.local.name || rd != fmt.Sprint(round) {
+					t.Fatalf("round %d: %s got the message to %v of round %v", round, peer.local.name, to, rd)
 				}
 				p.delivered[peer] = ms[:0]
 			}

@@ -265,7 +265,7 @@ func (p *pair) step(end time.Time) {
 		if w := c.Deadline(); !w.IsZero() && !w.After(p.now) {
 			c.Tick(p.now)
 			if w := c.Deadline(); !w.IsZero() && !w.After(p.now) {
-				p.tb.Fatalf("%s: a timer stays due after its tick (%v): the stack would spin; due: %s", c.name, w, dueTimers(c))
+				p.tb.Fatalf("%s: a timer stays due after its tick (%v): the stack would spin; due: %s", c.local.name, w, dueTimers(c))
 			}
 		}
 	}
@@ -294,8 +294,8 @@ func (p *pair) join() {
 }
 
 // mainRemote is main's remote for other; otherRemote other's for main.
-func (p *pair) mainRemote() *remote  { return p.main.byName[p.other.name] }
-func (p *pair) otherRemote() *remote { return p.other.byName[p.main.name] }
+func (p *pair) mainRemote() *remote  { return p.main.byName[p.other.local.name] }
+func (p *pair) otherRemote() *remote { return p.other.byName[p.main.local.name] }
 
 // start has from start sending body (with id) to its peer, and returns
 // the channel of its outcome.

@@ -87,10 +87,10 @@ func (c *Core) pairPeriod(r *remote) time.Duration {
 
 // drives says whether we drive the presence with r (see above).
 func (c *Core) drives(r *remote) bool {
-	if c.mainFlag != r.main {
-		return !c.mainFlag
+	if c.local.main != r.main {
+		return !c.local.main
 	}
-	return c.name < r.name
+	return c.local.name < r.name
 }
 
 // presenceDelay is how long after its last word r's next alive goes: a
@@ -104,7 +104,7 @@ func (c *Core) presenceDelay(r *remote, first bool) time.Duration {
 	p := c.pairPeriod(r)
 	if p == 0 { // the reference's presence
 		p = c.alivePeriod()
-		if first && !c.mainFlag {
+		if first && !c.local.main {
 			p += c.cfg.AliveOffset
 		}
 	}
@@ -130,7 +130,7 @@ func (c *Core) reapDelay(r *remote) time.Duration {
 }
 
 // reaps says whether this estate reaps silent remotes (a main, §8.4).
-func (c *Core) reaps() bool { return c.mainFlag && c.cfg.Interim > 0 && c.cfg.AlivePeriod >= 0 }
+func (c *Core) reaps() bool { return c.local.main && c.cfg.Interim > 0 && c.cfg.AlivePeriod >= 0 }
 
 // startPresence starts the presence timers of the remotes loaded from the
 // keep, by uid: the i-th of n first asks i+1 n-ths of its delay from now,
@@ -264,7 +264,7 @@ func (c *Core) mendLater(r *remote) {
 const maxMendShift = 6
 
 func (c *Core) unreap(r *remote) {
-	if c.mainFlag && r.reaped {
+	if c.local.main && r.reaped {
 		r.reaped = false
 		r.forgetAt = time.Time{}
 		c.wake.touch(r)

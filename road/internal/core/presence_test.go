@@ -114,7 +114,7 @@ func TestPresenceAdapts(t *testing.T) {
 	p.advance(30 * time.Second) // every driver hears the period once
 	for _, c := range append([]*Core{p.other}, p.extra...) {
 		if r := c.byName["main"]; r.prof == nil || r.prof.alive != want || c.pairPeriod(r) != want {
-			t.Fatalf("%s drives at %v, want %v", c.name, c.pairPeriod(r), want)
+			t.Fatalf("%s drives at %v, want %v", c.local.name, c.pairPeriod(r), want)
 		}
 	}
 	w, v := len(p.wire), p.main.wake.visits
@@ -244,7 +244,7 @@ func TestPresenceDetection(t *testing.T) {
 				return e.Time.Sub(silent)
 			}
 		}
-		t.Fatalf("%s never found its peer dead", c.name)
+		t.Fatalf("%s never found its peer dead", c.local.name)
 		return 0
 	}
 	t.Logf("dead after: driver %v, answerer %v", deadAt(p.other), deadAt(p.main))

@@ -243,7 +243,7 @@ func (c *Core) hint(why Reason, name string) string {
 	case ReasonPendingOurs, ReasonKeysRejected:
 		return fmt.Sprintf("if %s's keys are right, run: raet keys accept --keep %s %s", name, c.keepArg(), name)
 	case ReasonPendingTheirs:
-		return fmt.Sprintf("the remote's operator runs: raet keys accept --keep DIR %s", c.name)
+		return fmt.Sprintf("the remote's operator runs: raet keys accept --keep DIR %s", c.local.name)
 	case ReasonNameTaken:
 		return fmt.Sprintf("the joiner takes another name; or, if %s's keys changed for good, stop this estate and run: raet keys forget --keep %s %s",
 			name, c.keepArg(), name)
@@ -315,7 +315,7 @@ func (j *joiner) rejected(c *Core, p *rxPacket) {
 	if r := bodyReason(p); r != ReasonNone {
 		why = r
 	}
-	if why == ReasonRejected && !j.vacuous && c.keptAHA.Port != 0 && c.keptAHA != c.aha {
+	if why == ReasonRejected && !j.vacuous && c.local.keptAHA.Port != 0 && c.local.keptAHA != c.local.aha {
 		why = ReasonAddressChanged // the reference says nothing; our address did change
 	}
 	j.remove(c)
@@ -342,15 +342,15 @@ func bodyReason(p *rxPacket) Reason {
 func (j *joiner) rejectHint(c *Core, why Reason) string {
 	switch why {
 	case ReasonAddressChanged:
-		if c.keptAHA.Port != 0 && c.keptAHA != c.aha {
+		if c.local.keptAHA.Port != 0 && c.local.keptAHA != c.local.aha {
 			return fmt.Sprintf("join from %s as before (raet send --listen %s), or the main runs with --mutable",
-				hostPort(c.keptAHA), hostPort(c.keptAHA))
+				hostPort(c.local.keptAHA), hostPort(c.local.keptAHA))
 		}
 		return "join from the address the main knows, or the main runs with --mutable"
 	case ReasonNameTaken:
 		return "join with another name, or the main's operator forgets the old estate of this name (raet keys forget)"
 	case ReasonKeysRejected:
-		return fmt.Sprintf("the main's operator accepts our keys: raet keys accept --keep DIR %s", c.name)
+		return fmt.Sprintf("the main's operator accepts our keys: raet keys accept --keep DIR %s", c.local.name)
 	case ReasonRejected:
 		return "the main's log says why"
 	}

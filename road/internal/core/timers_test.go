@@ -168,25 +168,25 @@ func checkClocks(tb testing.TB, c *Core) {
 			s, d := t.timerSlot(), t.deadline()
 			switch {
 			case d.IsZero() && s.index() != 0:
-				tb.Fatalf("%s: %s %v has no deadline but is in the clock", c.name, t.kind(), t.key())
+				tb.Fatalf("%s: %s %v has no deadline but is in the clock", c.local.name, t.kind(), t.key())
 			case d.IsZero():
 			case s.index() == 0 || int(s.index()) > len(r.clock) || r.clock[s.index()-1].v != t || !s.due.Equal(d) || r.clock[s.index()-1].at != d.UnixNano():
-				tb.Fatalf("%s: %s %v is due %v, its clock says %v (slot %d): not retimed", c.name, t.kind(), t.key(), d, s.due, s.index())
+				tb.Fatalf("%s: %s %v is due %v, its clock says %v (slot %d): not retimed", c.local.name, t.kind(), t.key(), d, s.due, s.index())
 			default:
 				n++
 			}
 		}
 		if len(r.clock) != n {
-			tb.Fatalf("%s: %s's clock holds %d, %d of its transactions have a deadline", c.name, r.name, len(r.clock), n)
+			tb.Fatalf("%s: %s's clock holds %d, %d of its transactions have a deadline", c.local.name, r.name, len(r.clock), n)
 		}
 		for _, m := range r.saved {
 			if due := time.Time(m.timeout); !due.IsZero() && (time.Time(r.savedDue).IsZero() || due.Before(time.Time(r.savedDue))) {
-				tb.Fatalf("%s: %s holds a message due %v, its saved are due %v", c.name, r.name, due, time.Time(r.savedDue))
+				tb.Fatalf("%s: %s holds a message due %v, its saved are due %v", c.local.name, r.name, due, time.Time(r.savedDue))
 			}
 		}
 		for i := 1; i < len(r.clock); i++ {
 			if r.clock[i].at < r.clock[(i-1)/4].at {
-				tb.Fatalf("%s: %s's clock out of heap order at %d", c.name, r.name, i)
+				tb.Fatalf("%s: %s's clock out of heap order at %d", c.local.name, r.name, i)
 			}
 		}
 	}

@@ -263,7 +263,7 @@ func TestSimultaneousJoinsAndAllows(t *testing.T) {
 			continue
 		}
 		if ok && !errors.Is(err, ErrRefused) {
-			t.Fatalf("%s's join: %v", j.c.name, err)
+			t.Fatalf("%s's join: %v", j.c.local.name, err)
 		}
 		res := make(chan error, 1)
 		if _, up := j.c.Join(j.to, res, p.now); !up {
@@ -271,12 +271,12 @@ func TestSimultaneousJoinsAndAllows(t *testing.T) {
 			p.advance(100 * time.Millisecond)
 		}
 		if err, ok := outcome(res); !ok || err != nil {
-			t.Fatalf("%s's second join: %v (%v)", j.c.name, err, ok)
+			t.Fatalf("%s's second join: %v (%v)", j.c.local.name, err, ok)
 		}
 	}
 	for _, c := range []*Core{p.main, p.other} {
 		if rs := c.Remotes(); len(rs) != 1 || !rs[0].Allowed {
-			t.Fatalf("%s's remotes %+v", c.name, rs)
+			t.Fatalf("%s's remotes %+v", c.local.name, rs)
 		}
 	}
 	if err := p.send(p.main, map[string]any{"x": 1}); err != nil {
