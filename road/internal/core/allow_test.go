@@ -270,7 +270,7 @@ func TestJoinerRefusesChangedJoinent(t *testing.T) {
 	p.join()
 	// main comes back under another name at the same address.
 	p.restart(p.main, &estate{Config: Config{Name: "main2", Main: true, AlivePeriod: -1}, Auto: keep.AutoAlways})
-	or := p.other.byName["main"]
+	or := p.other.roster.byName["main"]
 	res := make(chan error, 1)
 	or.waiters = append(or.waiters, res)
 	or.fuid = 0 // joins vacuously, as after a renew

@@ -83,7 +83,7 @@ func (c *Core) TakeOut(spare []Datagram) []Datagram {
 // flushes: two datagrams' for each remote, from minKeptOut (a segmented
 // message's burst) up to maxKeptOut; so that a main that a fleet left
 // does not keep the room of their last alives (up to 26 KB).
-func (c *Core) keptOut() int { return min(maxKeptOut, max(minKeptOut, 2*len(c.remotes))) }
+func (c *Core) keptOut() int { return min(maxKeptOut, max(minKeptOut, 2*len(c.roster.remotes))) }
 
 const (
 	minKeptOut = 64
@@ -169,7 +169,7 @@ func (c *Core) Join(ap netip.AddrPort, res chan error, now time.Time) (Remote, b
 
 // remoteAt finds the remote at address a.
 func (c *Core) remoteAt(a netip.AddrPort) *remote {
-	for _, r := range c.remotes {
+	for _, r := range c.roster.remotes {
 		if r.ha == a {
 			return r
 		}
@@ -187,7 +187,7 @@ func (c *Core) RemoteAt(a netip.AddrPort) (Remote, bool) {
 
 // RemoteNamed describes the remote named name.
 func (c *Core) RemoteNamed(name string) (Remote, bool) {
-	if r := c.byName[name]; r != nil {
+	if r := c.roster.byName[name]; r != nil {
 		return c.info(r), true
 	}
 	return Remote{}, false
@@ -196,7 +196,7 @@ func (c *Core) RemoteNamed(name string) (Remote, bool) {
 // Remotes describes every remote.
 func (c *Core) Remotes() []Remote {
 	var out []Remote
-	for _, r := range c.remotes {
+	for _, r := range c.roster.remotes {
 		out = append(out, c.info(r))
 	}
 	return out
@@ -231,7 +231,7 @@ func (c *Core) Send(to string, body []byte, bk codec.BodyKind, id MsgID, res cha
 // known, so the caller must not touch body again.
 func (c *Core) SendFor(to string, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, w Waiter, started, now time.Time) {
 	c.now = now
-	r := c.byName[to]
+	r := c.roster.byName[to]
 	if r == nil {
 		bodies.put(buf)
 		if w != nil {
@@ -274,7 +274,7 @@ func (c *Core) Counters() Counters {
 // Shutdown fails every message and Join still waiting with ErrClosed: the
 // owner calls it when it stops.
 func (c *Core) Shutdown() {
-	for _, r := range c.remotes {
+	for _, r := range c.roster.remotes {
 		for t := range r.eachTxn {
 			if m, ok := t.(*messenger); ok {
 				m.finish(c, ErrClosed)
@@ -285,7 +285,7 @@ func (c *Core) Shutdown() {
 		}
 		c.notifyWaiters(r, ErrClosed)
 	}
-	for _, r := range c.joinees {
+	for _, r := range c.roster.joinees {
 		c.notifyWaiters(r, ErrClosed)
 	}
 }

@@ -89,7 +89,7 @@ func TestAttackForcedJoinAck(t *testing.T) {
 	if n := p.main.stats.drops[dropJoinAckUnaccepted]; n != 1 {
 		t.Errorf("forced ack: join_ack_unaccepted = %d, want 1", n)
 	}
-	if rm := p.main.byName["other"]; rm != nil {
+	if rm := p.main.roster.byName["other"]; rm != nil {
 		t.Fatalf("the stranger became a remote: %+v", snapshot(rm))
 	}
 	k, err := keep.Open(dir, nil)
@@ -109,7 +109,7 @@ func TestAttackForcedJoinAck(t *testing.T) {
 		hello.DestinationID = uid
 		p.inject(p.main, forge(t, codec.HeadKindRaet, o.signer, hello, make([]byte, 200)), p.otherAddr)
 	}
-	if n := len(p.main.remotes); n != 0 {
+	if n := len(p.main.roster.remotes); n != 0 {
 		t.Fatalf("main has %d remotes", n)
 	}
 
@@ -122,7 +122,7 @@ func TestAttackForcedJoinAck(t *testing.T) {
 	}
 	main2 := p.newCore(&estate{Config: Config{Name: "main", Main: true, AlivePeriod: -1}, Auto: keep.AutoNever, KeepDir: dir}, nil)
 	main2.Start(p.mainAddr, p.now)
-	rm := main2.byName["other"]
+	rm := main2.roster.byName["other"]
 	if rm == nil || rm.joined {
 		t.Fatalf("restarted with a pending role: %+v", rm)
 	}
@@ -414,9 +414,9 @@ func TestAttackStrangersBounded(t *testing.T) {
 	}
 	roles, _ := k.RoleNames()
 	estates, _ := k.RemoteNames()
-	if len(p.main.kept.pended) != maxPendingStrangers || len(roles) != maxPendingStrangers || len(estates) != 0 || len(p.main.remotes) != 0 {
+	if len(p.main.kept.pended) != maxPendingStrangers || len(roles) != maxPendingStrangers || len(estates) != 0 || len(p.main.roster.remotes) != 0 {
 		t.Fatalf("%d pended, %d roles and %d estates kept, %d remotes; want %d, %d, 0, 0",
-			len(p.main.kept.pended), len(roles), len(estates), len(p.main.remotes), maxPendingStrangers, maxPendingStrangers)
+			len(p.main.kept.pended), len(roles), len(estates), len(p.main.roster.remotes), maxPendingStrangers, maxPendingStrangers)
 	}
 	if _, err := k.LoadRemoteRole("stranger0"); err == nil {
 		t.Error("the oldest pended stranger's role is still kept")
@@ -424,12 +424,12 @@ func TestAttackStrangersBounded(t *testing.T) {
 
 	p = newPair(t, keep.AutoAlways, nil)
 	p.inject(p.main, p.namedJoin(t, "drifter"), netip.MustParseAddrPort("127.50.0.1:9000"))
-	if p.main.byName["drifter"] == nil {
+	if p.main.roster.byName["drifter"] == nil {
 		t.Fatal("an accepted stranger is answered as a remote")
 	}
 	p.advance(10 * time.Second)
-	if len(p.main.remotes) != 0 || len(p.main.joinees) != 0 {
-		t.Fatalf("the stranger that never acked is still there: %d remotes, %d joinees", len(p.main.remotes), len(p.main.joinees))
+	if len(p.main.roster.remotes) != 0 || len(p.main.roster.joinees) != 0 {
+		t.Fatalf("the stranger that never acked is still there: %d remotes, %d joinees", len(p.main.roster.remotes), len(p.main.roster.joinees))
 	}
 }
 
@@ -482,7 +482,7 @@ func TestAttackRecallFlood(t *testing.T) {
 			p.now = p.now.Add(step)
 		}
 		de := rng.Uint32()
-		if de == uid || p.main.remotes[de] != nil {
+		if de == uid || p.main.roster.remotes[de] != nil {
 			continue
 		}
 		var b []byte
@@ -502,8 +502,8 @@ func TestAttackRecallFlood(t *testing.T) {
 	if cs.loads > limit || cs.loads == 0 {
 		t.Fatalf("%d reads of the keep's uid index for %d packets, want 1 to %d", cs.loads, steps*perStep, limit)
 	}
-	if len(p.main.remotes) != 0 {
-		t.Fatalf("the flood made main hold %d remotes", len(p.main.remotes))
+	if len(p.main.roster.remotes) != 0 {
+		t.Fatalf("the flood made main hold %d remotes", len(p.main.roster.remotes))
 	}
 	p.cut = nil
 	p.advance(5 * time.Second)

@@ -55,9 +55,9 @@ func TestJoinBodiesRefused(t *testing.T) {
 		h := head(codec.TransactionKindJoin, codec.PacketKindRequest, 9, 0, 0, 1, false)
 		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 1, byte(len(name))}), 9000)
 		p.inject(p.main, forge(t, codec.HeadKindRaet, nil, h, []byte(body)), from)
-		if p.main.stats.drops[dropJoinBody] != before+1 || len(p.main.remotes) != 0 || len(p.main.joinees) != 0 {
+		if p.main.stats.drops[dropJoinBody] != before+1 || len(p.main.roster.remotes) != 0 || len(p.main.roster.joinees) != 0 {
 			t.Errorf("request with %s: join_body %d, %d remotes, %d joinees", name, p.main.stats.drops[dropJoinBody]-before,
-				len(p.main.remotes), len(p.main.joinees))
+				len(p.main.roster.remotes), len(p.main.roster.joinees))
 		}
 	}
 	for name, body := range joinBodies(p, true) {

@@ -649,7 +649,7 @@ func TestSpareTxnTables(t *testing.T) {
 		p := newFleet(t, remotes, tp.set)
 		tables := func(c *Core) map[unsafe.Pointer]bool {
 			out := map[unsafe.Pointer]bool{}
-			for _, r := range c.remotes {
+			for _, r := range c.roster.remotes {
 				if r.ours != nil {
 					out[reflect.ValueOf(r.ours).UnsafePointer()] = true
 				}
@@ -675,7 +675,7 @@ func TestSpareTxnTables(t *testing.T) {
 			{"16 to one remote", p.other, func() []chan error { return p.sendAll(p.other, 16, 64) }, 1},
 			{"one to each of 12", p.main, func() []chan error {
 				var res []chan error
-				for r := range p.main.byName {
+				for r := range p.main.roster.byName {
 					ch := make(chan error, 1)
 					b, _ := p.main.marshal(map[string]any{"to": r})
 					sendPooled(p.main, r, b, MsgID{}, ch, p.now)

@@ -11,7 +11,6 @@ import (
 	"github.com/raet-go/raet/keep"
 	"github.com/raet-go/raet/keys"
 	"github.com/raet-go/raet/packet"
-	"github.com/raet-go/raet/road/internal/shrink"
 )
 
 // Core is an estate's state and protocol logic, with no sockets, no
@@ -24,15 +23,12 @@ type Core struct {
 	store Store
 
 	local    localEstate // who we are (local.go)
+	roster   roster      // the remotes we hold (roster.go)
 	joinLogs logBudget   // bounds the Info lines of joins (a flood of strangers)
 
 	codec  codec.Codec
 	bodies packet.Serializer
 	signer *packet.NaClFoot // signs with our key (FootChecker verifies)
-
-	remotes map[uint32]*remote
-	byName  map[string]*remote
-	joinees map[netip.AddrPort]*remote // vacuous joins in progress, by address
 
 	spares spares // emptied tables, messengers and windows, for reuse (spares.go)
 
@@ -47,9 +43,7 @@ type Core struct {
 	events   []Event
 	stats    stats
 
-	wake    wakeClock   // the remotes by their earliest timer (wake.go)
-	silence silenceList // the remotes, the longest silent first (forget.go)
-	peak    shrink.Peak // the most remotes held since the maps were last rebuilt (Core.shrink)
+	wake wakeClock // the remotes by their earliest timer (wake.go)
 
 	readers readerKeys // the table the readers check with, and its marks (keys.go)
 	// rekeyAt: a session whose AEAD coat has less than this left to seal
@@ -146,8 +140,8 @@ func New(cfg *Config, st Store, now time.Time) (*Core, error) {
 	c := &Core{
 		cfg: cfg, log: cfg.Logger, now: now, store: st,
 		codec: hc, bodies: ser,
-		remotes: map[uint32]*remote{}, byName: map[string]*remote{}, joinees: map[netip.AddrPort]*remote{},
-		kept: keeper{roles: map[string]*keptRole{}}, spares: newSpares(),
+		roster: newRoster(),
+		kept:   keeper{roles: map[string]*keptRole{}}, spares: newSpares(),
 		reasm: packet.NewReassembler[uint32, msgKey](&cfg.Reassembly),
 		stats: newStats(), readers: readerKeys{all: true}, rekeyAt: defaultRekeyAt,
 		replayHold: replayHold(max(cfg.MessageTimeout, cfg.AllowTimeout, cfg.AliveTimeout)),
@@ -240,7 +234,7 @@ func (c *Core) restore(est keep.RemoteEstate) *remote {
 		// remote: a kept "joined" of keys not accepted is not trusted.
 		r.joined = false
 	}
-	if c.remotes[r.nuid] != nil || c.byName[r.name] != nil || r.nuid == c.local.uid {
+	if c.roster.remotes[r.nuid] != nil || c.roster.byName[r.name] != nil || r.nuid == c.local.uid {
 		c.log.Warn("raet: kept remote clashes with another; skipped", "remote", r.name, "uid", r.nuid)
 		return nil
 	}
@@ -255,8 +249,8 @@ func (c *Core) Start(addr netip.AddrPort, now time.Time) {
 	c.now = now
 	c.local.aha = keep.HostPort{Host: addr.Addr().String(), Port: addr.Port()}
 	c.saveLocal()
-	rs := make([]*remote, 0, len(c.remotes))
-	for _, r := range c.remotes {
+	rs := make([]*remote, 0, len(c.roster.remotes))
+	for _, r := range c.roster.remotes {
 		c.saveRemote(r, false)
 		rs = append(rs, r)
 	}
@@ -269,7 +263,7 @@ func (c *Core) nextUid() uint32 {
 		if c.local.puid == 0 {
 			c.local.puid = 1
 		}
-		if c.local.puid != c.local.uid && c.remotes[c.local.puid] == nil {
+		if c.local.puid != c.local.uid && c.roster.remotes[c.local.puid] == nil {
 			return c.local.puid
 		}
 	}
@@ -286,10 +280,10 @@ func (c *Core) addRemote(r *remote) {
 	c.markKeys(r)
 	r.added = true
 	r.heard = c.now
-	c.silence.last(r)
-	c.remotes[r.nuid] = r
-	c.byName[r.name] = r
-	c.peak.Note(len(c.remotes))
+	c.roster.silence.last(r)
+	c.roster.remotes[r.nuid] = r
+	c.roster.byName[r.name] = r
+	c.roster.peak.Note(len(c.roster.remotes))
 	if r.role == "" {
 		r.role = r.name
 	}
@@ -298,13 +292,13 @@ func (c *Core) addRemote(r *remote) {
 }
 
 func (c *Core) renameRemote(r *remote, name string) error {
-	if o := c.byName[name]; o != nil && o != r {
+	if o := c.roster.byName[name]; o != nil && o != r {
 		return fmt.Errorf("raet: name %q is taken", name)
 	}
 	if r.added {
 		old := r.name
-		delete(c.byName, old)
-		c.byName[name] = r
+		delete(c.roster.byName, old)
+		c.roster.byName[name] = r
 		c.deleteRemote(old)
 	}
 	r.name = name
@@ -324,18 +318,18 @@ func (c *Core) removeRemote(r *remote, reason error) {
 	c.markKeys(r)
 	c.wake.touch(r)
 	if r.added {
-		delete(c.remotes, r.nuid)
-		c.silence.remove(r)
-		if c.byName[r.name] == r {
-			delete(c.byName, r.name)
+		delete(c.roster.remotes, r.nuid)
+		c.roster.silence.remove(r)
+		if c.roster.byName[r.name] == r {
+			delete(c.roster.byName, r.name)
 		}
 		c.deleteRemote(r.name)
 		c.event(EventRemoved, r)
 	}
 	r.added = false
-	for ha, j := range c.joinees {
+	for ha, j := range c.roster.joinees {
 		if j == r {
-			delete(c.joinees, ha)
+			delete(c.roster.joinees, ha)
 		}
 	}
 }
@@ -681,7 +675,7 @@ func (c *Core) sendAnswer(r *remote, h *codec.Head, to netip.AddrPort) {
 	if keepsAnswer(h.CoatKind) {
 		k := answerKey{to: to, nuid: h.SourceID, fuid: h.DestinationID, si: h.SessionID, ti: h.TransactionID,
 			ck: h.CoatKind, fk: h.FootKind}
-		c.tx.answers.note(k, &d, c.now, answersFor(len(c.remotes)))
+		c.tx.answers.note(k, &d, c.now, answersFor(len(c.roster.remotes)))
 	}
 	c.queueOut(d, h)
 }
@@ -765,7 +759,7 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 	}
 	switch h.FootKind {
 	case codec.FootKindNaCl:
-		r := c.remotes[h.DestinationID]
+		r := c.roster.remotes[h.DestinationID]
 		switch {
 		case fc == nil || fc.key == nil || r == nil:
 			c.stats.drop(dropVerifyUnknownKey)
@@ -781,7 +775,7 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 			return
 		}
 	case codec.FootKindMAC:
-		r := c.remotes[h.DestinationID]
+		r := c.roster.remotes[h.DestinationID]
 		if r == nil || r.prof == nil || r.prof.mac == nil {
 			c.stats.drop(dropVerifyUnknownKey)
 			if r == nil {
@@ -853,7 +847,7 @@ func (c *Core) handle(p *rxPacket, parseErr error, fc *footCheck, ac *aeadCheck)
 func (c *Core) openAEAD(p *rxPacket, ac *aeadCheck) bool {
 	h := &p.Head
 	var a *packet.AEADCoat
-	r := c.remotes[h.DestinationID]
+	r := c.roster.remotes[h.DestinationID]
 	if r != nil {
 		a = r.aead()
 	}
@@ -935,14 +929,14 @@ func (c *Core) route(p *rxPacket) *remote {
 				return nil
 			}
 			if se == 0 {
-				r := c.joinees[p.from]
+				r := c.roster.joinees[p.from]
 				if r == nil || r.nuid != de {
 					c.stats.drop(dropJoinUnknownJoinee)
 					return nil
 				}
 				return r
 			}
-			if r := c.remotes[de]; r != nil {
+			if r := c.roster.remotes[de]; r != nil {
 				return r
 			}
 			c.stats.drop(dropUnknownDestination)
@@ -954,9 +948,9 @@ func (c *Core) route(p *rxPacket) *remote {
 			return nil
 		}
 		if de == 0 {
-			r := c.joinees[p.from]
+			r := c.roster.joinees[p.from]
 			if r != nil && r.fuid != se && r.fuid != 0 {
-				delete(c.joinees, p.from) // a stale vacuous join from there
+				delete(c.roster.joinees, p.from) // a stale vacuous join from there
 				r = nil
 			}
 			if r == nil {
@@ -968,7 +962,7 @@ func (c *Core) route(p *rxPacket) *remote {
 			}
 			return r
 		}
-		r := c.remotes[de]
+		r := c.roster.remotes[de]
 		if r == nil {
 			r = c.recall(de) // forgotten, its keep kept
 		}
@@ -988,7 +982,7 @@ func (c *Core) route(p *rxPacket) *remote {
 		c.stats.drop(dropZeroUID)
 		return nil
 	}
-	r := c.remotes[de]
+	r := c.roster.remotes[de]
 	if r == nil {
 		c.stats.drop(dropUnknownDestination)
 		return nil

@@ -61,14 +61,14 @@ func (c *Core) forget(r *remote, why Reason) {
 		r.prof.aead.Drop()
 	}
 	c.markKeys(r)
-	delete(c.remotes, r.nuid)
-	c.tx.answers.trim(answersFor(len(c.remotes))) // the kept dones' memory goes with the remotes
-	c.silence.remove(r)
-	if c.byName[r.name] == r {
-		delete(c.byName, r.name)
+	delete(c.roster.remotes, r.nuid)
+	c.tx.answers.trim(answersFor(len(c.roster.remotes))) // the kept dones' memory goes with the remotes
+	c.roster.silence.remove(r)
+	if c.roster.byName[r.name] == r {
+		delete(c.roster.byName, r.name)
 	}
-	if c.joinees[r.ha] == r {
-		delete(c.joinees, r.ha)
+	if c.roster.joinees[r.ha] == r {
+		delete(c.roster.joinees, r.ha)
 	}
 	r.added = false
 	c.wake.touch(r) // leaves the timer heap at the next flush
@@ -94,11 +94,11 @@ func (c *Core) forget(r *remote, why Reason) {
 // strangers' addresses (a main that thousands joined holds a bucket for
 // each until it sweeps them: limits.sweep).
 func (c *Core) shrink() {
-	if !c.peak.Due(len(c.remotes)) {
+	if !c.roster.peak.Due(len(c.roster.remotes)) {
 		return
 	}
-	c.remotes, c.byName = shrink.Map(c.remotes), shrink.Map(c.byName)
-	c.kept.roles, c.joinees = shrink.Map(c.kept.roles), shrink.Map(c.joinees)
+	c.roster.remotes, c.roster.byName = shrink.Map(c.roster.remotes), shrink.Map(c.roster.byName)
+	c.kept.roles, c.roster.joinees = shrink.Map(c.kept.roles), shrink.Map(c.roster.joinees)
 	c.wake.rebuild = true
 	q := &c.kept.queue
 	q.holds, q.queued = shrink.Map(q.holds), shrink.Map(q.queued)
@@ -108,14 +108,14 @@ func (c *Core) shrink() {
 	c.reasm.Shrink()
 	c.spares.drop()
 	c.lim.sweep(c.now)
-	c.peak.Rebuilt(len(c.remotes))
+	c.roster.peak.Rebuilt(len(c.roster.remotes))
 }
 
 // capRemotes forgets the longest silent remotes (but keep) while there are
 // more than MaxRemotes: the heads of the silence list, O(1) each.
 func (c *Core) capRemotes(keep *remote) {
-	for c.cfg.MaxRemotes > 0 && len(c.remotes) > c.cfg.MaxRemotes {
-		oldest := c.silence.head
+	for c.cfg.MaxRemotes > 0 && len(c.roster.remotes) > c.cfg.MaxRemotes {
+		oldest := c.roster.silence.head
 		if oldest == keep {
 			oldest = oldest.heardLinks.next
 		}

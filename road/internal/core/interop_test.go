@@ -76,7 +76,7 @@ func TestRefJoinerAckLost(t *testing.T) {
 			if nacks == 0 {
 				t.Fatal("the main did not send its response again")
 			}
-			rm := p.main.byName[o.local.name]
+			rm := p.main.roster.byName[o.local.name]
 			if rm == nil || !rm.added {
 				t.Fatalf("the main forgot the joiner whose ack was lost (%d stale nacks)", nacks)
 			}

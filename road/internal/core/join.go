@@ -96,7 +96,7 @@ func (c *Core) pendStranger(j *joinent) {
 // forgetPendingRole deletes the kept role of a stranger dropped while its
 // keys were pending, unless a remote we know has that role.
 func (c *Core) forgetPendingRole(role string) {
-	for _, r := range c.remotes {
+	for _, r := range c.roster.remotes {
 		if r.role == role {
 			return
 		}
@@ -277,7 +277,7 @@ func (c *Core) startJoiner(r *remote, cascade, renewal bool) {
 	}
 	c.addTxn(r, j)
 	if j.vacuous {
-		c.joinees[r.ha] = r
+		c.roster.joinees[r.ha] = r
 	}
 }
 
@@ -301,8 +301,8 @@ func (j *joiner) send(c *Core, pk codec.PacketKind, body []byte) {
 
 func (j *joiner) remove(c *Core) {
 	c.removeTxn(j.r, j)
-	if j.vacuous && c.joinees[j.r.ha] == j.r && j.r.numTxns() == 0 {
-		delete(c.joinees, j.r.ha)
+	if j.vacuous && c.roster.joinees[j.r.ha] == j.r && j.r.numTxns() == 0 {
+		delete(c.roster.joinees, j.r.ha)
 	}
 }
 
@@ -384,7 +384,7 @@ func (j *joiner) accept(c *Core, p *rxPacket) {
 		r.fuid = b.uid
 		if !j.renewal {
 			if b.name != r.name {
-				if o := c.byName[b.name]; o != nil && o != r {
+				if o := c.roster.byName[b.name]; o != nil && o != r {
 					j.nack(c, codec.PacketKindReject)
 					c.failJoin(r, &JoinError{Reason: ReasonNameTaken, Err: ErrRejected,
 						Hint: fmt.Sprintf("this estate knows another %q: raet keys forget --keep %s %s", b.name, c.keepArg(), b.name)})
@@ -579,8 +579,8 @@ func (j *joinent) send(c *Core, pk codec.PacketKind, body []byte) {
 func (j *joinent) remove(c *Core) {
 	c.removeTxn(j.r, j)
 	c.unpend(j)
-	if j.vacuous && c.joinees[j.from] == j.r && j.r.numTxns() == 0 {
-		delete(c.joinees, j.from)
+	if j.vacuous && c.roster.joinees[j.from] == j.r && j.r.numTxns() == 0 {
+		delete(c.roster.joinees, j.from)
 	}
 	if j.added {
 		j.added = false
@@ -676,7 +676,7 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 		return // a duplicate request
 	}
 	target := r
-	if known := c.byName[b.name]; j.vacuous && known != nil {
+	if known := c.roster.byName[b.name]; j.vacuous && known != nil {
 		target = known
 	}
 	if !c.joinBudget(target, p.from) {
@@ -736,7 +736,7 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 				r.fuid = reid
 			}
 		}
-	} else if c.remotes[p.Head.DestinationID] != r {
+	} else if c.roster.remotes[p.Head.DestinationID] != r {
 		j.reject(c, ReasonIdentityChanged, &b)
 		return
 	}
@@ -746,7 +746,7 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 		j.reject(c, mismatch(r, &b, p.from), &b)
 		return
 	}
-	if o := c.byName[b.name]; !same && o != nil && o != r {
+	if o := c.roster.byName[b.name]; !same && o != nil && o != r {
 		j.reject(c, ReasonNameTaken, &b) // the new name is another remote's
 		return
 	}
@@ -771,7 +771,7 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 	j.b, j.reid, j.change = b, reid, !same
 	c.addTxn(r, j)
 	if j.vacuous {
-		c.joinees[j.from] = r // r.ha on all but a mutable road's move
+		c.roster.joinees[j.from] = r // r.ha on all but a mutable road's move
 	}
 	if status == keep.Accepted {
 		j.redo.backoff(c.now)
@@ -824,7 +824,7 @@ func (c *Core) joinBudget(r *remote, from netip.AddrPort) bool {
 func (j *joinent) ackAccept(c *Core) {
 	r := j.r
 	if !r.added {
-		if o := c.byName[r.name]; o != nil {
+		if o := c.roster.byName[r.name]; o != nil {
 			j.reject(c, ReasonNameTaken, &j.b)
 			return
 		}

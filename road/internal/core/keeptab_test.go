@@ -84,7 +84,7 @@ func TestJoinAcceptedOnlyWhenDurable(t *testing.T) {
 	if r == nil || !r.joined {
 		t.Fatal("the main did not take the joiner's ack")
 	}
-	if !p.other.byName["main"].joined {
+	if !p.other.roster.byName["main"].joined {
 		t.Fatal("the joiner did not take the response")
 	}
 	// The joiner allows at once; the main's answer waits for the estate.
@@ -160,7 +160,7 @@ func TestJoinKeepBusy(t *testing.T) {
 	if !busy(p.main) || !busy(p.other) {
 		t.Fatalf("keep-busy not reported: main %v, other %v", p.events[p.main], p.events[p.other])
 	}
-	if p.main.byName["other"] != nil {
+	if p.main.roster.byName["other"] != nil {
 		t.Fatal("a busy join made a remote")
 	}
 
@@ -310,7 +310,7 @@ func TestJoinAllowOneEstateWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rr := again.byName["other"]; rr == nil || rr.sid != 4 {
+	if rr := again.roster.byName["other"]; rr == nil || rr.sid != 4 {
 		t.Fatalf("restarted: %+v; want other at session 4, past the 3 used", rr)
 	}
 }

@@ -69,7 +69,7 @@ func (c *Core) KeyTable() *KeyTable { return &c.readers.table }
 // added or removed, or its keys or session changed). Marks beyond what a
 // full rebuild costs make the next PublishKeys rebuild all, so that a core
 // nobody publishes for holds a bounded list.
-func (c *Core) markKeys(r *remote) { c.readers.mark(r.nuid, len(c.remotes)) }
+func (c *Core) markKeys(r *remote) { c.readers.mark(r.nuid, len(c.roster.remotes)) }
 
 // readerKeys is what the readers check with: the table the core publishes
 // its remotes' keys in and the readers' memory of checked feet, with the
@@ -171,7 +171,7 @@ func (c *Core) publishShard(s uint32, uids []uint32) {
 // rebuildKeys publishes every shard afresh from the remotes.
 func (c *Core) rebuildKeys() {
 	var shards [keyShards]map[uint32]*peerKeys
-	for uid := range c.remotes {
+	for uid := range c.roster.remotes {
 		if k := c.keysOf(uid, c.readers.table.lookup(uid)); k != nil {
 			s := &shards[uid%keyShards]
 			if *s == nil {
@@ -205,7 +205,7 @@ func (t *KeyTable) entries() int { return int(t.n.Load()) }
 // feet, keyed by entry, stays good), nil when there is no remote or it has
 // no keys.
 func (c *Core) keysOf(uid uint32, old *peerKeys) *peerKeys {
-	r := c.remotes[uid]
+	r := c.roster.remotes[uid]
 	if r == nil || (r.verify.IsZero() && r.aead() == nil) {
 		return nil
 	}

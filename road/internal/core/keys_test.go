@@ -95,7 +95,7 @@ func TestKeyTableMarksBounded(t *testing.T) {
 	for range 10 * keyShards {
 		c.markKeys(r)
 	}
-	if len(c.readers.dirty) > len(c.remotes)+keyShards || !c.readers.all {
+	if len(c.readers.dirty) > len(c.roster.remotes)+keyShards || !c.readers.all {
 		t.Fatalf("%d marks held, all %v", len(c.readers.dirty), c.readers.all)
 	}
 	c.PublishKeys()
@@ -137,9 +137,9 @@ func TestKeyTableConcurrentReaders(t *testing.T) {
 	}
 	for i := range 2000 {
 		r := rs[i%32]
-		c.remotes[r.nuid].verify[0]++ // only the owner reads r: readers see entries
+		c.roster.remotes[r.nuid].verify[0]++ // only the owner reads r: readers see entries
 		c.markKeys(r)
-		if o := rs[32+i%32]; i%7 == 0 && c.remotes[o.nuid] == o {
+		if o := rs[32+i%32]; i%7 == 0 && c.roster.remotes[o.nuid] == o {
 			c.forget(o, ReasonTooMany)
 		}
 		c.PublishKeys()

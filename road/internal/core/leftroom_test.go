@@ -23,8 +23,8 @@ func TestForgottenFleetGivesBackRoom(t *testing.T) {
 		}
 	}
 	forget := func(keep int) {
-		for _, r := range c.remotes {
-			if len(c.remotes) <= keep {
+		for _, r := range c.roster.remotes {
+			if len(c.roster.remotes) <= keep {
 				break
 			}
 			c.forget(r, ReasonSilent)
@@ -42,7 +42,7 @@ func TestForgottenFleetGivesBackRoom(t *testing.T) {
 	}
 
 	if cap(spare) <= minKeptOut || cap(c.tx.out) <= minKeptOut {
-		t.Fatalf("the alives to %d remotes took room for %d and %d datagrams: the test measures nothing", len(c.remotes), cap(spare), cap(c.tx.out))
+		t.Fatalf("the alives to %d remotes took room for %d and %d datagrams: the test measures nothing", len(c.roster.remotes), cap(spare), cap(c.tx.out))
 	}
 	forget(0)
 	if cap(c.tx.out) > minKeptOut {
@@ -57,7 +57,7 @@ func TestForgottenFleetGivesBackRoom(t *testing.T) {
 			with, i = h, 0
 		}
 	}
-	c.remotes, c.byName, c.kept.roles, c.joinees = nil, nil, nil, nil
+	c.roster.remotes, c.roster.byName, c.kept.roles, c.roster.joinees = nil, nil, nil, nil
 	room := with - heap()
 	runtime.KeepAlive(c)
 	t.Logf("the emptied maps hold %d B", room)

@@ -567,7 +567,7 @@ func (p *pair) drain(res []chan error, sent map[*Core]int) {
 		p.tb.Fatalf("all done, and %d counted waiting", p.main.rx.roomWaiting)
 	}
 	for c := range sent {
-		if r := p.main.byName[c.local.name]; r.roomWaits != 0 {
+		if r := p.main.roster.byName[c.local.name]; r.roomWaits != 0 {
 			p.tb.Fatalf("all done, and %d of %s counted waiting", r.roomWaits, c.local.name)
 		}
 	}
@@ -598,7 +598,7 @@ func TestReceiveWaitsShare(t *testing.T) {
 	p.holdDeliveries(4)
 	res = append(res, p.sendEach([]*Core{honest}, honests)...)
 	p.holdDeliveries(20)
-	fr, hr := p.main.byName[flood.local.name], p.main.byName[honest.local.name]
+	fr, hr := p.main.roster.byName[flood.local.name], p.main.roster.byName[honest.local.name]
 	if fr.roomWaits != queue/4 || hr.roomWaits != honests {
 		t.Fatalf("waiting: %d of the flood's (want its share, %d), %d of the other's (want all %d)", fr.roomWaits, queue/4, hr.roomWaits, honests)
 	}
@@ -636,7 +636,7 @@ func TestReceiveWaitsTotal(t *testing.T) {
 	if cap(p.main.rx.roomWaits.s) < queue || p.main.spares.txns.Len() == 0 {
 		t.Fatalf("the line took room for %d, %d spare transaction tables: the test measures nothing", cap(p.main.rx.roomWaits.s), p.main.spares.txns.Len())
 	}
-	for _, r := range p.main.remotes {
+	for _, r := range p.main.roster.remotes {
 		p.main.forget(r, ReasonSilent)
 	}
 	if c, n := cap(p.main.rx.roomWaits.s), p.main.spares.txns.Len(); c != 0 || n != 0 {
@@ -657,7 +657,7 @@ func TestMessengersReused(t *testing.T) {
 		peers := append([]*Core{p.other}, p.extra...)
 		underWay := func() map[*messenger]bool {
 			out := map[*messenger]bool{}
-			for _, r := range p.main.remotes {
+			for _, r := range p.main.roster.remotes {
 				for tx := range r.eachTxn {
 					if m, ok := tx.(*messenger); ok {
 						out[m] = true

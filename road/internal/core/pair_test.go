@@ -294,8 +294,8 @@ func (p *pair) join() {
 }
 
 // mainRemote is main's remote for other; otherRemote other's for main.
-func (p *pair) mainRemote() *remote  { return p.main.byName[p.other.local.name] }
-func (p *pair) otherRemote() *remote { return p.other.byName[p.main.local.name] }
+func (p *pair) mainRemote() *remote  { return p.main.roster.byName[p.other.local.name] }
+func (p *pair) otherRemote() *remote { return p.other.roster.byName[p.main.local.name] }
 
 // start has from start sending body (with id) to its peer, and returns
 // the channel of its outcome.
@@ -440,7 +440,7 @@ func dueTimers(c *Core) string {
 	if !c.kept.pendAt.IsZero() && !c.kept.pendAt.After(c.now) {
 		b.WriteString("pend; ")
 	}
-	for _, r := range c.remotes {
+	for _, r := range c.roster.remotes {
 		if !r.presence.IsZero() && !r.presence.After(c.now) {
 			fmt.Fprintf(&b, "%s presence (reaped %v); ", r.name, r.reaped)
 		}

@@ -53,7 +53,7 @@ import (
 // remotes it kept; the drivers mend them from their end too.
 
 // alivePeriod is this estate's presence period now (see above).
-func (c *Core) alivePeriod() time.Duration { return c.cfg.PresencePeriod(len(c.remotes)) }
+func (c *Core) alivePeriod() time.Duration { return c.cfg.PresencePeriod(len(c.roster.remotes)) }
 
 // PresencePeriod is the presence period of an estate of the populated
 // config c with that many remotes: max(AlivePeriod, remotes/AliveRate
@@ -164,7 +164,7 @@ func (c *Core) schedulePresence(r *remote, first bool) {
 func (c *Core) heard(r *remote) {
 	r.heard = c.now
 	if r.added {
-		c.silence.last(r)
+		c.roster.silence.last(r)
 	}
 	if c.cfg.AlivePeriod < 0 || r.presence.IsZero() {
 		return // presence not started

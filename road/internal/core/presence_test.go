@@ -113,7 +113,7 @@ func TestPresenceAdapts(t *testing.T) {
 	}
 	p.advance(30 * time.Second) // every driver hears the period once
 	for _, c := range append([]*Core{p.other}, p.extra...) {
-		if r := c.byName["main"]; r.prof == nil || r.prof.alive != want || c.pairPeriod(r) != want {
+		if r := c.roster.byName["main"]; r.prof == nil || r.prof.alive != want || c.pairPeriod(r) != want {
 			t.Fatalf("%s drives at %v, want %v", c.local.name, c.pairPeriod(r), want)
 		}
 	}
@@ -184,7 +184,7 @@ func TestShedPresence(t *testing.T) {
 		t.Fatal(err)
 	}
 	newcomer := p.extra[0]
-	r := newcomer.byName["main"]
+	r := newcomer.roster.byName["main"]
 	r.joined, r.allowed = false, false
 	res := make(chan error, 1)
 	newcomer.Join(p.mainAddr, res, p.now)
@@ -277,8 +277,8 @@ func TestReapAfterDetection(t *testing.T) {
 			t.Fatalf("%v %s at %v while its driver sent alives every %v", e.Kind, e.Remote, e.Time, period)
 		}
 	}
-	if len(p.main.remotes) != n {
-		t.Fatalf("main lists %d remotes, want %d", len(p.main.remotes), n)
+	if len(p.main.roster.remotes) != n {
+		t.Fatalf("main lists %d remotes, want %d", len(p.main.roster.remotes), n)
 	}
 	before, silent := len(p.events[p.main]), p.now
 	p.cut = func(wired) bool { return true }
@@ -289,8 +289,8 @@ func TestReapAfterDetection(t *testing.T) {
 			reaped[e.Remote] = e.Time.Sub(silent)
 		}
 	}
-	if len(reaped) != n || len(p.main.remotes) != 0 {
-		t.Fatalf("%d of %d reaped, %d still listed, %v after they fell silent", len(reaped), n, len(p.main.remotes), p.now.Sub(silent))
+	if len(reaped) != n || len(p.main.roster.remotes) != 0 {
+		t.Fatalf("%d of %d reaped, %d still listed, %v after they fell silent", len(reaped), n, len(p.main.roster.remotes), p.now.Sub(silent))
 	}
 	for name, d := range reaped {
 		if bound := period + 2*timeout + time.Second; d > bound+10*time.Millisecond {
@@ -334,7 +334,7 @@ func TestForgetSilentAndRecall(t *testing.T) {
 		o.AlivePeriod = 100 * time.Millisecond
 	})
 	p.join()
-	uid := p.main.byName["other"].nuid
+	uid := p.main.roster.byName["other"].nuid
 	before := len(p.events[p.main])
 	p.cut = func(wired) bool { return true }
 	p.advance(5 * time.Second)
@@ -344,9 +344,9 @@ func TestForgetSilentAndRecall(t *testing.T) {
 	}
 	c := p.main
 	c.Deadline() // flush, as the owner does
-	if len(c.remotes)+len(c.byName)+len(c.joinees)+len(c.wake.heap)+len(c.wake.touched)+len(c.kept.pended)+len(c.kept.roles) != 0 || c.reasm.Pending() != 0 {
+	if len(c.roster.remotes)+len(c.roster.byName)+len(c.roster.joinees)+len(c.wake.heap)+len(c.wake.touched)+len(c.kept.pended)+len(c.kept.roles) != 0 || c.reasm.Pending() != 0 {
 		t.Fatalf("left after forgetting: %d remotes, %d names, %d joinees, %d timers, %d touched, %d pended, %d roles' records, %d reassembling",
-			len(c.remotes), len(c.byName), len(c.joinees), len(c.wake.heap), len(c.wake.touched), len(c.kept.pended), len(c.kept.roles), c.reasm.Pending())
+			len(c.roster.remotes), len(c.roster.byName), len(c.roster.joinees), len(c.wake.heap), len(c.wake.touched), len(c.kept.pended), len(c.kept.roles), c.reasm.Pending())
 	}
 	c.PublishKeys()
 	if c.KeyTable().lookup(uid) != nil {
@@ -403,8 +403,8 @@ func TestForgetCap(t *testing.T) {
 	if len(forgotten) != 1 || forgotten[0] != "other1" {
 		t.Fatalf("forgotten %v, want other1 (the longest silent)", forgotten)
 	}
-	if len(p.main.remotes) != limit || len(p.main.byName) != limit || p.main.byName["other"] == nil || p.main.byName["late"] == nil {
-		t.Fatalf("main holds %d remotes", len(p.main.remotes))
+	if len(p.main.roster.remotes) != limit || len(p.main.roster.byName) != limit || p.main.roster.byName["other"] == nil || p.main.roster.byName["late"] == nil {
+		t.Fatalf("main holds %d remotes", len(p.main.roster.remotes))
 	}
 }
 
@@ -428,7 +428,7 @@ func TestForgetFreesMemory(t *testing.T) {
 	rs = nil
 	full := heap()
 	c.now = c.now.Add(time.Minute) // the budgets refill
-	for _, r := range c.remotes {
+	for _, r := range c.roster.remotes {
 		c.forget(r, ReasonSilent)
 	}
 	c.Deadline()
@@ -437,8 +437,8 @@ func TestForgetFreesMemory(t *testing.T) {
 	empty := heap()
 	t.Logf("heap: %d B before, %d B per remote held, %d B per remote after forgetting", before,
 		(full-before)/n, (int64(empty)-int64(before))/n)
-	if len(c.remotes)+len(c.byName)+len(c.wake.heap)+len(c.lim.sources) != 0 {
-		t.Fatalf("still held: %d remotes, %d names, %d timers, %d sources' budgets", len(c.remotes), len(c.byName), len(c.wake.heap), len(c.lim.sources))
+	if len(c.roster.remotes)+len(c.roster.byName)+len(c.wake.heap)+len(c.lim.sources) != 0 {
+		t.Fatalf("still held: %d remotes, %d names, %d timers, %d sources' budgets", len(c.roster.remotes), len(c.roster.byName), len(c.wake.heap), len(c.lim.sources))
 	}
 	if c.wake.places.chunk != nil || len(c.wake.places.free) != 0 {
 		t.Fatalf("the timer heap's places still hold a chunk of %d and %d cells given back", len(c.wake.places.chunk), len(c.wake.places.free))

@@ -106,7 +106,7 @@ func TestJoinRetriedWhileMainWaitsForAck(t *testing.T) {
 	if err := <-res; ReasonOf(err) != ReasonNoAnswer {
 		t.Fatalf("the first join: %v; want no answer", err)
 	}
-	if len(p.main.remotes) != 1 || len(p.mainRemote().inProcess(codec.TransactionKindJoin)) != 1 {
+	if len(p.main.roster.remotes) != 1 || len(p.mainRemote().inProcess(codec.TransactionKindJoin)) != 1 {
 		t.Fatal("the main does not wait for the first join's ack")
 	}
 	lost = false

@@ -228,7 +228,7 @@ func (c *Core) flushWake() {
 		r.marked = false
 		c.wake.touched[i] = nil
 		at := time.Time{}
-		if c.tracked(r) {
+		if c.roster.tracked(r) {
 			at = c.remoteDeadline(r)
 		}
 		if r.place == nil && !at.IsZero() {
@@ -245,10 +245,6 @@ func (c *Core) flushWake() {
 		c.wake.compact()
 	}
 }
-
-// tracked says whether r is the core's: added, or a vacuous join in
-// progress (c.joinees).
-func (c *Core) tracked(r *remote) bool { return r.added || c.joinees[r.ha] == r }
 
 // remoteDeadline is the earliest of r's timers: what tickRemote acts on,
 // so that none stays due after its tick. Its transactions' is the root of

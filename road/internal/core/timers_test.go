@@ -158,7 +158,7 @@ func TestRemotePlacesApart(t *testing.T) {
 // remotes: it walks them all).
 func checkClocks(tb testing.TB, c *Core) {
 	tb.Helper()
-	if len(c.remotes) > 64 {
+	if len(c.roster.remotes) > 64 {
 		return
 	}
 	c.flushWake()
@@ -190,10 +190,10 @@ func checkClocks(tb testing.TB, c *Core) {
 			}
 		}
 	}
-	for _, r := range c.remotes {
+	for _, r := range c.roster.remotes {
 		check(r)
 	}
-	for _, r := range c.joinees {
+	for _, r := range c.roster.joinees {
 		if !r.added {
 			check(r)
 		}
