@@ -51,7 +51,7 @@ type Config struct {
 	Reassembly   packet.ReassemblyConfig
 	KeepQueue    int
 	// StrangerJoinRate and StrangerJoins bound the joins of estates not
-	// known yet (see replay.go).
+	// known yet (see budgets.go).
 	StrangerJoinRate float64
 	StrangerJoins    int
 

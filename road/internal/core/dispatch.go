@@ -13,23 +13,6 @@ import (
 // correspond starts the transaction it asks for (starters) or stale and
 // replyStale answer what cannot be served.
 
-// footCheck is the outcome of checking a packet's Ed25519 foot: the verify
-// key it was checked with (nil: no key was known for its de) and whether
-// the signature holds.
-type footCheck struct {
-	key *[32]byte
-	ok  bool
-}
-
-// aeadCheck is the outcome of opening a packet's AEAD coat on the reader
-// goroutine: the coat it was opened with (nil: none was tried), and the
-// body or the error.
-type aeadCheck struct {
-	coat  *packet.AEADCoat
-	plain []byte
-	err   error
-}
-
 // handle takes a datagram that was parsed (parseErr) and, when it has an
 // Ed25519 foot, checked (fc; the reader goroutine checks them, so that no
 // packet is verified twice nor on the owner goroutine).

@@ -27,7 +27,7 @@ import (
 // changes no more than the reference needs: the first session id, and the
 // hint that the remote may count its sessions afresh (sessionReset), which
 // only an authenticated allow acts on. A join completes only for keys that
-// are accepted; strangers are budgeted (replay.go) and nothing is kept on
+// are accepted; strangers are budgeted (budgets.go) and nothing is kept on
 // disk for them but the pending role file an operator decides on, for at
 // most maxPendingStrangers of them.
 

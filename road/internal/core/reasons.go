@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"time"
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/keep"
@@ -195,38 +194,6 @@ func (c *Core) nameOf(r *remote) string {
 		return r.ha.String()
 	}
 	return r.name
-}
-
-// logBudget bounds log lines to joinLogRate a second (bursts of
-// joinLogBurst), so a flood of joins cannot flood the log; the next line
-// logged says how many were left out.
-type logBudget struct {
-	tokens     float64
-	at         time.Time
-	suppressed int
-}
-
-const (
-	joinLogRate  = 10
-	joinLogBurst = 50
-)
-
-// take reports whether a line may be logged now, and how many were left
-// out before it.
-func (b *logBudget) take(now time.Time) (suppressed int, ok bool) {
-	if b.at.IsZero() {
-		b.tokens = joinLogBurst
-	} else {
-		b.tokens = min(joinLogBurst, b.tokens+now.Sub(b.at).Seconds()*joinLogRate)
-	}
-	b.at = now
-	if b.tokens < 1 {
-		b.suppressed++
-		return 0, false
-	}
-	b.tokens--
-	suppressed, b.suppressed = b.suppressed, 0
-	return suppressed, true
 }
 
 // keepArg is the keep directory as the raet commands take it.
