@@ -31,6 +31,7 @@
 //	go run ./scripts/coregraph                 # road/internal/core, JSON lines
 //	go run ./scripts/coregraph -text           # the same, for a reader
 //	go run ./scripts/coregraph -arrows -text   # and every arrow
+//	go run ./scripts/coregraph -arrows -why -text # with what each uses
 //	go run ./scripts/coregraph -type Stack road
 //
 // Output: JSON lines on stdout, a summary first ({"kind":"summary",...}),
@@ -53,6 +54,7 @@ import (
 	"go/token"
 	"go/types"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,6 +71,7 @@ type options struct {
 	maxCyclo int
 	arrows   bool
 	text     bool
+	why      bool
 	dir      string
 }
 
@@ -81,6 +84,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.maxCyclo, "complexity", 20, "a function with a cyclomatic complexity over this is listed")
 	fs.BoolVar(&o.arrows, "arrows", false, "list every arrow")
 	fs.BoolVar(&o.text, "text", false, "text instead of JSON lines")
+	fs.BoolVar(&o.why, "why", false, "with -arrows, the identifiers each arrow uses")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: coregraph [flags] [package directory (default road/internal/core)]")
 		fmt.Fprintln(stderr, "examples: coregraph -text; coregraph -arrows -text; coregraph -type Stack road")
@@ -121,6 +125,8 @@ type Arrow struct {
 	To   string `json:"to"`
 	Uses int    `json:"uses"`
 	Back bool   `json:"back"`
+	// Names are the identifiers of To that From uses (with -why).
+	Names []string `json:"names,omitempty"`
 }
 
 // Func is a function over one of the limits.
@@ -180,26 +186,35 @@ func measure(o options) (*measurement, error) {
 
 	base := func(p token.Pos) string { return filepath.Base(fset.Position(p).Filename) }
 	uses := map[[2]string]int{}
+	names := map[[2]string]map[string]bool{}
 	for id, obj := range info.Uses {
 		if obj == nil || obj.Pkg() != tp || !obj.Pos().IsValid() {
 			continue
 		}
 		from, to := base(id.Pos()), base(obj.Pos())
 		if from != to {
-			uses[[2]string{from, to}]++
+			k := [2]string{from, to}
+			uses[k]++
+			if names[k] == nil {
+				names[k] = map[string]bool{}
+			}
+			names[k][objName(obj)] = true
 		}
 	}
-	var names []string
+	var fileNames []string
 	for _, f := range files {
-		names = append(names, base(f.Pos()))
+		fileNames = append(fileNames, base(f.Pos()))
 	}
-	order := feedbackOrder(names, uses)
+	order := feedbackOrder(fileNames, uses)
 	rank := map[string]int{}
 	for i, n := range order {
 		rank[n] = i
 	}
 	for k, n := range uses {
 		a := Arrow{Kind: "arrow", From: k[0], To: k[1], Uses: n, Back: rank[k[1]] > rank[k[0]]}
+		if o.why {
+			a.Names = slices.Sorted(maps.Keys(names[k]))
+		}
 		m.arrows = append(m.arrows, a)
 		if a.Back {
 			m.sum.Back++
@@ -241,6 +256,26 @@ func measure(o options) (*measurement, error) {
 	}
 	m.sum.OverLimit = len(m.funcs)
 	return m, nil
+}
+
+// objName names obj as a reader finds it: a method or field with its
+// type's name.
+func objName(obj types.Object) string {
+	if v, ok := obj.(*types.Var); ok && v.IsField() {
+		return "." + v.Name()
+	}
+	if f, ok := obj.(*types.Func); ok {
+		if r := f.Signature().Recv(); r != nil {
+			t := r.Type()
+			if p, ok := t.(*types.Pointer); ok {
+				t = p.Elem()
+			}
+			if n, ok := t.(*types.Named); ok {
+				return n.Obj().Name() + "." + f.Name()
+			}
+		}
+	}
+	return obj.Name()
 }
 
 func recvName(e ast.Expr) string {
@@ -360,7 +395,11 @@ func (m *measurement) write(w io.Writer, o options) error {
 				if a.Back {
 					back = " (back up)"
 				}
-				fmt.Fprintf(w, "%s -> %s: %d uses%s\n", a.From, a.To, a.Uses, back)
+				fmt.Fprintf(w, "%s -> %s: %d uses%s", a.From, a.To, a.Uses, back)
+				if len(a.Names) > 0 {
+					fmt.Fprintf(w, ": %s", strings.Join(a.Names, " "))
+				}
+				fmt.Fprintln(w)
 			}
 		}
 		return nil
