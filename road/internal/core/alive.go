@@ -11,21 +11,6 @@ import (
 // answered by ack, or by unjoined / unallowed, which make the aliver join or
 // allow again.
 
-type aliver struct {
-	r       *remote
-	si, ti  uint32
-	cascade bool
-	timeout expiry
-	redo    redo
-	last    []byte
-
-	heapSlot // in its remote's clock (timers.go)
-}
-
-func (a *aliver) kind() codec.TransactionKind { return codec.TransactionKindAlive }
-func (a *aliver) key() txnKey                 { return txnKey{si: a.si, ti: a.ti} }
-func (a *aliver) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
-
 func (c *Core) aliveHead(r *remote, pk codec.PacketKind, si, ti uint32, cf bool) codec.Head {
 	h := c.outHead(codec.TransactionKindAlive, pk, r.nuid, r.fuid, si, ti, cf)
 	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, r.coatKind(), codec.FootKindNaCl

@@ -98,28 +98,6 @@ func (c *Core) failAllow(r *remote, err error) {
 
 // --- allower ---------------------------------------------------------------
 
-type allower struct {
-	r         *remote
-	si, ti    uint32
-	cascade   bool
-	short     keys.Box       // the new session's short-term pair
-	peerShort keys.PublicKey // the allowent's, from its cookie
-	// helloKey is the key of the hello's box, which the cookie opens with;
-	// session that of the initiate's, the new session's.
-	helloKey, session *handshake.Key
-	oreo              handshake.Oreo
-	asked             time.Time // when the initiate went, timed (timeRequest)
-	timeout           expiry
-	heapSlot          // in its remote's clock (timers.go)
-	redo              redo
-	last              []byte
-	lastKind          codec.PacketKind
-}
-
-func (a *allower) kind() codec.TransactionKind { return codec.TransactionKindAllow }
-func (a *allower) key() txnKey                 { return txnKey{si: a.si, ti: a.ti} }
-func (a *allower) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
-
 // startAllower starts an allow with r (a join first if r is not joined).
 func (c *Core) startAllower(r *remote, cascade bool) {
 	if len(r.inProcess(codec.TransactionKindJoin)) > 0 || len(r.inProcess(codec.TransactionKindAllow)) > 0 {
@@ -277,27 +255,6 @@ const (
 	capsSame         // the digest of what we sent and received
 	capsOther        // another digest: an advertisement changed in transit
 )
-
-type allowent struct {
-	r         *remote
-	si, ti    uint32
-	short     keys.Box       // the new session's short-term pair
-	peerShort keys.PublicKey // the allower's, from its hello
-	oreo      handshake.Oreo
-	// caps is what the hello's plain says of the advertisements (capsNone:
-	// the reference's plain; capsSame; capsOther).
-	caps     uint8
-	asked    time.Time // when the cookie or the ack went, timed (timeRequest)
-	timeout  expiry
-	heapSlot // in its remote's clock (timers.go)
-	redo     redo
-	last     []byte
-	lastKind codec.PacketKind
-}
-
-func (a *allowent) kind() codec.TransactionKind { return codec.TransactionKindAllow }
-func (a *allowent) key() txnKey                 { return txnKey{rf: true, si: a.si, ti: a.ti} }
-func (a *allowent) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
 
 func (c *Core) startAllowent(p *rxPacket, r *remote) {
 	a := &allowent{r: r, si: p.Head.SessionID, ti: p.Head.TransactionID,

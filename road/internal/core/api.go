@@ -20,17 +20,6 @@ import (
 	"github.com/raet-go/raet/codec"
 )
 
-// Inbound is a received datagram, parsed and, for an Ed25519 foot,
-// checked, for an AEAD coat opened (FootChecker.Parse): what Receive
-// takes.
-type Inbound struct {
-	pkt      rxPacket
-	parseErr error
-	foot     footCheck
-	aead     aeadCheck
-	shed     bool // an alive request FootChecker.Shed left unchecked
-}
-
 // Receive handles one received datagram at now (§8.6). Anything malformed
 // or unauthenticated is dropped and counted. The core keeps no pointer into
 // in or its bytes.
@@ -117,15 +106,6 @@ func (c *Core) ClearEvents() {
 // maxKeptEvents is the most room for events the core keeps between events.
 const maxKeptEvents = 64
 
-// Decode is a whole received message whose body (of a
-// packet.BatchSerializer's kind, with Config.DecodeLater) waits for a
-// decoder; Decoded takes the outcome.
-type Decode struct {
-	Kind codec.BodyKind
-	Raw  []byte
-	m    *messengent
-}
-
 // Decodes are the bodies waiting for a decoder, oldest first.
 func (c *Core) Decodes() []*Decode { return c.rx.decodes }
 
@@ -202,16 +182,6 @@ func (c *Core) Remotes() []Remote {
 	return out
 }
 
-// A Waiter takes the outcome of a message (SendFor): nil when the remote
-// said done, else why it failed. The core calls MessageDone once per
-// message, on the owner goroutine, so it must not block.
-type Waiter interface{ MessageDone(err error) }
-
-// errChan is the Waiter of Send: a channel with room for the outcome.
-type errChan chan<- error
-
-func (ch errChan) MessageDone(err error) { ch <- err }
-
 // Send is SendFor with a channel that has room for the outcome (nil: no
 // one waits).
 func (c *Core) Send(to string, body []byte, bk codec.BodyKind, id MsgID, res chan<- error, started, now time.Time) {
@@ -242,27 +212,6 @@ func (c *Core) SendFor(to string, body []byte, buf *[]byte, bk codec.BodyKind, i
 	c.begin(r, body, buf, bk, id, w, started)
 }
 
-// bodies recycles the buffers of the bodies sent (BodyBuffer), for every
-// core: a caller takes one before it knows the core its message goes to.
-var bodies bufPool
-
-// BodyBuffer returns an empty pooled buffer with room for a body of n
-// bytes, to serialize a body into and hand to SendFor with it, or nil when
-// n is beyond the pool's largest buffer (maxBodyBuffer: such a body is not
-// pooled). PutBodyBuffer gives back one that SendFor did not get. Both are
-// safe from any goroutine.
-func BodyBuffer(n int) *[]byte {
-	if n > maxBodyBuffer {
-		return nil
-	}
-	return bodies.get(n)
-}
-
-// PutBodyBuffer gives back a buffer of BodyBuffer's that was not handed to
-// SendFor (nil: none). One that grew beyond maxBodyBuffer is left to the
-// collector.
-func PutBodyBuffer(buf *[]byte) { bodies.put(buf) }
-
 // Counters returns a snapshot of the core's statistics.
 func (c *Core) Counters() Counters {
 	out := c.stats.snapshot()
@@ -288,4 +237,22 @@ func (c *Core) Shutdown() {
 	for _, r := range c.roster.joinees {
 		c.notifyWaiters(r, ErrClosed)
 	}
+}
+
+func (c *Core) info(r *remote) Remote {
+	out := Remote{Name: r.name, UID: r.nuid, FUID: r.fuid, Addr: r.ha, Role: r.role, Kind: r.kind, Main: r.main,
+		Joined: r.joined, Allowed: r.allowed, Alive: r.alived, Reaped: r.reaped, SID: r.sid, RSID: r.rsid,
+		HeadKind: c.cfg.HeadKind, FootKind: codec.FootKindNaCl, CoatKind: r.coatKind(), MaxPacketSize: c.cfg.MaxPacketSize,
+		SRTT: time.Duration(r.srtt) * time.Microsecond, RTTVar: time.Duration(r.rttvar) * time.Microsecond, LastHeard: r.heard,
+		Retransmits: uint64(r.retransmits), Transactions: r.numTxns(), Waiting: len(r.saved)}
+	if p := r.prof; p != nil {
+		out.HeadKind, out.MaxPacketSize = p.codec.Kind(), p.mps
+		if p.mac != nil {
+			out.FootKind = codec.FootKindMAC
+		}
+		if p.aead != nil {
+			out.FootKind = codec.FootKindNada
+		}
+	}
+	return out
 }

@@ -40,32 +40,6 @@ import (
 // before is answered done and not delivered again, whatever bundle (or lone
 // packet) it came in.
 
-// bundling is the core's state of the moment: one set for all remotes.
-type bundling struct {
-	queued  []*messenger // messages waiting for their bundle, in order
-	answers []owed       // dones to send
-	bundler packet.Bundler
-	packer  packet.Packer // the bundler's packer (of the remote being flushed)
-	ranges  []packet.AnswerRange
-	pig     []packet.AnswerRange // ranges for the next bundle to carry
-	list    []byte               // an answers list being piggybacked
-	parsed  packet.Bundle        // a received bundle
-	plain   []byte               // its opened payload
-	lone    messengent           // an entry's, while it is delivered (bundledMessage)
-	// own is the memory the new entries of the bundle being received
-	// keep (their Message.Raw, each capped to its own), made at the first
-	// of them for all: one allocation a bundle, not one an entry. owing is
-	// what the bundle's entries hold in all.
-	own   []byte
-	owing int
-}
-
-// owed is a done owed to remote r for its transaction (si, ti).
-type owed struct {
-	r      *remote
-	si, ti uint32
-}
-
 // bundles reports whether r's session bundles. A bundle's table is in the
 // clear, authenticated by the packet's foot (MAC or Ed25519), or, with an
 // AEAD coat, sealed with the rest of the bundle.

@@ -199,15 +199,6 @@ func sealedFresh(h *codec.Head, r *remote) bool {
 	return a != nil && a.Kind() == h.CoatKind
 }
 
-// sessionSealed says whether a packet of head h is one the session's AEAD
-// coat opens: an AEAD coat kind, and not a join or an allow (those are
-// never sealed so). The readers open only those, so that each coat a reader
-// tries reaches openAEAD, which watches its cipher states (usedAEAD).
-func sessionSealed(h *codec.Head) bool {
-	tk := h.TransactionKind
-	return packet.IsAEAD(h.CoatKind) && tk != codec.TransactionKindJoin && tk != codec.TransactionKindAllow
-}
-
 // aeadDrop is the drop reason of an AEAD coat that did not open.
 func aeadDrop(err error) dropReason {
 	switch {

@@ -202,13 +202,6 @@ func NewFootChecker(n *atomic.Uint64) *FootChecker {
 // f's memory of checked feet and its count.
 func (f *FootChecker) Twin() *FootChecker { return newFootChecker(f.n, f.mem) }
 
-// OwnFeet has c size f's memory of checked feet (its twins share it) to
-// the remotes c publishes: the room gained for remotes that are gone goes
-// back as the key table lets them go (PublishKeys), not when a reader next
-// parses a datagram, which a main that its remotes left may wait long for.
-// Call it before the readers start.
-func (c *Core) OwnFeet(f *FootChecker) { c.readers.feet = f.mem }
-
 func newFootChecker(n *atomic.Uint64, mem *seenFeet) *FootChecker {
 	f := &FootChecker{mem: mem, n: n}
 	f.foot = packet.NewNaClFoot(nil, func(uint32) (*[32]byte, bool) { return f.key, f.key != nil })
@@ -278,4 +271,35 @@ type aeadCheck struct {
 	coat  *packet.AEADCoat
 	plain []byte
 	err   error
+}
+
+// rxPacket is a received packet, parsed and verified.
+type rxPacket struct {
+	packet.Packet
+	from netip.AddrPort
+}
+
+// msgKey identifies an incoming segmented message.
+type msgKey struct {
+	nuid, si, ti uint32
+}
+
+// Inbound is a received datagram, parsed and, for an Ed25519 foot,
+// checked, for an AEAD coat opened (FootChecker.Parse): what Receive
+// takes.
+type Inbound struct {
+	pkt      rxPacket
+	parseErr error
+	foot     footCheck
+	aead     aeadCheck
+	shed     bool // an alive request FootChecker.Shed left unchecked
+}
+
+// sessionSealed says whether a packet of head h is one the session's AEAD
+// coat opens: an AEAD coat kind, and not a join or an allow (those are
+// never sealed so). The readers open only those, so that each coat a reader
+// tries reaches openAEAD, which watches its cipher states (usedAEAD).
+func sessionSealed(h *codec.Head) bool {
+	tk := h.TransactionKind
+	return packet.IsAEAD(h.CoatKind) && tk != codec.TransactionKindJoin && tk != codec.TransactionKindAllow
 }

@@ -126,12 +126,6 @@ func (c *Core) capRemotes(keep *remote) {
 	}
 }
 
-// silenceList holds the added remotes in the order they were last heard,
-// the longest silent at head (through remote.heardLinks): hearing a
-// remote (it goes last) and finding the longest silent cost O(1),
-// whatever the number of remotes.
-type silenceList = orderList[*remote]
-
 // recall loads the forgotten remote of uid again from the keep, within the
 // budget of replies to unknown remotes (taken before the store is read);
 // nil when the keep holds no joined remote of that uid, or it cannot be

@@ -31,12 +31,6 @@ import (
 // disk for them but the pending role file an operator decides on, for at
 // most maxPendingStrangers of them.
 
-// pendRedo is how often the core re-reads the keep for the joins waiting
-// for an operator's decision, all of them at once (the reference: every 60 s,
-// each join on its own). Only a joinent waits for ours: a joiner trusts the
-// main it joins on first use (trustMain).
-const pendRedo = time.Second
-
 // pend adds j to the joins the pend timer re-reads the keep for.
 func (c *Core) pend(j *joinent) { c.kept.pend(j, c.now) }
 
@@ -102,18 +96,6 @@ func (c *Core) forgetPendingRole(role string) {
 		}
 	}
 	c.forgetPending(role)
-}
-
-// joinBody is a join request or response body.
-type joinBody struct {
-	caps   *caps // the raet-go advertisement; nil when absent
-	name   string
-	main   bool
-	kind   uint8
-	uid    uint32 // responses only
-	verify keys.VerifyKey
-	pub    keys.PublicKey
-	role   string
 }
 
 // joinBody is a join request body, or with uid a response body, in the
@@ -198,20 +180,6 @@ func parseJoinBody(p *rxPacket, response bool) (joinBody, error) {
 	return b, nil
 }
 
-func intValue(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return x, true
-	case uint64:
-		if x <= 1<<62 {
-			return int64(x), true
-		}
-	case int:
-		return int64(x), true
-	}
-	return 0, false
-}
-
 // sameRoleKeys and sameAll compare a join body with what r holds.
 func sameRoleKeys(r *remote, b *joinBody) bool {
 	return b.role == r.role && b.verify.Equal(r.verify) && b.pub.Equal(r.pub)
@@ -234,28 +202,6 @@ func (c *Core) apply(r *remote, b *joinBody, from netip.AddrPort, fuid uint32) e
 }
 
 // --- joiner ----------------------------------------------------------------
-
-type joiner struct {
-	r        *remote
-	ti       uint32
-	se, de   uint32 // fixed at the start: every packet carries the request's uids
-	vacuous  bool
-	renewal  bool
-	cascade  bool
-	pended   bool   // by the joinent: its operator decides on our keys, or its keep is busy
-	pendWhy  Reason // why it pended: ReasonPendingTheirs or ReasonKeepBusy
-	answered bool   // the joinent said something
-	tries    int    // requests sent
-	timeout  expiry
-	heapSlot // in its remote's clock (timers.go)
-	redo     redo
-	last     []byte
-	lastKind codec.PacketKind
-}
-
-func (j *joiner) kind() codec.TransactionKind { return codec.TransactionKindJoin }
-func (j *joiner) key() txnKey                 { return txnKey{si: 0, ti: j.ti} }
-func (j *joiner) deadline() time.Time         { return earliest(time.Time(j.timeout), j.redo.at) }
 
 // startJoiner starts a join with r unless one is in process.
 func (c *Core) startJoiner(r *remote, cascade, renewal bool) {
@@ -533,31 +479,6 @@ func (c *Core) failJoin(r *remote, err error) {
 }
 
 // --- joinent ---------------------------------------------------------------
-
-type joinent struct {
-	r       *remote
-	ti      uint32
-	from    netip.AddrPort
-	se, de  uint32 // the head values we send: the request's de and se
-	vacuous bool
-	pended  bool
-	added   bool // r was added for this join (a stranger): forgotten if it does not complete
-	// b is the request, whose advertisement (and on a mutable road, whose
-	// changed identity: change) the remote takes only once the join
-	// completes.
-	b        joinBody
-	reid     uint32
-	change   bool
-	timeout  expiry
-	heapSlot // in its remote's clock (timers.go)
-	redo     redo
-	last     []byte
-	lastKind codec.PacketKind
-}
-
-func (j *joinent) kind() codec.TransactionKind { return codec.TransactionKindJoin }
-func (j *joinent) key() txnKey                 { return txnKey{rf: true, si: 0, ti: j.ti} }
-func (j *joinent) deadline() time.Time         { return earliest(time.Time(j.timeout), j.redo.at) }
 
 func (c *Core) startJoinent(p *rxPacket, r *remote) {
 	j := &joinent{r: r, ti: p.Head.TransactionID, from: p.from, se: p.Head.DestinationID, de: p.Head.SourceID,

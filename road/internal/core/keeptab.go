@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/raet-go/raet/keep"
@@ -34,66 +33,6 @@ import (
 // good: nothing more is written, what was held is dropped (keep_failed),
 // and joins are answered keep_busy; the owner logs it and the stack's Err
 // reports it after Close.
-
-// keeper is the core's side of the keep: the remote roles it knows, its
-// writes to the store, and the joins waiting on our operator's decision.
-type keeper struct {
-	roles   map[string]*keptRole // the keep's remote roles
-	queue   keepQueue            // the writes to the store
-	evicted bool                 // roles lacks records the store holds (evictRole)
-	// pended are the joinents waiting for our operator's decision, oldest
-	// first; one timer (pendAt) re-reads the keep for all of them.
-	pended []*joinent
-	pendAt time.Time
-	// strangers counts the joins of strangers accepted and not yet ended
-	// (joinent.added), bounded by Config.StrangerJoins.
-	strangers int
-}
-
-// pend adds j to the joins the pend timer re-reads the keep for.
-func (k *keeper) pend(j *joinent, now time.Time) {
-	k.pended = append(k.pended, j)
-	if k.pendAt.IsZero() {
-		k.pendAt = now.Add(pendRedo)
-	}
-}
-
-func (k *keeper) unpend(j *joinent) {
-	if i := slices.Index(k.pended, j); i >= 0 {
-		k.pended = slices.Delete(k.pended, i, i+1)
-	}
-	if len(k.pended) == 0 {
-		k.pendAt = time.Time{}
-	}
-}
-
-// keptRole is a remote role's record as the core knows it, and its last
-// write the core made (0: none since start).
-type keptRole struct {
-	rec keep.RemoteRole
-	seq uint64
-}
-
-// keepQueue is the core's side of its writes.
-type keepQueue struct {
-	made    uint64 // the sequence number of the last write made
-	durable uint64 // every write up to it is durable
-	// backlog holds the writes made while a batch is written (or that
-	// found the store's queue full: full), oldest first, and queued the
-	// latest of them for each file; they go to the store as one batch once
-	// the last is durable, a file written twice in it only once (group
-	// commit).
-	backlog []*keepWrite
-	queued  map[fileID]*keepWrite
-	full    bool
-	sent    []sentWrite // taken by the store, not yet durable, oldest first
-	// holds maps an address to the last write whatever is sent there
-	// waits for (once the store failed, for good); held are the datagrams
-	// held for their writes, in order.
-	holds map[netip.AddrPort]uint64
-	held  []heldDatagram
-	err   error // the store failed: sticky
-}
 
 // sentWrite is a write the store took: its sequence number and the
 // store's (0: the write was durable as taken, but follows a write that is
@@ -457,4 +396,18 @@ func (c *Core) saveLocal() {
 	c.keepWrite(&keepWrite{op: opSaveLocal,
 		local:     keep.LocalEstate{Name: c.local.name, UID: c.local.uid, HA: c.local.aha, FQDN: c.local.fqdn, SID: c.local.sid, PUID: c.local.puid, AHA: c.local.aha, Role: c.local.role},
 		localRole: keep.LocalRole{Role: c.local.role, Seed: c.local.signing.Seed, Private: c.local.box.Private}}, netip.AddrPort{})
+}
+
+// WriteBehind has the core's writes to its DiskStore go to w (a
+// keep.Writer of that keep) from now on: the core queues them with w, and
+// the owner reports them durable with KeepDurable (w's
+// WriterConfig.OnDurable). w must be the only writer of the keep while the
+// core runs; its Queue must hold at least 2 writes (a local estate's).
+func (c *Core) WriteBehind(w *keep.Writer) error {
+	d, ok := c.store.(*diskStore)
+	if !ok {
+		return errors.New("raet: only a keep on disk is written behind")
+	}
+	d.w = w
+	return nil
 }

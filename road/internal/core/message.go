@@ -2,7 +2,6 @@ package core
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -40,71 +39,7 @@ const (
 	segAgain             // af was set on it
 )
 
-type messenger struct {
-	r      *remote
-	si, ti uint32
-	body   []byte  // the serialized body, kept to send again in a new session
-	buf    *[]byte // body's pooled buffer (SendFor), or nil; given back at the outcome (release)
-	bk     codec.BodyKind
-	id     MsgID            // its stable id, sent to peers that negotiated message ids
-	coat   []byte           // the sealed body; with aead, the plain body that each packet seals a piece of
-	aead   *packet.AEADCoat // the session's AEAD coat when it has one
-	// prefix is what an aead coat seals in front of coat, its id envelope
-	// (to a peer that negotiated message ids), in env: not joined to the
-	// body, which is sealed from where it is.
-	prefix  []byte
-	env     [1 + 3*binary.MaxVarintLen64]byte // the longest envelope
-	segSize int
-	count   int
-	flags   []uint8
-	flag1   [1]uint8 // flags of a message of one packet: no allocation
-	current int      // the next segment of the burst
-	misseds []int    // asked for again, in order, unique
-	acked   bool     // something came back
-	lastSeg int      // the segment sent last; -1 before the first
-	last    []byte   // its bytes, to send again unchanged (no new signature; not with aead)
-	// lastSign signs last when its foot was left to sign (signLater).
-	lastSign *packet.NaClFoot
-	sentAt   time.Time // when a packet went last; zero when it is not timed (timeRequest)
-	timeout  expiry
-	heapSlot // in its remote's clock (timers.go)
-	redo     redo
-	started  time.Time
-	result   Waiter // takes the outcome; nil when nobody waits
-	// bundled: it travels as an entry of bundles (bundle.go), queued for
-	// the flush of this moment; retry: the next one is a retransmission.
-	bundled, queued, retry bool
-	// repeated: a packet went again after every segment went once, so the
-	// receiver may have finished the message and lost its done (a nack).
-	repeated bool
-	// large: it is counted in its remote's send window (sendwin.go).
-	large bool
-	// resent: a packet of it went again (answeredSend).
-	resent bool
-	// sendLinks are its neighbours in its remote's send order, seq and
-	// xmit its last transmission's number and time, and lostAt when it
-	// counts as lost unless its done comes first (zero: not armed;
-	// rack.go).
-	sendLinks    links[*messenger]
-	seq          uint32
-	xmit, lostAt time.Time
-}
-
 func (m *messenger) orderLinks() *links[*messenger] { return &m.sendLinks }
-
-func (m *messenger) kind() codec.TransactionKind { return codec.TransactionKindMessage }
-func (m *messenger) key() txnKey                 { return txnKey{si: m.si, ti: m.ti} }
-
-// deadline is its timeout and its retransmission timer, but for one queued
-// for the bundles of this moment: its timer has nothing to do until the
-// flush sends it (and restarts the timer), so a caller that ticks again
-// before it flushes finds nothing due.
-func (m *messenger) deadline() time.Time {
-	if m.queued {
-		return time.Time(m.timeout)
-	}
-	return earliest(time.Time(m.timeout), m.redo.at, m.lostAt)
-}
 
 // startMessenger sends a serialized body with its id to r. result receives
 // the outcome. A message that fits one packet of a session that bundles
@@ -528,9 +463,6 @@ func (m *messenger) release() {
 	m.body, m.buf = nil, nil
 }
 
-// errCoatKind refuses a packet whose coat is not its session's.
-var errCoatKind = errors.New("raet: coat kind is not the session's")
-
 // openCoat returns the body inside coat, of kind ck, received from r: a
 // packet's whole coat, or a reassembled message's. The session's coat
 // opens it; an AEAD coat was opened when the packet was received (handle,
@@ -572,35 +504,6 @@ func parseMisseds(p *rxPacket, r *remote) ([]int, error) {
 }
 
 // --- messengent --------------------------------------------------------------
-
-type messengent struct {
-	r       *remote
-	si, ti  uint32
-	wait    bool // wf of the packet that started it, copied onto our replies
-	ck      codec.CoatKind
-	fk      codec.FootKind
-	lowest  int
-	highest int
-	pending Message // whole (when whole), waiting for room to deliver
-	id      MsgID   // pending's id, from a peer that negotiated message ids
-	// decoding: pending's body is being decoded off the owner goroutine
-	// (a BatchSerializer's kind); complete waits for decoded.
-	decoding bool
-	first    time.Time // its first packet
-	dec      Decode    // pending's body, for the decoder
-	timeout  expiry
-	heapSlot // in its remote's clock (timers.go)
-	redo     redo
-
-	whole    bool // it has pending
-	roomWait bool // in Core.roomWaits
-	ended    bool // removed
-}
-
-func (m *messengent) kind() codec.TransactionKind { return codec.TransactionKindMessage }
-func (m *messengent) key() txnKey                 { return txnKey{rf: true, si: m.si, ti: m.ti} }
-func (m *messengent) deadline() time.Time         { return earliest(time.Time(m.timeout), m.redo.at) }
-func (m *messengent) msgKey() msgKey              { return msgKey{m.r.nuid, m.si, m.ti} }
 
 func (c *Core) startMessengent(p *rxPacket, r *remote) {
 	redo := r.messageRedo()
@@ -806,23 +709,6 @@ func (m *messengent) askMore(c *Core) {
 		m.send(c, codec.PacketKindResend, body, 0)
 		misseds = misseds[n:]
 	}
-}
-
-// roomWait names a whole message waiting for room in the receive queue:
-// by its key, looked up again when room frees, since one that ended
-// meanwhile (timed out, nacked, forgotten with its remote) is no longer
-// there, and one the bundler moved has been copied (bundle.go).
-type roomWait struct {
-	r *remote
-	k txnKey
-}
-
-// waiting is the message w names while it still waits, else nil.
-func (w roomWait) waiting() *messengent {
-	if m, ok := w.r.txn(w.k).(*messengent); ok && m.roomWait {
-		return m
-	}
-	return nil
 }
 
 // admitWaiting delivers the messages waiting for room, oldest first, while

@@ -55,27 +55,6 @@ import (
 // alivePeriod is this estate's presence period now (see above).
 func (c *Core) alivePeriod() time.Duration { return c.cfg.PresencePeriod(len(c.roster.remotes)) }
 
-// PresencePeriod is the presence period of an estate of the populated
-// config c with that many remotes: max(AlivePeriod, remotes/AliveRate
-// seconds) in whole AlivePeriods, at most an hour; AlivePeriod itself when
-// it is not positive (no presence) or AliveRate is negative.
-func (c *Config) PresencePeriod(remotes int) time.Duration {
-	p := c.AlivePeriod
-	if p <= 0 {
-		return p
-	}
-	if c.AliveRate > 0 {
-		need := time.Duration(remotes) * time.Second / time.Duration(c.AliveRate)
-		if need > p {
-			p *= (need + p - 1) / p
-		}
-	}
-	return min(p, maxAlivePeriod)
-}
-
-// maxAlivePeriod bounds the period an estate uses or takes from a peer.
-const maxAlivePeriod = time.Hour
-
 // pairPeriod is the period of presence with r when one end drives it (both
 // advertised one); zero otherwise.
 func (c *Core) pairPeriod(r *remote) time.Duration {

@@ -259,15 +259,6 @@ func sidAfter(sid uint32) uint32 {
 	return sid
 }
 
-// used records that r's transaction ti of session si is over, done or (with
-// refused) refused: the window remembers which while si is the remote's
-// session.
-func (c *Core) used(r *remote, si, ti uint32, refused bool) {
-	if si == r.rsid {
-		r.window.mark(ti, c.now, c.replayHold, refused)
-	}
-}
-
 // validSid reports whether session new is not older than old (§9.2).
 func validSid(new, old uint32) bool {
 	if new == 0 || old == 0 {
@@ -281,24 +272,6 @@ func (r *remote) inProcess(k codec.TransactionKind) []txn {
 	for t := range r.eachTxn {
 		if t.kind() == k {
 			out = append(out, t)
-		}
-	}
-	return out
-}
-
-func (c *Core) info(r *remote) Remote {
-	out := Remote{Name: r.name, UID: r.nuid, FUID: r.fuid, Addr: r.ha, Role: r.role, Kind: r.kind, Main: r.main,
-		Joined: r.joined, Allowed: r.allowed, Alive: r.alived, Reaped: r.reaped, SID: r.sid, RSID: r.rsid,
-		HeadKind: c.cfg.HeadKind, FootKind: codec.FootKindNaCl, CoatKind: r.coatKind(), MaxPacketSize: c.cfg.MaxPacketSize,
-		SRTT: time.Duration(r.srtt) * time.Microsecond, RTTVar: time.Duration(r.rttvar) * time.Microsecond, LastHeard: r.heard,
-		Retransmits: uint64(r.retransmits), Transactions: r.numTxns(), Waiting: len(r.saved)}
-	if p := r.prof; p != nil {
-		out.HeadKind, out.MaxPacketSize = p.codec.Kind(), p.mps
-		if p.mac != nil {
-			out.FootKind = codec.FootKindMAC
-		}
-		if p.aead != nil {
-			out.FootKind = codec.FootKindNada
 		}
 	}
 	return out
@@ -341,25 +314,6 @@ const (
 // allower's hello (the allowent's cookie waits for its keep to hold the
 // join: joined), and the join, whose packets are not authenticated (an
 // unauthenticated packet changes nothing of a remote, docs/security.md).
-
-// timeRequest starts timing in *sent a request that goes to `to` now, or
-// stops it (zero) when it went again or waits for the keep.
-func (c *Core) timeRequest(sent *time.Time, to netip.AddrPort, again bool) {
-	*sent = time.Time{}
-	if _, held := c.heldFor(to); !again && !held {
-		*sent = c.now
-	}
-}
-
-// timedAnswer gives r's estimate the time since *sent, the request an answer
-// came to, when it was timed (a request of the handshake's: seed), and
-// stops timing it.
-func (c *Core) timedAnswer(r *remote, sent *time.Time, seed bool) {
-	if !sent.IsZero() {
-		r.observeRTT(c.now.Sub(*sent), seed)
-		*sent = time.Time{}
-	}
-}
 
 // observeRTT takes a sample of the time from a request to its answer
 // (never of a request sent again: Karn's rule). The handshake's samples
@@ -448,3 +402,19 @@ func (r *remote) segmentedRedo() redo {
 	}
 	return d
 }
+
+const (
+	// packetThreshold is how many datagrams after a message's, one of
+	// them answered, make it lost (RFC 9002 §6.1.1's kPacketThreshold).
+	packetThreshold = 3
+	// timerGranularity is the least a timer's margin is (RFC 9002's
+	// kGranularity).
+	timerGranularity = time.Millisecond
+	// maxAnswerDelay is the longest a raet-go receiver waits to answer a
+	// message it has whole: it answers in the moment it completes it (the
+	// done, or the answers of that moment to a session that bundles), so
+	// the bound is its owner's turn; the probe waits for it on top of the
+	// round trip. A message still missing segments is answered with a
+	// resend as soon as its burst's last packet (wf) comes.
+	maxAnswerDelay = 10 * time.Millisecond
+)

@@ -23,3 +23,9 @@ func newRoster() roster {
 // tracked says whether r is the core's: added, or a vacuous join in
 // progress (joinees).
 func (rs *roster) tracked(r *remote) bool { return r.added || rs.joinees[r.ha] == r }
+
+// silenceList holds the added remotes in the order they were last heard,
+// the longest silent at head (through remote.heardLinks): hearing a
+// remote (it goes last) and finding the longest silent cost O(1),
+// whatever the number of remotes.
+type silenceList = orderList[*remote]
