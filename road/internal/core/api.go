@@ -68,17 +68,6 @@ func (c *Core) TakeOut(spare []Datagram) []Datagram {
 	return c.tx.take(spare, c.keptOut())
 }
 
-// keptOut is the most room for datagrams to send the core keeps between
-// flushes: two datagrams' for each remote, from minKeptOut (a segmented
-// message's burst) up to maxKeptOut; so that a main that a fleet left
-// does not keep the room of their last alives (up to 26 KB).
-func (c *Core) keptOut() int { return min(maxKeptOut, max(minKeptOut, 2*len(c.roster.remotes))) }
-
-const (
-	minKeptOut = 64
-	maxKeptOut = 256
-)
-
 // Deliveries are the received messages not yet taken, oldest first.
 func (c *Core) Deliveries() []Message { return c.rx.delivery.items() }
 
@@ -145,16 +134,6 @@ func (c *Core) Join(ap netip.AddrPort, res chan error, now time.Time) (Remote, b
 		c.startJoiner(r, true, false) // then allow (cascade)
 	}
 	return Remote{}, false
-}
-
-// remoteAt finds the remote at address a.
-func (c *Core) remoteAt(a netip.AddrPort) *remote {
-	for _, r := range c.roster.remotes {
-		if r.ha == a {
-			return r
-		}
-	}
-	return nil
 }
 
 // RemoteAt describes the remote at address a.

@@ -40,24 +40,6 @@ import (
 // before is answered done and not delivered again, whatever bundle (or lone
 // packet) it came in.
 
-// bundles reports whether r's session bundles. A bundle's table is in the
-// clear, authenticated by the packet's foot (MAC or Ed25519), or, with an
-// AEAD coat, sealed with the rest of the bundle.
-func (c *Core) bundles(r *remote) bool { return r.prof != nil && r.prof.bdl }
-
-// queue puts m in the bundles of this moment.
-func (c *Core) queue(m *messenger) {
-	m.queued = true
-	c.wake.retime(m)
-	c.bundling.queued = append(c.bundling.queued, m)
-}
-
-// answer owes r a done for its transaction (si, ti), in the answers of
-// this moment.
-func (c *Core) answer(r *remote, si, ti uint32) {
-	c.bundling.answers = append(c.bundling.answers, owed{r: r, si: si, ti: ti})
-}
-
 // flushBundles packs the messages and answers of this moment, remote by
 // remote.
 func (c *Core) flushBundles() {

@@ -186,6 +186,3 @@ func (c *Config) PresencePeriod(remotes int) time.Duration {
 	}
 	return min(p, maxAlivePeriod)
 }
-
-// maxAlivePeriod bounds the period an estate uses or takes from a peer.
-const maxAlivePeriod = time.Hour

@@ -303,3 +303,38 @@ func sessionSealed(h *codec.Head) bool {
 	tk := h.TransactionKind
 	return packet.IsAEAD(h.CoatKind) && tk != codec.TransactionKindJoin && tk != codec.TransactionKindAllow
 }
+
+// readerKeys is what the readers check with: the table the core publishes
+// its remotes' keys in and the readers' memory of checked feet, with the
+// marks of what the next PublishKeys brings up to date.
+type readerKeys struct {
+	table KeyTable
+	// dirty are the uids whose entries may be out of date, all says all
+	// may be.
+	dirty []uint32
+	all   bool
+	// feet is the readers' memory of checked feet, sized to the table's
+	// remotes as it is published (OwnFeet); nil: none given.
+	feet *seenFeet
+}
+
+// mark marks uid's entry, or all once the marks of a core of n remotes
+// cost more than a full rebuild.
+func (k *readerKeys) mark(uid uint32, n int) {
+	if k.all {
+		return
+	}
+	if len(k.dirty) >= n+keyShards {
+		k.all, k.dirty = true, k.dirty[:0]
+		return
+	}
+	k.dirty = append(k.dirty, uid)
+}
+
+// trimFeet gives back the slots of the readers' memory of checked feet
+// beyond what the remotes of the table published need (OwnFeet).
+func (k *readerKeys) trimFeet() {
+	if k.feet != nil {
+		k.feet.trim(seenFeetFor(k.table.entries()))
+	}
+}

@@ -2,8 +2,10 @@ package core
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 
+	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/road/internal/shrink"
 )
 
@@ -156,4 +158,75 @@ func (c *Core) recall(uid uint32) *remote {
 	c.schedulePresence(r, true)
 	c.log.Info("raet: a forgotten remote came back; loaded from the keep", "remote", r.name)
 	return r
+}
+
+// keptOut is the most room for datagrams to send the core keeps between
+// flushes: two datagrams' for each remote, from minKeptOut (a segmented
+// message's burst) up to maxKeptOut; so that a main that a fleet left
+// does not keep the room of their last alives (up to 26 KB).
+func (c *Core) keptOut() int { return min(maxKeptOut, max(minKeptOut, 2*len(c.roster.remotes))) }
+
+const (
+	minKeptOut = 64
+	maxKeptOut = 256
+)
+
+// addRemote adds r, forgetting the longest silent remote when there are
+// more than MaxRemotes (forget.go).
+func (c *Core) addRemote(r *remote) {
+	c.markKeys(r)
+	r.added = true
+	r.heard = c.now
+	c.roster.silence.last(r)
+	c.roster.remotes[r.nuid] = r
+	c.roster.byName[r.name] = r
+	c.roster.peak.Note(len(c.roster.remotes))
+	if r.role == "" {
+		r.role = r.name
+	}
+	c.wake.touch(r)
+	c.capRemotes(r)
+}
+
+func (c *Core) renameRemote(r *remote, name string) error {
+	if o := c.roster.byName[name]; o != nil && o != r {
+		return fmt.Errorf("raet: name %q is taken", name)
+	}
+	if r.added {
+		old := r.name
+		delete(c.roster.byName, old)
+		c.roster.byName[name] = r
+		c.deleteRemote(old)
+	}
+	r.name = name
+	return nil
+}
+
+// removeRemote forgets r (and its kept file), ending its transactions.
+func (c *Core) removeRemote(r *remote, reason error) {
+	for t := range r.eachTxn {
+		t.abort(c, codec.PacketKindNack)
+	}
+	for _, m := range r.saved {
+		m.finish(c, reason)
+	}
+	r.dropSaved()
+	c.notifyWaiters(r, reason)
+	c.markKeys(r)
+	c.wake.touch(r)
+	if r.added {
+		delete(c.roster.remotes, r.nuid)
+		c.roster.silence.remove(r)
+		if c.roster.byName[r.name] == r {
+			delete(c.roster.byName, r.name)
+		}
+		c.deleteRemote(r.name)
+		c.event(EventRemoved, r)
+	}
+	r.added = false
+	for ha, j := range c.roster.joinees {
+		if j == r {
+			delete(c.roster.joinees, ha)
+		}
+	}
 }

@@ -1,7 +1,5 @@
 package core
 
-import "github.com/raet-go/raet/codec"
-
 // inbox is what the core has received for its owner: the completed
 // messages not yet taken, those waiting for room among them, and those
 // whose bodies wait for a decoder.
@@ -60,30 +58,4 @@ func dropFirst[T any](s []T, n int) []T {
 	k := copy(s, s[n:])
 	clear(s[k:])
 	return s[:k]
-}
-
-// Decode is a whole received message whose body (of a
-// packet.BatchSerializer's kind, with Config.DecodeLater) waits for a
-// decoder; Decoded takes the outcome.
-type Decode struct {
-	Kind codec.BodyKind
-	Raw  []byte
-	m    *messengent
-}
-
-// roomWait names a whole message waiting for room in the receive queue:
-// by its key, looked up again when room frees, since one that ended
-// meanwhile (timed out, nacked, forgotten with its remote) is no longer
-// there, and one the bundler moved has been copied (bundle.go).
-type roomWait struct {
-	r *remote
-	k txnKey
-}
-
-// waiting is the message w names while it still waits, else nil.
-func (w roomWait) waiting() *messengent {
-	if m, ok := w.r.txn(w.k).(*messengent); ok && m.roomWait {
-		return m
-	}
-	return nil
 }

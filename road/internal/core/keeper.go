@@ -73,3 +73,13 @@ type keepQueue struct {
 // each join on its own). Only a joinent waits for ours: a joiner trusts the
 // main it joins on first use (trustMain).
 const pendRedo = time.Second
+
+// sentWrite is a write the store took: its sequence number and the
+// store's (0: the write was durable as taken, but follows a write that is
+// not: it is durable with that one).
+type sentWrite struct{ seq, store uint64 }
+
+type heldDatagram struct {
+	seq uint64
+	d   Datagram
+}

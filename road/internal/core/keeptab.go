@@ -34,16 +34,6 @@ import (
 // and joins are answered keep_busy; the owner logs it and the stack's Err
 // reports it after Close.
 
-// sentWrite is a write the store took: its sequence number and the
-// store's (0: the write was durable as taken, but follows a write that is
-// not: it is durable with that one).
-type sentWrite struct{ seq, store uint64 }
-
-type heldDatagram struct {
-	seq uint64
-	d   Datagram
-}
-
 // KeepDurable takes the owner's report that every write the store took, up
 // to the store's sequence number seq, is durable, or, with err, that the
 // store failed. The datagrams held for the writes now durable are queued

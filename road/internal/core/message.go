@@ -148,10 +148,6 @@ func (m *messenger) alone(c *Core) error {
 	return nil
 }
 
-// coatLen is the length of the message's coat: with aead, of the plain
-// text its packets seal.
-func (m *messenger) coatLen() int { return len(m.prefix) + len(m.coat) }
-
 // plainLen is the length of what plaintext appends.
 func (m *messenger) plainLen() int {
 	if m.r.prof != nil && m.r.prof.mids {
@@ -461,25 +457,6 @@ func (m *messenger) release() {
 	}
 	bodies.put(m.buf)
 	m.body, m.buf = nil, nil
-}
-
-// openCoat returns the body inside coat, of kind ck, received from r: a
-// packet's whole coat, or a reassembled message's. The session's coat
-// opens it; an AEAD coat was opened when the packet was received (handle,
-// per packet), so coat is the body already. Anything but the session's
-// coat kind is refused (a downgrade, ck=0, or any other). It is the one
-// way in for every body a session's packets carry.
-func openCoat(r *remote, ck codec.CoatKind, coat []byte) ([]byte, error) {
-	if a := r.aead(); a != nil || packet.IsAEAD(ck) {
-		if a == nil || a.Kind() != ck {
-			return nil, errCoatKind
-		}
-		return coat, nil
-	}
-	if r.coat == nil || ck != r.coat.Kind() {
-		return nil, errCoatKind
-	}
-	return r.coat.Open(nil, coat)
 }
 
 // parseMisseds reads a resend body: {"misseds": [n, ...]}.
@@ -892,4 +869,22 @@ func (c *Core) decodeMessage(r *remote, bk codec.BodyKind, plain []byte) (msg Me
 	}
 	msg.Body = body
 	return msg, id, false, nil
+}
+
+// bundles reports whether r's session bundles. A bundle's table is in the
+// clear, authenticated by the packet's foot (MAC or Ed25519), or, with an
+// AEAD coat, sealed with the rest of the bundle.
+func (c *Core) bundles(r *remote) bool { return r.prof != nil && r.prof.bdl }
+
+// queue puts m in the bundles of this moment.
+func (c *Core) queue(m *messenger) {
+	m.queued = true
+	c.wake.retime(m)
+	c.bundling.queued = append(c.bundling.queued, m)
+}
+
+// answer owes r a done for its transaction (si, ti), in the answers of
+// this moment.
+func (c *Core) answer(r *remote, si, ti uint32) {
+	c.bundling.answers = append(c.bundling.answers, owed{r: r, si: si, ti: ti})
 }

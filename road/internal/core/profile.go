@@ -286,3 +286,6 @@ func intValue(v any) (int64, bool) {
 	}
 	return 0, false
 }
+
+// maxAlivePeriod bounds the period an estate uses or takes from a peer.
+const maxAlivePeriod = time.Hour

@@ -254,3 +254,22 @@ func remoteName(r *remote) string {
 	}
 	return r.name
 }
+
+// openCoat returns the body inside coat, of kind ck, received from r: a
+// packet's whole coat, or a reassembled message's. The session's coat
+// opens it; an AEAD coat was opened when the packet was received (handle,
+// per packet), so coat is the body already. Anything but the session's
+// coat kind is refused (a downgrade, ck=0, or any other). It is the one
+// way in for every body a session's packets carry.
+func openCoat(r *remote, ck codec.CoatKind, coat []byte) ([]byte, error) {
+	if a := r.aead(); a != nil || packet.IsAEAD(ck) {
+		if a == nil || a.Kind() != ck {
+			return nil, errCoatKind
+		}
+		return coat, nil
+	}
+	if r.coat == nil || ck != r.coat.Kind() {
+		return nil, errCoatKind
+	}
+	return r.coat.Open(nil, coat)
+}

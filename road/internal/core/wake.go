@@ -45,3 +45,44 @@ func (w *wakeClock) compact() {
 	w.places.compact(w.heap)
 	w.touched, w.retimed, w.due, w.rebuild = nil, nil, nil, false
 }
+
+// remotePlaces hands out the cells where the core's remotes keep their
+// index in its timer heap (heapSlot.place), from chunks of placesChunk, so
+// that the cells of ten thousand remotes take 40 KB and a heap move
+// writes a few lines of them. A remote takes one when it enters the heap
+// and gives it back when it leaves (flushWake); when the heap is rebuilt
+// (shrink), the cells are dealt again from as few chunks as the heap
+// needs.
+type remotePlaces struct {
+	chunk []int32 // the newest chunk; next is its first cell not dealt
+	next  int
+	free  []*int32 // cells given back
+}
+
+const placesChunk = 256
+
+func (p *remotePlaces) take() *int32 {
+	if n := len(p.free); n > 0 {
+		cell := p.free[n-1]
+		p.free = p.free[:n-1]
+		return cell
+	}
+	if p.next == len(p.chunk) {
+		p.chunk, p.next = make([]int32, placesChunk), 0
+	}
+	p.next++
+	return &p.chunk[p.next-1]
+}
+
+func (p *remotePlaces) give(cell *int32) { p.free = append(p.free, cell) }
+
+// compact deals the cells of h's remotes, every remote that holds one,
+// again from new chunks.
+func (p *remotePlaces) compact(h timerHeap[*remote]) {
+	*p = remotePlaces{}
+	for i := range h {
+		cell := p.take()
+		*cell = int32(i + 1)
+		h[i].place, h[i].v.place = cell, cell
+	}
+}
