@@ -185,19 +185,6 @@ func (c *Core) openAEAD(p *rxPacket, ac *aeadCheck) bool {
 	return true
 }
 
-// sealedFresh says whether a packet of head h that reached the core from
-// r was sealed with r's AEAD coat: it opened, under a counter never seen
-// before (openAEAD), so it is no replay but a packet r sent just now (a
-// message sent again after our done was lost, say). A reply to it needs no
-// budget: r could as well send a new message for each.
-func sealedFresh(h *codec.Head, r *remote) bool {
-	if r == nil || !sessionSealed(h) {
-		return false
-	}
-	a := r.aead()
-	return a != nil && a.Kind() == h.CoatKind
-}
-
 // aeadDrop is the drop reason of an AEAD coat that did not open.
 func aeadDrop(err error) dropReason {
 	switch {

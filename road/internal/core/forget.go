@@ -2,10 +2,8 @@ package core
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/road/internal/shrink"
 )
 
@@ -170,63 +168,3 @@ const (
 	minKeptOut = 64
 	maxKeptOut = 256
 )
-
-// addRemote adds r, forgetting the longest silent remote when there are
-// more than MaxRemotes (forget.go).
-func (c *Core) addRemote(r *remote) {
-	c.markKeys(r)
-	r.added = true
-	r.heard = c.now
-	c.roster.silence.last(r)
-	c.roster.remotes[r.nuid] = r
-	c.roster.byName[r.name] = r
-	c.roster.peak.Note(len(c.roster.remotes))
-	if r.role == "" {
-		r.role = r.name
-	}
-	c.wake.touch(r)
-	c.capRemotes(r)
-}
-
-func (c *Core) renameRemote(r *remote, name string) error {
-	if o := c.roster.byName[name]; o != nil && o != r {
-		return fmt.Errorf("raet: name %q is taken", name)
-	}
-	if r.added {
-		old := r.name
-		delete(c.roster.byName, old)
-		c.roster.byName[name] = r
-		c.deleteRemote(old)
-	}
-	r.name = name
-	return nil
-}
-
-// removeRemote forgets r (and its kept file), ending its transactions.
-func (c *Core) removeRemote(r *remote, reason error) {
-	for t := range r.eachTxn {
-		t.abort(c, codec.PacketKindNack)
-	}
-	for _, m := range r.saved {
-		m.finish(c, reason)
-	}
-	r.dropSaved()
-	c.notifyWaiters(r, reason)
-	c.markKeys(r)
-	c.wake.touch(r)
-	if r.added {
-		delete(c.roster.remotes, r.nuid)
-		c.roster.silence.remove(r)
-		if c.roster.byName[r.name] == r {
-			delete(c.roster.byName, r.name)
-		}
-		c.deleteRemote(r.name)
-		c.event(EventRemoved, r)
-	}
-	r.added = false
-	for ha, j := range c.roster.joinees {
-		if j == r {
-			delete(c.roster.joinees, ha)
-		}
-	}
-}

@@ -3,8 +3,6 @@ package core
 import (
 	"net/netip"
 	"time"
-
-	"github.com/raet-go/raet/codec"
 )
 
 func (c *Core) nextUid() uint32 {
@@ -122,46 +120,4 @@ func (c *Core) nameOf(r *remote) string {
 		return r.ha.String()
 	}
 	return r.name
-}
-
-// removeStaleCorrespondents ends r's correspondent transactions of older
-// sessions once it started a newer one, whose ids start a new window.
-func (c *Core) removeStaleCorrespondents(r *remote) {
-	held := false
-	for t := range r.eachTxn {
-		if k := t.key(); k.rf && !validSid(k.si, r.rsid) {
-			if a, ok := t.(*allowent); ok && r.allowed && a.lastKind == codec.PacketKindAck {
-				// Allowed, and its final ack lost: the remote's packet of the
-				// new session says it has the session, so what waits for the
-				// allow goes now (as when the allowent times out).
-				held = true
-			}
-			t.abort(c, codec.PacketKindNack)
-			c.removeTxn(r, t)
-		}
-	}
-	r.window.reset()
-	if held {
-		c.startHeld(r)
-	}
-}
-
-// replaceStaleInitiators ends our transactions of older sessions after our
-// session changed, saving their messages to send after the next allow.
-func (c *Core) replaceStaleInitiators(r *remote) {
-	for t := range r.eachTxn {
-		k := t.key()
-		if k.rf || validSid(k.si, r.sid) {
-			continue
-		}
-		if m, ok := t.(*messenger); ok {
-			c.ended(m)
-			r.save(m)
-			m.abort(c, codec.PacketKindNack)
-			c.removeTxn(r, t)
-			continue
-		}
-		t.abort(c, codec.PacketKindNack)
-		c.removeTxn(r, t)
-	}
 }

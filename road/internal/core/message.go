@@ -41,39 +41,6 @@ const (
 
 func (m *messenger) orderLinks() *links[*messenger] { return &m.sendLinks }
 
-// startMessenger sends a serialized body with its id to r. result receives
-// the outcome. A message that fits one packet of a session that bundles
-// waits for the flush of this moment (bundle.go); any other is sealed and
-// sent now, whole or in segments. It returns the messenger, under way
-// unless it ended at once (m.in is nil then).
-func (c *Core) startMessenger(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) *messenger {
-	m, ok := c.spares.messengers.Get()
-	if !ok {
-		m = new(messenger)
-	}
-	*m = messenger{r: r, body: body, buf: buf, bk: bk, id: id, result: result, started: started, lastSeg: -1}
-	if !r.allowed || r.coat == nil {
-		m.finish(c, ErrNotAllowed)
-		return m
-	}
-	m.si, m.ti = r.sid, r.nextTid()
-	m.timeout = after(c.now, c.cfg.MessageTimeout)
-	m.redo = r.messageRedo()
-	if c.bundles(r) && m.onePacket(c) {
-		m.bundled, m.count, m.flags = true, 1, m.flag1[:]
-		c.addTxn(r, m)
-		c.queue(m)
-		return m
-	}
-	if err := m.alone(c); err != nil {
-		m.finish(c, err)
-		return m
-	}
-	c.addTxn(r, m)
-	m.burst(c)
-	return m
-}
-
 // onePacket reports whether the message travels in one packet, from the
 // lengths of its envelope and body (plainLen). One whose coat leaves room
 // for the largest head any codec writes (codec.MaxHeadSize) does, and one
@@ -876,6 +843,45 @@ func (c *Core) decodeMessage(r *remote, bk codec.BodyKind, plain []byte) (msg Me
 // AEAD coat, sealed with the rest of the bundle.
 func (c *Core) bundles(r *remote) bool { return r.prof != nil && r.prof.bdl }
 
+// answer owes r a done for its transaction (si, ti), in the answers of
+// this moment.
+func (c *Core) answer(r *remote, si, ti uint32) {
+	c.bundling.answers = append(c.bundling.answers, owed{r: r, si: si, ti: ti})
+}
+
+// startMessenger sends a serialized body with its id to r. result receives
+// the outcome. A message that fits one packet of a session that bundles
+// waits for the flush of this moment (bundle.go); any other is sealed and
+// sent now, whole or in segments. It returns the messenger, under way
+// unless it ended at once (m.in is nil then).
+func (c *Core) startMessenger(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) *messenger {
+	m, ok := c.spares.messengers.Get()
+	if !ok {
+		m = new(messenger)
+	}
+	*m = messenger{r: r, body: body, buf: buf, bk: bk, id: id, result: result, started: started, lastSeg: -1}
+	if !r.allowed || r.coat == nil {
+		m.finish(c, ErrNotAllowed)
+		return m
+	}
+	m.si, m.ti = r.sid, r.nextTid()
+	m.timeout = after(c.now, c.cfg.MessageTimeout)
+	m.redo = r.messageRedo()
+	if c.bundles(r) && m.onePacket(c) {
+		m.bundled, m.count, m.flags = true, 1, m.flag1[:]
+		c.addTxn(r, m)
+		c.queue(m)
+		return m
+	}
+	if err := m.alone(c); err != nil {
+		m.finish(c, err)
+		return m
+	}
+	c.addTxn(r, m)
+	m.burst(c)
+	return m
+}
+
 // queue puts m in the bundles of this moment.
 func (c *Core) queue(m *messenger) {
 	m.queued = true
@@ -883,8 +889,98 @@ func (c *Core) queue(m *messenger) {
 	c.bundling.queued = append(c.bundling.queued, m)
 }
 
-// answer owes r a done for its transaction (si, ti), in the answers of
-// this moment.
-func (c *Core) answer(r *remote, si, ti uint32) {
-	c.bundling.answers = append(c.bundling.answers, owed{r: r, si: si, ti: ti})
+// opens reports whether a message may start now to r (on ids; the room of
+// a segmented one is checked once it is cut, in began).
+func (c *Core) opens(r *remote) bool {
+	w := r.win
+	if w == nil {
+		return true
+	}
+	oldest, ok := w.oldest(r)
+	if ok && r.tid+1-oldest >= sendSpan {
+		return false
+	}
+	cfg := c.reasm.Config()
+	return w.large == 0 || (w.large < cfg.MaxPerRemote && w.charge < cfg.MaxBufferedPerRemote)
+}
+
+// begin starts a message to r now if the window lets it (and nothing
+// waits before it), or holds it in r.saved until it does.
+// buf is body's pooled buffer, or nil (SendFor).
+func (c *Core) begin(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) {
+	if r.allowed && r.coat != nil && (len(r.saved) > 0 || !c.opens(r)) {
+		r.save(&messenger{r: r, body: body, buf: buf, bk: bk, id: id, result: result,
+			started: started, timeout: after(c.now, c.cfg.MessageTimeout)})
+		c.wake.touch(r)
+		return
+	}
+	c.launch(r, body, buf, bk, id, result, started)
+}
+
+// launch starts a message to r and counts it in r's window.
+func (c *Core) launch(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) {
+	if m := c.startMessenger(r, body, buf, bk, id, result, started); m.in == r {
+		c.began(m)
+	}
+}
+
+// began counts m, just started, in its remote's window.
+func (c *Core) began(m *messenger) {
+	r := m.r
+	if r.win == nil {
+		var ok bool
+		if r.win, ok = c.spares.wins.Get(); !ok {
+			r.win = &sendWindow{}
+		}
+	}
+	w := r.win
+	if w.head > 0 && 2*w.head >= len(w.started) {
+		n := copy(w.started, w.started[w.head:])
+		clear(w.started[n:])
+		w.started, w.head = w.started[:n], 0
+	}
+	w.started = append(w.started, m.key())
+	if !m.bundled && m.count > 1 {
+		m.large = true
+		w.large++
+		w.charge += roomCharge(m)
+	}
+}
+
+// ended takes m out of its remote's window; it may then let what waits go
+// (startHeld, which the caller runs where the remote's transactions are
+// not being walked).
+func (c *Core) ended(m *messenger) {
+	m.r.sendOrder.remove(m)
+	w := m.r.win
+	if w == nil || !m.large {
+		return
+	}
+	m.large = false
+	w.large--
+	w.charge -= roomCharge(m)
+}
+
+// startHeld starts the messages waiting in r.saved, in order, while the
+// window lets them and r is allowed (after an allow, those a new session
+// made stale go again); it drops the window once nothing is under way.
+func (c *Core) startHeld(r *remote) {
+	for len(r.saved) > 0 && r.allowed && r.coat != nil && c.opens(r) {
+		m := r.saved[0]
+		r.saved[0] = nil
+		r.saved = r.saved[1:]
+		if len(r.saved) == 0 {
+			r.dropSaved()
+		}
+		c.launch(r, m.body, m.buf, m.bk, m.id, m.result, m.started) // m's successor owns buf
+	}
+	if w := r.win; w != nil && w.large == 0 {
+		if _, ok := w.oldest(r); !ok {
+			r.win = nil
+			if cap(w.started) <= spareWinRoom {
+				*w = sendWindow{started: w.started[:0]}
+				c.spares.wins.Put(w)
+			}
+		}
+	}
 }

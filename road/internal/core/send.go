@@ -273,3 +273,21 @@ func openCoat(r *remote, ck codec.CoatKind, coat []byte) ([]byte, error) {
 	}
 	return r.coat.Open(nil, coat)
 }
+
+// openControl opens and decodes the coated body of a control packet of
+// r's session (a resend, an alive ack).
+func openControl(p *rxPacket, r *remote) (map[string]any, error) {
+	plain, err := openCoat(r, p.Head.CoatKind, p.Coat)
+	if err != nil {
+		return nil, err
+	}
+	ser, err := packet.Builtin(p.Head.BodyKind)
+	if err != nil {
+		return nil, err
+	}
+	var body map[string]any
+	if err := ser.Unmarshal(plain, &body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}

@@ -94,3 +94,16 @@ func (c *Core) replyStaleWait(h *codec.Head, from netip.AddrPort, r *remote, pk 
 	out.SetWait(wait)
 	c.sendNew(r, &out, nil, from)
 }
+
+// sealedFresh says whether a packet of head h that reached the core from
+// r was sealed with r's AEAD coat: it opened, under a counter never seen
+// before (openAEAD), so it is no replay but a packet r sent just now (a
+// message sent again after our done was lost, say). A reply to it needs no
+// budget: r could as well send a new message for each.
+func sealedFresh(h *codec.Head, r *remote) bool {
+	if r == nil || !sessionSealed(h) {
+		return false
+	}
+	a := r.aead()
+	return a != nil && a.Kind() == h.CoatKind
+}

@@ -39,30 +39,6 @@ type slotted interface {
 	timerSlot() *heapSlot
 }
 
-// heapSlot is a timed thing's place in its heap: its key (due), and
-// 1 + its index there (0 when it is not in it), kept where place points:
-// at idx, which set makes it point to, unless the core gave it a cell of
-// its remotePlaces. marked says that it waits to be keyed again
-// (core.touched, core.retimed). A transaction's also says whose txns (and
-// clock) hold it: in, nil when none does.
-type heapSlot struct {
-	due    time.Time
-	in     *remote
-	place  *int32
-	idx    int32
-	marked bool
-}
-
-func (s *heapSlot) timerSlot() *heapSlot { return s }
-
-// index is 1 + its index in its heap; 0 when it is not in it.
-func (s *heapSlot) index() int32 {
-	if s.place == nil {
-		return 0
-	}
-	return *s.place
-}
-
 // next is the earliest due time; zero when the heap is empty.
 func (h timerHeap[T]) next() time.Time {
 	if len(h) == 0 {
@@ -164,4 +140,28 @@ func (h timerHeap[T]) down(i int, e timerEntry[T]) {
 func (h timerHeap[T]) put(i int, e timerEntry[T]) {
 	h[i] = e
 	*e.place = int32(i + 1)
+}
+
+// heapSlot is a timed thing's place in its heap: its key (due), and
+// 1 + its index there (0 when it is not in it), kept where place points:
+// at idx, which set makes it point to, unless the core gave it a cell of
+// its remotePlaces. marked says that it waits to be keyed again
+// (core.touched, core.retimed). A transaction's also says whose txns (and
+// clock) hold it: in, nil when none does.
+type heapSlot struct {
+	due    time.Time
+	in     *remote
+	place  *int32
+	idx    int32
+	marked bool
+}
+
+func (s *heapSlot) timerSlot() *heapSlot { return s }
+
+// index is 1 + its index in its heap; 0 when it is not in it.
+func (s *heapSlot) index() int32 {
+	if s.place == nil {
+		return 0
+	}
+	return *s.place
 }
