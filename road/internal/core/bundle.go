@@ -281,66 +281,20 @@ func (m *messenger) sent(c *Core, seq uint32) {
 // receiveBundled takes a bundle or an answers packet from r, authenticated
 // and routed (handle).
 func (c *Core) receiveBundled(p *rxPacket, r *remote) {
-	b := &c.bundling
 	h := &p.Head
 	if !r.added || !c.bundles(r) || h.TransactionKind != codec.TransactionKindMessage {
 		c.stats.drop(dropBundleUnnegotiated)
 		return
 	}
 	if h.PacketKind == codec.PacketKindAnswers {
-		rs, err := packet.ParseAnswers(b.ranges[:0], p.Coat)
-		if err != nil || !h.Correspondent() {
-			c.stats.drop(dropAnswers)
-			return
-		}
-		b.ranges = rs[:0]
-		if c.answered(r, h.SessionID, rs) > 0 {
-			c.heard(r) // the answer of a live transaction: it is there
-		}
+		c.receiveAnswers(p, r)
 		return
 	}
-	if h.Correspondent() || h.Segment() || h.SegmentCount > 1 {
-		c.stats.drop(dropBundle)
+	rs, ok := c.openBundle(p, r)
+	if !ok {
 		return
 	}
-	if h.CoatKind != r.coatKind() {
-		c.stats.drop(dropCoatDowngrade)
-		return
-	}
-	if err := packet.ParseBundle(p.Coat, &b.parsed); err != nil {
-		c.stats.drop(dropBundle)
-		return
-	}
-	if !r.allowed || r.coat == nil {
-		// As a lone message would be: each entry is nacked.
-		for _, e := range b.parsed.Entries {
-			eh := entryHead(p, &e)
-			c.replyStaleTo(&eh, p.from, r, codec.PacketKindNack)
-		}
-		return
-	}
-	var coat packet.Coat = r.coat // with an AEAD coat, handle opened the packet whole
-	if r.aead() != nil {
-		coat = nil
-	}
-	plain, err := b.parsed.Open(b.plain[:0], coat)
-	if err != nil {
-		if errors.Is(err, packet.ErrBundlePayload) {
-			c.stats.drop(dropBundle)
-		} else {
-			c.stats.drop(errDrop(err))
-		}
-		return
-	}
-	b.plain = plain[:0]
-	var rs []packet.AnswerRange
-	if len(b.parsed.Answers) > 0 {
-		if rs, err = packet.ParseAnswers(b.ranges[:0], b.parsed.Answers); err != nil {
-			c.stats.drop(dropAnswers)
-			return
-		}
-		b.ranges = rs[:0]
-	}
+	b := &c.bundling
 	// The answers are of our transactions: of our session, which the
 	// bundle's head (of its sender's session) does not name.
 	live := c.answered(r, r.sid, rs) > 0
@@ -357,6 +311,73 @@ func (c *Core) receiveBundled(p *rxPacket, r *remote) {
 		c.heard(r)
 		c.refresh(r, yes)
 	}
+}
+
+// receiveAnswers takes an answers packet from r: the dones of our
+// messages.
+func (c *Core) receiveAnswers(p *rxPacket, r *remote) {
+	b := &c.bundling
+	h := &p.Head
+	rs, err := packet.ParseAnswers(b.ranges[:0], p.Coat)
+	if err != nil || !h.Correspondent() {
+		c.stats.drop(dropAnswers)
+		return
+	}
+	b.ranges = rs[:0]
+	if c.answered(r, h.SessionID, rs) > 0 {
+		c.heard(r) // the answer of a live transaction: it is there
+	}
+}
+
+// openBundle checks and opens a bundle from r into c.bundling.parsed and
+// returns the answers it carries; false after dropping it (or nacking its
+// entries, when r is not allowed).
+func (c *Core) openBundle(p *rxPacket, r *remote) ([]packet.AnswerRange, bool) {
+	b := &c.bundling
+	h := &p.Head
+	if h.Correspondent() || h.Segment() || h.SegmentCount > 1 {
+		c.stats.drop(dropBundle)
+		return nil, false
+	}
+	if h.CoatKind != r.coatKind() {
+		c.stats.drop(dropCoatDowngrade)
+		return nil, false
+	}
+	if err := packet.ParseBundle(p.Coat, &b.parsed); err != nil {
+		c.stats.drop(dropBundle)
+		return nil, false
+	}
+	if !r.allowed || r.coat == nil {
+		// As a lone message would be: each entry is nacked.
+		for _, e := range b.parsed.Entries {
+			eh := entryHead(p, &e)
+			c.replyStaleTo(&eh, p.from, r, codec.PacketKindNack)
+		}
+		return nil, false
+	}
+	var coat packet.Coat = r.coat // with an AEAD coat, handle opened the packet whole
+	if r.aead() != nil {
+		coat = nil
+	}
+	plain, err := b.parsed.Open(b.plain[:0], coat)
+	if err != nil {
+		if errors.Is(err, packet.ErrBundlePayload) {
+			c.stats.drop(dropBundle)
+		} else {
+			c.stats.drop(errDrop(err))
+		}
+		return nil, false
+	}
+	b.plain = plain[:0]
+	var rs []packet.AnswerRange
+	if len(b.parsed.Answers) > 0 {
+		if rs, err = packet.ParseAnswers(b.ranges[:0], b.parsed.Answers); err != nil {
+			c.stats.drop(dropAnswers)
+			return nil, false
+		}
+		b.ranges = rs[:0]
+	}
+	return rs, true
 }
 
 // answered takes the answers rs of r to our transactions of session si,

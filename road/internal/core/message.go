@@ -532,36 +532,9 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 			whole = bytes.Clone(whole)
 		}
 	} else {
-		m.highest = max(m.highest, int(h.SegmentNumber))
-		fresh := r.txn(m.key()) == nil
-		if fresh && c.reserved(m) {
-			// The last free slot is kept for an older message (fair.go).
-			c.reassemblyFull(r, packet.ErrRemoteQuota)
+		var ok bool
+		if whole, complete, progress, ok = m.segment(c, p); !ok {
 			return
-		}
-		evicted := c.reasm.Evicted()
-		got, prog, err := c.reasm.Add(r.nuid, m.msgKey(), h, p.Coat)
-		if n := c.reasm.Evicted() - evicted; n > 0 {
-			c.stats.drops[dropReassemblyEvicted] += n
-		}
-		switch {
-		case errors.Is(err, packet.ErrRemoteQuota), errors.Is(err, packet.ErrTooManyMessages), errors.Is(err, packet.ErrReassemblyMemory):
-			// Out of room for now: drop it; the sender will send it again.
-			c.reassemblyFull(r, err)
-			if fresh {
-				c.starve(m, err)
-				return
-			}
-		case err != nil:
-			c.stats.drop(dropSegment)
-			m.nack(c)
-			return
-		default:
-			c.fed(m)
-		}
-		whole, complete, progress = got, got != nil, prog
-		if !prog && err == nil {
-			c.stats.c.Duplicates++
 		}
 	}
 	if r.txn(m.key()) == nil {
@@ -584,6 +557,44 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 	if m.wait {
 		m.askMore(c)
 	}
+}
+
+// segment adds p, a segment of m, to the reassembly: whole is the message
+// once complete, progress says the segment was new; false after dropping
+// (or nacking) it.
+func (m *messengent) segment(c *Core, p *rxPacket) (whole []byte, complete, progress, ok bool) {
+	r, h := m.r, &p.Head
+	m.highest = max(m.highest, int(h.SegmentNumber))
+	fresh := r.txn(m.key()) == nil
+	if fresh && c.reserved(m) {
+		// The last free slot is kept for an older message (fair.go).
+		c.reassemblyFull(r, packet.ErrRemoteQuota)
+		return nil, false, false, false
+	}
+	evicted := c.reasm.Evicted()
+	got, prog, err := c.reasm.Add(r.nuid, m.msgKey(), h, p.Coat)
+	if n := c.reasm.Evicted() - evicted; n > 0 {
+		c.stats.drops[dropReassemblyEvicted] += n
+	}
+	switch {
+	case errors.Is(err, packet.ErrRemoteQuota), errors.Is(err, packet.ErrTooManyMessages), errors.Is(err, packet.ErrReassemblyMemory):
+		// Out of room for now: drop it; the sender will send it again.
+		c.reassemblyFull(r, err)
+		if fresh {
+			c.starve(m, err)
+			return nil, false, false, false
+		}
+	case err != nil:
+		c.stats.drop(dropSegment)
+		m.nack(c)
+		return nil, false, false, false
+	default:
+		c.fed(m)
+	}
+	if !prog && err == nil {
+		c.stats.c.Duplicates++
+	}
+	return got, got != nil, prog, true
 }
 
 // opened takes the message once whole and opened (openMessage's outcome):
