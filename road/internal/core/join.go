@@ -604,61 +604,11 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 		c.stats.drop(dropJoinBudget)
 		return
 	}
-	for _, t := range r.inProcess(codec.TransactionKindJoin) {
-		if other, ok := t.(*joiner); ok {
-			switch {
-			case j.vacuous && !other.vacuous:
-				j.nack(c, codec.PacketKindRefuse)
-				return
-			case !j.vacuous && other.vacuous:
-				other.nack(c, codec.PacketKindRefuse)
-			case c.local.name < b.name:
-				j.nack(c, codec.PacketKindRefuse)
-				return
-			default:
-				other.nack(c, codec.PacketKindRefuse)
-			}
-			continue
-		}
-		if old, ok := t.(*joinent); ok && old.from == p.from && old.de == p.Head.SourceID {
-			// The joiner started another join: it gave up on this one,
-			// whose answer it never got. The new one takes its place, and
-			// the stranger it was (if it was).
-			j.added, old.added = old.added, false
-			old.remove(c)
-			continue
-		}
-		j.nack(c, codec.PacketKindRefuse) // another joinent already
+	if !j.contend(c, p, &b) {
 		return
 	}
-	if j.vacuous {
-		if !c.local.main {
-			j.reject(c, ReasonNotMain, &b)
-			return
-		}
-		if target != r {
-			r = target
-			j.r = r
-		} else {
-			// A new estate, or our own vacuous joiner's remote (both sides
-			// joining at once), not joined yet: it takes the name and keys
-			// offered.
-			if err := c.renameRemote(r, b.name); err != nil {
-				j.reject(c, ReasonNameTaken, &b)
-				return
-			}
-			r.main, r.kind, r.role, r.verify, r.pub = b.main, b.kind, b.role, b.verify, b.pub
-			c.markKeys(r)
-			if r.fuid != reid {
-				if r.fuid != 0 {
-					j.reject(c, ReasonIdentityChanged, &b)
-					return
-				}
-				r.fuid = reid
-			}
-		}
-	} else if c.roster.remotes[p.Head.DestinationID] != r {
-		j.reject(c, ReasonIdentityChanged, &b)
+	r, ok := j.bind(c, p, &b, target, reid)
+	if !ok {
 		return
 	}
 	sameKeys := sameRoleKeys(r, &b)
@@ -675,21 +625,113 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 		j.busy(c, &b)
 		return
 	}
+	status, ok := j.keyStatus(c, p, &b, r, sameKeys)
+	if !ok {
+		return
+	}
+	j.b, j.reid, j.change = b, reid, !same
+	j.admit(c, r, status)
+}
+
+// contend settles j against the other joins of its remote under way: ours
+// (the vacuous one, or the one of the estate named first, goes on) and an
+// older joinent from the same joiner (which j replaces). It reports false
+// after refusing j.
+func (j *joinent) contend(c *Core, p *rxPacket, b *joinBody) bool {
+	for _, t := range j.r.inProcess(codec.TransactionKindJoin) {
+		if other, ok := t.(*joiner); ok {
+			switch {
+			case j.vacuous && !other.vacuous:
+				j.nack(c, codec.PacketKindRefuse)
+				return false
+			case !j.vacuous && other.vacuous:
+				other.nack(c, codec.PacketKindRefuse)
+			case c.local.name < b.name:
+				j.nack(c, codec.PacketKindRefuse)
+				return false
+			default:
+				other.nack(c, codec.PacketKindRefuse)
+			}
+			continue
+		}
+		if old, ok := t.(*joinent); ok && old.from == p.from && old.de == p.Head.SourceID {
+			// The joiner started another join: it gave up on this one,
+			// whose answer it never got. The new one takes its place, and
+			// the stranger it was (if it was).
+			j.added, old.added = old.added, false
+			old.remove(c)
+			continue
+		}
+		j.nack(c, codec.PacketKindRefuse) // another joinent already
+		return false
+	}
+	return true
+}
+
+// bind finds the remote j joins as: for a vacuous join, target (the
+// estate of that name we know) or j's new remote, which takes the name and
+// keys offered; otherwise j's, which the request must name. It reports
+// false after rejecting j.
+func (j *joinent) bind(c *Core, p *rxPacket, b *joinBody, target *remote, reid uint32) (*remote, bool) {
+	r := j.r
+	if !j.vacuous {
+		if c.roster.remotes[p.Head.DestinationID] != r {
+			j.reject(c, ReasonIdentityChanged, b)
+			return nil, false
+		}
+		return r, true
+	}
+	if !c.local.main {
+		j.reject(c, ReasonNotMain, b)
+		return nil, false
+	}
+	if target != r {
+		j.r = target
+		return target, true
+	}
+	// A new estate, or our own vacuous joiner's remote (both sides
+	// joining at once), not joined yet: it takes the name and keys
+	// offered.
+	if err := c.renameRemote(r, b.name); err != nil {
+		j.reject(c, ReasonNameTaken, b)
+		return nil, false
+	}
+	r.main, r.kind, r.role, r.verify, r.pub = b.main, b.kind, b.role, b.verify, b.pub
+	c.markKeys(r)
+	if r.fuid != reid {
+		if r.fuid != 0 {
+			j.reject(c, ReasonIdentityChanged, b)
+			return nil, false
+		}
+		r.fuid = reid
+	}
+	return r, true
+}
+
+// keyStatus is our keep's acceptance of the keys j's request offers for
+// r. It reports false after rejecting j, or removing r when our operator
+// rejected the keys it was joined with.
+func (j *joinent) keyStatus(c *Core, p *rxPacket, b *joinBody, r *remote, sameKeys bool) (keep.Acceptance, bool) {
 	status, err := c.statusRole(c.cfg.Auto, b.role, b.verify, b.pub, j.from)
 	if err != nil {
 		c.log.Error("raet: key status", "role", b.role, "err", err)
 		status = keep.Rejected
 	}
-	if status == keep.Rejected {
-		if sameKeys && r.added {
-			c.report(EventRejected, r.name, r.nuid, ReasonKeysRejected, p.from, c.hint(ReasonKeysRejected, r.name))
-			c.removeRemote(r, ErrRejected)
-		} else {
-			j.reject(c, ReasonKeysRejected, &b)
-		}
-		return
+	if status != keep.Rejected {
+		return status, true
 	}
-	j.b, j.reid, j.change = b, reid, !same
+	if sameKeys && r.added {
+		c.report(EventRejected, r.name, r.nuid, ReasonKeysRejected, p.from, c.hint(ReasonKeysRejected, r.name))
+		c.removeRemote(r, ErrRejected)
+	} else {
+		j.reject(c, ReasonKeysRejected, b)
+	}
+	return status, false
+}
+
+// admit adds j to r: acked at once when its keys are accepted, else
+// pended for our operator's decision.
+func (j *joinent) admit(c *Core, r *remote, status keep.Acceptance) {
 	c.addTxn(r, j)
 	if j.vacuous {
 		c.roster.joinees[j.from] = r // r.ha on all but a mutable road's move
