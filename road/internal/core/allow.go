@@ -287,7 +287,12 @@ func (a *allowent) remove(c *Core) {
 
 func (a *allowent) abort(c *Core, pk codec.PacketKind) { a.nack(c, pk) }
 
-func (a *allowent) hello(c *Core, p *rxPacket) {
+// contend settles a against the transactions of its remote under way: a
+// joinent waiting for its ack completes (the hello shows the join is done),
+// a join still under way refuses a, and of two allows the lower name's
+// refuses the remote's. It reports false when a is refused (or a
+// duplicate).
+func (a *allowent) contend(c *Core) bool {
 	r := a.r
 	for _, t := range r.inProcess(codec.TransactionKindJoin) {
 		// A joinent that answered and waits for the joiner's ack: a
@@ -301,24 +306,32 @@ func (a *allowent) hello(c *Core, p *rxPacket) {
 
 	if len(r.inProcess(codec.TransactionKindJoin)) > 0 {
 		a.nack(c, codec.PacketKindRefuse)
-		return
+		return false
 	}
 	for _, t := range r.inProcess(codec.TransactionKindAllow) {
 		if t == txn(a) {
-			return // a duplicate hello
+			return false // a duplicate hello
 		}
 		other, ok := t.(*allower)
 		if !ok {
 			a.nack(c, codec.PacketKindRefuse) // another allowent already
-			return
+			return false
 		}
 		// Both sides started an allow: the lower name refuses the remote's.
 		if c.local.name < r.name {
 			a.nack(c, codec.PacketKindRefuse)
-			return
+			return false
 		}
 		other.nack(c, codec.PacketKindRefuse)
 		c.mendLater(r) // its hellos under way may yet reach it after this allow
+	}
+	return true
+}
+
+func (a *allowent) hello(c *Core, p *rxPacket) {
+	r := a.r
+	if !a.contend(c) {
+		return
 	}
 	if status, _, err := c.roleStatus(r.role); !r.joined || err != nil || status != keep.Accepted {
 		// Only a remote joined with accepted keys allows, whatever a keep

@@ -129,6 +129,15 @@ func (c *Core) mode() int {
 
 var errBadJoinBody = errors.New("invalid join body")
 
+// intField is the join body field key, an integer from lo to hi.
+func intField(m map[string]any, key string, lo, hi int64) (int64, error) {
+	v, ok := intValue(m[key])
+	if !ok || v < lo || v > hi {
+		return 0, fmt.Errorf("%w: %s", errBadJoinBody, key)
+	}
+	return v, nil
+}
+
 // parseJoinBody checks a join body the way the reference does (§8.2); any
 // missing or invalid field is an error.
 func parseJoinBody(p *rxPacket, response bool) (joinBody, error) {
@@ -145,20 +154,20 @@ func parseJoinBody(p *rxPacket, response bool) (joinBody, error) {
 	if b.name, ok = m["name"].(string); !ok || b.name == "" {
 		return b, fmt.Errorf("%w: name", errBadJoinBody)
 	}
-	mode, ok := intValue(m["mode"])
-	if !ok || mode < 0 || mode > 255 {
-		return b, fmt.Errorf("%w: mode", errBadJoinBody)
+	mode, err := intField(m, "mode", 0, 255)
+	if err != nil {
+		return b, err
 	}
 	b.main = mode&1 != 0
-	kind, ok := intValue(m["kind"])
-	if !ok || kind < 0 || kind > 255 {
-		return b, fmt.Errorf("%w: kind", errBadJoinBody)
+	kind, err := intField(m, "kind", 0, 255)
+	if err != nil {
+		return b, err
 	}
 	b.kind = uint8(kind)
 	if response {
-		uid, ok := intValue(m["uid"])
-		if !ok || uid <= 0 || uid > 0xffffffff {
-			return b, fmt.Errorf("%w: uid", errBadJoinBody)
+		uid, err := intField(m, "uid", 1, 0xffffffff)
+		if err != nil {
+			return b, err
 		}
 		b.uid = uint32(uid)
 	}
