@@ -80,6 +80,13 @@ type Config struct {
 // Populate fills in every default and checks the values; it is the one
 // home of the road's protocol defaults.
 func (c *Config) Populate() error {
+	c.defaults()
+	return c.check()
+}
+
+// defaults fills in every field left zero (or, for the queues and stranger
+// bounds, below one).
+func (c *Config) defaults() {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -128,6 +135,10 @@ func (c *Config) Populate() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+}
+
+// check refuses the values the core cannot work with.
+func (c *Config) check() error {
 	if _, err := codec.Lookup(c.HeadKind); err != nil {
 		return fmt.Errorf("raet: config: head kind %v: %w", c.HeadKind, err)
 	}

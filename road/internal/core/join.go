@@ -326,6 +326,33 @@ func (j *joiner) askAgain(c *Core) {
 	c.addTxn(j.r, j)
 }
 
+// adopt gives the remote of a vacuous join the uid the main's response
+// gives it and, unless the join renews a session, the name and keys it
+// offers. It reports false after failing the join.
+func (j *joiner) adopt(c *Core, b *joinBody) bool {
+	r := j.r
+	r.fuid = b.uid
+	if j.renewal {
+		return true
+	}
+	if b.name != r.name {
+		if o := c.roster.byName[b.name]; o != nil && o != r {
+			j.nack(c, codec.PacketKindReject)
+			c.failJoin(r, &JoinError{Reason: ReasonNameTaken, Err: ErrRejected,
+				Hint: fmt.Sprintf("this estate knows another %q: raet keys forget --keep %s %s", b.name, c.keepArg(), b.name)})
+			return false
+		}
+		if err := c.renameRemote(r, b.name); err != nil {
+			j.remove(c)
+			c.failJoin(r, err)
+			return false
+		}
+	}
+	r.main, r.kind, r.role, r.verify, r.pub = b.main, b.kind, b.role, b.verify, b.pub
+	c.markKeys(r)
+	return true
+}
+
 func (j *joiner) accept(c *Core, p *rxPacket) {
 	b, err := parseJoinBody(p, true)
 	if err != nil {
@@ -335,25 +362,8 @@ func (j *joiner) accept(c *Core, p *rxPacket) {
 		return
 	}
 	r := j.r
-	if j.vacuous {
-		r.fuid = b.uid
-		if !j.renewal {
-			if b.name != r.name {
-				if o := c.roster.byName[b.name]; o != nil && o != r {
-					j.nack(c, codec.PacketKindReject)
-					c.failJoin(r, &JoinError{Reason: ReasonNameTaken, Err: ErrRejected,
-						Hint: fmt.Sprintf("this estate knows another %q: raet keys forget --keep %s %s", b.name, c.keepArg(), b.name)})
-					return
-				}
-				if err := c.renameRemote(r, b.name); err != nil {
-					j.remove(c)
-					c.failJoin(r, err)
-					return
-				}
-			}
-			r.main, r.kind, r.role, r.verify, r.pub = b.main, b.kind, b.role, b.verify, b.pub
-			c.markKeys(r)
-		}
+	if j.vacuous && !j.adopt(c, &b) {
+		return
 	}
 	sameKeys := sameRoleKeys(r, &b)
 	if !sameAll(r, &b, p.from, b.uid) && !c.cfg.Mutable {
