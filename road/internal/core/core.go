@@ -30,7 +30,7 @@ type Core struct {
 	reasm *packet.Reassembler[uint32, msgKey] // owned by remote (nuid)
 	lim   limits
 
-	kept keeper // the keep's roles, the writes to it, the joins pending on it (keeptab.go)
+	kept keeper // the keep's roles, the writes to it, the joins pending on it (keeper.go)
 
 	tx       outbox   // what is made to send, and what sends (outbox.go)
 	bundling bundling // the messages and answers of this moment (bundle.go)

@@ -88,7 +88,7 @@ func (c *Core) forget(r *remote, why Reason) {
 // room of what the fleet's joins and messages queued goes too: the keep
 // queue's maps and held datagrams, the datagrams to send (keptOut), the
 // deliveries not yet taken and the line of those waiting for room in
-// them (a fan-in's backlog: Core.roomWaits), what the reassembler keeps for reuse
+// them (a fan-in's backlog: inbox.roomWaits), what the reassembler keeps for reuse
 // (packet.Reassembler.Shrink: the chunks of a fan-in of segmented
 // messages, 680 KB from 10000 reference remotes), and the budgets of the
 // strangers' addresses (a main that thousands joined holds a bucket for

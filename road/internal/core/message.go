@@ -679,7 +679,7 @@ func (c *Core) admitWaiting() {
 	}
 }
 
-// waitForRoom puts m at the end of c.roomWaits, or, when the line is full
+// waitForRoom puts m at the end of c.rx.roomWaits, or, when the line is full
 // or m's remote holds its share of it, forgets m unanswered and its
 // transaction id unused, so that the sender's next send of it is taken as
 // new: what waits is bounded (as many as the receive queue holds, at least
@@ -704,7 +704,7 @@ func (c *Core) waitForRoom(m *messengent) {
 	c.rx.roomWaits.push(roomWait{m.r, m.key()})
 }
 
-// sweepRoomWaits drops the entries of c.roomWaits whose messages no
+// sweepRoomWaits drops the entries of c.rx.roomWaits whose messages no
 // longer wait, keeping the others in order.
 func (c *Core) sweepRoomWaits() {
 	all := c.rx.roomWaits.items()
@@ -720,7 +720,7 @@ func (c *Core) sweepRoomWaits() {
 }
 
 // unwait takes m out of the count of those waiting for room (its entry
-// stays in Core.roomWaits until reached or swept).
+// stays in inbox.roomWaits until reached or swept).
 func (c *Core) unwait(m *messengent) {
 	if m.roomWait {
 		m.roomWait = false
@@ -730,7 +730,7 @@ func (c *Core) unwait(m *messengent) {
 }
 
 const (
-	// minRoomSweep is the fewest entries of Core.roomWaits that are swept.
+	// minRoomSweep is the fewest entries of inbox.roomWaits that are swept.
 	minRoomSweep = 64
 	// minWaits and minRemoteWaits are the fewest messages that may wait
 	// for room in the receive queue, in all and from one remote, however
@@ -739,7 +739,7 @@ const (
 )
 
 // complete delivers the message and sends done, unless the receive queue is
-// full: then it waits in c.roomWaits, saying nothing (the sender resends,
+// full: then it waits in c.rx.roomWaits, saying nothing (the sender resends,
 // and it is ignored while whole), until Delivered frees room, or its
 // timeout nacks it. While any waits the queue is full (admitWaiting fills
 // it before it stops), so one that comes later waits behind them.

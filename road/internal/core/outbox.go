@@ -15,7 +15,7 @@ import (
 // packed and the dones kept to send again.
 type outbox struct {
 	out     []Datagram
-	answers answers    // the dones sent last, to send again unchanged (answers.go)
+	answers answers    // the dones sent last, to send again unchanged (outbox.go)
 	scratch []byte     // a message's coat plaintext, being bundled
 	bufs    bufPool    // buffers of the datagrams in out that nobody keeps
 	head    codec.Head // the head being sent, kept here so it is not allocated per packet
@@ -52,7 +52,7 @@ type Datagram struct {
 	// when B is ready to send.
 	sign *packet.NaClFoot
 	// ans keeps B once signed, in slot ansSlot for answer ansGen: a done
-	// sent again unchanged (answers.go); nil when B is not kept so.
+	// sent again unchanged (outbox.go); nil when B is not kept so.
 	ans     *answers
 	ansSlot int
 	ansGen  uint64

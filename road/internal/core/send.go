@@ -204,7 +204,7 @@ func (c *Core) packOut(r *remote, h *codec.Head, body []byte, to netip.AddrPort)
 }
 
 // sendAnswer sends the done of head h to r at `to`, and keeps it to send
-// again unchanged should the message come again (answers.go).
+// again unchanged should the message come again (outbox.go).
 func (c *Core) sendAnswer(r *remote, h *codec.Head, to netip.AddrPort) {
 	d, ok := c.packOut(r, h, nil, to)
 	if !ok {

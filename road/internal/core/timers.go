@@ -146,7 +146,7 @@ func (h timerHeap[T]) put(i int, e timerEntry[T]) {
 // 1 + its index there (0 when it is not in it), kept where place points:
 // at idx, which set makes it point to, unless the core gave it a cell of
 // its remotePlaces. marked says that it waits to be keyed again
-// (core.touched, core.retimed). A transaction's also says whose txns (and
+// (wakeClock.touched, wakeClock.retimed). A transaction's also says whose txns (and
 // clock) hold it: in, nil when none does.
 type heapSlot struct {
 	due    time.Time

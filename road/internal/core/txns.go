@@ -100,7 +100,7 @@ type messengent struct {
 	redo     redo
 
 	whole    bool // it has pending
-	roomWait bool // in Core.roomWaits
+	roomWait bool // in inbox.roomWaits
 	ended    bool // removed
 }
 
@@ -318,7 +318,7 @@ type remote struct {
 	// eachTxn); each nil when it has none.
 	ours, theirs map[txnID]txn
 	// heapSlot is its place in the core's timer heap, marked that it
-	// waits in core.touched (timers.go).
+	// waits in the wake clock's touched (wake.go).
 	heapSlot
 	// clock holds its transactions by deadline (timers.go).
 	clock timerHeap[txn]
@@ -337,7 +337,7 @@ type remote struct {
 	// starved is its oldest message refused for room, while it waits
 	// (fair.go); nil: none.
 	starved   *starved
-	roomWaits int32 // its whole messages waiting for room to deliver (Core.roomWaits)
+	roomWaits int32 // its whole messages waiting for room to deliver (inbox.roomWaits)
 	// retransmits counts its packets sent again (Remote): in what would
 	// be padding, as any counter more would take a remote to a larger
 	// size class of the heap.
@@ -450,7 +450,7 @@ type sendWindow struct {
 	charge int // what they may be charged in the receiver's reassembly
 }
 
-// spareWinRoom bounds the room of the windows kept in Core.spareWins.
+// spareWinRoom bounds the room of the windows kept in spares.wins.
 const spareWinRoom = 16
 
 // roomCharge is what the receiver's Reassembler charges at most for m's
