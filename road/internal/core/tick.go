@@ -67,7 +67,7 @@ func (c *Core) remoteDeadline(r *remote) time.Time {
 }
 
 // tick runs the timers due at now: only the remotes whose earliest timer
-// is due are visited (c.visits counts them), again while running them made
+// is due are visited (c.wake.visits counts them), again while running them made
 // more due (a few rounds at most: what is left, the next tick runs).
 func (c *Core) tick(now time.Time) {
 	c.now = now
