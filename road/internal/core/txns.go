@@ -66,8 +66,7 @@ type messenger struct {
 }
 
 func (m *messenger) kind() codec.TransactionKind { return codec.TransactionKindMessage }
-
-func (m *messenger) key() txnKey { return txnKey{si: m.si, ti: m.ti} }
+func (m *messenger) key() txnKey                 { return txnKey{si: m.si, ti: m.ti} }
 
 // deadline is its timeout and its retransmission timer, but for one queued
 // for the bundles of this moment: its timer has nothing to do until the
@@ -105,12 +104,9 @@ type messengent struct {
 }
 
 func (m *messengent) kind() codec.TransactionKind { return codec.TransactionKindMessage }
-
-func (m *messengent) key() txnKey { return txnKey{rf: true, si: m.si, ti: m.ti} }
-
-func (m *messengent) deadline() time.Time { return earliest(time.Time(m.timeout), m.redo.at) }
-
-func (m *messengent) msgKey() msgKey { return msgKey{m.r.nuid, m.si, m.ti} }
+func (m *messengent) key() txnKey                 { return txnKey{rf: true, si: m.si, ti: m.ti} }
+func (m *messengent) deadline() time.Time         { return earliest(time.Time(m.timeout), m.redo.at) }
+func (m *messengent) msgKey() msgKey              { return msgKey{m.r.nuid, m.si, m.ti} }
 
 // joinBody is a join request or response body.
 type joinBody struct {
@@ -143,10 +139,8 @@ type joiner struct {
 }
 
 func (j *joiner) kind() codec.TransactionKind { return codec.TransactionKindJoin }
-
-func (j *joiner) key() txnKey { return txnKey{si: 0, ti: j.ti} }
-
-func (j *joiner) deadline() time.Time { return earliest(time.Time(j.timeout), j.redo.at) }
+func (j *joiner) key() txnKey                 { return txnKey{si: 0, ti: j.ti} }
+func (j *joiner) deadline() time.Time         { return earliest(time.Time(j.timeout), j.redo.at) }
 
 type joinent struct {
 	r       *remote
@@ -170,10 +164,8 @@ type joinent struct {
 }
 
 func (j *joinent) kind() codec.TransactionKind { return codec.TransactionKindJoin }
-
-func (j *joinent) key() txnKey { return txnKey{rf: true, si: 0, ti: j.ti} }
-
-func (j *joinent) deadline() time.Time { return earliest(time.Time(j.timeout), j.redo.at) }
+func (j *joinent) key() txnKey                 { return txnKey{rf: true, si: 0, ti: j.ti} }
+func (j *joinent) deadline() time.Time         { return earliest(time.Time(j.timeout), j.redo.at) }
 
 type allower struct {
 	r         *remote
@@ -194,10 +186,8 @@ type allower struct {
 }
 
 func (a *allower) kind() codec.TransactionKind { return codec.TransactionKindAllow }
-
-func (a *allower) key() txnKey { return txnKey{si: a.si, ti: a.ti} }
-
-func (a *allower) deadline() time.Time { return earliest(time.Time(a.timeout), a.redo.at) }
+func (a *allower) key() txnKey                 { return txnKey{si: a.si, ti: a.ti} }
+func (a *allower) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
 
 type allowent struct {
 	r         *remote
@@ -217,10 +207,8 @@ type allowent struct {
 }
 
 func (a *allowent) kind() codec.TransactionKind { return codec.TransactionKindAllow }
-
-func (a *allowent) key() txnKey { return txnKey{rf: true, si: a.si, ti: a.ti} }
-
-func (a *allowent) deadline() time.Time { return earliest(time.Time(a.timeout), a.redo.at) }
+func (a *allowent) key() txnKey                 { return txnKey{rf: true, si: a.si, ti: a.ti} }
+func (a *allowent) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
 
 type aliver struct {
 	r       *remote
@@ -234,10 +222,8 @@ type aliver struct {
 }
 
 func (a *aliver) kind() codec.TransactionKind { return codec.TransactionKindAlive }
-
-func (a *aliver) key() txnKey { return txnKey{si: a.si, ti: a.ti} }
-
-func (a *aliver) deadline() time.Time { return earliest(time.Time(a.timeout), a.redo.at) }
+func (a *aliver) key() txnKey                 { return txnKey{si: a.si, ti: a.ti} }
+func (a *aliver) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
 
 // Fairness among a remote's messages at its reassembly quota. Segments of
 // a message that found no room are dropped, and the sender sends them
