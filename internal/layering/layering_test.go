@@ -167,3 +167,56 @@ func TestRulesCatch(t *testing.T) {
 		}
 	}
 }
+
+// coreBounds are the most the road's core may have of what scripts/coregraph
+// measures: the arrows between its files that run back up (a file using one
+// placed above it in the best order found), the fields of Core (the state
+// lives in its parts: outbox, inbox, wake clock, spares, keeper, readers'
+// keys, roster, local estate) and the functions over 60 lines or a
+// cyclomatic complexity of 20 (listed in the failure).
+var coreBounds = struct{ back, fields, overLimit int }{back: 10, fields: 25, overLimit: 0}
+
+// TestCoreFiles: within the road's core, files use the files below them
+// but for a few arrows, and Core holds its parts, not their fields.
+func TestCoreFiles(t *testing.T) {
+	cmd := exec.Command("go", "run", "./scripts/coregraph", "road/internal/core")
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("coregraph: %v\n%s", err, stderr.Bytes())
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	var sum struct {
+		Kind                        string
+		Files, Arrows, Back, Fields int
+		OverLimit                   int `json:"over_limit"`
+	}
+	if err := dec.Decode(&sum); err != nil || sum.Kind != "summary" {
+		t.Fatalf("coregraph's first line: %+v, %v", sum, err)
+	}
+	if sum.Files < 10 || sum.Arrows == 0 || sum.Fields == 0 {
+		t.Fatalf("coregraph measured nothing: %+v", sum)
+	}
+	if sum.Back > coreBounds.back {
+		t.Errorf("%d arrows between the core's files run back up, at most %d (go run ./scripts/coregraph -arrows -why -text)", sum.Back, coreBounds.back)
+	}
+	if sum.Fields > coreBounds.fields {
+		t.Errorf("Core has %d fields, at most %d: state belongs in a part", sum.Fields, coreBounds.fields)
+	}
+	if sum.OverLimit > coreBounds.overLimit {
+		var long []string
+		for {
+			var f struct {
+				Name, Pos         string
+				Lines, Complexity int
+			}
+			if err := dec.Decode(&f); err != nil {
+				break
+			}
+			long = append(long, fmt.Sprintf("%s (%s): %d lines, complexity %d", f.Name, f.Pos, f.Lines, f.Complexity))
+		}
+		t.Errorf("%d functions over 60 lines or complexity 20, at most %d:\n%s", sum.OverLimit, coreBounds.overLimit, strings.Join(long, "\n"))
+	}
+}

@@ -141,7 +141,7 @@ func (p *pair) aeadWire(t *testing.T, start int) map[*Core][]sealedPacket {
 			continue
 		}
 		if h.CoatKind != kind || h.FootKind != codec.FootKindNada || len(pk.Foot) != 0 || len(pk.Coat) < packet.AEADOverhead {
-			t.Fatalf("%s sent %v/%v with ck %v fk %v, %d coat and %d foot bytes", w.from.name, h.TransactionKind,
+			t.Fatalf("%s sent %v/%v with ck %v fk %v, %d coat and %d foot bytes", w.from.local.name, h.TransactionKind,
 				h.PacketKind, h.CoatKind, h.FootKind, len(pk.Coat), len(pk.Foot))
 		}
 		h.PacketLength, h.HeadLength = 0, 0 // the same packet when sent again
@@ -170,11 +170,11 @@ func TestAEADSessionMessages(t *testing.T) {
 			}
 			body := strings.Repeat(string(rune('a'+i)), size)
 			if err := p.send(from, map[string]any{"size": size, "d": body}); err != nil {
-				t.Fatalf("%d bytes from %s: %v", size, from.name, err)
+				t.Fatalf("%d bytes from %s: %v", size, from.local.name, err)
 			}
 			got := p.delivered[to]
 			if m := got[len(got)-1]; m.Body["d"] != body {
-				t.Fatalf("%d bytes from %s arrived as %d", size, from.name, len(fmt.Sprint(m.Body["d"])))
+				t.Fatalf("%d bytes from %s arrived as %d", size, from.local.name, len(fmt.Sprint(m.Body["d"])))
 			}
 		}
 	}
@@ -224,7 +224,7 @@ func TestAEADRetransmitsResealed(t *testing.T) {
 		heads := map[codec.Head]int{}
 		for _, s := range sent {
 			if counters[s.counter] {
-				t.Fatalf("%s sealed two packets under counter %d", from.name, s.counter)
+				t.Fatalf("%s sealed two packets under counter %d", from.local.name, s.counter)
 			}
 			counters[s.counter] = true
 			if heads[s.head]++; heads[s.head] == 2 {
@@ -488,13 +488,13 @@ func TestAEADIdleDropsCipherStates(t *testing.T) {
 	})
 	p.join()
 	p.advance(aeadIdle)
-	v := p.main.visits
+	v := p.main.wake.visits
 	p.advance(3 * aeadIdle)
 	if !watched(p.mainRemote()) || !watched(p.otherRemote()) {
 		t.Fatalf("a session with an alive every %v dropped its states", aeadIdle/2)
 	}
-	if p.main.visits != v {
-		t.Errorf("main ran %d remotes' timers while its driver's alives came", p.main.visits-v)
+	if p.main.wake.visits != v {
+		t.Errorf("main ran %d remotes' timers while its driver's alives came", p.main.wake.visits-v)
 	}
 
 	// A period longer than aeadIdle: each alive exchange ends the states
@@ -505,7 +505,7 @@ func TestAEADIdleDropsCipherStates(t *testing.T) {
 	})
 	p.join()
 	p.advance(3 * aeadIdle) // the allow's states went by their timer
-	w, v := len(p.wire), p.main.visits
+	w, v := len(p.wire), p.main.wake.visits
 	p.advance(10 * aeadIdle)
 	if n := p.countSince(w, p.other, codec.TransactionKindAlive, codec.PacketKindRequest); n < 4 {
 		t.Fatalf("%d alive exchanges in %v of a %v period", n, 10*aeadIdle, 2*aeadIdle)
@@ -513,8 +513,8 @@ func TestAEADIdleDropsCipherStates(t *testing.T) {
 	if watched(p.mainRemote()) || watched(p.otherRemote()) {
 		t.Error("states kept between alive exchanges of a period longer than aeadIdle")
 	}
-	if p.main.visits != v {
-		t.Errorf("main ran %d remotes' timers while its driver's alives came", p.main.visits-v)
+	if p.main.wake.visits != v {
+		t.Errorf("main ran %d remotes' timers while its driver's alives came", p.main.wake.visits-v)
 	}
 	p.stillWorks(t, len(p.delivered[p.main]))
 }

@@ -11,21 +11,6 @@ import (
 // answered by ack, or by unjoined / unallowed, which make the aliver join or
 // allow again.
 
-type aliver struct {
-	r       *remote
-	si, ti  uint32
-	cascade bool
-	timeout expiry
-	redo    redo
-	last    []byte
-
-	heapSlot // in its remote's clock (timers.go)
-}
-
-func (a *aliver) kind() codec.TransactionKind { return codec.TransactionKindAlive }
-func (a *aliver) key() txnKey                 { return txnKey{si: a.si, ti: a.ti} }
-func (a *aliver) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
-
 func (c *Core) aliveHead(r *remote, pk codec.PacketKind, si, ti uint32, cf bool) codec.Head {
 	h := c.outHead(codec.TransactionKindAlive, pk, r.nuid, r.fuid, si, ti, cf)
 	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, r.coatKind(), codec.FootKindNaCl
@@ -100,7 +85,7 @@ func (a *aliver) tick(c *Core) {
 	}
 	if a.redo.due(c.now) {
 		a.redo.backoff(c.now)
-		c.retime(a)
+		c.wake.retime(a)
 		if a.r.aead() != nil {
 			// Sealed again: the same datagram twice is a replay.
 			h := c.aliveHead(a.r, codec.PacketKindRequest, a.si, a.ti, false)
@@ -167,22 +152,4 @@ func (c *Core) takePeriod(p *rxPacket, r *remote) {
 	if ap := parseAlivePeriod(body["ap"]); ap > 0 {
 		r.prof.alive = ap
 	}
-}
-
-// openControl opens and decodes the coated body of a control packet of
-// r's session (a resend, an alive ack).
-func openControl(p *rxPacket, r *remote) (map[string]any, error) {
-	plain, err := openCoat(r, p.Head.CoatKind, p.Coat)
-	if err != nil {
-		return nil, err
-	}
-	ser, err := packet.Builtin(p.Head.BodyKind)
-	if err != nil {
-		return nil, err
-	}
-	var body map[string]any
-	if err := ser.Unmarshal(plain, &body); err != nil {
-		return nil, err
-	}
-	return body, nil
 }

@@ -98,28 +98,6 @@ func (c *Core) failAllow(r *remote, err error) {
 
 // --- allower ---------------------------------------------------------------
 
-type allower struct {
-	r         *remote
-	si, ti    uint32
-	cascade   bool
-	short     keys.Box       // the new session's short-term pair
-	peerShort keys.PublicKey // the allowent's, from its cookie
-	// helloKey is the key of the hello's box, which the cookie opens with;
-	// session that of the initiate's, the new session's.
-	helloKey, session *handshake.Key
-	oreo              handshake.Oreo
-	asked             time.Time // when the initiate went, timed (timeRequest)
-	timeout           expiry
-	heapSlot          // in its remote's clock (timers.go)
-	redo              redo
-	last              []byte
-	lastKind          codec.PacketKind
-}
-
-func (a *allower) kind() codec.TransactionKind { return codec.TransactionKindAllow }
-func (a *allower) key() txnKey                 { return txnKey{si: a.si, ti: a.ti} }
-func (a *allower) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
-
 // startAllower starts an allow with r (a join first if r is not joined).
 func (c *Core) startAllower(r *remote, cascade bool) {
 	if len(r.inProcess(codec.TransactionKindJoin)) > 0 || len(r.inProcess(codec.TransactionKindAllow)) > 0 {
@@ -183,7 +161,7 @@ func (a *allower) send(c *Core, pk codec.PacketKind, body []byte) {
 		}
 		a.last, a.lastKind = b, pk
 		a.redo.restart(c.now)
-		c.retime(a)
+		c.wake.retime(a)
 	}
 }
 
@@ -213,7 +191,7 @@ func (a *allower) receive(c *Core, p *rxPacket) {
 		if ours := c.ourCaps(); ours != nil && r.peerCaps != nil {
 			fqdn = capsDigest(ours, r.peerCaps) // for a raet-go allowent of an earlier release
 		}
-		initiate, session, err := handshake.MakeInitiate(nil, a.short, c.box, a.peerShort, r.pub, a.oreo, fqdn)
+		initiate, session, err := handshake.MakeInitiate(nil, a.short, c.local.box, a.peerShort, r.pub, a.oreo, fqdn)
 		if err != nil {
 			c.removeTxn(r, a)
 			c.failAllow(r, err)
@@ -261,7 +239,7 @@ func (a *allower) tick(c *Core) {
 	}
 	if a.redo.due(c.now) {
 		a.redo.backoff(c.now)
-		c.retime(a)
+		c.wake.retime(a)
 		if a.last != nil {
 			c.retransmit(a.last, a.r.ha)
 			c.timeRequest(&a.asked, a.r.ha, true)
@@ -278,27 +256,6 @@ const (
 	capsOther        // another digest: an advertisement changed in transit
 )
 
-type allowent struct {
-	r         *remote
-	si, ti    uint32
-	short     keys.Box       // the new session's short-term pair
-	peerShort keys.PublicKey // the allower's, from its hello
-	oreo      handshake.Oreo
-	// caps is what the hello's plain says of the advertisements (capsNone:
-	// the reference's plain; capsSame; capsOther).
-	caps     uint8
-	asked    time.Time // when the cookie or the ack went, timed (timeRequest)
-	timeout  expiry
-	heapSlot // in its remote's clock (timers.go)
-	redo     redo
-	last     []byte
-	lastKind codec.PacketKind
-}
-
-func (a *allowent) kind() codec.TransactionKind { return codec.TransactionKindAllow }
-func (a *allowent) key() txnKey                 { return txnKey{rf: true, si: a.si, ti: a.ti} }
-func (a *allowent) deadline() time.Time         { return earliest(time.Time(a.timeout), a.redo.at) }
-
 func (c *Core) startAllowent(p *rxPacket, r *remote) {
 	a := &allowent{r: r, si: p.Head.SessionID, ti: p.Head.TransactionID,
 		timeout: after(c.now, c.cfg.AllowTimeout), redo: newRedo(250*time.Millisecond, time.Second)}
@@ -313,7 +270,7 @@ func (a *allowent) send(c *Core, pk codec.PacketKind, body []byte) {
 		}
 		a.last, a.lastKind = b, pk
 		a.redo.restart(c.now)
-		c.retime(a)
+		c.wake.retime(a)
 	}
 }
 
@@ -330,7 +287,12 @@ func (a *allowent) remove(c *Core) {
 
 func (a *allowent) abort(c *Core, pk codec.PacketKind) { a.nack(c, pk) }
 
-func (a *allowent) hello(c *Core, p *rxPacket) {
+// contend settles a against the transactions of its remote under way: a
+// joinent waiting for its ack completes (the hello shows the join is done),
+// a join still under way refuses a, and of two allows the lower name's
+// refuses the remote's. It reports false when a is refused (or a
+// duplicate).
+func (a *allowent) contend(c *Core) bool {
 	r := a.r
 	for _, t := range r.inProcess(codec.TransactionKindJoin) {
 		// A joinent that answered and waits for the joiner's ack: a
@@ -344,24 +306,32 @@ func (a *allowent) hello(c *Core, p *rxPacket) {
 
 	if len(r.inProcess(codec.TransactionKindJoin)) > 0 {
 		a.nack(c, codec.PacketKindRefuse)
-		return
+		return false
 	}
 	for _, t := range r.inProcess(codec.TransactionKindAllow) {
 		if t == txn(a) {
-			return // a duplicate hello
+			return false // a duplicate hello
 		}
 		other, ok := t.(*allower)
 		if !ok {
 			a.nack(c, codec.PacketKindRefuse) // another allowent already
-			return
+			return false
 		}
 		// Both sides started an allow: the lower name refuses the remote's.
-		if c.name < r.name {
+		if c.local.name < r.name {
 			a.nack(c, codec.PacketKindRefuse)
-			return
+			return false
 		}
 		other.nack(c, codec.PacketKindRefuse)
 		c.mendLater(r) // its hellos under way may yet reach it after this allow
+	}
+	return true
+}
+
+func (a *allowent) hello(c *Core, p *rxPacket) {
+	r := a.r
+	if !a.contend(c) {
+		return
 	}
 	if status, _, err := c.roleStatus(r.role); !r.joined || err != nil || status != keep.Accepted {
 		// Only a remote joined with accepted keys allows, whatever a keep
@@ -377,7 +347,7 @@ func (a *allowent) hello(c *Core, p *rxPacket) {
 	}
 	a.short = short
 	c.addTxn(r, a)
-	ishort, helloKey, err := handshake.OpenHello(p.Coat, c.box.Private)
+	ishort, helloKey, err := handshake.OpenHello(p.Coat, c.local.box.Private)
 	if err != nil {
 		c.stats.drop(dropAllowHello)
 		a.nack(c, codec.PacketKindReject)
@@ -409,8 +379,8 @@ func (a *allowent) receive(c *Core, p *rxPacket) {
 			return // a repeated initiate after our ack: do not allow twice (§13)
 		}
 		c.timedAnswer(r, &a.asked, true)
-		init, session, err := handshake.OpenInitiate(p.Coat, a.short.Private, c.box.Private,
-			handshake.InitiateWant{IShortPub: a.peerShort, Oreo: a.oreo, ILongPub: r.pub, FQDN: c.fqdn})
+		init, session, err := handshake.OpenInitiate(p.Coat, a.short.Private, c.local.box.Private,
+			handshake.InitiateWant{IShortPub: a.peerShort, Oreo: a.oreo, ILongPub: r.pub, FQDN: c.local.fqdn})
 		if err != nil {
 			c.stats.drop(dropAllowInitiate)
 			a.nack(c, codec.PacketKindReject)
@@ -468,7 +438,7 @@ func (a *allowent) tick(c *Core) {
 	}
 	if a.redo.due(c.now) {
 		a.redo.backoff(c.now)
-		c.retime(a)
+		c.wake.retime(a)
 		if a.last != nil {
 			c.retransmit(a.last, a.r.ha)
 			c.timeRequest(&a.asked, a.r.ha, true)

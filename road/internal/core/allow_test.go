@@ -236,8 +236,8 @@ func TestRejoinWithNewKeys(t *testing.T) {
 			p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.Mutable, o.Mutable = mutable, mutable })
 			p.join()
 			old := p.mainRemote().verify
-			p.other.signing = keys.GenerateSigning()
-			p.other.signer = packet.NewNaClFoot((*[32]byte)(&p.other.signing.Seed), nil)
+			p.other.local.signing = keys.GenerateSigning()
+			p.other.signer = packet.NewNaClFoot((*[32]byte)(&p.other.local.signing.Seed), nil)
 			or := p.otherRemote()
 			res := make(chan error, 1)
 			or.waiters = append(or.waiters, res)
@@ -270,7 +270,7 @@ func TestJoinerRefusesChangedJoinent(t *testing.T) {
 	p.join()
 	// main comes back under another name at the same address.
 	p.restart(p.main, &estate{Config: Config{Name: "main2", Main: true, AlivePeriod: -1}, Auto: keep.AutoAlways})
-	or := p.other.byName["main"]
+	or := p.other.roster.byName["main"]
 	res := make(chan error, 1)
 	or.waiters = append(or.waiters, res)
 	or.fuid = 0 // joins vacuously, as after a renew

@@ -173,7 +173,7 @@ func TestAnswersExpire(t *testing.T) {
 	if err := p.send(p.other, map[string]any{"n": 1}); err != nil {
 		t.Fatal(err)
 	}
-	a := &p.main.answers
+	a := &p.main.tx.answers
 	if a.slots == nil {
 		t.Fatal("the main kept no done")
 	}

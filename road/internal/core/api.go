@@ -20,17 +20,6 @@ import (
 	"github.com/raet-go/raet/codec"
 )
 
-// Inbound is a received datagram, parsed and, for an Ed25519 foot,
-// checked, for an AEAD coat opened (FootChecker.Parse): what Receive
-// takes.
-type Inbound struct {
-	pkt      rxPacket
-	parseErr error
-	foot     footCheck
-	aead     aeadCheck
-	shed     bool // an alive request FootChecker.Shed left unchecked
-}
-
 // Receive handles one received datagram at now (§8.6). Anything malformed
 // or unauthenticated is dropped and counted. The core keeps no pointer into
 // in or its bytes.
@@ -49,12 +38,8 @@ func (c *Core) Tick(now time.Time) { c.tick(now) }
 // Deadline is when Tick must run next; zero when no timer is set.
 func (c *Core) Deadline() time.Time {
 	c.flushWake()
-	for i, m := range c.retired {
-		c.spareMessengers.Put(m)
-		c.retired[i] = nil
-	}
-	c.retired = c.retired[:0]
-	return earliest(c.pendAt, c.timers.next(), c.answers.expiry())
+	c.spares.recycle()
+	return earliest(c.kept.pendAt, c.wake.heap.next(), c.tx.answers.expiry())
 }
 
 // OutLen is how many datagrams wait to be sent. Like TakeOut, it first
@@ -62,12 +47,12 @@ func (c *Core) Deadline() time.Time {
 // (the bundles of this moment; a call ends the moment).
 func (c *Core) OutLen() int {
 	c.flushBundles()
-	return len(c.out)
+	return len(c.tx.out)
 }
 
 // Ready is how many datagrams are made and wait to be taken, without the
 // bundles of this moment (which OutLen and TakeOut make first).
-func (c *Core) Ready() int { return len(c.out) }
+func (c *Core) Ready() int { return len(c.tx.out) }
 
 // Bundling reports whether messages wait for the bundles of this moment
 // (sent by the next OutLen or TakeOut).
@@ -80,71 +65,18 @@ func (c *Core) Bundling() bool { return len(c.bundling.queued) > 0 }
 // it is sent.
 func (c *Core) TakeOut(spare []Datagram) []Datagram {
 	c.flushBundles()
-	out := c.out
-	if cap(spare) > c.keptOut() {
-		spare = nil // a burst's room (an alive to each of thousands) goes
-	}
-	c.out = spare[:0]
-	return out
+	return c.tx.take(spare, c.keptOut())
 }
 
-// keptOut is the most room for datagrams to send the core keeps between
-// flushes: two datagrams' for each remote, from minKeptOut (a segmented
-// message's burst) up to maxKeptOut; so that a main that a fleet left
-// does not keep the room of their last alives (up to 26 KB).
-func (c *Core) keptOut() int { return min(maxKeptOut, max(minKeptOut, 2*len(c.remotes))) }
-
-const (
-	minKeptOut = 64
-	maxKeptOut = 256
-)
-
 // Deliveries are the received messages not yet taken, oldest first.
-func (c *Core) Deliveries() []Message { return c.delivery.items() }
+func (c *Core) Deliveries() []Message { return c.rx.delivery.items() }
 
 // Delivered forgets the first n Deliveries, taken by the caller, and
 // delivers, into the room that frees, the whole messages that waited for
 // it, oldest first (their dones go to the output).
 func (c *Core) Delivered(n int) {
-	c.delivery.drop(n)
+	c.rx.delivery.drop(n)
 	c.admitWaiting()
-}
-
-// fifo is a queue taken from the front: drop moves a head on, and what is
-// left moves down only once the head has passed as much as is left, so
-// that a caller taking a few of a long queue at a time (a Stack's receive
-// channel full) copies nothing each time (dropFirst would copy the rest).
-type fifo[T any] struct {
-	s    []T
-	head int
-}
-
-func (q *fifo[T]) items() []T { return q.s[q.head:] }
-func (q *fifo[T]) len() int   { return len(q.s) - q.head }
-func (q *fifo[T]) push(v T)   { q.s = append(q.s, v) }
-
-// drop forgets the first n items, clearing their slots: what they point to
-// is not kept alive.
-func (q *fifo[T]) drop(n int) {
-	clear(q.s[q.head : q.head+n])
-	q.head += n
-	switch left := len(q.s) - q.head; {
-	case left == 0:
-		q.s, q.head = q.s[:0], 0
-	case q.head >= left:
-		k := copy(q.s, q.s[q.head:])
-		clear(q.s[k:])
-		q.s, q.head = q.s[:k], 0
-	}
-}
-
-// dropFirst removes the first n elements of s, in place, and clears the
-// slots past its new end: what moved down must not stay behind there too,
-// where it would keep the messages it points to alive.
-func dropFirst[T any](s []T, n int) []T {
-	k := copy(s, s[n:])
-	clear(s[k:])
-	return s[:k]
 }
 
 // Events are the events since the last ClearEvents, oldest first.
@@ -163,32 +95,23 @@ func (c *Core) ClearEvents() {
 // maxKeptEvents is the most room for events the core keeps between events.
 const maxKeptEvents = 64
 
-// Decode is a whole received message whose body (of a
-// packet.BatchSerializer's kind, with Config.DecodeLater) waits for a
-// decoder; Decoded takes the outcome.
-type Decode struct {
-	Kind codec.BodyKind
-	Raw  []byte
-	m    *messengent
-}
-
 // Decodes are the bodies waiting for a decoder, oldest first.
-func (c *Core) Decodes() []*Decode { return c.decodes }
+func (c *Core) Decodes() []*Decode { return c.rx.decodes }
 
 // Handed forgets the first n Decodes, handed to a decoder.
-func (c *Core) Handed(n int) { c.decodes = dropFirst(c.decodes, n) }
+func (c *Core) Handed(n int) { c.rx.decodes = dropFirst(c.rx.decodes, n) }
 
 // Decoded takes the outcome of decoding d at now: the message is delivered,
 // or nacked when its body does not decode. A message that ended meanwhile
 // (a timeout, a nack) is not touched.
 func (c *Core) Decoded(d *Decode, body map[string]any, err error, now time.Time) {
 	c.now = now
-	c.touch(d.m.r)
+	c.wake.touch(d.m.r)
 	d.m.decoded(c, body, err)
 }
 
 // Name is the local estate's name.
-func (c *Core) Name() string { return c.name }
+func (c *Core) Name() string { return c.local.name }
 
 // Join starts joining and allowing the estate at ap, unless its session is
 // up already; res receives the outcome once (nil: allowed). When the
@@ -213,16 +136,6 @@ func (c *Core) Join(ap netip.AddrPort, res chan error, now time.Time) (Remote, b
 	return Remote{}, false
 }
 
-// remoteAt finds the remote at address a.
-func (c *Core) remoteAt(a netip.AddrPort) *remote {
-	for _, r := range c.remotes {
-		if r.ha == a {
-			return r
-		}
-	}
-	return nil
-}
-
 // RemoteAt describes the remote at address a.
 func (c *Core) RemoteAt(a netip.AddrPort) (Remote, bool) {
 	if r := c.remoteAt(a); r != nil {
@@ -233,7 +146,7 @@ func (c *Core) RemoteAt(a netip.AddrPort) (Remote, bool) {
 
 // RemoteNamed describes the remote named name.
 func (c *Core) RemoteNamed(name string) (Remote, bool) {
-	if r := c.byName[name]; r != nil {
+	if r := c.roster.byName[name]; r != nil {
 		return c.info(r), true
 	}
 	return Remote{}, false
@@ -242,21 +155,11 @@ func (c *Core) RemoteNamed(name string) (Remote, bool) {
 // Remotes describes every remote.
 func (c *Core) Remotes() []Remote {
 	var out []Remote
-	for _, r := range c.remotes {
+	for _, r := range c.roster.remotes {
 		out = append(out, c.info(r))
 	}
 	return out
 }
-
-// A Waiter takes the outcome of a message (SendFor): nil when the remote
-// said done, else why it failed. The core calls MessageDone once per
-// message, on the owner goroutine, so it must not block.
-type Waiter interface{ MessageDone(err error) }
-
-// errChan is the Waiter of Send: a channel with room for the outcome.
-type errChan chan<- error
-
-func (ch errChan) MessageDone(err error) { ch <- err }
 
 // Send is SendFor with a channel that has room for the outcome (nil: no
 // one waits).
@@ -277,7 +180,7 @@ func (c *Core) Send(to string, body []byte, bk codec.BodyKind, id MsgID, res cha
 // known, so the caller must not touch body again.
 func (c *Core) SendFor(to string, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, w Waiter, started, now time.Time) {
 	c.now = now
-	r := c.byName[to]
+	r := c.roster.byName[to]
 	if r == nil {
 		bodies.put(buf)
 		if w != nil {
@@ -288,39 +191,18 @@ func (c *Core) SendFor(to string, body []byte, buf *[]byte, bk codec.BodyKind, i
 	c.begin(r, body, buf, bk, id, w, started)
 }
 
-// bodies recycles the buffers of the bodies sent (BodyBuffer), for every
-// core: a caller takes one before it knows the core its message goes to.
-var bodies bufPool
-
-// BodyBuffer returns an empty pooled buffer with room for a body of n
-// bytes, to serialize a body into and hand to SendFor with it, or nil when
-// n is beyond the pool's largest buffer (maxBodyBuffer: such a body is not
-// pooled). PutBodyBuffer gives back one that SendFor did not get. Both are
-// safe from any goroutine.
-func BodyBuffer(n int) *[]byte {
-	if n > maxBodyBuffer {
-		return nil
-	}
-	return bodies.get(n)
-}
-
-// PutBodyBuffer gives back a buffer of BodyBuffer's that was not handed to
-// SendFor (nil: none). One that grew beyond maxBodyBuffer is left to the
-// collector.
-func PutBodyBuffer(buf *[]byte) { bodies.put(buf) }
-
 // Counters returns a snapshot of the core's statistics.
 func (c *Core) Counters() Counters {
 	out := c.stats.snapshot()
 	out.Reassembling, out.ReassemblyMemory = c.reasm.Pending(), c.reasm.Memory()
-	out.ReceiveQueue = c.delivery.len()
+	out.ReceiveQueue = c.rx.delivery.len()
 	return out
 }
 
 // Shutdown fails every message and Join still waiting with ErrClosed: the
 // owner calls it when it stops.
 func (c *Core) Shutdown() {
-	for _, r := range c.remotes {
+	for _, r := range c.roster.remotes {
 		for t := range r.eachTxn {
 			if m, ok := t.(*messenger); ok {
 				m.finish(c, ErrClosed)
@@ -331,7 +213,25 @@ func (c *Core) Shutdown() {
 		}
 		c.notifyWaiters(r, ErrClosed)
 	}
-	for _, r := range c.joinees {
+	for _, r := range c.roster.joinees {
 		c.notifyWaiters(r, ErrClosed)
 	}
+}
+
+func (c *Core) info(r *remote) Remote {
+	out := Remote{Name: r.name, UID: r.nuid, FUID: r.fuid, Addr: r.ha, Role: r.role, Kind: r.kind, Main: r.main,
+		Joined: r.joined, Allowed: r.allowed, Alive: r.alived, Reaped: r.reaped, SID: r.sid, RSID: r.rsid,
+		HeadKind: c.cfg.HeadKind, FootKind: codec.FootKindNaCl, CoatKind: r.coatKind(), MaxPacketSize: c.cfg.MaxPacketSize,
+		SRTT: time.Duration(r.srtt) * time.Microsecond, RTTVar: time.Duration(r.rttvar) * time.Microsecond, LastHeard: r.heard,
+		Retransmits: uint64(r.retransmits), Transactions: r.numTxns(), Waiting: len(r.saved)}
+	if p := r.prof; p != nil {
+		out.HeadKind, out.MaxPacketSize = p.codec.Kind(), p.mps
+		if p.mac != nil {
+			out.FootKind = codec.FootKindMAC
+		}
+		if p.aead != nil {
+			out.FootKind = codec.FootKindNada
+		}
+	}
+	return out
 }

@@ -19,7 +19,7 @@ func sink(c *Core) {
 	for i := range out {
 		out[i].Release()
 	}
-	c.out = out[:0]
+	c.tx.out = out[:0]
 	c.ClearEvents()
 }
 

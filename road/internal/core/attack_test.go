@@ -73,8 +73,8 @@ func TestAttackForcedJoinAck(t *testing.T) {
 	o.addRemote(r)
 	o.startJoiner(r, false, false)
 	p.pump()
-	if len(p.main.pended) != 1 {
-		t.Fatalf("main pended %d joins, want the stranger's", len(p.main.pended))
+	if len(p.main.kept.pended) != 1 {
+		t.Fatalf("main pended %d joins, want the stranger's", len(p.main.kept.pended))
 	}
 	var req codec.Head
 	for _, w := range p.wire {
@@ -89,7 +89,7 @@ func TestAttackForcedJoinAck(t *testing.T) {
 	if n := p.main.stats.drops[dropJoinAckUnaccepted]; n != 1 {
 		t.Errorf("forced ack: join_ack_unaccepted = %d, want 1", n)
 	}
-	if rm := p.main.byName["other"]; rm != nil {
+	if rm := p.main.roster.byName["other"]; rm != nil {
 		t.Fatalf("the stranger became a remote: %+v", snapshot(rm))
 	}
 	k, err := keep.Open(dir, nil)
@@ -109,7 +109,7 @@ func TestAttackForcedJoinAck(t *testing.T) {
 		hello.DestinationID = uid
 		p.inject(p.main, forge(t, codec.HeadKindRaet, o.signer, hello, make([]byte, 200)), p.otherAddr)
 	}
-	if n := len(p.main.remotes); n != 0 {
+	if n := len(p.main.roster.remotes); n != 0 {
 		t.Fatalf("main has %d remotes", n)
 	}
 
@@ -122,19 +122,19 @@ func TestAttackForcedJoinAck(t *testing.T) {
 	}
 	main2 := p.newCore(&estate{Config: Config{Name: "main", Main: true, AlivePeriod: -1}, Auto: keep.AutoNever, KeepDir: dir}, nil)
 	main2.Start(p.mainAddr, p.now)
-	rm := main2.byName["other"]
+	rm := main2.roster.byName["other"]
 	if rm == nil || rm.joined {
 		t.Fatalf("restarted with a pending role: %+v", rm)
 	}
 	hello = o.allowHead(r, codec.PacketKindHello, 3, 100, false)
 	hello.SourceID, hello.DestinationID = 3, 5
-	out := len(main2.out)
+	out := len(main2.tx.out)
 	p.feed(main2, forge(t, codec.HeadKindRaet, o.signer, hello, make([]byte, 200)), p.otherAddr)
-	if rm.allowed || len(main2.out) != out+1 {
-		t.Fatalf("allow after restart: allowed %v, %d answers", rm.allowed, len(main2.out)-out)
+	if rm.allowed || len(main2.tx.out) != out+1 {
+		t.Fatalf("allow after restart: allowed %v, %d answers", rm.allowed, len(main2.tx.out)-out)
 	}
 	var ans packet.Packet
-	if err := packet.Parse(main2.out[len(main2.out)-1].B, &ans); err != nil || ans.Head.PacketKind != codec.PacketKindUnjoined {
+	if err := packet.Parse(main2.tx.out[len(main2.tx.out)-1].B, &ans); err != nil || ans.Head.PacketKind != codec.PacketKindUnjoined {
 		t.Fatalf("answer %v, %v; want unjoined", ans.Head.PacketKind, err)
 	}
 }
@@ -213,8 +213,8 @@ func TestAttackUnsignedJoins(t *testing.T) {
 func (p *pair) publicJoinRequest(t *testing.T, se, de, ti uint32) []byte {
 	o := p.other
 	body, err := p.main.marshal(packet.OrderedMap{
-		{Key: "name", Value: o.name}, {Key: "mode", Value: 0}, {Key: "kind", Value: 0},
-		{Key: "verhex", Value: o.signing.Verify.Hex()}, {Key: "pubhex", Value: o.box.Public.Hex()}, {Key: "role", Value: o.role},
+		{Key: "name", Value: o.local.name}, {Key: "mode", Value: 0}, {Key: "kind", Value: 0},
+		{Key: "verhex", Value: o.local.signing.Verify.Hex()}, {Key: "pubhex", Value: o.local.box.Public.Hex()}, {Key: "role", Value: o.local.role},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -414,9 +414,9 @@ func TestAttackStrangersBounded(t *testing.T) {
 	}
 	roles, _ := k.RoleNames()
 	estates, _ := k.RemoteNames()
-	if len(p.main.pended) != maxPendingStrangers || len(roles) != maxPendingStrangers || len(estates) != 0 || len(p.main.remotes) != 0 {
+	if len(p.main.kept.pended) != maxPendingStrangers || len(roles) != maxPendingStrangers || len(estates) != 0 || len(p.main.roster.remotes) != 0 {
 		t.Fatalf("%d pended, %d roles and %d estates kept, %d remotes; want %d, %d, 0, 0",
-			len(p.main.pended), len(roles), len(estates), len(p.main.remotes), maxPendingStrangers, maxPendingStrangers)
+			len(p.main.kept.pended), len(roles), len(estates), len(p.main.roster.remotes), maxPendingStrangers, maxPendingStrangers)
 	}
 	if _, err := k.LoadRemoteRole("stranger0"); err == nil {
 		t.Error("the oldest pended stranger's role is still kept")
@@ -424,19 +424,19 @@ func TestAttackStrangersBounded(t *testing.T) {
 
 	p = newPair(t, keep.AutoAlways, nil)
 	p.inject(p.main, p.namedJoin(t, "drifter"), netip.MustParseAddrPort("127.50.0.1:9000"))
-	if p.main.byName["drifter"] == nil {
+	if p.main.roster.byName["drifter"] == nil {
 		t.Fatal("an accepted stranger is answered as a remote")
 	}
 	p.advance(10 * time.Second)
-	if len(p.main.remotes) != 0 || len(p.main.joinees) != 0 {
-		t.Fatalf("the stranger that never acked is still there: %d remotes, %d joinees", len(p.main.remotes), len(p.main.joinees))
+	if len(p.main.roster.remotes) != 0 || len(p.main.roster.joinees) != 0 {
+		t.Fatalf("the stranger that never acked is still there: %d remotes, %d joinees", len(p.main.roster.remotes), len(p.main.roster.joinees))
 	}
 }
 
 // namedJoin is a vacuous join request of a new estate called name.
 func (p *pair) namedJoin(t testing.TB, name string) []byte {
 	body := fmt.Sprintf(`{"name":%q,"mode":0,"kind":0,"verhex":"%s","pubhex":"%s","role":%q}`,
-		name, p.other.signing.Verify.Hex(), p.other.box.Public.Hex(), name)
+		name, p.other.local.signing.Verify.Hex(), p.other.local.box.Public.Hex(), name)
 	h := head(codec.TransactionKindJoin, codec.PacketKindRequest, 9, 0, 0, 1, false)
 	return forge(t, codec.HeadKindRaet, nil, h, []byte(body))
 }
@@ -482,7 +482,7 @@ func TestAttackRecallFlood(t *testing.T) {
 			p.now = p.now.Add(step)
 		}
 		de := rng.Uint32()
-		if de == uid || p.main.remotes[de] != nil {
+		if de == uid || p.main.roster.remotes[de] != nil {
 			continue
 		}
 		var b []byte
@@ -502,8 +502,8 @@ func TestAttackRecallFlood(t *testing.T) {
 	if cs.loads > limit || cs.loads == 0 {
 		t.Fatalf("%d reads of the keep's uid index for %d packets, want 1 to %d", cs.loads, steps*perStep, limit)
 	}
-	if len(p.main.remotes) != 0 {
-		t.Fatalf("the flood made main hold %d remotes", len(p.main.remotes))
+	if len(p.main.roster.remotes) != 0 {
+		t.Fatalf("the flood made main hold %d remotes", len(p.main.roster.remotes))
 	}
 	p.cut = nil
 	p.advance(5 * time.Second)

@@ -16,7 +16,7 @@ import (
 // joinBodies are join bodies the reference refuses (§8.2), each with what
 // is wrong.
 func joinBodies(p *pair, response bool) map[string]string {
-	ver, pub := p.other.signing.Verify.Hex(), p.other.box.Public.Hex()
+	ver, pub := p.other.local.signing.Verify.Hex(), p.other.local.box.Public.Hex()
 	uid := ""
 	if response {
 		uid = `"uid":7,`
@@ -55,9 +55,9 @@ func TestJoinBodiesRefused(t *testing.T) {
 		h := head(codec.TransactionKindJoin, codec.PacketKindRequest, 9, 0, 0, 1, false)
 		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 1, byte(len(name))}), 9000)
 		p.inject(p.main, forge(t, codec.HeadKindRaet, nil, h, []byte(body)), from)
-		if p.main.stats.drops[dropJoinBody] != before+1 || len(p.main.remotes) != 0 || len(p.main.joinees) != 0 {
+		if p.main.stats.drops[dropJoinBody] != before+1 || len(p.main.roster.remotes) != 0 || len(p.main.roster.joinees) != 0 {
 			t.Errorf("request with %s: join_body %d, %d remotes, %d joinees", name, p.main.stats.drops[dropJoinBody]-before,
-				len(p.main.remotes), len(p.main.joinees))
+				len(p.main.roster.remotes), len(p.main.roster.joinees))
 		}
 	}
 	for name, body := range joinBodies(p, true) {

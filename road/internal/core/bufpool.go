@@ -63,3 +63,24 @@ func (p *bufPool) put(b *[]byte) {
 		p.classes[c].Put(b)
 	}
 }
+
+// bodies recycles the buffers of the bodies sent (BodyBuffer), for every
+// core: a caller takes one before it knows the core its message goes to.
+var bodies bufPool
+
+// BodyBuffer returns an empty pooled buffer with room for a body of n
+// bytes, to serialize a body into and hand to SendFor with it, or nil when
+// n is beyond the pool's largest buffer (maxBodyBuffer: such a body is not
+// pooled). PutBodyBuffer gives back one that SendFor did not get. Both are
+// safe from any goroutine.
+func BodyBuffer(n int) *[]byte {
+	if n > maxBodyBuffer {
+		return nil
+	}
+	return bodies.get(n)
+}
+
+// PutBodyBuffer gives back a buffer of BodyBuffer's that was not handed to
+// SendFor (nil: none). One that grew beyond maxBodyBuffer is left to the
+// collector.
+func PutBodyBuffer(buf *[]byte) { bodies.put(buf) }

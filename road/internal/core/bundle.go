@@ -40,50 +40,6 @@ import (
 // before is answered done and not delivered again, whatever bundle (or lone
 // packet) it came in.
 
-// bundling is the core's state of the moment: one set for all remotes.
-type bundling struct {
-	queued  []*messenger // messages waiting for their bundle, in order
-	answers []owed       // dones to send
-	bundler packet.Bundler
-	packer  packet.Packer // the bundler's packer (of the remote being flushed)
-	ranges  []packet.AnswerRange
-	pig     []packet.AnswerRange // ranges for the next bundle to carry
-	list    []byte               // an answers list being piggybacked
-	parsed  packet.Bundle        // a received bundle
-	plain   []byte               // its opened payload
-	lone    messengent           // an entry's, while it is delivered (bundledMessage)
-	// own is the memory the new entries of the bundle being received
-	// keep (their Message.Raw, each capped to its own), made at the first
-	// of them for all: one allocation a bundle, not one an entry. owing is
-	// what the bundle's entries hold in all.
-	own   []byte
-	owing int
-}
-
-// owed is a done owed to remote r for its transaction (si, ti).
-type owed struct {
-	r      *remote
-	si, ti uint32
-}
-
-// bundles reports whether r's session bundles. A bundle's table is in the
-// clear, authenticated by the packet's foot (MAC or Ed25519), or, with an
-// AEAD coat, sealed with the rest of the bundle.
-func (c *Core) bundles(r *remote) bool { return r.prof != nil && r.prof.bdl }
-
-// queue puts m in the bundles of this moment.
-func (c *Core) queue(m *messenger) {
-	m.queued = true
-	c.retime(m)
-	c.bundling.queued = append(c.bundling.queued, m)
-}
-
-// answer owes r a done for its transaction (si, ti), in the answers of
-// this moment.
-func (c *Core) answer(r *remote, si, ti uint32) {
-	c.bundling.answers = append(c.bundling.answers, owed{r: r, si: si, ti: ti})
-}
-
 // flushBundles packs the messages and answers of this moment, remote by
 // remote.
 func (c *Core) flushBundles() {
@@ -132,7 +88,7 @@ func (c *Core) flushRemote(r *remote, ms []*messenger, as []owed) {
 	live := ms[:0]
 	for _, m := range ms {
 		m.queued = false // its timers count again (deadline)
-		c.retime(m)
+		c.wake.retime(m)
 		if m.bundled && r.added && r.allowed && m.in == r {
 			live = append(live, m)
 		}
@@ -144,7 +100,7 @@ func (c *Core) flushRemote(r *remote, ms []*messenger, as []owed) {
 			m.sendAlone(c)
 		}
 		for _, o := range as {
-			h := &c.txHead
+			h := &c.tx.head
 			*h = c.outHead(codec.TransactionKindMessage, codec.PacketKindDone, r.nuid, r.fuid, o.si, o.ti, true)
 			h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, r.coatKind(), codec.FootKindNaCl
 			c.send(r, h, nil, r.ha)
@@ -205,11 +161,11 @@ func (c *Core) sendAnswers(r *remote, si uint32, rs []packet.AnswerRange) {
 	if len(rs) == 0 {
 		return
 	}
-	h := &c.txHead
+	h := &c.tx.head
 	*h = c.outHead(codec.TransactionKindMessage, codec.PacketKindAnswers, r.nuid, r.fuid, si, 0, true)
 	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, r.coatKind(), codec.FootKindNaCl
 	pk := c.packerFor(r, h)
-	buf := c.bufs.get(pk.MaxPacketSize)
+	buf := c.tx.bufs.get(pk.MaxPacketSize)
 	var out []byte
 	var err error
 	if r.aead() != nil {
@@ -222,7 +178,7 @@ func (c *Core) sendAnswers(r *remote, si uint32, rs []packet.AnswerRange) {
 		out, err = pk.PackAnswers(*buf, h, rs)
 	}
 	if err != nil {
-		c.bufs.put(buf)
+		c.tx.bufs.put(buf)
 		c.packFailed(r, err)
 		return
 	}
@@ -240,8 +196,8 @@ func (c *Core) sendBundles(r *remote, ms []*messenger) {
 	b.bundler.Reset(&h)
 	first := 0
 	for i, m := range ms {
-		c.scratch = m.plaintext(c.scratch[:0])
-		e := packet.BundleEntry{TI: m.ti, BodyKind: m.bk, Plain: c.scratch}
+		c.tx.scratch = m.plaintext(c.tx.scratch[:0])
+		e := packet.BundleEntry{TI: m.ti, BodyKind: m.bk, Plain: c.tx.scratch}
 		err := b.bundler.Add(e)
 		if errors.Is(err, packet.ErrBundleFull) {
 			c.flushBundle(r, &h, ms[first:i])
@@ -269,19 +225,19 @@ func (c *Core) flushBundle(r *remote, h *codec.Head, ms []*messenger) {
 		}
 		b.list = list[:0]
 	}
-	buf := c.bufs.get(b.packer.MaxPacketSize)
+	buf := c.tx.bufs.get(b.packer.MaxPacketSize)
 	out, err := b.bundler.Flush(*buf)
 	if a := b.bundler.AEAD; a != nil {
 		c.sealedAEAD(r, a, err)
 	}
 	if err != nil {
-		c.bufs.put(buf)
+		c.tx.bufs.put(buf)
 		c.packFailed(r, err)
 		b.bundler.Reset(h)
 		for _, m := range ms { // their timers try again
 			if m.bundled {
 				m.redo.restart(c.now)
-				c.retime(m)
+				c.wake.retime(m)
 			}
 		}
 		return
@@ -319,72 +275,26 @@ func (m *messenger) sent(c *Core, seq uint32) {
 	m.retry = false
 	c.transmitted(m, seq)
 	m.redo.restart(c.now)
-	c.retime(m)
+	c.wake.retime(m)
 }
 
 // receiveBundled takes a bundle or an answers packet from r, authenticated
 // and routed (handle).
 func (c *Core) receiveBundled(p *rxPacket, r *remote) {
-	b := &c.bundling
 	h := &p.Head
 	if !r.added || !c.bundles(r) || h.TransactionKind != codec.TransactionKindMessage {
 		c.stats.drop(dropBundleUnnegotiated)
 		return
 	}
 	if h.PacketKind == codec.PacketKindAnswers {
-		rs, err := packet.ParseAnswers(b.ranges[:0], p.Coat)
-		if err != nil || !h.Correspondent() {
-			c.stats.drop(dropAnswers)
-			return
-		}
-		b.ranges = rs[:0]
-		if c.answered(r, h.SessionID, rs) > 0 {
-			c.heard(r) // the answer of a live transaction: it is there
-		}
+		c.receiveAnswers(p, r)
 		return
 	}
-	if h.Correspondent() || h.Segment() || h.SegmentCount > 1 {
-		c.stats.drop(dropBundle)
+	rs, ok := c.openBundle(p, r)
+	if !ok {
 		return
 	}
-	if h.CoatKind != r.coatKind() {
-		c.stats.drop(dropCoatDowngrade)
-		return
-	}
-	if err := packet.ParseBundle(p.Coat, &b.parsed); err != nil {
-		c.stats.drop(dropBundle)
-		return
-	}
-	if !r.allowed || r.coat == nil {
-		// As a lone message would be: each entry is nacked.
-		for _, e := range b.parsed.Entries {
-			eh := entryHead(p, &e)
-			c.replyStaleTo(&eh, p.from, r, codec.PacketKindNack)
-		}
-		return
-	}
-	var coat packet.Coat = r.coat // with an AEAD coat, handle opened the packet whole
-	if r.aead() != nil {
-		coat = nil
-	}
-	plain, err := b.parsed.Open(b.plain[:0], coat)
-	if err != nil {
-		if errors.Is(err, packet.ErrBundlePayload) {
-			c.stats.drop(dropBundle)
-		} else {
-			c.stats.drop(errDrop(err))
-		}
-		return
-	}
-	b.plain = plain[:0]
-	var rs []packet.AnswerRange
-	if len(b.parsed.Answers) > 0 {
-		if rs, err = packet.ParseAnswers(b.ranges[:0], b.parsed.Answers); err != nil {
-			c.stats.drop(dropAnswers)
-			return
-		}
-		b.ranges = rs[:0]
-	}
+	b := &c.bundling
 	// The answers are of our transactions: of our session, which the
 	// bundle's head (of its sender's session) does not name.
 	live := c.answered(r, r.sid, rs) > 0
@@ -401,6 +311,73 @@ func (c *Core) receiveBundled(p *rxPacket, r *remote) {
 		c.heard(r)
 		c.refresh(r, yes)
 	}
+}
+
+// receiveAnswers takes an answers packet from r: the dones of our
+// messages.
+func (c *Core) receiveAnswers(p *rxPacket, r *remote) {
+	b := &c.bundling
+	h := &p.Head
+	rs, err := packet.ParseAnswers(b.ranges[:0], p.Coat)
+	if err != nil || !h.Correspondent() {
+		c.stats.drop(dropAnswers)
+		return
+	}
+	b.ranges = rs[:0]
+	if c.answered(r, h.SessionID, rs) > 0 {
+		c.heard(r) // the answer of a live transaction: it is there
+	}
+}
+
+// openBundle checks and opens a bundle from r into c.bundling.parsed and
+// returns the answers it carries; false after dropping it (or nacking its
+// entries, when r is not allowed).
+func (c *Core) openBundle(p *rxPacket, r *remote) ([]packet.AnswerRange, bool) {
+	b := &c.bundling
+	h := &p.Head
+	if h.Correspondent() || h.Segment() || h.SegmentCount > 1 {
+		c.stats.drop(dropBundle)
+		return nil, false
+	}
+	if h.CoatKind != r.coatKind() {
+		c.stats.drop(dropCoatDowngrade)
+		return nil, false
+	}
+	if err := packet.ParseBundle(p.Coat, &b.parsed); err != nil {
+		c.stats.drop(dropBundle)
+		return nil, false
+	}
+	if !r.allowed || r.coat == nil {
+		// As a lone message would be: each entry is nacked.
+		for _, e := range b.parsed.Entries {
+			eh := entryHead(p, &e)
+			c.replyStaleTo(&eh, p.from, r, codec.PacketKindNack)
+		}
+		return nil, false
+	}
+	var coat packet.Coat = r.coat // with an AEAD coat, handle opened the packet whole
+	if r.aead() != nil {
+		coat = nil
+	}
+	plain, err := b.parsed.Open(b.plain[:0], coat)
+	if err != nil {
+		if errors.Is(err, packet.ErrBundlePayload) {
+			c.stats.drop(dropBundle)
+		} else {
+			c.stats.drop(errDrop(err))
+		}
+		return nil, false
+	}
+	b.plain = plain[:0]
+	var rs []packet.AnswerRange
+	if len(b.parsed.Answers) > 0 {
+		if rs, err = packet.ParseAnswers(b.ranges[:0], b.parsed.Answers); err != nil {
+			c.stats.drop(dropAnswers)
+			return nil, false
+		}
+		b.ranges = rs[:0]
+	}
+	return rs, true
 }
 
 // answered takes the answers rs of r to our transactions of session si,

@@ -481,7 +481,7 @@ func testBundleWithSegmented(t *testing.T, tp testProfile) {
 	}
 	// Measured, not copied: the bundles' scratch holds what a bundle
 	// carries, never the large message.
-	if n := cap(p.other.scratch); n >= 20_000 {
+	if n := cap(p.other.tx.scratch); n >= 20_000 {
 		t.Errorf("the sender's scratch grew to %d bytes for a message it segmented", n)
 	}
 }
@@ -649,7 +649,7 @@ func TestSpareTxnTables(t *testing.T) {
 		p := newFleet(t, remotes, tp.set)
 		tables := func(c *Core) map[unsafe.Pointer]bool {
 			out := map[unsafe.Pointer]bool{}
-			for _, r := range c.remotes {
+			for _, r := range c.roster.remotes {
 				if r.ours != nil {
 					out[reflect.ValueOf(r.ours).UnsafePointer()] = true
 				}
@@ -658,7 +658,7 @@ func TestSpareTxnTables(t *testing.T) {
 		}
 		spares := func(c *Core) map[unsafe.Pointer]bool {
 			out := map[unsafe.Pointer]bool{}
-			for m := range c.spareTxns.All {
+			for m := range c.spares.txns.All {
 				if len(m) != 0 {
 					t.Fatalf("a spare table holds %d transactions", len(m))
 				}
@@ -675,7 +675,7 @@ func TestSpareTxnTables(t *testing.T) {
 			{"16 to one remote", p.other, func() []chan error { return p.sendAll(p.other, 16, 64) }, 1},
 			{"one to each of 12", p.main, func() []chan error {
 				var res []chan error
-				for r := range p.main.byName {
+				for r := range p.main.roster.byName {
 					ch := make(chan error, 1)
 					b, _ := p.main.marshal(map[string]any{"to": r})
 					sendPooled(p.main, r, b, MsgID{}, ch, p.now)

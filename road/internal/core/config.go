@@ -51,7 +51,7 @@ type Config struct {
 	Reassembly   packet.ReassemblyConfig
 	KeepQueue    int
 	// StrangerJoinRate and StrangerJoins bound the joins of estates not
-	// known yet (see replay.go).
+	// known yet (see budgets.go).
 	StrangerJoinRate float64
 	StrangerJoins    int
 
@@ -80,6 +80,13 @@ type Config struct {
 // Populate fills in every default and checks the values; it is the one
 // home of the road's protocol defaults.
 func (c *Config) Populate() error {
+	c.defaults()
+	return c.check()
+}
+
+// defaults fills in every field left zero (or, for the queues and stranger
+// bounds, below one).
+func (c *Config) defaults() {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -128,6 +135,10 @@ func (c *Config) Populate() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+}
+
+// check refuses the values the core cannot work with.
+func (c *Config) check() error {
 	if _, err := codec.Lookup(c.HeadKind); err != nil {
 		return fmt.Errorf("raet: config: head kind %v: %w", c.HeadKind, err)
 	}
@@ -167,4 +178,22 @@ const (
 type CoatMaker interface {
 	Kind() codec.CoatKind
 	Session(ourShortPriv, theirShortPub *[32]byte) (packet.Coat, error)
+}
+
+// PresencePeriod is the presence period of an estate of the populated
+// config c with that many remotes: max(AlivePeriod, remotes/AliveRate
+// seconds) in whole AlivePeriods, at most an hour; AlivePeriod itself when
+// it is not positive (no presence) or AliveRate is negative.
+func (c *Config) PresencePeriod(remotes int) time.Duration {
+	p := c.AlivePeriod
+	if p <= 0 {
+		return p
+	}
+	if c.AliveRate > 0 {
+		need := time.Duration(remotes) * time.Second / time.Duration(c.AliveRate)
+		if need > p {
+			p *= (need + p - 1) / p
+		}
+	}
+	return min(p, maxAlivePeriod)
 }

@@ -1,6 +1,12 @@
 package core
 
-import "strconv"
+import (
+	"errors"
+	"strconv"
+
+	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/packet"
+)
 
 // dropReason says why the core dropped a datagram it received (or, for
 // dropPackError, one it could not make). Counters.Drops counts them by
@@ -85,4 +91,43 @@ func (r dropReason) String() string {
 		return dropNames[r]
 	}
 	return "drop(" + strconv.Itoa(int(r)) + ")"
+}
+
+// errDrop is the drop reason of a datagram refused with err.
+func errDrop(err error) dropReason {
+	var ce *codec.Error
+	if errors.As(err, &ce) {
+		switch {
+		case errors.Is(err, codec.ErrPrefix):
+			return dropNotRAET
+		case errors.Is(err, codec.ErrUnknownKey):
+			return dropHeadUnknownKey
+		case errors.Is(err, codec.ErrSyntax):
+			return dropHeadSyntax
+		case errors.Is(err, codec.ErrUnsupported):
+			return dropHeadUnsupported
+		case errors.Is(err, codec.ErrPacketLength), errors.Is(err, codec.ErrHeadLength):
+			return dropHeadLength
+		case errors.Is(err, codec.ErrShort), errors.Is(err, codec.ErrTooLong):
+			return dropHeadTruncated
+		}
+		return dropHeadInvalid
+	}
+	switch {
+	case errors.Is(err, errCoatKind):
+		return dropCoatDowngrade
+	case errors.Is(err, packet.ErrFootKind), errors.Is(err, packet.ErrUnknownFoot), errors.Is(err, packet.ErrPacketTooShort):
+		return dropFootLength
+	case errors.Is(err, packet.ErrUnknownVerifyKey):
+		return dropVerifyUnknownKey
+	case errors.Is(err, packet.ErrFootVerify), errors.Is(err, packet.ErrFootLength):
+		return dropVerifyFailed
+	case errors.Is(err, packet.ErrCoatOpen), errors.Is(err, packet.ErrCoatShort):
+		return dropCoatOpen
+	}
+	var be *packet.BodyError
+	if errors.As(err, &be) {
+		return dropBody
+	}
+	return dropParseError
 }

@@ -29,3 +29,6 @@ func (e *TxnError) Error() string { return fmt.Sprintf("raet: %s with %s: %v", e
 
 // Unwrap returns the reason.
 func (e *TxnError) Unwrap() error { return e.Err }
+
+// errCoatKind refuses a packet whose coat is not its session's.
+var errCoatKind = errors.New("raet: coat kind is not the session's")

@@ -2,28 +2,9 @@ package core
 
 import (
 	"errors"
-	"time"
 
 	"github.com/raet-go/raet/packet"
 )
-
-// Fairness among a remote's messages at its reassembly quota. Segments of
-// a message that found no room are dropped, and the sender sends them
-// again on its timer; but a slot that frees goes to whichever message's
-// segment comes first, and the segments of a message the sender just
-// started come at once. So a remote that keeps more segmented messages
-// under way than our room (a sender whose room is larger than ours, or the
-// reference, which keeps no window) could see one message refused again
-// and again. We remember the oldest message refused for want of the
-// remote's own room (its starved record), and while it waits the last
-// free slot of the remote's room is kept for it: the first segments of
-// newer messages are refused. The record names one message per remote, is
-// set only by authenticated packets of that remote, keeps only that
-// remote's own room, and lapses after starveHold.
-type starved struct {
-	si, ti uint32
-	until  time.Time
-}
 
 // starveHold is how long a starved record keeps its slot: longer than its
 // sender waits to send again (maxMessageRedo, backed off).

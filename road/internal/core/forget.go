@@ -61,17 +61,17 @@ func (c *Core) forget(r *remote, why Reason) {
 		r.prof.aead.Drop()
 	}
 	c.markKeys(r)
-	delete(c.remotes, r.nuid)
-	c.answers.trim(answersFor(len(c.remotes))) // the kept dones' memory goes with the remotes
-	c.silence.remove(r)
-	if c.byName[r.name] == r {
-		delete(c.byName, r.name)
+	delete(c.roster.remotes, r.nuid)
+	c.tx.answers.trim(answersFor(len(c.roster.remotes))) // the kept dones' memory goes with the remotes
+	c.roster.silence.remove(r)
+	if c.roster.byName[r.name] == r {
+		delete(c.roster.byName, r.name)
 	}
-	if c.joinees[r.ha] == r {
-		delete(c.joinees, r.ha)
+	if c.roster.joinees[r.ha] == r {
+		delete(c.roster.joinees, r.ha)
 	}
 	r.added = false
-	c.touch(r) // leaves the timer heap at the next flush
+	c.wake.touch(r) // leaves the timer heap at the next flush
 	c.evictRole(r.role)
 	c.report(EventForgotten, r.name, r.nuid, why, r.ha, "")
 	c.shrink()
@@ -88,40 +88,34 @@ func (c *Core) forget(r *remote, why Reason) {
 // room of what the fleet's joins and messages queued goes too: the keep
 // queue's maps and held datagrams, the datagrams to send (keptOut), the
 // deliveries not yet taken and the line of those waiting for room in
-// them (a fan-in's backlog: Core.roomWaits), what the reassembler keeps for reuse
+// them (a fan-in's backlog: inbox.roomWaits), what the reassembler keeps for reuse
 // (packet.Reassembler.Shrink: the chunks of a fan-in of segmented
 // messages, 680 KB from 10000 reference remotes), and the budgets of the
 // strangers' addresses (a main that thousands joined holds a bucket for
 // each until it sweeps them: limits.sweep).
 func (c *Core) shrink() {
-	if !c.peak.Due(len(c.remotes)) {
+	if !c.roster.peak.Due(len(c.roster.remotes)) {
 		return
 	}
-	c.remotes, c.byName = shrink.Map(c.remotes), shrink.Map(c.byName)
-	c.roles, c.joinees = shrink.Map(c.roles), shrink.Map(c.joinees)
-	c.shrinkTimers = true
-	q := &c.kq
+	c.roster.remotes, c.roster.byName = shrink.Map(c.roster.remotes), shrink.Map(c.roster.byName)
+	c.kept.roles, c.roster.joinees = shrink.Map(c.kept.roles), shrink.Map(c.roster.joinees)
+	c.wake.rebuild = true
+	q := &c.kept.queue
 	q.holds, q.queued = shrink.Map(q.holds), shrink.Map(q.queued)
 	q.held = append([]heldDatagram(nil), q.held...)
-	if cap(c.out) > c.keptOut() {
-		c.out = append([]Datagram(nil), c.out...)
-	}
-	c.delivery = fifo[Message]{s: append([]Message(nil), c.delivery.items()...)}
-	c.roomWaits = fifo[roomWait]{s: append([]roomWait(nil), c.roomWaits.items()...)}
+	c.tx.trim(c.keptOut())
+	c.rx.trim()
 	c.reasm.Shrink()
-	c.spareTxns.Drop()
-	c.spareMessengers.Drop()
-	c.spareWins.Drop()
-	c.retired = nil
+	c.spares.drop()
 	c.lim.sweep(c.now)
-	c.peak.Rebuilt(len(c.remotes))
+	c.roster.peak.Rebuilt(len(c.roster.remotes))
 }
 
 // capRemotes forgets the longest silent remotes (but keep) while there are
 // more than MaxRemotes: the heads of the silence list, O(1) each.
 func (c *Core) capRemotes(keep *remote) {
-	for c.cfg.MaxRemotes > 0 && len(c.remotes) > c.cfg.MaxRemotes {
-		oldest := c.silence.head
+	for c.cfg.MaxRemotes > 0 && len(c.roster.remotes) > c.cfg.MaxRemotes {
+		oldest := c.roster.silence.head
 		if oldest == keep {
 			oldest = oldest.heardLinks.next
 		}
@@ -132,18 +126,12 @@ func (c *Core) capRemotes(keep *remote) {
 	}
 }
 
-// silenceList holds the added remotes in the order they were last heard,
-// the longest silent at head (through remote.heardLinks): hearing a
-// remote (it goes last) and finding the longest silent cost O(1),
-// whatever the number of remotes.
-type silenceList = orderList[*remote]
-
 // recall loads the forgotten remote of uid again from the keep, within the
 // budget of replies to unknown remotes (taken before the store is read);
 // nil when the keep holds no joined remote of that uid, or it cannot be
 // loaded.
 func (c *Core) recall(uid uint32) *remote {
-	if uid == 0 || uid == c.uid {
+	if uid == 0 || uid == c.local.uid {
 		return nil
 	}
 	if !c.lim.renews.take(c.now, replyRate, replyBurst) {
@@ -169,3 +157,14 @@ func (c *Core) recall(uid uint32) *remote {
 	c.log.Info("raet: a forgotten remote came back; loaded from the keep", "remote", r.name)
 	return r
 }
+
+// keptOut is the most room for datagrams to send the core keeps between
+// flushes: two datagrams' for each remote, from minKeptOut (a segmented
+// message's burst) up to maxKeptOut; so that a main that a fleet left
+// does not keep the room of their last alives (up to 26 KB).
+func (c *Core) keptOut() int { return min(maxKeptOut, max(minKeptOut, 2*len(c.roster.remotes))) }
+
+const (
+	minKeptOut = 64
+	maxKeptOut = 256
+)

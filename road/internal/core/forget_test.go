@@ -25,45 +25,45 @@ func TestSilenceListOrder(t *testing.T) {
 	for i := range 5000 {
 		c.now = c.now.Add(time.Duration(rng.IntN(3)) * time.Millisecond)
 		switch op := rng.IntN(10); {
-		case op < 4 || len(c.remotes) == 0:
-			oldest := c.silence.head
-			n := len(c.remotes)
+		case op < 4 || len(c.roster.remotes) == 0:
+			oldest := c.roster.silence.head
+			n := len(c.roster.remotes)
 			addKeyed(c, i, 1)
-			if n == c.cfg.MaxRemotes && c.remotes[oldest.nuid] == oldest {
+			if n == c.cfg.MaxRemotes && c.roster.remotes[oldest.nuid] == oldest {
 				t.Fatalf("op %d: over the cap, the longest silent %d stays", i, oldest.nuid)
 			}
 		case op < 8:
-			for _, r := range c.remotes {
+			for _, r := range c.roster.remotes {
 				c.heard(r)
 				break
 			}
 		case op < 9:
-			for _, r := range c.remotes {
+			for _, r := range c.roster.remotes {
 				c.removeRemote(r, ErrForgotten)
 				break
 			}
 		default:
-			for _, r := range c.remotes {
+			for _, r := range c.roster.remotes {
 				c.forget(r, ReasonSilent)
 				break
 			}
 		}
 		var order []*remote
-		for r := c.silence.head; r != nil && len(order) <= len(c.remotes); r = r.heardLinks.next {
+		for r := c.roster.silence.head; r != nil && len(order) <= len(c.roster.remotes); r = r.heardLinks.next {
 			order = append(order, r)
 		}
-		if len(order) != len(c.remotes) || len(c.remotes) > c.cfg.MaxRemotes {
-			t.Fatalf("op %d: %d in the list, %d remotes", i, len(order), len(c.remotes))
+		if len(order) != len(c.roster.remotes) || len(c.roster.remotes) > c.cfg.MaxRemotes {
+			t.Fatalf("op %d: %d in the list, %d remotes", i, len(order), len(c.roster.remotes))
 		}
 		if !slices.IsSortedFunc(order, func(a, b *remote) int { return a.heard.Compare(b.heard) }) {
 			t.Fatalf("op %d: the list is not by last heard", i)
 		}
 		for j, r := range order {
-			if c.remotes[r.nuid] != r || (j > 0 && r.heardLinks.prev != order[j-1]) {
+			if c.roster.remotes[r.nuid] != r || (j > 0 && r.heardLinks.prev != order[j-1]) {
 				t.Fatalf("op %d: list entry %d is not a held remote or is mislinked", i, j)
 			}
 		}
-		if len(order) > 0 && c.silence.tail != order[len(order)-1] {
+		if len(order) > 0 && c.roster.silence.tail != order[len(order)-1] {
 			t.Fatalf("op %d: tail is not the last heard", i)
 		}
 	}
@@ -99,14 +99,14 @@ func TestEvictedRoleStillDecides(t *testing.T) {
 	p := newPair(t, keep.AutoAlways, nil)
 	p.join()
 	c := p.main
-	r := c.byName["other"]
-	rec := c.roles[r.role].rec
+	r := c.roster.byName["other"]
+	rec := c.kept.roles[r.role].rec
 	rec.Acceptance = keep.Rejected
 	if _, err := c.store.write(&keepWrite{op: opSaveRole, role: rec}); err != nil {
 		t.Fatal(err)
 	}
 	c.evictRole(r.role)
-	if c.roles[r.role] != nil {
+	if c.kept.roles[r.role] != nil {
 		t.Fatal("the record stayed in the table")
 	}
 	st, err := c.statusRole(keep.AutoOnce, r.role, r.verify, r.pub, netip.AddrPort{})
@@ -131,12 +131,12 @@ func (s *countingStore) loadRemoteUID(uid uint32) (keep.RemoteEstate, error) {
 // by.
 func (p *pair) forgetOther(t *testing.T) uint32 {
 	t.Helper()
-	uid := p.main.byName["other"].nuid
+	uid := p.main.roster.byName["other"].nuid
 	p.cut = func(wired) bool { return true }
 	p.advance(5 * time.Second)
 	p.main.Deadline()
-	if len(p.main.remotes) != 0 {
-		t.Fatalf("main still holds %d remotes", len(p.main.remotes))
+	if len(p.main.roster.remotes) != 0 {
+		t.Fatalf("main still holds %d remotes", len(p.main.roster.remotes))
 	}
 	return uid
 }
@@ -187,8 +187,8 @@ func TestRecallAfterReindex(t *testing.T) {
 	mcfg.MaxRemotes = 1
 	p.cut = func(wired) bool { return true }
 	p.restart(p.main, &mcfg)
-	if len(p.main.remotes) != 1 || p.main.byName["zed"] == nil {
-		t.Fatalf("the restarted main holds %d remotes, want zed only", len(p.main.remotes))
+	if len(p.main.roster.remotes) != 1 || p.main.roster.byName["zed"] == nil {
+		t.Fatalf("the restarted main holds %d remotes, want zed only", len(p.main.roster.remotes))
 	}
 	before := len(p.events[p.other])
 	p.cut = nil

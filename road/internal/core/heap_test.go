@@ -52,7 +52,7 @@ func (p *pair) sendID(from *Core, body map[string]any, id MsgID) {
 	res := p.start(from, body, id)
 	p.pump()
 	if err := <-res; err != nil {
-		p.tb.Fatalf("send from %s: %v", from.name, err)
+		p.tb.Fatalf("send from %s: %v", from.local.name, err)
 	}
 }
 
@@ -87,7 +87,7 @@ func perRemote(tb testing.TB, n int, prof Profile, aead AEADMode) float64 {
 		p.main.Tick(d)
 	}
 	p.now = end
-	for _, r := range p.main.remotes {
+	for _, r := range p.main.roster.remotes {
 		if r.prof != nil && r.prof.aeadCheck != 0 {
 			tb.Fatalf("%s still holds its AEAD cipher states, idle for %v", r.name, aeadIdle)
 		}
@@ -96,7 +96,7 @@ func perRemote(tb testing.TB, n int, prof Profile, aead AEADMode) float64 {
 	st.remotes, st.roles = map[string]keep.RemoteEstate{}, map[string]keep.RemoteRole{}
 	p.feet, p.air = nil, nil // the key table a stack's readers share stays
 	after := heapNow()
-	if got := len(p.main.remotes); got != n {
+	if got := len(p.main.roster.remotes); got != n {
 		tb.Fatalf("main has %d remotes, want %d", got, n)
 	}
 	heldFleet = p

@@ -76,7 +76,7 @@ func TestRefJoinerAckLost(t *testing.T) {
 			if nacks == 0 {
 				t.Fatal("the main did not send its response again")
 			}
-			rm := p.main.byName[o.name]
+			rm := p.main.roster.byName[o.local.name]
 			if rm == nil || !rm.added {
 				t.Fatalf("the main forgot the joiner whose ack was lost (%d stale nacks)", nacks)
 			}
@@ -282,7 +282,7 @@ func TestAllowFQDN(t *testing.T) {
 						if err := packet.Parse(w.b, &pp); err != nil {
 							p.tb.Fatal(err)
 						}
-						init, _, err := handshake.OpenInitiate(pp.Coat, a.short.Private, p.main.box.Private,
+						init, _, err := handshake.OpenInitiate(pp.Coat, a.short.Private, p.main.local.box.Private,
 							handshake.InitiateWant{IShortPub: a.peerShort, Oreo: a.oreo, ILongPub: p.mainRemote().pub, FQDN: host})
 						if err != nil {
 							p.tb.Fatal(err)

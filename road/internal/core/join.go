@@ -27,39 +27,21 @@ import (
 // changes no more than the reference needs: the first session id, and the
 // hint that the remote may count its sessions afresh (sessionReset), which
 // only an authenticated allow acts on. A join completes only for keys that
-// are accepted; strangers are budgeted (replay.go) and nothing is kept on
+// are accepted; strangers are budgeted (budgets.go) and nothing is kept on
 // disk for them but the pending role file an operator decides on, for at
 // most maxPendingStrangers of them.
 
-// pendRedo is how often the core re-reads the keep for the joins waiting
-// for an operator's decision, all of them at once (the reference: every 60 s,
-// each join on its own). Only a joinent waits for ours: a joiner trusts the
-// main it joins on first use (trustMain).
-const pendRedo = time.Second
-
 // pend adds j to the joins the pend timer re-reads the keep for.
-func (c *Core) pend(j *joinent) {
-	c.pended = append(c.pended, j)
-	if c.pendAt.IsZero() {
-		c.pendAt = c.now.Add(pendRedo)
-	}
-}
+func (c *Core) pend(j *joinent) { c.kept.pend(j, c.now) }
 
-func (c *Core) unpend(j *joinent) {
-	if i := slices.Index(c.pended, j); i >= 0 {
-		c.pended = slices.Delete(c.pended, i, i+1)
-	}
-	if len(c.pended) == 0 {
-		c.pendAt = time.Time{}
-	}
-}
+func (c *Core) unpend(j *joinent) { c.kept.unpend(j) }
 
 // checkPended re-reads, once per role, the acceptance of the keys the
 // pended joins wait on, and hands each join a decision made.
 func (c *Core) checkPended() {
 	status := make(map[string]keep.Acceptance)
-	for _, t := range slices.Clone(c.pended) {
-		if !slices.Contains(c.pended, t) {
+	for _, t := range slices.Clone(c.kept.pended) {
+		if !slices.Contains(c.kept.pended, t) {
 			continue // ended by an earlier decision
 		}
 		role := t.b.role
@@ -72,13 +54,13 @@ func (c *Core) checkPended() {
 			status[role] = st
 		}
 		if st != keep.Pending {
-			c.touch(t.r)
+			c.wake.touch(t.r)
 			t.decided(c, st)
 		}
 	}
-	c.pendAt = time.Time{}
-	if len(c.pended) > 0 {
-		c.pendAt = c.now.Add(pendRedo)
+	c.kept.pendAt = time.Time{}
+	if len(c.kept.pended) > 0 {
+		c.kept.pendAt = c.now.Add(pendRedo)
 	}
 }
 
@@ -88,7 +70,7 @@ func (c *Core) checkPended() {
 func (c *Core) pendStranger(j *joinent) {
 	n := 0
 	var oldest *joinent
-	for _, o := range c.pended {
+	for _, o := range c.kept.pended {
 		if !o.r.added {
 			n++
 			if oldest == nil {
@@ -108,7 +90,7 @@ func (c *Core) pendStranger(j *joinent) {
 // forgetPendingRole deletes the kept role of a stranger dropped while its
 // keys were pending, unless a remote we know has that role.
 func (c *Core) forgetPendingRole(role string) {
-	for _, r := range c.remotes {
+	for _, r := range c.roster.remotes {
 		if r.role == role {
 			return
 		}
@@ -116,23 +98,11 @@ func (c *Core) forgetPendingRole(role string) {
 	c.forgetPending(role)
 }
 
-// joinBody is a join request or response body.
-type joinBody struct {
-	caps   *caps // the raet-go advertisement; nil when absent
-	name   string
-	main   bool
-	kind   uint8
-	uid    uint32 // responses only
-	verify keys.VerifyKey
-	pub    keys.PublicKey
-	role   string
-}
-
 // joinBody is a join request body, or with uid a response body, in the
 // reference's key order, with our advertisement last.
 func (c *Core) joinBody(response bool, uid uint32) packet.OrderedMap {
 	b := packet.OrderedMap{
-		{Key: "name", Value: c.name},
+		{Key: "name", Value: c.local.name},
 		{Key: "mode", Value: c.mode()},
 		{Key: "kind", Value: int(c.cfg.Kind)},
 	}
@@ -140,9 +110,9 @@ func (c *Core) joinBody(response bool, uid uint32) packet.OrderedMap {
 		b = append(b, packet.KV{Key: "uid", Value: int64(uid)})
 	}
 	b = append(b,
-		packet.KV{Key: "verhex", Value: c.signing.Verify.Hex()},
-		packet.KV{Key: "pubhex", Value: c.box.Public.Hex()},
-		packet.KV{Key: "role", Value: c.role})
+		packet.KV{Key: "verhex", Value: c.local.signing.Verify.Hex()},
+		packet.KV{Key: "pubhex", Value: c.local.box.Public.Hex()},
+		packet.KV{Key: "role", Value: c.local.role})
 	if k := c.ourCaps(); k != nil {
 		b = append(b, packet.KV{Key: "caps", Value: k.body()})
 	}
@@ -151,13 +121,22 @@ func (c *Core) joinBody(response bool, uid uint32) packet.OrderedMap {
 
 // mode is the operation mode byte: bit 0x01 says we are main.
 func (c *Core) mode() int {
-	if c.mainFlag {
+	if c.local.main {
 		return 1
 	}
 	return 0
 }
 
 var errBadJoinBody = errors.New("invalid join body")
+
+// intField is the join body field key, an integer from lo to hi.
+func intField(m map[string]any, key string, lo, hi int64) (int64, error) {
+	v, ok := intValue(m[key])
+	if !ok || v < lo || v > hi {
+		return 0, fmt.Errorf("%w: %s", errBadJoinBody, key)
+	}
+	return v, nil
+}
 
 // parseJoinBody checks a join body the way the reference does (§8.2); any
 // missing or invalid field is an error.
@@ -175,20 +154,20 @@ func parseJoinBody(p *rxPacket, response bool) (joinBody, error) {
 	if b.name, ok = m["name"].(string); !ok || b.name == "" {
 		return b, fmt.Errorf("%w: name", errBadJoinBody)
 	}
-	mode, ok := intValue(m["mode"])
-	if !ok || mode < 0 || mode > 255 {
-		return b, fmt.Errorf("%w: mode", errBadJoinBody)
+	mode, err := intField(m, "mode", 0, 255)
+	if err != nil {
+		return b, err
 	}
 	b.main = mode&1 != 0
-	kind, ok := intValue(m["kind"])
-	if !ok || kind < 0 || kind > 255 {
-		return b, fmt.Errorf("%w: kind", errBadJoinBody)
+	kind, err := intField(m, "kind", 0, 255)
+	if err != nil {
+		return b, err
 	}
 	b.kind = uint8(kind)
 	if response {
-		uid, ok := intValue(m["uid"])
-		if !ok || uid <= 0 || uid > 0xffffffff {
-			return b, fmt.Errorf("%w: uid", errBadJoinBody)
+		uid, err := intField(m, "uid", 1, 0xffffffff)
+		if err != nil {
+			return b, err
 		}
 		b.uid = uint32(uid)
 	}
@@ -208,20 +187,6 @@ func parseJoinBody(p *rxPacket, response bool) (joinBody, error) {
 	}
 	b.caps = parseCaps(m["caps"])
 	return b, nil
-}
-
-func intValue(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return x, true
-	case uint64:
-		if x <= 1<<62 {
-			return int64(x), true
-		}
-	case int:
-		return int64(x), true
-	}
-	return 0, false
 }
 
 // sameRoleKeys and sameAll compare a join body with what r holds.
@@ -247,28 +212,6 @@ func (c *Core) apply(r *remote, b *joinBody, from netip.AddrPort, fuid uint32) e
 
 // --- joiner ----------------------------------------------------------------
 
-type joiner struct {
-	r        *remote
-	ti       uint32
-	se, de   uint32 // fixed at the start: every packet carries the request's uids
-	vacuous  bool
-	renewal  bool
-	cascade  bool
-	pended   bool   // by the joinent: its operator decides on our keys, or its keep is busy
-	pendWhy  Reason // why it pended: ReasonPendingTheirs or ReasonKeepBusy
-	answered bool   // the joinent said something
-	tries    int    // requests sent
-	timeout  expiry
-	heapSlot // in its remote's clock (timers.go)
-	redo     redo
-	last     []byte
-	lastKind codec.PacketKind
-}
-
-func (j *joiner) kind() codec.TransactionKind { return codec.TransactionKindJoin }
-func (j *joiner) key() txnKey                 { return txnKey{si: 0, ti: j.ti} }
-func (j *joiner) deadline() time.Time         { return earliest(time.Time(j.timeout), j.redo.at) }
-
 // startJoiner starts a join with r unless one is in process.
 func (c *Core) startJoiner(r *remote, cascade, renewal bool) {
 	if len(r.inProcess(codec.TransactionKindJoin)) > 0 {
@@ -289,7 +232,7 @@ func (c *Core) startJoiner(r *remote, cascade, renewal bool) {
 	}
 	c.addTxn(r, j)
 	if j.vacuous {
-		c.joinees[r.ha] = r
+		c.roster.joinees[r.ha] = r
 	}
 }
 
@@ -304,7 +247,7 @@ func (j *joiner) send(c *Core, pk codec.PacketKind, body []byte) {
 	if b := c.sendNew(j.r, &h, body, j.r.ha); b != nil {
 		j.last, j.lastKind = b, pk
 		j.redo.restart(c.now)
-		c.retime(j)
+		c.wake.retime(j)
 		if pk == codec.PacketKindRequest {
 			j.tries++
 		}
@@ -313,8 +256,8 @@ func (j *joiner) send(c *Core, pk codec.PacketKind, body []byte) {
 
 func (j *joiner) remove(c *Core) {
 	c.removeTxn(j.r, j)
-	if j.vacuous && c.joinees[j.r.ha] == j.r && j.r.numTxns() == 0 {
-		delete(c.joinees, j.r.ha)
+	if j.vacuous && c.roster.joinees[j.r.ha] == j.r && j.r.numTxns() == 0 {
+		delete(c.roster.joinees, j.r.ha)
 	}
 }
 
@@ -333,7 +276,7 @@ func (j *joiner) receive(c *Core, p *rxPacket) {
 		if !j.pended || j.pendWhy != why {
 			j.pended, j.pendWhy = true, why
 			j.timeout = after(c.now, c.cfg.PendTimeout)
-			c.retime(j)
+			c.wake.retime(j)
 			c.report(EventPending, c.nameOf(j.r), j.r.nuid, why, j.r.ha, c.hint(why, j.r.name))
 		}
 	case codec.PacketKindResponse:
@@ -383,6 +326,33 @@ func (j *joiner) askAgain(c *Core) {
 	c.addTxn(j.r, j)
 }
 
+// adopt gives the remote of a vacuous join the uid the main's response
+// gives it and, unless the join renews a session, the name and keys it
+// offers. It reports false after failing the join.
+func (j *joiner) adopt(c *Core, b *joinBody) bool {
+	r := j.r
+	r.fuid = b.uid
+	if j.renewal {
+		return true
+	}
+	if b.name != r.name {
+		if o := c.roster.byName[b.name]; o != nil && o != r {
+			j.nack(c, codec.PacketKindReject)
+			c.failJoin(r, &JoinError{Reason: ReasonNameTaken, Err: ErrRejected,
+				Hint: fmt.Sprintf("this estate knows another %q: raet keys forget --keep %s %s", b.name, c.keepArg(), b.name)})
+			return false
+		}
+		if err := c.renameRemote(r, b.name); err != nil {
+			j.remove(c)
+			c.failJoin(r, err)
+			return false
+		}
+	}
+	r.main, r.kind, r.role, r.verify, r.pub = b.main, b.kind, b.role, b.verify, b.pub
+	c.markKeys(r)
+	return true
+}
+
 func (j *joiner) accept(c *Core, p *rxPacket) {
 	b, err := parseJoinBody(p, true)
 	if err != nil {
@@ -392,25 +362,8 @@ func (j *joiner) accept(c *Core, p *rxPacket) {
 		return
 	}
 	r := j.r
-	if j.vacuous {
-		r.fuid = b.uid
-		if !j.renewal {
-			if b.name != r.name {
-				if o := c.byName[b.name]; o != nil && o != r {
-					j.nack(c, codec.PacketKindReject)
-					c.failJoin(r, &JoinError{Reason: ReasonNameTaken, Err: ErrRejected,
-						Hint: fmt.Sprintf("this estate knows another %q: raet keys forget --keep %s %s", b.name, c.keepArg(), b.name)})
-					return
-				}
-				if err := c.renameRemote(r, b.name); err != nil {
-					j.remove(c)
-					c.failJoin(r, err)
-					return
-				}
-			}
-			r.main, r.kind, r.role, r.verify, r.pub = b.main, b.kind, b.role, b.verify, b.pub
-			c.markKeys(r)
-		}
+	if j.vacuous && !j.adopt(c, &b) {
+		return
 	}
 	sameKeys := sameRoleKeys(r, &b)
 	if !sameAll(r, &b, p.from, b.uid) && !c.cfg.Mutable {
@@ -523,10 +476,10 @@ func (j *joiner) tick(c *Core) {
 	if j.pended { // by the joinent: ask again now and then
 		j.redo.cur = min(pendRedo, c.cfg.PendTimeout)
 		j.redo.restart(c.now)
-		c.retime(j)
+		c.wake.retime(j)
 	} else {
 		j.redo.backoff(c.now)
-		c.retime(j)
+		c.wake.retime(j)
 	}
 	c.retransmit(j.last, j.r.ha)
 	j.tries++
@@ -546,31 +499,6 @@ func (c *Core) failJoin(r *remote, err error) {
 
 // --- joinent ---------------------------------------------------------------
 
-type joinent struct {
-	r       *remote
-	ti      uint32
-	from    netip.AddrPort
-	se, de  uint32 // the head values we send: the request's de and se
-	vacuous bool
-	pended  bool
-	added   bool // r was added for this join (a stranger): forgotten if it does not complete
-	// b is the request, whose advertisement (and on a mutable road, whose
-	// changed identity: change) the remote takes only once the join
-	// completes.
-	b        joinBody
-	reid     uint32
-	change   bool
-	timeout  expiry
-	heapSlot // in its remote's clock (timers.go)
-	redo     redo
-	last     []byte
-	lastKind codec.PacketKind
-}
-
-func (j *joinent) kind() codec.TransactionKind { return codec.TransactionKindJoin }
-func (j *joinent) key() txnKey                 { return txnKey{rf: true, si: 0, ti: j.ti} }
-func (j *joinent) deadline() time.Time         { return earliest(time.Time(j.timeout), j.redo.at) }
-
 func (c *Core) startJoinent(p *rxPacket, r *remote) {
 	j := &joinent{r: r, ti: p.Head.TransactionID, from: p.from, se: p.Head.DestinationID, de: p.Head.SourceID,
 		timeout: after(c.now, c.cfg.JoinentTimeout), redo: newRedo(100*time.Millisecond, 2*time.Second)}
@@ -584,19 +512,19 @@ func (j *joinent) send(c *Core, pk codec.PacketKind, body []byte) {
 	if b := c.sendNew(j.r, &h, body, j.from); b != nil {
 		j.last, j.lastKind = b, pk
 		j.redo.restart(c.now)
-		c.retime(j)
+		c.wake.retime(j)
 	}
 }
 
 func (j *joinent) remove(c *Core) {
 	c.removeTxn(j.r, j)
 	c.unpend(j)
-	if j.vacuous && c.joinees[j.from] == j.r && j.r.numTxns() == 0 {
-		delete(c.joinees, j.from)
+	if j.vacuous && c.roster.joinees[j.from] == j.r && j.r.numTxns() == 0 {
+		delete(c.roster.joinees, j.from)
 	}
 	if j.added {
 		j.added = false
-		c.strangerJoins--
+		c.kept.strangers--
 		if !j.r.joined && j.r.answered != j {
 			c.removeRemote(j.r, ErrTimeout)
 		}
@@ -626,7 +554,7 @@ func (j *joinent) receive(c *Core, p *rxPacket) {
 		// operator decides, and our timer waits for it.
 		j.pended = true
 		j.redo.at = time.Time{}
-		c.retime(j)
+		c.wake.retime(j)
 	case codec.PacketKindAck:
 		j.complete(c)
 	case codec.PacketKindNack:
@@ -688,24 +616,58 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 		return // a duplicate request
 	}
 	target := r
-	if known := c.byName[b.name]; j.vacuous && known != nil {
+	if known := c.roster.byName[b.name]; j.vacuous && known != nil {
 		target = known
 	}
 	if !c.joinBudget(target, p.from) {
 		c.stats.drop(dropJoinBudget)
 		return
 	}
-	for _, t := range r.inProcess(codec.TransactionKindJoin) {
+	if !j.contend(c, p, &b) {
+		return
+	}
+	r, ok := j.bind(c, p, &b, target, reid)
+	if !ok {
+		return
+	}
+	sameKeys := sameRoleKeys(r, &b)
+	same := sameAll(r, &b, p.from, reid)
+	if !same && !c.cfg.Mutable {
+		j.reject(c, mismatch(r, &b, p.from), &b)
+		return
+	}
+	if o := c.roster.byName[b.name]; !same && o != nil && o != r {
+		j.reject(c, ReasonNameTaken, &b) // the new name is another remote's
+		return
+	}
+	if c.keepBusy(!r.added) {
+		j.busy(c, &b)
+		return
+	}
+	status, ok := j.keyStatus(c, p, &b, r, sameKeys)
+	if !ok {
+		return
+	}
+	j.b, j.reid, j.change = b, reid, !same
+	j.admit(c, r, status)
+}
+
+// contend settles j against the other joins of its remote under way: ours
+// (the vacuous one, or the one of the estate named first, goes on) and an
+// older joinent from the same joiner (which j replaces). It reports false
+// after refusing j.
+func (j *joinent) contend(c *Core, p *rxPacket, b *joinBody) bool {
+	for _, t := range j.r.inProcess(codec.TransactionKindJoin) {
 		if other, ok := t.(*joiner); ok {
 			switch {
 			case j.vacuous && !other.vacuous:
 				j.nack(c, codec.PacketKindRefuse)
-				return
+				return false
 			case !j.vacuous && other.vacuous:
 				other.nack(c, codec.PacketKindRefuse)
-			case c.name < b.name:
+			case c.local.name < b.name:
 				j.nack(c, codec.PacketKindRefuse)
-				return
+				return false
 			default:
 				other.nack(c, codec.PacketKindRefuse)
 			}
@@ -720,81 +682,89 @@ func (j *joinent) join(c *Core, p *rxPacket) {
 			continue
 		}
 		j.nack(c, codec.PacketKindRefuse) // another joinent already
-		return
+		return false
 	}
-	if j.vacuous {
-		if !c.mainFlag {
-			j.reject(c, ReasonNotMain, &b)
-			return
+	return true
+}
+
+// bind finds the remote j joins as: for a vacuous join, target (the
+// estate of that name we know) or j's new remote, which takes the name and
+// keys offered; otherwise j's, which the request must name. It reports
+// false after rejecting j.
+func (j *joinent) bind(c *Core, p *rxPacket, b *joinBody, target *remote, reid uint32) (*remote, bool) {
+	r := j.r
+	if !j.vacuous {
+		if c.roster.remotes[p.Head.DestinationID] != r {
+			j.reject(c, ReasonIdentityChanged, b)
+			return nil, false
 		}
-		if target != r {
-			r = target
-			j.r = r
-		} else {
-			// A new estate, or our own vacuous joiner's remote (both sides
-			// joining at once), not joined yet: it takes the name and keys
-			// offered.
-			if err := c.renameRemote(r, b.name); err != nil {
-				j.reject(c, ReasonNameTaken, &b)
-				return
-			}
-			r.main, r.kind, r.role, r.verify, r.pub = b.main, b.kind, b.role, b.verify, b.pub
-			c.markKeys(r)
-			if r.fuid != reid {
-				if r.fuid != 0 {
-					j.reject(c, ReasonIdentityChanged, &b)
-					return
-				}
-				r.fuid = reid
-			}
+		return r, true
+	}
+	if !c.local.main {
+		j.reject(c, ReasonNotMain, b)
+		return nil, false
+	}
+	if target != r {
+		j.r = target
+		return target, true
+	}
+	// A new estate, or our own vacuous joiner's remote (both sides
+	// joining at once), not joined yet: it takes the name and keys
+	// offered.
+	if err := c.renameRemote(r, b.name); err != nil {
+		j.reject(c, ReasonNameTaken, b)
+		return nil, false
+	}
+	r.main, r.kind, r.role, r.verify, r.pub = b.main, b.kind, b.role, b.verify, b.pub
+	c.markKeys(r)
+	if r.fuid != reid {
+		if r.fuid != 0 {
+			j.reject(c, ReasonIdentityChanged, b)
+			return nil, false
 		}
-	} else if c.remotes[p.Head.DestinationID] != r {
-		j.reject(c, ReasonIdentityChanged, &b)
-		return
+		r.fuid = reid
 	}
-	sameKeys := sameRoleKeys(r, &b)
-	same := sameAll(r, &b, p.from, reid)
-	if !same && !c.cfg.Mutable {
-		j.reject(c, mismatch(r, &b, p.from), &b)
-		return
-	}
-	if o := c.byName[b.name]; !same && o != nil && o != r {
-		j.reject(c, ReasonNameTaken, &b) // the new name is another remote's
-		return
-	}
-	if c.keepBusy(!r.added) {
-		j.busy(c, &b)
-		return
-	}
+	return r, true
+}
+
+// keyStatus is our keep's acceptance of the keys j's request offers for
+// r. It reports false after rejecting j, or removing r when our operator
+// rejected the keys it was joined with.
+func (j *joinent) keyStatus(c *Core, p *rxPacket, b *joinBody, r *remote, sameKeys bool) (keep.Acceptance, bool) {
 	status, err := c.statusRole(c.cfg.Auto, b.role, b.verify, b.pub, j.from)
 	if err != nil {
 		c.log.Error("raet: key status", "role", b.role, "err", err)
 		status = keep.Rejected
 	}
-	if status == keep.Rejected {
-		if sameKeys && r.added {
-			c.report(EventRejected, r.name, r.nuid, ReasonKeysRejected, p.from, c.hint(ReasonKeysRejected, r.name))
-			c.removeRemote(r, ErrRejected)
-		} else {
-			j.reject(c, ReasonKeysRejected, &b)
-		}
-		return
+	if status != keep.Rejected {
+		return status, true
 	}
-	j.b, j.reid, j.change = b, reid, !same
+	if sameKeys && r.added {
+		c.report(EventRejected, r.name, r.nuid, ReasonKeysRejected, p.from, c.hint(ReasonKeysRejected, r.name))
+		c.removeRemote(r, ErrRejected)
+	} else {
+		j.reject(c, ReasonKeysRejected, b)
+	}
+	return status, false
+}
+
+// admit adds j to r: acked at once when its keys are accepted, else
+// pended for our operator's decision.
+func (j *joinent) admit(c *Core, r *remote, status keep.Acceptance) {
 	c.addTxn(r, j)
 	if j.vacuous {
-		c.joinees[j.from] = r // r.ha on all but a mutable road's move
+		c.roster.joinees[j.from] = r // r.ha on all but a mutable road's move
 	}
 	if status == keep.Accepted {
 		j.redo.backoff(c.now)
-		c.retime(j)
+		c.wake.retime(j)
 		j.ackAccept(c)
 		return
 	}
 	c.saveRemote(r, false) // a remote we know; nothing is kept for a stranger
 	j.pended = true
 	j.timeout = after(c.now, c.cfg.PendTimeout)
-	c.retime(j)
+	c.wake.retime(j)
 	c.report(EventPending, r.name, r.nuid, ReasonPendingOurs, j.from, c.hint(ReasonPendingOurs, r.name))
 	j.send(c, codec.PacketKindPend, nil)
 	j.redo.at = time.Time{} // the pend timer decides now
@@ -824,7 +794,7 @@ func (c *Core) joinBudget(r *remote, from netip.AddrPort) bool {
 	if r.added && r.ha == from {
 		return r.joins.take(c.now, joinRate, joinBurst)
 	}
-	if c.strangerJoins >= c.cfg.StrangerJoins {
+	if c.kept.strangers >= c.cfg.StrangerJoins {
 		return false // as many strangers' joins under way as we take
 	}
 	return c.lim.stranger(c.now, from.Addr(), c.cfg.StrangerJoinRate)
@@ -836,14 +806,14 @@ func (c *Core) joinBudget(r *remote, from netip.AddrPort) bool {
 func (j *joinent) ackAccept(c *Core) {
 	r := j.r
 	if !r.added {
-		if o := c.byName[r.name]; o != nil {
+		if o := c.roster.byName[r.name]; o != nil {
 			j.reject(c, ReasonNameTaken, &j.b)
 			return
 		}
 		c.addRemote(r)
 		c.schedulePresence(r, true)
 		j.added = true
-		c.strangerJoins++
+		c.kept.strangers++
 	}
 	body, err := c.marshal(c.joinBody(true, r.nuid))
 	if err != nil {
@@ -892,7 +862,7 @@ func (j *joinent) tick(c *Core) {
 		return
 	}
 	j.redo.backoff(c.now)
-	c.retime(j)
+	c.wake.retime(j)
 	if j.lastKind == codec.PacketKindResponse {
 		c.retransmit(j.last, j.from)
 	}
@@ -903,7 +873,7 @@ func (j *joinent) decided(c *Core, status keep.Acceptance) {
 	if status == keep.Accepted {
 		j.pended = false
 		j.timeout = after(c.now, c.cfg.JoinentTimeout)
-		c.retime(j)
+		c.wake.retime(j)
 		j.ackAccept(c)
 		return
 	}
@@ -916,4 +886,193 @@ func (j *joinent) decided(c *Core, status keep.Acceptance) {
 	}
 	j.reject(c, ReasonKeysRejected, &j.b)
 	c.event(EventRemoved, r) // the pended stranger is forgotten
+}
+
+// keepArg is the keep directory as the raet commands take it.
+func (c *Core) keepArg() string {
+	if c.cfg.KeepDir == "" {
+		return "DIR"
+	}
+	return c.cfg.KeepDir
+}
+
+// hint is what resolves why for the remote named name, as seen here.
+func (c *Core) hint(why Reason, name string) string {
+	switch why {
+	case ReasonPendingOurs, ReasonKeysRejected:
+		return fmt.Sprintf("if %s's keys are right, run: raet keys accept --keep %s %s", name, c.keepArg(), name)
+	case ReasonPendingTheirs:
+		return fmt.Sprintf("the remote's operator runs: raet keys accept --keep DIR %s", c.local.name)
+	case ReasonNameTaken:
+		return fmt.Sprintf("the joiner takes another name; or, if %s's keys changed for good, stop this estate and run: raet keys forget --keep %s %s",
+			name, c.keepArg(), name)
+	case ReasonAddressChanged, ReasonIdentityChanged:
+		return fmt.Sprintf("the joiner joins from its old address; or run this estate with --mutable (Config.Mutable); or stop it and run: raet keys forget --keep %s %s",
+			c.keepArg(), name)
+	case ReasonMainKeysChanged:
+		return fmt.Sprintf("if %s's keys really changed, run: raet keys forget --keep %s %s", name, c.keepArg(), name)
+	case ReasonUnknownToRemote:
+		return fmt.Sprintf("to join %s afresh, forget it here: raet keys forget --keep %s %s; or run with --mutable (Config.Mutable)",
+			name, c.keepArg(), name)
+	case ReasonNotMain:
+		return "join a main estate (raet serve --main, Config.Main)"
+	case ReasonBodyKind:
+		return "join with JSON bodies (--body json, Config.BodyKind)"
+	case ReasonKeepBusy:
+		return "the main's keep is behind with its writes: the join is asked again each second; if it lasts, see the main's log"
+	}
+	return ""
+}
+
+// rejectBody is the body of a reject to a raet-go joiner: the reason.
+func (c *Core) rejectBody(why Reason, b *joinBody) []byte {
+	// A body the joinent cannot read comes from a raet-go joiner: the
+	// reference sends only JSON or msgpack.
+	if why == ReasonNone || (b == nil || b.caps == nil) && why != ReasonBodyKind {
+		return nil // the reference: an empty reject, as it sends
+	}
+	body, err := packet.JSONBody{}.Marshal(nil, packet.OrderedMap{{Key: "reason", Value: why.String()}})
+	if err != nil {
+		return nil
+	}
+	return body
+}
+
+// reject answers the joiner with a reject that says why (to a raet-go
+// joiner, in the body), reports it, and ends the join. b is the request,
+// nil when it could not be read.
+func (j *joinent) reject(c *Core, why Reason, b *joinBody) {
+	name := j.r.name
+	if b != nil {
+		name = b.name
+	}
+	c.report(EventRejected, name, j.r.nuid, why, j.from, c.hint(why, name))
+	h := c.outHead(codec.TransactionKindJoin, codec.PacketKindReject, j.se, j.de, 0, j.ti, true)
+	h.BodyKind = codec.BodyKindJSON
+	c.sendNew(j.r, &h, c.rejectBody(why, b), j.from)
+	j.remove(c)
+}
+
+// mismatch says what differs between a rejoin and what is known of r.
+func mismatch(r *remote, b *joinBody, from netip.AddrPort) Reason {
+	switch {
+	case b.name == r.name && !sameRoleKeys(r, b):
+		return ReasonNameTaken
+	case from != r.ha:
+		return ReasonAddressChanged
+	}
+	return ReasonIdentityChanged
+}
+
+// rejected is the joiner's end of a reject: the reason from the body
+// (raet-go), else inferred; the Join calls fail with it. A remote that was
+// never joined (a placeholder for an address) is forgotten; one joined
+// before stays, so that a rejection of our changed address does not cost
+// us the remote.
+func (j *joiner) rejected(c *Core, p *rxPacket) {
+	why := ReasonRejected
+	if r := bodyReason(p); r != ReasonNone {
+		why = r
+	}
+	if why == ReasonRejected && !j.vacuous && c.local.keptAHA.Port != 0 && c.local.keptAHA != c.local.aha {
+		why = ReasonAddressChanged // the reference says nothing; our address did change
+	}
+	j.remove(c)
+	r := j.r
+	c.report(EventRejected, c.nameOf(r), r.nuid, why, r.ha, j.rejectHint(c, why))
+	c.failJoin(r, &JoinError{Reason: why, Err: ErrRejected, Hint: j.rejectHint(c, why)})
+	if r.sid == 0 {
+		c.removeRemote(r, ErrRejected)
+	}
+}
+
+// bodyReason is the reason a raet-go joinent gave in the body of a reject
+// or pend; ReasonNone when there is none.
+func bodyReason(p *rxPacket) Reason {
+	var m map[string]any
+	if len(p.Coat) == 0 || (packet.JSONBody{}).Unmarshal(p.Coat, &m) != nil {
+		return ReasonNone
+	}
+	s, _ := m["reason"].(string)
+	return parseReason(s)
+}
+
+// rejectHint is what a joiner can do about a rejection.
+func (j *joiner) rejectHint(c *Core, why Reason) string {
+	switch why {
+	case ReasonAddressChanged:
+		if c.local.keptAHA.Port != 0 && c.local.keptAHA != c.local.aha {
+			return fmt.Sprintf("join from %s as before (raet send --listen %s), or the main runs with --mutable",
+				hostPort(c.local.keptAHA), hostPort(c.local.keptAHA))
+		}
+		return "join from the address the main knows, or the main runs with --mutable"
+	case ReasonNameTaken:
+		return "join with another name, or the main's operator forgets the old estate of this name (raet keys forget)"
+	case ReasonKeysRejected:
+		return fmt.Sprintf("the main's operator accepts our keys: raet keys accept --keep DIR %s", c.local.name)
+	case ReasonRejected:
+		return "the main's log says why"
+	}
+	return c.hint(why, j.r.name)
+}
+
+// trustMain decides the keys of the estate we chose to join: trusted on
+// first use (AutoOnce) when Config.Auto is AutoNever, so that a new estate
+// can join a main without an operator on its own side, and refused when
+// they change later (ReasonMainKeysChanged). Under AutoOnce or AutoAlways
+// keys are never pending: the status is accepted or rejected, and the
+// reason is set when they are rejected.
+func (c *Core) trustMain(b *joinBody, at netip.AddrPort) (keep.Acceptance, Reason, error) {
+	auto := max(c.cfg.Auto, keep.AutoOnce)
+	stored, known, _ := c.roleStatus(b.role)
+	status, err := c.statusRole(auto, b.role, b.verify, b.pub, at)
+	switch {
+	case err != nil || status == keep.Accepted:
+		return status, ReasonNone, err
+	case known && stored == keep.Rejected:
+		return status, ReasonKeysRejected, nil
+	}
+	return status, ReasonMainKeysChanged, nil
+}
+
+// failure is the error of a joiner that ends with err (ErrTimeout,
+// ErrRefused, or a Join call's context error) before it completed: what
+// it waited for (the joinent's operator), no answer at all, or err alone.
+func (j *joiner) failure(c *Core, err error) error {
+	switch {
+	case j.pended:
+		return &JoinError{Reason: j.pendWhy, Err: err, Hint: c.hint(j.pendWhy, j.r.name)}
+	case !j.answered:
+		je := &JoinError{Reason: ReasonNoAnswer, Tries: j.tries, Err: err, Hint: "is an estate listening there?"}
+		if c.cfg.BodyKind != codec.BodyKindJSON {
+			je.Hint = fmt.Sprintf("is an estate listening there? If it is, it may not read %v bodies: join with --body json", c.cfg.BodyKind)
+		}
+		return je
+	}
+	return err
+}
+
+// JoinWaitError is the error of a Join call whose ctx ended while the join
+// with the estate at ap was under way: what it waits for.
+func (c *Core) JoinWaitError(ap netip.AddrPort, err error) error {
+	r := c.remoteAt(ap)
+	if r == nil {
+		return err
+	}
+	for _, t := range r.inProcess(codec.TransactionKindJoin) {
+		if j, ok := t.(*joiner); ok {
+			je := j.failure(c, err)
+			if je == err {
+				return err
+			}
+			if e, ok := je.(*JoinError); ok {
+				e.Addr = ap
+				if r.fuid != 0 {
+					e.Remote = r.name
+				}
+			}
+			return &TxnError{Txn: "join", Remote: c.nameOf(r), Err: je}
+		}
+	}
+	return err
 }

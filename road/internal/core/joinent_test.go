@@ -54,8 +54,8 @@ func TestJoinentKnownRemoteKeys(t *testing.T) {
 				if err := k.Pend("other"); err != nil {
 					t.Fatal(err)
 				}
-				if _, ok := p.rejoin(2 * time.Second); ok || len(p.main.pended) != 1 {
-					t.Fatalf("pended: %d pended joins", len(p.main.pended))
+				if _, ok := p.rejoin(2 * time.Second); ok || len(p.main.kept.pended) != 1 {
+					t.Fatalf("pended: %d pended joins", len(p.main.kept.pended))
 				}
 			}
 			if err := k.Reject("other"); err != nil {
@@ -66,8 +66,8 @@ func TestJoinentKnownRemoteKeys(t *testing.T) {
 			} else {
 				p.advance(1500 * time.Millisecond)
 			}
-			if len(p.main.remotes) != 0 || !p.hasEvent(p.main, EventRejected) || !p.hasEvent(p.main, EventRemoved) {
-				t.Fatalf("main: %d remotes, events %v", len(p.main.remotes), p.kinds(p.main, 0))
+			if len(p.main.roster.remotes) != 0 || !p.hasEvent(p.main, EventRejected) || !p.hasEvent(p.main, EventRemoved) {
+				t.Fatalf("main: %d remotes, events %v", len(p.main.roster.remotes), p.kinds(p.main, 0))
 			}
 		})
 	}
@@ -127,18 +127,18 @@ func TestStrangerJoinsBounded(t *testing.T) {
 	for i := range 5 {
 		join(i)
 	}
-	if n, d := len(p.main.remotes), p.main.stats.drops[dropJoinBudget]; n != 3 || d != 2 || p.main.strangerJoins != 3 {
-		t.Fatalf("%d strangers accepted (%d under way), %d dropped; want 3 accepted and 2 dropped", n, p.main.strangerJoins, d)
+	if n, d := len(p.main.roster.remotes), p.main.stats.drops[dropJoinBudget]; n != 3 || d != 2 || p.main.kept.strangers != 3 {
+		t.Fatalf("%d strangers accepted (%d under way), %d dropped; want 3 accepted and 2 dropped", n, p.main.kept.strangers, d)
 	}
 	p.advance(6 * time.Second) // they never ack: forgotten, and room again
-	if len(p.main.remotes) != 0 || p.main.strangerJoins != 0 {
-		t.Fatalf("%d remotes, %d under way after the timeouts", len(p.main.remotes), p.main.strangerJoins)
+	if len(p.main.roster.remotes) != 0 || p.main.kept.strangers != 0 {
+		t.Fatalf("%d remotes, %d under way after the timeouts", len(p.main.roster.remotes), p.main.kept.strangers)
 	}
 	p.main.cfg.StrangerJoins = 100 // now the rate bounds them: bursts of 4
 	for i := 5; i < 11; i++ {
 		join(i)
 	}
-	if n, d := len(p.main.remotes), p.main.stats.drops[dropJoinBudget]; n != 4 || d != 4 {
+	if n, d := len(p.main.roster.remotes), p.main.stats.drops[dropJoinBudget]; n != 4 || d != 4 {
 		t.Fatalf("%d accepted, %d dropped in all; want 4 within the rate's burst, and 2 more dropped", n, d)
 	}
 }

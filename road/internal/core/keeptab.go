@@ -34,51 +34,13 @@ import (
 // and joins are answered keep_busy; the owner logs it and the stack's Err
 // reports it after Close.
 
-// keptRole is a remote role's record as the core knows it, and its last
-// write the core made (0: none since start).
-type keptRole struct {
-	rec keep.RemoteRole
-	seq uint64
-}
-
-// keepQueue is the core's side of its writes.
-type keepQueue struct {
-	made    uint64 // the sequence number of the last write made
-	durable uint64 // every write up to it is durable
-	// backlog holds the writes made while a batch is written (or that
-	// found the store's queue full: full), oldest first, and queued the
-	// latest of them for each file; they go to the store as one batch once
-	// the last is durable, a file written twice in it only once (group
-	// commit).
-	backlog []*keepWrite
-	queued  map[fileID]*keepWrite
-	full    bool
-	sent    []sentWrite // taken by the store, not yet durable, oldest first
-	// holds maps an address to the last write whatever is sent there
-	// waits for (once the store failed, for good); held are the datagrams
-	// held for their writes, in order.
-	holds map[netip.AddrPort]uint64
-	held  []heldDatagram
-	err   error // the store failed: sticky
-}
-
-// sentWrite is a write the store took: its sequence number and the
-// store's (0: the write was durable as taken, but follows a write that is
-// not: it is durable with that one).
-type sentWrite struct{ seq, store uint64 }
-
-type heldDatagram struct {
-	seq uint64
-	d   Datagram
-}
-
 // KeepDurable takes the owner's report that every write the store took, up
 // to the store's sequence number seq, is durable, or, with err, that the
 // store failed. The datagrams held for the writes now durable are queued
 // to send (Out), and the writes waiting for room are given to the store.
 func (c *Core) KeepDurable(seq uint64, err error, now time.Time) {
 	c.now = now
-	q := &c.kq
+	q := &c.kept.queue
 	i := 0
 	for i < len(q.sent) && q.sent[i].store <= seq {
 		q.durable = q.sent[i].seq
@@ -95,12 +57,14 @@ func (c *Core) KeepDurable(seq uint64, err error, now time.Time) {
 
 // KeepPending reports whether some write made is not yet durable (nor
 // failed).
-func (c *Core) KeepPending() bool { return c.kq.err == nil && c.kq.made > c.kq.durable }
+func (c *Core) KeepPending() bool {
+	return c.kept.queue.err == nil && c.kept.queue.made > c.kept.queue.durable
+}
 
 // keepWrite makes w, the next write, and holds what is sent to at (if
 // valid) until it is durable.
 func (c *Core) keepWrite(w *keepWrite, at netip.AddrPort) {
-	q := &c.kq
+	q := &c.kept.queue
 	if q.err != nil {
 		return // failed: nothing more is written (logged when it failed)
 	}
@@ -128,7 +92,7 @@ func (c *Core) keepWrite(w *keepWrite, at netip.AddrPort) {
 // it allows): what waited on that write to the address it was made for
 // waits for w now.
 func (c *Core) backlogAdd(w *keepWrite) {
-	q := &c.kq
+	q := &c.kept.queue
 	id := w.file()
 	if old := q.queued[id]; old != nil {
 		old.dropped = true
@@ -152,7 +116,7 @@ func (c *Core) backlogAdd(w *keepWrite) {
 
 // submit gives w to the store; false when its queue is full.
 func (c *Core) submit(w *keepWrite) bool {
-	q := &c.kq
+	q := &c.kept.queue
 	s, err := c.store.write(w)
 	switch {
 	case errors.Is(err, errKeepFull):
@@ -180,7 +144,7 @@ func (c *Core) submit(w *keepWrite) bool {
 // submitBacklog gives the store the writes made while the last batch was
 // written (or that found no room), in order, once that batch is durable.
 func (c *Core) submitBacklog() {
-	q := &c.kq
+	q := &c.kept.queue
 	if len(q.sent) > 0 {
 		return
 	}
@@ -208,11 +172,11 @@ func (c *Core) submitBacklog() {
 
 // releaseHeld queues the held datagrams whose writes are durable.
 func (c *Core) releaseHeld() {
-	q := &c.kq
+	q := &c.kept.queue
 	kept := q.held[:0]
 	for _, h := range q.held {
 		if h.seq <= q.durable {
-			c.out = append(c.out, h.d)
+			c.tx.push(h.d)
 		} else {
 			kept = append(kept, h)
 		}
@@ -229,26 +193,26 @@ func (c *Core) releaseHeld() {
 // heldFor says whether what is sent to `to` waits for a write, and which;
 // once the keep failed, what waited on it never goes.
 func (c *Core) heldFor(to netip.AddrPort) (uint64, bool) {
-	if len(c.kq.holds) == 0 {
+	if len(c.kept.queue.holds) == 0 {
 		return 0, false
 	}
-	s, ok := c.kq.holds[to]
-	return s, ok && (s > c.kq.durable || c.kq.err != nil)
+	s, ok := c.kept.queue.holds[to]
+	return s, ok && (s > c.kept.queue.durable || c.kept.queue.err != nil)
 }
 
 // hold holds d until write seq is durable; it drops it if the keep failed.
 func (c *Core) hold(seq uint64, d Datagram) {
-	if c.kq.err != nil {
+	if c.kept.queue.err != nil {
 		d.Release()
 		c.stats.drop(dropKeepFailed)
 		return
 	}
-	c.kq.held = append(c.kq.held, heldDatagram{seq: seq, d: d})
+	c.kept.queue.held = append(c.kept.queue.held, heldDatagram{seq: seq, d: d})
 }
 
 // keepFailed fails the keep for good with err.
 func (c *Core) keepFailed(err error) {
-	q := &c.kq
+	q := &c.kept.queue
 	if q.err != nil {
 		return
 	}
@@ -263,13 +227,13 @@ func (c *Core) keepFailed(err error) {
 }
 
 // KeepErr is the store's failure, nil while it writes.
-func (c *Core) KeepErr() error { return c.kq.err }
+func (c *Core) KeepErr() error { return c.kept.queue.err }
 
 // keepBusy says whether a join must wait for the keep: it failed, its queue
 // is full, or the writes not yet durable reach Config.KeepQueue (half of it
 // for a stranger's join, so that known remotes still find room).
 func (c *Core) keepBusy(stranger bool) bool {
-	q := &c.kq
+	q := &c.kept.queue
 	if q.err != nil || q.full {
 		return true
 	}
@@ -282,7 +246,7 @@ func (c *Core) keepBusy(stranger bool) bool {
 
 // keepBusyHint is what an operator can do about a busy keep.
 func (c *Core) keepBusyHint() string {
-	if err := c.kq.err; err != nil {
+	if err := c.kept.queue.err; err != nil {
 		return fmt.Sprintf("the keep cannot be written (%v): mend it and restart this estate", err)
 	}
 	return "the keep is writing what came before: the joiner asks again; if it lasts, the keep's disk is too slow for the joins (Config.KeepQueue)"
@@ -296,7 +260,7 @@ func (c *Core) loadRoles() {
 		c.log.Warn("raet: some kept roles were not loaded", "err", err)
 	}
 	for _, r := range roles {
-		c.roles[r.Role] = &keptRole{rec: r}
+		c.kept.roles[r.Role] = &keptRole{rec: r}
 	}
 }
 
@@ -304,13 +268,13 @@ func (c *Core) loadRoles() {
 // forgotten remotes (rolesEvicted, evictRole) a role it does not hold is
 // read from the store, so that the table still decides as if it held all.
 func (c *Core) keptRoleOf(role string) (*keptRole, error) {
-	if kr := c.roles[role]; kr != nil || !c.rolesEvicted {
+	if kr := c.kept.roles[role]; kr != nil || !c.kept.evicted {
 		return kr, nil
 	}
 	if err := c.rereadRole(role); err != nil {
 		return nil, err
 	}
-	return c.roles[role], nil
+	return c.kept.roles[role], nil
 }
 
 // evictRole drops role's record from the table, for a remote forgotten:
@@ -318,17 +282,17 @@ func (c *Core) keptRoleOf(role string) (*keptRole, error) {
 // again when it is needed, so that a main whose remotes all left holds
 // none of their records.
 func (c *Core) evictRole(role string) {
-	if kr := c.roles[role]; kr != nil && kr.seq <= c.kq.durable && c.kq.err == nil {
-		delete(c.roles, role)
-		c.rolesEvicted = true
+	if kr := c.kept.roles[role]; kr != nil && kr.seq <= c.kept.queue.durable && c.kept.queue.err == nil {
+		delete(c.kept.roles, role)
+		c.kept.evicted = true
 	}
 }
 
 // rereadRole takes role's record from the store again (an operator may
 // have changed it), unless a write of it is not yet durable.
 func (c *Core) rereadRole(role string) error {
-	kr := c.roles[role]
-	if kr != nil && kr.seq > c.kq.durable {
+	kr := c.kept.roles[role]
+	if kr != nil && kr.seq > c.kept.queue.durable {
 		return nil
 	}
 	rec, ok, err := c.store.readRole(role)
@@ -336,11 +300,11 @@ func (c *Core) rereadRole(role string) error {
 	case err != nil:
 		return err
 	case !ok:
-		delete(c.roles, role)
+		delete(c.kept.roles, role)
 	case kr != nil:
 		kr.rec = rec
 	default:
-		c.roles[role] = &keptRole{rec: rec}
+		c.kept.roles[role] = &keptRole{rec: rec}
 	}
 	return nil
 }
@@ -349,7 +313,7 @@ func (c *Core) rereadRole(role string) error {
 // role (keep.Decide), from the table, re-reading a record that is not
 // accepted; a new record is written, and what is sent to at waits for it.
 func (c *Core) statusRole(auto keep.AutoMode, role string, ver keys.VerifyKey, pub keys.PublicKey, at netip.AddrPort) (keep.Acceptance, error) {
-	if kr := c.roles[role]; kr != nil && kr.rec.Acceptance != keep.Accepted {
+	if kr := c.kept.roles[role]; kr != nil && kr.rec.Acceptance != keep.Accepted {
 		if err := c.rereadRole(role); err != nil {
 			return keep.Rejected, err
 		}
@@ -368,7 +332,7 @@ func (c *Core) statusRole(auto keep.AutoMode, role string, ver keys.VerifyKey, p
 	}
 	if write {
 		kr := &keptRole{rec: keep.RemoteRole{Role: role, Acceptance: status, Verify: ver, Public: pub}}
-		c.roles[role] = kr
+		c.kept.roles[role] = kr
 		w := &keepWrite{op: opSaveRole, role: kr.rec}
 		c.keepWrite(w, at)
 		kr.seq = w.seq
@@ -382,7 +346,7 @@ func (c *Core) roleStatus(role string) (status keep.Acceptance, known bool, err 
 	if err := c.rereadRole(role); err != nil {
 		return keep.Rejected, false, err
 	}
-	kr := c.roles[role]
+	kr := c.kept.roles[role]
 	if kr == nil {
 		return keep.Pending, false, nil
 	}
@@ -391,8 +355,8 @@ func (c *Core) roleStatus(role string) (status keep.Acceptance, known bool, err 
 
 // forgetPending deletes role's record if its keys are still pending.
 func (c *Core) forgetPending(role string) {
-	if kr := c.roles[role]; kr != nil && kr.rec.Acceptance == keep.Pending {
-		delete(c.roles, role)
+	if kr := c.kept.roles[role]; kr != nil && kr.rec.Acceptance == keep.Pending {
+		delete(c.kept.roles, role)
 		c.keepWrite(&keepWrite{op: opDeleteRole, name: role}, netip.AddrPort{})
 	}
 }
@@ -420,6 +384,20 @@ func (c *Core) deleteRemote(name string) {
 // uids given since are the kept remotes' (see loadRemotes).
 func (c *Core) saveLocal() {
 	c.keepWrite(&keepWrite{op: opSaveLocal,
-		local:     keep.LocalEstate{Name: c.name, UID: c.uid, HA: c.aha, FQDN: c.fqdn, SID: c.sid, PUID: c.puid, AHA: c.aha, Role: c.role},
-		localRole: keep.LocalRole{Role: c.role, Seed: c.signing.Seed, Private: c.box.Private}}, netip.AddrPort{})
+		local:     keep.LocalEstate{Name: c.local.name, UID: c.local.uid, HA: c.local.aha, FQDN: c.local.fqdn, SID: c.local.sid, PUID: c.local.puid, AHA: c.local.aha, Role: c.local.role},
+		localRole: keep.LocalRole{Role: c.local.role, Seed: c.local.signing.Seed, Private: c.local.box.Private}}, netip.AddrPort{})
+}
+
+// WriteBehind has the core's writes to its DiskStore go to w (a
+// keep.Writer of that keep) from now on: the core queues them with w, and
+// the owner reports them durable with KeepDurable (w's
+// WriterConfig.OnDurable). w must be the only writer of the keep while the
+// core runs; its Queue must hold at least 2 writes (a local estate's).
+func (c *Core) WriteBehind(w *keep.Writer) error {
+	d, ok := c.store.(*diskStore)
+	if !ok {
+		return errors.New("raet: only a keep on disk is written behind")
+	}
+	d.w = w
+	return nil
 }

@@ -84,7 +84,7 @@ func TestJoinAcceptedOnlyWhenDurable(t *testing.T) {
 	if r == nil || !r.joined {
 		t.Fatal("the main did not take the joiner's ack")
 	}
-	if !p.other.byName["main"].joined {
+	if !p.other.roster.byName["main"].joined {
 		t.Fatal("the joiner did not take the response")
 	}
 	// The joiner allows at once; the main's answer waits for the estate.
@@ -160,7 +160,7 @@ func TestJoinKeepBusy(t *testing.T) {
 	if !busy(p.main) || !busy(p.other) {
 		t.Fatalf("keep-busy not reported: main %v, other %v", p.events[p.main], p.events[p.other])
 	}
-	if p.main.byName["other"] != nil {
+	if p.main.roster.byName["other"] != nil {
 		t.Fatal("a busy join made a remote")
 	}
 
@@ -168,8 +168,8 @@ func TestJoinKeepBusy(t *testing.T) {
 	st.full = true
 	st.durable(p, p.main)
 	p.main.saveLocal()
-	if len(p.main.kq.backlog) != 1 || !p.main.keepBusy(false) {
-		t.Fatalf("backlog %d, busy %v; want the write held and joins busy", len(p.main.kq.backlog), p.main.keepBusy(false))
+	if len(p.main.kept.queue.backlog) != 1 || !p.main.keepBusy(false) {
+		t.Fatalf("backlog %d, busy %v; want the write held and joins busy", len(p.main.kept.queue.backlog), p.main.keepBusy(false))
 	}
 	p.advance(1500 * time.Millisecond) // the joiner asks again
 	if n := p.main.Counters().Drops["keep_busy"]; n < 2 {
@@ -243,11 +243,11 @@ func TestKeepGroupCommit(t *testing.T) {
 	c.deleteRemote("gone")
 	r.sid = 7
 	c.saveRemote(r, false) // replaces the first; the hold moves to it
-	if len(st.writes) != 1 || len(c.kq.backlog) != 3 {
-		t.Fatalf("%d writes taken, %d queued; want the local estate, and 3 for the next batch", len(st.writes), len(c.kq.backlog))
+	if len(st.writes) != 1 || len(c.kept.queue.backlog) != 3 {
+		t.Fatalf("%d writes taken, %d queued; want the local estate, and 3 for the next batch", len(st.writes), len(c.kept.queue.backlog))
 	}
 	c.transmit([]byte("held"), nil, p.otherAddr, &codec.Head{}, nil)
-	if len(c.out) != 0 || len(c.kq.held) != 1 {
+	if len(c.tx.out) != 0 || len(c.kept.queue.held) != 1 {
 		t.Fatal("a datagram to an address with a write under way was not held")
 	}
 	c.KeepDurable(st.seq, nil, p.now) // the local estate: the next batch goes
@@ -255,12 +255,12 @@ func TestKeepGroupCommit(t *testing.T) {
 		t.Fatalf("the next batch: %+v; want the delete, then other's estate once (sid 7)", w)
 	}
 	c.KeepDurable(st.seq-1, nil, p.now) // the delete, made after the estate it replaced
-	if len(c.out) != 0 {
+	if len(c.tx.out) != 0 {
 		t.Fatal("released before the estate that replaced the one it waited on was durable")
 	}
 	c.KeepDurable(st.seq, nil, p.now)
-	if len(c.out) != 1 || c.KeepPending() {
-		t.Fatalf("%d datagrams out, pending %v once all is durable", len(c.out), c.KeepPending())
+	if len(c.tx.out) != 1 || c.KeepPending() {
+		t.Fatalf("%d datagrams out, pending %v once all is durable", len(c.tx.out), c.KeepPending())
 	}
 }
 
@@ -310,7 +310,7 @@ func TestJoinAllowOneEstateWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rr := again.byName["other"]; rr == nil || rr.sid != 4 {
+	if rr := again.roster.byName["other"]; rr == nil || rr.sid != 4 {
 		t.Fatalf("restarted: %+v; want other at session 4, past the 3 used", rr)
 	}
 }

@@ -39,7 +39,7 @@ func TestKeyTableFollowsRemotes(t *testing.T) {
 	for ev := range 3000 {
 		before := map[uint32]*peerKeys{}
 		for _, r := range live {
-			before[r.nuid] = c.keys.lookup(r.nuid)
+			before[r.nuid] = c.readers.table.lookup(r.nuid)
 		}
 		changed := map[uint32]bool{}
 		for range 1 + rng.IntN(3) {
@@ -67,7 +67,7 @@ func TestKeyTableFollowsRemotes(t *testing.T) {
 		}
 		c.PublishKeys()
 		for _, r := range live {
-			k := c.keys.lookup(r.nuid)
+			k := c.readers.table.lookup(r.nuid)
 			if k == nil || k.verify != [32]byte(r.verify) {
 				t.Fatalf("event %d: remote %d: table has %v, want its key", ev, r.nuid, k)
 			}
@@ -76,12 +76,12 @@ func TestKeyTableFollowsRemotes(t *testing.T) {
 			}
 		}
 		for uid := range gone {
-			if c.keys.lookup(uid) != nil {
+			if c.readers.table.lookup(uid) != nil {
 				t.Fatalf("event %d: removed remote %d still in the readers' table", ev, uid)
 			}
 		}
 	}
-	if len(c.keysDirty) != 0 || c.keysAll {
+	if len(c.readers.dirty) != 0 || c.readers.all {
 		t.Fatal("marks left after publishing")
 	}
 }
@@ -95,11 +95,11 @@ func TestKeyTableMarksBounded(t *testing.T) {
 	for range 10 * keyShards {
 		c.markKeys(r)
 	}
-	if len(c.keysDirty) > len(c.remotes)+keyShards || !c.keysAll {
-		t.Fatalf("%d marks held, all %v", len(c.keysDirty), c.keysAll)
+	if len(c.readers.dirty) > len(c.roster.remotes)+keyShards || !c.readers.all {
+		t.Fatalf("%d marks held, all %v", len(c.readers.dirty), c.readers.all)
 	}
 	c.PublishKeys()
-	if k := c.keys.lookup(r.nuid); k == nil || k.verify != [32]byte(r.verify) {
+	if k := c.readers.table.lookup(r.nuid); k == nil || k.verify != [32]byte(r.verify) {
 		t.Fatal("the rebuild lost a key")
 	}
 }
@@ -137,9 +137,9 @@ func TestKeyTableConcurrentReaders(t *testing.T) {
 	}
 	for i := range 2000 {
 		r := rs[i%32]
-		c.remotes[r.nuid].verify[0]++ // only the owner reads r: readers see entries
+		c.roster.remotes[r.nuid].verify[0]++ // only the owner reads r: readers see entries
 		c.markKeys(r)
-		if o := rs[32+i%32]; i%7 == 0 && c.remotes[o.nuid] == o {
+		if o := rs[32+i%32]; i%7 == 0 && c.roster.remotes[o.nuid] == o {
 			c.forget(o, ReasonTooMany)
 		}
 		c.PublishKeys()
@@ -166,7 +166,7 @@ func BenchmarkKeysJoins(b *testing.B) {
 				b.StartTimer()
 				for i := range n {
 					addKeyed(c, i, 1)
-					c.keysAll = c.keysAll || full
+					c.readers.all = c.readers.all || full
 					c.PublishKeys()
 				}
 			}

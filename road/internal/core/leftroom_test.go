@@ -23,8 +23,8 @@ func TestForgottenFleetGivesBackRoom(t *testing.T) {
 		}
 	}
 	forget := func(keep int) {
-		for _, r := range c.remotes {
-			if len(c.remotes) <= keep {
+		for _, r := range c.roster.remotes {
+			if len(c.roster.remotes) <= keep {
 				break
 			}
 			c.forget(r, ReasonSilent)
@@ -41,12 +41,12 @@ func TestForgottenFleetGivesBackRoom(t *testing.T) {
 		flush()
 	}
 
-	if cap(spare) <= minKeptOut || cap(c.out) <= minKeptOut {
-		t.Fatalf("the alives to %d remotes took room for %d and %d datagrams: the test measures nothing", len(c.remotes), cap(spare), cap(c.out))
+	if cap(spare) <= minKeptOut || cap(c.tx.out) <= minKeptOut {
+		t.Fatalf("the alives to %d remotes took room for %d and %d datagrams: the test measures nothing", len(c.roster.remotes), cap(spare), cap(c.tx.out))
 	}
 	forget(0)
-	if cap(c.out) > minKeptOut {
-		t.Errorf("the core keeps room for %d datagrams to send once its remotes are forgotten, want at most %d", cap(c.out), minKeptOut)
+	if cap(c.tx.out) > minKeptOut {
+		t.Errorf("the core keeps room for %d datagrams to send once its remotes are forgotten, want at most %d", cap(c.tx.out), minKeptOut)
 	}
 	heap := func() int64 { return int64(heapNow()) } // heap_test.go
 	// What the forgetting left to collect (some of it once cleanups ran
@@ -57,7 +57,7 @@ func TestForgottenFleetGivesBackRoom(t *testing.T) {
 			with, i = h, 0
 		}
 	}
-	c.remotes, c.byName, c.roles, c.joinees = nil, nil, nil, nil
+	c.roster.remotes, c.roster.byName, c.kept.roles, c.roster.joinees = nil, nil, nil, nil
 	room := with - heap()
 	runtime.KeepAlive(c)
 	t.Logf("the emptied maps hold %d B", room)

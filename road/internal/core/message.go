@@ -2,7 +2,6 @@ package core
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -40,114 +39,17 @@ const (
 	segAgain             // af was set on it
 )
 
-type messenger struct {
-	r      *remote
-	si, ti uint32
-	body   []byte  // the serialized body, kept to send again in a new session
-	buf    *[]byte // body's pooled buffer (SendFor), or nil; given back at the outcome (release)
-	bk     codec.BodyKind
-	id     MsgID            // its stable id, sent to peers that negotiated message ids
-	coat   []byte           // the sealed body; with aead, the plain body that each packet seals a piece of
-	aead   *packet.AEADCoat // the session's AEAD coat when it has one
-	// prefix is what an aead coat seals in front of coat, its id envelope
-	// (to a peer that negotiated message ids), in env: not joined to the
-	// body, which is sealed from where it is.
-	prefix  []byte
-	env     [1 + 3*binary.MaxVarintLen64]byte // the longest envelope
-	segSize int
-	count   int
-	flags   []uint8
-	flag1   [1]uint8 // flags of a message of one packet: no allocation
-	current int      // the next segment of the burst
-	misseds []int    // asked for again, in order, unique
-	acked   bool     // something came back
-	lastSeg int      // the segment sent last; -1 before the first
-	last    []byte   // its bytes, to send again unchanged (no new signature; not with aead)
-	// lastSign signs last when its foot was left to sign (signLater).
-	lastSign *packet.NaClFoot
-	sentAt   time.Time // when a packet went last; zero when it is not timed (timeRequest)
-	timeout  expiry
-	heapSlot // in its remote's clock (timers.go)
-	redo     redo
-	started  time.Time
-	result   Waiter // takes the outcome; nil when nobody waits
-	// bundled: it travels as an entry of bundles (bundle.go), queued for
-	// the flush of this moment; retry: the next one is a retransmission.
-	bundled, queued, retry bool
-	// repeated: a packet went again after every segment went once, so the
-	// receiver may have finished the message and lost its done (a nack).
-	repeated bool
-	// large: it is counted in its remote's send window (sendwin.go).
-	large bool
-	// resent: a packet of it went again (answeredSend).
-	resent bool
-	// sendLinks are its neighbours in its remote's send order, seq and
-	// xmit its last transmission's number and time, and lostAt when it
-	// counts as lost unless its done comes first (zero: not armed;
-	// rack.go).
-	sendLinks    links[*messenger]
-	seq          uint32
-	xmit, lostAt time.Time
-}
-
 func (m *messenger) orderLinks() *links[*messenger] { return &m.sendLinks }
-
-func (m *messenger) kind() codec.TransactionKind { return codec.TransactionKindMessage }
-func (m *messenger) key() txnKey                 { return txnKey{si: m.si, ti: m.ti} }
-
-// deadline is its timeout and its retransmission timer, but for one queued
-// for the bundles of this moment: its timer has nothing to do until the
-// flush sends it (and restarts the timer), so a caller that ticks again
-// before it flushes finds nothing due.
-func (m *messenger) deadline() time.Time {
-	if m.queued {
-		return time.Time(m.timeout)
-	}
-	return earliest(time.Time(m.timeout), m.redo.at, m.lostAt)
-}
-
-// startMessenger sends a serialized body with its id to r. result receives
-// the outcome. A message that fits one packet of a session that bundles
-// waits for the flush of this moment (bundle.go); any other is sealed and
-// sent now, whole or in segments. It returns the messenger, under way
-// unless it ended at once (m.in is nil then).
-func (c *Core) startMessenger(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) *messenger {
-	m, ok := c.spareMessengers.Get()
-	if !ok {
-		m = new(messenger)
-	}
-	*m = messenger{r: r, body: body, buf: buf, bk: bk, id: id, result: result, started: started, lastSeg: -1}
-	if !r.allowed || r.coat == nil {
-		m.finish(c, ErrNotAllowed)
-		return m
-	}
-	m.si, m.ti = r.sid, r.nextTid()
-	m.timeout = after(c.now, c.cfg.MessageTimeout)
-	m.redo = r.messageRedo()
-	if c.bundles(r) && m.onePacket(c) {
-		m.bundled, m.count, m.flags = true, 1, m.flag1[:]
-		c.addTxn(r, m)
-		c.queue(m)
-		return m
-	}
-	if err := m.alone(c); err != nil {
-		m.finish(c, err)
-		return m
-	}
-	c.addTxn(r, m)
-	m.burst(c)
-	return m
-}
 
 // onePacket reports whether the message travels in one packet, from the
 // lengths of its envelope and body (plainLen). One whose coat leaves room
 // for the largest head any codec writes (codec.MaxHeadSize) does, and one
 // at least a packet long does not: for neither is a head encoded, as
-// Segments encodes one to measure it. The head is built in c.txHead, not
+// Segments encodes one to measure it. The head is built in c.tx.head, not
 // one of its own that would escape.
 func (m *messenger) onePacket(c *Core) bool {
 	r := m.r
-	h := &c.txHead
+	h := &c.tx.head
 	*h = m.head(c, 0, 0)
 	h.FootKind = codec.FootKindNaCl
 	pk := c.packerFor(r, h)
@@ -213,10 +115,6 @@ func (m *messenger) alone(c *Core) error {
 	return nil
 }
 
-// coatLen is the length of the message's coat: with aead, of the plain
-// text its packets seal.
-func (m *messenger) coatLen() int { return len(m.prefix) + len(m.coat) }
-
 // plainLen is the length of what plaintext appends.
 func (m *messenger) plainLen() int {
 	if m.r.prof != nil && m.r.prof.mids {
@@ -246,7 +144,7 @@ func (m *messenger) head(c *Core, pk codec.PacketKind, flags uint8) codec.Head {
 // buffer, and keeps a copy of its bytes in last (whose memory the
 // messenger reuses: one allocation per message, not per packet).
 func (m *messenger) sendSeg(c *Core, i int, again bool) {
-	h := &c.txHead
+	h := &c.tx.head
 	*h = m.head(c, codec.PacketKindMessage, m.flags[i])
 	h.FootKind = codec.FootKindNaCl
 	pk := c.packerFor(m.r, h)
@@ -254,7 +152,7 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	if m.aead == nil { // an aead packet has no foot
 		sign = c.signLater(&pk)
 	}
-	buf := c.bufs.get(pk.MaxPacketSize)
+	buf := c.tx.bufs.get(pk.MaxPacketSize)
 	var b []byte
 	var err error
 	if m.aead != nil {
@@ -264,7 +162,7 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 		b, err = pk.PackSegment(*buf, h, m.coat, i, m.segSize, m.count)
 	}
 	if err != nil {
-		c.bufs.put(buf)
+		c.tx.bufs.put(buf)
 		c.stats.drop(dropPackError)
 		return
 	}
@@ -281,7 +179,7 @@ func (m *messenger) sendSeg(c *Core, i int, again bool) {
 	m.lastSeg = i
 	c.timeRequest(&m.sentAt, m.r.ha, again)
 	m.redo.restart(c.now)
-	c.retime(m)
+	c.wake.retime(m)
 }
 
 // sample gives the remote's RTT estimate the time since the last packet,
@@ -421,7 +319,7 @@ func (m *messenger) tick(c *Core) {
 		if m.redo.due(c.now) && !m.queued {
 			// Lost, or its done was: into the bundles of this moment again.
 			m.backoff(c)
-			c.retime(m)
+			c.wake.retime(m)
 			m.retry = true
 			c.queue(m)
 		}
@@ -437,7 +335,7 @@ func (m *messenger) tick(c *Core) {
 		return
 	}
 	m.backoff(c)
-	c.retime(m)
+	c.wake.retime(m)
 	m.sendAgain(c)
 }
 
@@ -461,7 +359,7 @@ func (m *messenger) sendAgain(c *Core) {
 	}
 	m.sentAt, m.resent = time.Time{}, true
 	m.redo.restart(c.now)
-	c.retime(m)
+	c.wake.retime(m)
 	c.transmitted(m, m.r.nextSeq())
 }
 
@@ -483,7 +381,7 @@ func (m *messenger) freshRedo() redo {
 // abort ends the messenger when its session went stale; the core saves it
 // to send again after the next allow.
 func (m *messenger) abort(c *Core, pk codec.PacketKind) {
-	h := &c.txHead
+	h := &c.tx.head
 	*h = m.head(c, pk, 0)
 	c.send(m.r, h, nil, m.r.ha)
 }
@@ -502,8 +400,8 @@ func (m *messenger) finish(c *Core, err error) {
 		m.result = nil
 	}
 	m.release()
-	if m.in == nil && !m.queued && len(c.retired) < maxSpares {
-		c.retired = append(c.retired, m) // a spare at the next Deadline
+	if m.in == nil && !m.queued {
+		c.spares.retire(m) // a spare at the next Deadline
 	}
 }
 
@@ -526,28 +424,6 @@ func (m *messenger) release() {
 	}
 	bodies.put(m.buf)
 	m.body, m.buf = nil, nil
-}
-
-// errCoatKind refuses a packet whose coat is not its session's.
-var errCoatKind = errors.New("raet: coat kind is not the session's")
-
-// openCoat returns the body inside coat, of kind ck, received from r: a
-// packet's whole coat, or a reassembled message's. The session's coat
-// opens it; an AEAD coat was opened when the packet was received (handle,
-// per packet), so coat is the body already. Anything but the session's
-// coat kind is refused (a downgrade, ck=0, or any other). It is the one
-// way in for every body a session's packets carry.
-func openCoat(r *remote, ck codec.CoatKind, coat []byte) ([]byte, error) {
-	if a := r.aead(); a != nil || packet.IsAEAD(ck) {
-		if a == nil || a.Kind() != ck {
-			return nil, errCoatKind
-		}
-		return coat, nil
-	}
-	if r.coat == nil || ck != r.coat.Kind() {
-		return nil, errCoatKind
-	}
-	return r.coat.Open(nil, coat)
 }
 
 // parseMisseds reads a resend body: {"misseds": [n, ...]}.
@@ -573,35 +449,6 @@ func parseMisseds(p *rxPacket, r *remote) ([]int, error) {
 
 // --- messengent --------------------------------------------------------------
 
-type messengent struct {
-	r       *remote
-	si, ti  uint32
-	wait    bool // wf of the packet that started it, copied onto our replies
-	ck      codec.CoatKind
-	fk      codec.FootKind
-	lowest  int
-	highest int
-	pending Message // whole (when whole), waiting for room to deliver
-	id      MsgID   // pending's id, from a peer that negotiated message ids
-	// decoding: pending's body is being decoded off the owner goroutine
-	// (a BatchSerializer's kind); complete waits for decoded.
-	decoding bool
-	first    time.Time // its first packet
-	dec      Decode    // pending's body, for the decoder
-	timeout  expiry
-	heapSlot // in its remote's clock (timers.go)
-	redo     redo
-
-	whole    bool // it has pending
-	roomWait bool // in Core.roomWaits
-	ended    bool // removed
-}
-
-func (m *messengent) kind() codec.TransactionKind { return codec.TransactionKindMessage }
-func (m *messengent) key() txnKey                 { return txnKey{rf: true, si: m.si, ti: m.ti} }
-func (m *messengent) deadline() time.Time         { return earliest(time.Time(m.timeout), m.redo.at) }
-func (m *messengent) msgKey() msgKey              { return msgKey{m.r.nuid, m.si, m.ti} }
-
 func (c *Core) startMessengent(p *rxPacket, r *remote) {
 	redo := r.messageRedo()
 	if p.Head.SegmentCount > 1 || p.Head.Segment() {
@@ -613,9 +460,9 @@ func (c *Core) startMessengent(p *rxPacket, r *remote) {
 }
 
 // head is the head of its reply of kind pk (segment number sn), in
-// c.txHead.
+// c.tx.head.
 func (m *messengent) head(c *Core, pk codec.PacketKind, sn int) *codec.Head {
-	h := &c.txHead
+	h := &c.tx.head
 	*h = c.outHead(codec.TransactionKindMessage, pk, m.r.nuid, m.r.fuid, m.si, m.ti, true)
 	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, m.ck, m.fk
 	h.SetWait(m.wait)
@@ -626,7 +473,7 @@ func (m *messengent) head(c *Core, pk codec.PacketKind, sn int) *codec.Head {
 func (m *messengent) send(c *Core, pk codec.PacketKind, body []byte, sn int) {
 	if c.send(m.r, m.head(c, pk, sn), body, m.r.ha) {
 		m.redo.restart(c.now)
-		c.retime(m)
+		c.wake.retime(m)
 	}
 }
 
@@ -685,36 +532,9 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 			whole = bytes.Clone(whole)
 		}
 	} else {
-		m.highest = max(m.highest, int(h.SegmentNumber))
-		fresh := r.txn(m.key()) == nil
-		if fresh && c.reserved(m) {
-			// The last free slot is kept for an older message (fair.go).
-			c.reassemblyFull(r, packet.ErrRemoteQuota)
+		var ok bool
+		if whole, complete, progress, ok = m.segment(c, p); !ok {
 			return
-		}
-		evicted := c.reasm.Evicted()
-		got, prog, err := c.reasm.Add(r.nuid, m.msgKey(), h, p.Coat)
-		if n := c.reasm.Evicted() - evicted; n > 0 {
-			c.stats.drops[dropReassemblyEvicted] += n
-		}
-		switch {
-		case errors.Is(err, packet.ErrRemoteQuota), errors.Is(err, packet.ErrTooManyMessages), errors.Is(err, packet.ErrReassemblyMemory):
-			// Out of room for now: drop it; the sender will send it again.
-			c.reassemblyFull(r, err)
-			if fresh {
-				c.starve(m, err)
-				return
-			}
-		case err != nil:
-			c.stats.drop(dropSegment)
-			m.nack(c)
-			return
-		default:
-			c.fed(m)
-		}
-		whole, complete, progress = got, got != nil, prog
-		if !prog && err == nil {
-			c.stats.c.Duplicates++
 		}
 	}
 	if r.txn(m.key()) == nil {
@@ -725,7 +545,7 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 		// Only a new segment buys time: duplicates do not, and nothing
 		// buys more than maxReassemblyAge from the first segment.
 		m.timeout = expiry(earliest(time.Time(after(c.now, c.cfg.MessageTimeout)), m.first.Add(maxReassemblyAge)))
-		c.retime(m)
+		c.wake.retime(m)
 	}
 	c.refresh(r, yes)
 	m.wait = h.Wait()
@@ -737,6 +557,44 @@ func (m *messengent) message(c *Core, p *rxPacket) {
 	if m.wait {
 		m.askMore(c)
 	}
+}
+
+// segment adds p, a segment of m, to the reassembly: whole is the message
+// once complete, progress says the segment was new; false after dropping
+// (or nacking) it.
+func (m *messengent) segment(c *Core, p *rxPacket) (whole []byte, complete, progress, ok bool) {
+	r, h := m.r, &p.Head
+	m.highest = max(m.highest, int(h.SegmentNumber))
+	fresh := r.txn(m.key()) == nil
+	if fresh && c.reserved(m) {
+		// The last free slot is kept for an older message (fair.go).
+		c.reassemblyFull(r, packet.ErrRemoteQuota)
+		return nil, false, false, false
+	}
+	evicted := c.reasm.Evicted()
+	got, prog, err := c.reasm.Add(r.nuid, m.msgKey(), h, p.Coat)
+	if n := c.reasm.Evicted() - evicted; n > 0 {
+		c.stats.drops[dropReassemblyEvicted] += n
+	}
+	switch {
+	case errors.Is(err, packet.ErrRemoteQuota), errors.Is(err, packet.ErrTooManyMessages), errors.Is(err, packet.ErrReassemblyMemory):
+		// Out of room for now: drop it; the sender will send it again.
+		c.reassemblyFull(r, err)
+		if fresh {
+			c.starve(m, err)
+			return nil, false, false, false
+		}
+	case err != nil:
+		c.stats.drop(dropSegment)
+		m.nack(c)
+		return nil, false, false, false
+	default:
+		c.fed(m)
+	}
+	if !prog && err == nil {
+		c.stats.c.Duplicates++
+	}
+	return got, got != nil, prog, true
 }
 
 // opened takes the message once whole and opened (openMessage's outcome):
@@ -751,7 +609,7 @@ func (m *messengent) opened(c *Core, msg Message, id MsgID, later bool, err erro
 	if later {
 		m.decoding = true
 		m.dec = Decode{Kind: msg.Kind, Raw: msg.Raw, m: m}
-		c.decodes = append(c.decodes, &m.dec)
+		c.rx.decodes = append(c.rx.decodes, &m.dec)
 		return
 	}
 	m.complete(c)
@@ -808,29 +666,12 @@ func (m *messengent) askMore(c *Core) {
 	}
 }
 
-// roomWait names a whole message waiting for room in the receive queue:
-// by its key, looked up again when room frees, since one that ended
-// meanwhile (timed out, nacked, forgotten with its remote) is no longer
-// there, and one the bundler moved has been copied (bundle.go).
-type roomWait struct {
-	r *remote
-	k txnKey
-}
-
-// waiting is the message w names while it still waits, else nil.
-func (w roomWait) waiting() *messengent {
-	if m, ok := w.r.txn(w.k).(*messengent); ok && m.roomWait {
-		return m
-	}
-	return nil
-}
-
 // admitWaiting delivers the messages waiting for room, oldest first, while
 // the receive queue has room.
 func (c *Core) admitWaiting() {
-	for c.roomWaits.len() > 0 && c.delivery.len() < c.cfg.ReceiveQueue {
-		w := c.roomWaits.items()[0]
-		c.roomWaits.drop(1)
+	for c.rx.roomWaits.len() > 0 && c.rx.delivery.len() < c.cfg.ReceiveQueue {
+		w := c.rx.roomWaits.items()[0]
+		c.rx.roomWaits.drop(1)
 		if m := w.waiting(); m != nil {
 			c.unwait(m)
 			m.complete(c)
@@ -838,7 +679,7 @@ func (c *Core) admitWaiting() {
 	}
 }
 
-// waitForRoom puts m at the end of c.roomWaits, or, when the line is full
+// waitForRoom puts m at the end of c.rx.roomWaits, or, when the line is full
 // or m's remote holds its share of it, forgets m unanswered and its
 // transaction id unused, so that the sender's next send of it is taken as
 // new: what waits is bounded (as many as the receive queue holds, at least
@@ -848,25 +689,25 @@ func (c *Core) admitWaiting() {
 // the last sweep, it sweeps them out, so that they stay bounded by twice
 // those waiting (however long nobody takes deliveries).
 func (c *Core) waitForRoom(m *messengent) {
-	if c.roomWaiting >= max(minWaits, c.cfg.ReceiveQueue) || int(m.r.roomWaits) >= max(minRemoteWaits, c.cfg.ReceiveQueue/4) {
+	if c.rx.roomWaiting >= max(minWaits, c.cfg.ReceiveQueue) || int(m.r.roomWaits) >= max(minRemoteWaits, c.cfg.ReceiveQueue/4) {
 		c.stats.drop(dropReceiveWaitsFull)
 		m.end(c)
 		return
 	}
 	c.stats.drop(dropReceiveQueueFull)
-	if c.roomWaits.len() >= c.roomSweep {
+	if c.rx.roomWaits.len() >= c.rx.roomSweep {
 		c.sweepRoomWaits()
 	}
 	m.roomWait = true
 	m.r.roomWaits++
-	c.roomWaiting++
-	c.roomWaits.push(roomWait{m.r, m.key()})
+	c.rx.roomWaiting++
+	c.rx.roomWaits.push(roomWait{m.r, m.key()})
 }
 
-// sweepRoomWaits drops the entries of c.roomWaits whose messages no
+// sweepRoomWaits drops the entries of c.rx.roomWaits whose messages no
 // longer wait, keeping the others in order.
 func (c *Core) sweepRoomWaits() {
-	all := c.roomWaits.items()
+	all := c.rx.roomWaits.items()
 	live := all[:0]
 	for _, w := range all {
 		if w.waiting() != nil {
@@ -874,22 +715,22 @@ func (c *Core) sweepRoomWaits() {
 		}
 	}
 	clear(all[len(live):])
-	c.roomWaits = fifo[roomWait]{s: live}
-	c.roomSweep = max(minRoomSweep, 2*c.roomWaits.len())
+	c.rx.roomWaits = fifo[roomWait]{s: live}
+	c.rx.roomSweep = max(minRoomSweep, 2*c.rx.roomWaits.len())
 }
 
 // unwait takes m out of the count of those waiting for room (its entry
-// stays in Core.roomWaits until reached or swept).
+// stays in inbox.roomWaits until reached or swept).
 func (c *Core) unwait(m *messengent) {
 	if m.roomWait {
 		m.roomWait = false
 		m.r.roomWaits--
-		c.roomWaiting--
+		c.rx.roomWaiting--
 	}
 }
 
 const (
-	// minRoomSweep is the fewest entries of Core.roomWaits that are swept.
+	// minRoomSweep is the fewest entries of inbox.roomWaits that are swept.
 	minRoomSweep = 64
 	// minWaits and minRemoteWaits are the fewest messages that may wait
 	// for room in the receive queue, in all and from one remote, however
@@ -898,7 +739,7 @@ const (
 )
 
 // complete delivers the message and sends done, unless the receive queue is
-// full: then it waits in c.roomWaits, saying nothing (the sender resends,
+// full: then it waits in c.rx.roomWaits, saying nothing (the sender resends,
 // and it is ignored while whole), until Delivered frees room, or its
 // timeout nacks it. While any waits the queue is full (admitWaiting fills
 // it before it stops), so one that comes later waits behind them.
@@ -911,14 +752,14 @@ func (m *messengent) complete(c *Core) {
 		m.remove(c, false)
 		return
 	}
-	if c.delivery.len() >= c.cfg.ReceiveQueue {
+	if c.rx.delivery.len() >= c.cfg.ReceiveQueue {
 		c.waitForRoom(m)
 		return
 	}
 	if m.id.Seq != 0 {
 		m.r.mids.delivered(m.id, c.now)
 	}
-	c.delivery.push(m.pending)
+	c.rx.delivery.push(m.pending)
 	c.stats.c.MessagesIn++
 	m.done(c)
 	m.remove(c, false)
@@ -944,7 +785,7 @@ func (m *messengent) tick(c *Core) {
 		return
 	}
 	m.redo.backoff(c.now)
-	c.retime(m)
+	c.wake.retime(m)
 	if m.decoding {
 		return // the decoder answers, or the timeout nacks
 	}
@@ -1006,4 +847,151 @@ func (c *Core) decodeMessage(r *remote, bk codec.BodyKind, plain []byte) (msg Me
 	}
 	msg.Body = body
 	return msg, id, false, nil
+}
+
+// bundles reports whether r's session bundles. A bundle's table is in the
+// clear, authenticated by the packet's foot (MAC or Ed25519), or, with an
+// AEAD coat, sealed with the rest of the bundle.
+func (c *Core) bundles(r *remote) bool { return r.prof != nil && r.prof.bdl }
+
+// answer owes r a done for its transaction (si, ti), in the answers of
+// this moment.
+func (c *Core) answer(r *remote, si, ti uint32) {
+	c.bundling.answers = append(c.bundling.answers, owed{r: r, si: si, ti: ti})
+}
+
+// startMessenger sends a serialized body with its id to r. result receives
+// the outcome. A message that fits one packet of a session that bundles
+// waits for the flush of this moment (bundle.go); any other is sealed and
+// sent now, whole or in segments. It returns the messenger, under way
+// unless it ended at once (m.in is nil then).
+func (c *Core) startMessenger(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) *messenger {
+	m, ok := c.spares.messengers.Get()
+	if !ok {
+		m = new(messenger)
+	}
+	*m = messenger{r: r, body: body, buf: buf, bk: bk, id: id, result: result, started: started, lastSeg: -1}
+	if !r.allowed || r.coat == nil {
+		m.finish(c, ErrNotAllowed)
+		return m
+	}
+	m.si, m.ti = r.sid, r.nextTid()
+	m.timeout = after(c.now, c.cfg.MessageTimeout)
+	m.redo = r.messageRedo()
+	if c.bundles(r) && m.onePacket(c) {
+		m.bundled, m.count, m.flags = true, 1, m.flag1[:]
+		c.addTxn(r, m)
+		c.queue(m)
+		return m
+	}
+	if err := m.alone(c); err != nil {
+		m.finish(c, err)
+		return m
+	}
+	c.addTxn(r, m)
+	m.burst(c)
+	return m
+}
+
+// queue puts m in the bundles of this moment.
+func (c *Core) queue(m *messenger) {
+	m.queued = true
+	c.wake.retime(m)
+	c.bundling.queued = append(c.bundling.queued, m)
+}
+
+// opens reports whether a message may start now to r (on ids; the room of
+// a segmented one is checked once it is cut, in began).
+func (c *Core) opens(r *remote) bool {
+	w := r.win
+	if w == nil {
+		return true
+	}
+	oldest, ok := w.oldest(r)
+	if ok && r.tid+1-oldest >= sendSpan {
+		return false
+	}
+	cfg := c.reasm.Config()
+	return w.large == 0 || (w.large < cfg.MaxPerRemote && w.charge < cfg.MaxBufferedPerRemote)
+}
+
+// begin starts a message to r now if the window lets it (and nothing
+// waits before it), or holds it in r.saved until it does.
+// buf is body's pooled buffer, or nil (SendFor).
+func (c *Core) begin(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) {
+	if r.allowed && r.coat != nil && (len(r.saved) > 0 || !c.opens(r)) {
+		r.save(&messenger{r: r, body: body, buf: buf, bk: bk, id: id, result: result,
+			started: started, timeout: after(c.now, c.cfg.MessageTimeout)})
+		c.wake.touch(r)
+		return
+	}
+	c.launch(r, body, buf, bk, id, result, started)
+}
+
+// launch starts a message to r and counts it in r's window.
+func (c *Core) launch(r *remote, body []byte, buf *[]byte, bk codec.BodyKind, id MsgID, result Waiter, started time.Time) {
+	if m := c.startMessenger(r, body, buf, bk, id, result, started); m.in == r {
+		c.began(m)
+	}
+}
+
+// began counts m, just started, in its remote's window.
+func (c *Core) began(m *messenger) {
+	r := m.r
+	if r.win == nil {
+		var ok bool
+		if r.win, ok = c.spares.wins.Get(); !ok {
+			r.win = &sendWindow{}
+		}
+	}
+	w := r.win
+	if w.head > 0 && 2*w.head >= len(w.started) {
+		n := copy(w.started, w.started[w.head:])
+		clear(w.started[n:])
+		w.started, w.head = w.started[:n], 0
+	}
+	w.started = append(w.started, m.key())
+	if !m.bundled && m.count > 1 {
+		m.large = true
+		w.large++
+		w.charge += roomCharge(m)
+	}
+}
+
+// ended takes m out of its remote's window; it may then let what waits go
+// (startHeld, which the caller runs where the remote's transactions are
+// not being walked).
+func (c *Core) ended(m *messenger) {
+	m.r.sendOrder.remove(m)
+	w := m.r.win
+	if w == nil || !m.large {
+		return
+	}
+	m.large = false
+	w.large--
+	w.charge -= roomCharge(m)
+}
+
+// startHeld starts the messages waiting in r.saved, in order, while the
+// window lets them and r is allowed (after an allow, those a new session
+// made stale go again); it drops the window once nothing is under way.
+func (c *Core) startHeld(r *remote) {
+	for len(r.saved) > 0 && r.allowed && r.coat != nil && c.opens(r) {
+		m := r.saved[0]
+		r.saved[0] = nil
+		r.saved = r.saved[1:]
+		if len(r.saved) == 0 {
+			r.dropSaved()
+		}
+		c.launch(r, m.body, m.buf, m.bk, m.id, m.result, m.started) // m's successor owns buf
+	}
+	if w := r.win; w != nil && w.large == 0 {
+		if _, ok := w.oldest(r); !ok {
+			r.win = nil
+			if cap(w.started) <= spareWinRoom {
+				*w = sendWindow{started: w.started[:0]}
+				c.spares.wins.Put(w)
+			}
+		}
+	}
 }

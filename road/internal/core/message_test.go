@@ -313,8 +313,8 @@ func TestReceiveQueueFull(t *testing.T) {
 			t.Fatalf("send %d: %v (%v), the clock stopped", i, err, ok)
 		}
 	}
-	if hold.roomWaits.len() != 0 {
-		t.Fatalf("%d left waiting for room", hold.roomWaits.len())
+	if hold.rx.roomWaits.len() != 0 {
+		t.Fatalf("%d left waiting for room", hold.rx.roomWaits.len())
 	}
 }
 
@@ -366,7 +366,7 @@ func TestReceiveQueueHeldTimesOut(t *testing.T) {
 	if err, ok := outcome(res[1]); !ok || !errors.Is(err, ErrRejected) {
 		t.Fatalf("held past its timeout: %v (%v), want ErrRejected", err, ok)
 	}
-	if n := p.main.roomWaiting; n != 0 {
+	if n := p.main.rx.roomWaiting; n != 0 {
 		t.Fatalf("timed out, and %d counted waiting", n)
 	}
 	p.collect(p.main)
@@ -374,8 +374,8 @@ func TestReceiveQueueHeldTimesOut(t *testing.T) {
 	if n := len(p.delivered[p.main]); n != 1 {
 		t.Fatalf("delivered %d, want only the one queued", n)
 	}
-	if p.main.roomWaits.len() != 0 {
-		t.Fatalf("%d left waiting for room", p.main.roomWaits.len())
+	if p.main.rx.roomWaits.len() != 0 {
+		t.Fatalf("%d left waiting for room", p.main.rx.roomWaits.len())
 	}
 }
 
@@ -512,7 +512,7 @@ func TestReceiveQueueWaitsBounded(t *testing.T) {
 			p.other.Send("main", b, codec.BodyKindJSON, MsgID{}, make(chan error, 1), p.now, p.now)
 		}
 		p.holdDeliveries(3 * 20) // 3 s: all of this wave time out
-		if n := p.main.roomWaits.len(); n > 2*perWave+minRoomSweep {
+		if n := p.main.rx.roomWaits.len(); n > 2*perWave+minRoomSweep {
 			t.Fatalf("wave %d: %d entries left, for at most %d waiting at once", w, n, perWave)
 		}
 	}
@@ -563,12 +563,12 @@ func (p *pair) drain(res []chan error, sent map[*Core]int) {
 			p.tb.Fatalf("a send failed: %v", err)
 		}
 	}
-	if p.main.roomWaiting != 0 {
-		p.tb.Fatalf("all done, and %d counted waiting", p.main.roomWaiting)
+	if p.main.rx.roomWaiting != 0 {
+		p.tb.Fatalf("all done, and %d counted waiting", p.main.rx.roomWaiting)
 	}
 	for c := range sent {
-		if r := p.main.byName[c.name]; r.roomWaits != 0 {
-			p.tb.Fatalf("all done, and %d of %s counted waiting", r.roomWaits, c.name)
+		if r := p.main.roster.byName[c.local.name]; r.roomWaits != 0 {
+			p.tb.Fatalf("all done, and %d of %s counted waiting", r.roomWaits, c.local.name)
 		}
 	}
 	got := map[string]int{}
@@ -577,8 +577,8 @@ func (p *pair) drain(res []chan error, sent map[*Core]int) {
 	}
 	for c, n := range sent {
 		for i := range n {
-			if k := fmt.Sprint(c.name, "/", i); got[k] != 1 {
-				p.tb.Fatalf("%s's message %d delivered %d times", c.name, i, got[k])
+			if k := fmt.Sprint(c.local.name, "/", i); got[k] != 1 {
+				p.tb.Fatalf("%s's message %d delivered %d times", c.local.name, i, got[k])
 			}
 		}
 	}
@@ -598,7 +598,7 @@ func TestReceiveWaitsShare(t *testing.T) {
 	p.holdDeliveries(4)
 	res = append(res, p.sendEach([]*Core{honest}, honests)...)
 	p.holdDeliveries(20)
-	fr, hr := p.main.byName[flood.name], p.main.byName[honest.name]
+	fr, hr := p.main.roster.byName[flood.local.name], p.main.roster.byName[honest.local.name]
 	if fr.roomWaits != queue/4 || hr.roomWaits != honests {
 		t.Fatalf("waiting: %d of the flood's (want its share, %d), %d of the other's (want all %d)", fr.roomWaits, queue/4, hr.roomWaits, honests)
 	}
@@ -622,8 +622,8 @@ func TestReceiveWaitsTotal(t *testing.T) {
 	}
 	res = append(res, p.sendEach(p.extra, queue/4)...)
 	p.holdDeliveries(20)
-	if p.main.roomWaiting != queue {
-		t.Fatalf("%d waiting, want the line's %d", p.main.roomWaiting, queue)
+	if p.main.rx.roomWaiting != queue {
+		t.Fatalf("%d waiting, want the line's %d", p.main.rx.roomWaiting, queue)
 	}
 	if p.main.stats.drops[dropReceiveWaitsFull] == 0 {
 		t.Fatal("nothing counted receive_waits_full")
@@ -633,13 +633,13 @@ func TestReceiveWaitsTotal(t *testing.T) {
 		sent[c] = queue / 4
 	}
 	p.drain(res, sent)
-	if cap(p.main.roomWaits.s) < queue || p.main.spareTxns.Len() == 0 {
-		t.Fatalf("the line took room for %d, %d spare transaction tables: the test measures nothing", cap(p.main.roomWaits.s), p.main.spareTxns.Len())
+	if cap(p.main.rx.roomWaits.s) < queue || p.main.spares.txns.Len() == 0 {
+		t.Fatalf("the line took room for %d, %d spare transaction tables: the test measures nothing", cap(p.main.rx.roomWaits.s), p.main.spares.txns.Len())
 	}
-	for _, r := range p.main.remotes {
+	for _, r := range p.main.roster.remotes {
 		p.main.forget(r, ReasonSilent)
 	}
-	if c, n := cap(p.main.roomWaits.s), p.main.spareTxns.Len(); c != 0 || n != 0 {
+	if c, n := cap(p.main.rx.roomWaits.s), p.main.spares.txns.Len(); c != 0 || n != 0 {
 		t.Fatalf("the remotes forgotten, the line keeps room for %d, and %d spare transaction tables are kept", c, n)
 	}
 }
@@ -657,7 +657,7 @@ func TestMessengersReused(t *testing.T) {
 		peers := append([]*Core{p.other}, p.extra...)
 		underWay := func() map[*messenger]bool {
 			out := map[*messenger]bool{}
-			for _, r := range p.main.remotes {
+			for _, r := range p.main.roster.remotes {
 				for tx := range r.eachTxn {
 					if m, ok := tx.(*messenger); ok {
 						out[m] = true
@@ -670,7 +670,7 @@ func TestMessengersReused(t *testing.T) {
 		for round := range 3 {
 			var res []chan error
 			for i, peer := range peers {
-				body := map[string]any{"to": peer.name, "round": round}
+				body := map[string]any{"to": peer.local.name, "round": round}
 				if (i+round)%2 == 0 {
 					body["pad"] = strings.Repeat("x", 3000) // segmented
 				}
@@ -679,7 +679,7 @@ func TestMessengersReused(t *testing.T) {
 					t.Fatal(err)
 				}
 				ch := make(chan error, 1)
-				sendPooled(p.main, peer.name, b, MsgID{}, ch, p.now)
+				sendPooled(p.main, peer.local.name, b, MsgID{}, ch, p.now)
 				res = append(res, ch)
 			}
 			got := underWay()
@@ -696,23 +696,23 @@ func TestMessengersReused(t *testing.T) {
 			for _, peer := range peers {
 				ms := p.delivered[peer]
 				if len(ms) != 1 {
-					t.Fatalf("round %d: %s got %d messages, want 1", round, peer.name, len(ms))
+					t.Fatalf("round %d: %s got %d messages, want 1", round, peer.local.name, len(ms))
 				}
-				if to, rd := ms[0].Body["to"], fmt.Sprint(ms[0].Body["round"]); to != peer.name || rd != fmt.Sprint(round) {
-					t.Fatalf("round %d: %s got the message to %v of round %v", round, peer.name, to, rd)
+				if to, rd := ms[0].Body["to"], fmt.Sprint(ms[0].Body["round"]); to != peer.local.name || rd != fmt.Sprint(round) {
+					t.Fatalf("round %d: %s got the message to %v of round %v", round, peer.local.name, to, rd)
 				}
 				p.delivered[peer] = ms[:0]
 			}
 			p.main.Deadline() // as its owner does after every event
 			clear(spares)
-			for m := range p.main.spareMessengers.All {
+			for m := range p.main.spares.messengers.All {
 				if m.in != nil || m.queued || m.body != nil || m.result != nil {
 					t.Fatalf("round %d: a spare still under way or holding its message", round)
 				}
 				spares[m] = true
 			}
 			clear(spareWins)
-			for w := range p.main.spareWins.All {
+			for w := range p.main.spares.wins.All {
 				if len(w.started) != 0 || w.first != nil || w.large != 0 || w.charge != 0 {
 					t.Fatalf("round %d: a spare window holds messages", round)
 				}

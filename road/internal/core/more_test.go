@@ -27,8 +27,8 @@ func TestJoinerRejectsKeys(t *testing.T) {
 	res := make(chan error, 1)
 	p.other.Join(p.mainAddr, res, p.now)
 	p.pump()
-	if err, ok := outcome(res); !ok || !errors.Is(err, ErrRejected) || len(p.other.remotes) != 0 {
-		t.Fatalf("join with rejected keys: %v (%v), %d remotes", err, ok, len(p.other.remotes))
+	if err, ok := outcome(res); !ok || !errors.Is(err, ErrRejected) || len(p.other.roster.remotes) != 0 {
+		t.Fatalf("join with rejected keys: %v (%v), %d remotes", err, ok, len(p.other.roster.remotes))
 	}
 	if !p.hasEvent(p.other, EventRejected) || !p.hasEvent(p.other, EventRemoved) {
 		t.Fatalf("events %v", p.kinds(p.other, 0))

@@ -265,7 +265,7 @@ func (p *pair) step(end time.Time) {
 		if w := c.Deadline(); !w.IsZero() && !w.After(p.now) {
 			c.Tick(p.now)
 			if w := c.Deadline(); !w.IsZero() && !w.After(p.now) {
-				p.tb.Fatalf("%s: a timer stays due after its tick (%v): the stack would spin; due: %s", c.name, w, dueTimers(c))
+				p.tb.Fatalf("%s: a timer stays due after its tick (%v): the stack would spin; due: %s", c.local.name, w, dueTimers(c))
 			}
 		}
 	}
@@ -294,8 +294,8 @@ func (p *pair) join() {
 }
 
 // mainRemote is main's remote for other; otherRemote other's for main.
-func (p *pair) mainRemote() *remote  { return p.main.byName[p.other.name] }
-func (p *pair) otherRemote() *remote { return p.other.byName[p.main.name] }
+func (p *pair) mainRemote() *remote  { return p.main.roster.byName[p.other.local.name] }
+func (p *pair) otherRemote() *remote { return p.other.roster.byName[p.main.local.name] }
 
 // start has from start sending body (with id) to its peer, and returns
 // the channel of its outcome.
@@ -437,10 +437,10 @@ func head(tk codec.TransactionKind, pk codec.PacketKind, se, de, si, ti uint32, 
 // dueTimers lists c's timers due at c.now, to show what would spin.
 func dueTimers(c *Core) string {
 	var b strings.Builder
-	if !c.pendAt.IsZero() && !c.pendAt.After(c.now) {
+	if !c.kept.pendAt.IsZero() && !c.kept.pendAt.After(c.now) {
 		b.WriteString("pend; ")
 	}
-	for _, r := range c.remotes {
+	for _, r := range c.roster.remotes {
 		if !r.presence.IsZero() && !r.presence.After(c.now) {
 			fmt.Fprintf(&b, "%s presence (reaped %v); ", r.name, r.reaped)
 		}

@@ -53,28 +53,7 @@ import (
 // remotes it kept; the drivers mend them from their end too.
 
 // alivePeriod is this estate's presence period now (see above).
-func (c *Core) alivePeriod() time.Duration { return c.cfg.PresencePeriod(len(c.remotes)) }
-
-// PresencePeriod is the presence period of an estate of the populated
-// config c with that many remotes: max(AlivePeriod, remotes/AliveRate
-// seconds) in whole AlivePeriods, at most an hour; AlivePeriod itself when
-// it is not positive (no presence) or AliveRate is negative.
-func (c *Config) PresencePeriod(remotes int) time.Duration {
-	p := c.AlivePeriod
-	if p <= 0 {
-		return p
-	}
-	if c.AliveRate > 0 {
-		need := time.Duration(remotes) * time.Second / time.Duration(c.AliveRate)
-		if need > p {
-			p *= (need + p - 1) / p
-		}
-	}
-	return min(p, maxAlivePeriod)
-}
-
-// maxAlivePeriod bounds the period an estate uses or takes from a peer.
-const maxAlivePeriod = time.Hour
+func (c *Core) alivePeriod() time.Duration { return c.cfg.PresencePeriod(len(c.roster.remotes)) }
 
 // pairPeriod is the period of presence with r when one end drives it (both
 // advertised one); zero otherwise.
@@ -87,10 +66,10 @@ func (c *Core) pairPeriod(r *remote) time.Duration {
 
 // drives says whether we drive the presence with r (see above).
 func (c *Core) drives(r *remote) bool {
-	if c.mainFlag != r.main {
-		return !c.mainFlag
+	if c.local.main != r.main {
+		return !c.local.main
 	}
-	return c.name < r.name
+	return c.local.name < r.name
 }
 
 // presenceDelay is how long after its last word r's next alive goes: a
@@ -104,7 +83,7 @@ func (c *Core) presenceDelay(r *remote, first bool) time.Duration {
 	p := c.pairPeriod(r)
 	if p == 0 { // the reference's presence
 		p = c.alivePeriod()
-		if first && !c.mainFlag {
+		if first && !c.local.main {
 			p += c.cfg.AliveOffset
 		}
 	}
@@ -130,7 +109,7 @@ func (c *Core) reapDelay(r *remote) time.Duration {
 }
 
 // reaps says whether this estate reaps silent remotes (a main, §8.4).
-func (c *Core) reaps() bool { return c.mainFlag && c.cfg.Interim > 0 && c.cfg.AlivePeriod >= 0 }
+func (c *Core) reaps() bool { return c.local.main && c.cfg.Interim > 0 && c.cfg.AlivePeriod >= 0 }
 
 // startPresence starts the presence timers of the remotes loaded from the
 // keep, by uid: the i-th of n first asks i+1 n-ths of its delay from now,
@@ -156,7 +135,7 @@ func (c *Core) schedulePresence(r *remote, first bool) {
 	if r.reapAt.IsZero() && c.cfg.Interim > 0 {
 		r.reapAt = c.now.Add(c.reapDelay(r))
 	}
-	c.touch(r)
+	c.wake.touch(r)
 }
 
 // heard records an authenticated packet from r: it is there, so its next
@@ -164,7 +143,7 @@ func (c *Core) schedulePresence(r *remote, first bool) {
 func (c *Core) heard(r *remote) {
 	r.heard = c.now
 	if r.added {
-		c.silence.last(r)
+		c.roster.silence.last(r)
 	}
 	if c.cfg.AlivePeriod < 0 || r.presence.IsZero() {
 		return // presence not started
@@ -173,7 +152,7 @@ func (c *Core) heard(r *remote) {
 	if c.cfg.Interim > 0 {
 		r.reapAt = c.now.Add(c.reapDelay(r))
 	}
-	c.touch(r)
+	c.wake.touch(r)
 }
 
 // managePresence starts an alive when r's presence timer is due, lets a
@@ -264,10 +243,10 @@ func (c *Core) mendLater(r *remote) {
 const maxMendShift = 6
 
 func (c *Core) unreap(r *remote) {
-	if c.mainFlag && r.reaped {
+	if c.local.main && r.reaped {
 		r.reaped = false
 		r.forgetAt = time.Time{}
-		c.touch(r)
+		c.wake.touch(r)
 		c.event(EventUnreaped, r)
 	}
 }

@@ -62,7 +62,7 @@ func TestPresenceDriven(t *testing.T) {
 	p := newPair(t, keep.AutoAlways, func(m, o *estate) { m.AlivePeriod, o.AlivePeriod = time.Second, time.Second })
 	p.join()
 	p.advance(5 * time.Second)
-	w, v := len(p.wire), p.main.visits
+	w, v := len(p.wire), p.main.wake.visits
 	p.advance(10 * time.Minute)
 	if n := p.countSince(w, p.main, codec.TransactionKindAlive, codec.PacketKindRequest); n != 0 {
 		t.Errorf("main sent %d alives in 10 idle minutes; the driver's alives keep it quiet", n)
@@ -71,12 +71,12 @@ func TestPresenceDriven(t *testing.T) {
 		t.Errorf("other sent %d alives in 600 periods, want one a period", n)
 	}
 	rate := float64(len(p.wire)-w) / 600
-	t.Logf("idle pair: %.3f packets per remote per second; main visited %d remotes", rate, p.main.visits-v)
+	t.Logf("idle pair: %.3f packets per remote per second; main visited %d remotes", rate, p.main.wake.visits-v)
 	if rate > 2.01 {
 		t.Errorf("%.3f packets a second, want at most 2 (one exchange a period)", rate)
 	}
-	if p.main.visits != v {
-		t.Errorf("main ran %d remotes' timers while the driver kept it informed", p.main.visits-v)
+	if p.main.wake.visits != v {
+		t.Errorf("main ran %d remotes' timers while the driver kept it informed", p.main.wake.visits-v)
 	}
 	if !p.mainRemote().alived || !p.otherRemote().alived {
 		t.Fatal("not alive on both sides")
@@ -113,19 +113,19 @@ func TestPresenceAdapts(t *testing.T) {
 	}
 	p.advance(30 * time.Second) // every driver hears the period once
 	for _, c := range append([]*Core{p.other}, p.extra...) {
-		if r := c.byName["main"]; r.prof == nil || r.prof.alive != want || c.pairPeriod(r) != want {
-			t.Fatalf("%s drives at %v, want %v", c.name, c.pairPeriod(r), want)
+		if r := c.roster.byName["main"]; r.prof == nil || r.prof.alive != want || c.pairPeriod(r) != want {
+			t.Fatalf("%s drives at %v, want %v", c.local.name, c.pairPeriod(r), want)
 		}
 	}
-	w, v := len(p.wire), p.main.visits
+	w, v := len(p.wire), p.main.wake.visits
 	p.advance(10 * time.Minute)
 	perRemote := float64(len(p.wire)-w) / n / 600
-	t.Logf("%d idle remotes, period %v: %.3f packets per remote per second; main visited %d remotes", n, want, perRemote, p.main.visits-v)
+	t.Logf("%d idle remotes, period %v: %.3f packets per remote per second; main visited %d remotes", n, want, perRemote, p.main.wake.visits-v)
 	if bound := 2 / want.Seconds(); perRemote > bound*1.01 {
 		t.Errorf("%.3f packets per remote per second, want at most %.3f", perRemote, bound)
 	}
-	if m := p.countSince(w, p.main, codec.TransactionKindAlive, codec.PacketKindRequest); m != 0 || p.main.visits != v {
-		t.Errorf("main sent %d alives and ran %d remotes' timers", m, p.main.visits-v)
+	if m := p.countSince(w, p.main, codec.TransactionKindAlive, codec.PacketKindRequest); m != 0 || p.main.wake.visits != v {
+		t.Errorf("main sent %d alives and ran %d remotes' timers", m, p.main.wake.visits-v)
 	}
 }
 
@@ -184,7 +184,7 @@ func TestShedPresence(t *testing.T) {
 		t.Fatal(err)
 	}
 	newcomer := p.extra[0]
-	r := newcomer.byName["main"]
+	r := newcomer.roster.byName["main"]
 	r.joined, r.allowed = false, false
 	res := make(chan error, 1)
 	newcomer.Join(p.mainAddr, res, p.now)
@@ -244,7 +244,7 @@ func TestPresenceDetection(t *testing.T) {
 				return e.Time.Sub(silent)
 			}
 		}
-		t.Fatalf("%s never found its peer dead", c.name)
+		t.Fatalf("%s never found its peer dead", c.local.name)
 		return 0
 	}
 	t.Logf("dead after: driver %v, answerer %v", deadAt(p.other), deadAt(p.main))
@@ -277,8 +277,8 @@ func TestReapAfterDetection(t *testing.T) {
 			t.Fatalf("%v %s at %v while its driver sent alives every %v", e.Kind, e.Remote, e.Time, period)
 		}
 	}
-	if len(p.main.remotes) != n {
-		t.Fatalf("main lists %d remotes, want %d", len(p.main.remotes), n)
+	if len(p.main.roster.remotes) != n {
+		t.Fatalf("main lists %d remotes, want %d", len(p.main.roster.remotes), n)
 	}
 	before, silent := len(p.events[p.main]), p.now
 	p.cut = func(wired) bool { return true }
@@ -289,8 +289,8 @@ func TestReapAfterDetection(t *testing.T) {
 			reaped[e.Remote] = e.Time.Sub(silent)
 		}
 	}
-	if len(reaped) != n || len(p.main.remotes) != 0 {
-		t.Fatalf("%d of %d reaped, %d still listed, %v after they fell silent", len(reaped), n, len(p.main.remotes), p.now.Sub(silent))
+	if len(reaped) != n || len(p.main.roster.remotes) != 0 {
+		t.Fatalf("%d of %d reaped, %d still listed, %v after they fell silent", len(reaped), n, len(p.main.roster.remotes), p.now.Sub(silent))
 	}
 	for name, d := range reaped {
 		if bound := period + 2*timeout + time.Second; d > bound+10*time.Millisecond {
@@ -311,9 +311,9 @@ func TestTimerVisitsByDue(t *testing.T) {
 			m.AlivePeriod, o.AlivePeriod, o.Profile = time.Second, -1, ProfileReference
 		})
 		p.advance(5 * time.Second)
-		v := p.main.visits
+		v := p.main.wake.visits
 		p.advance(time.Minute)
-		perRemote[n] = float64(p.main.visits-v) / float64(n) / 60
+		perRemote[n] = float64(p.main.wake.visits-v) / float64(n) / 60
 		t.Logf("%d remotes: main visited %.3f per remote per second", n, perRemote[n])
 		if perRemote[n] > 0.4 || perRemote[n] < 0.3 {
 			t.Errorf("%d remotes: %.3f visits per remote per second, want about 1/3 (its presence timer)", n, perRemote[n])
@@ -334,7 +334,7 @@ func TestForgetSilentAndRecall(t *testing.T) {
 		o.AlivePeriod = 100 * time.Millisecond
 	})
 	p.join()
-	uid := p.main.byName["other"].nuid
+	uid := p.main.roster.byName["other"].nuid
 	before := len(p.events[p.main])
 	p.cut = func(wired) bool { return true }
 	p.advance(5 * time.Second)
@@ -344,9 +344,9 @@ func TestForgetSilentAndRecall(t *testing.T) {
 	}
 	c := p.main
 	c.Deadline() // flush, as the owner does
-	if len(c.remotes)+len(c.byName)+len(c.joinees)+len(c.timers)+len(c.touched)+len(c.pended)+len(c.roles) != 0 || c.reasm.Pending() != 0 {
+	if len(c.roster.remotes)+len(c.roster.byName)+len(c.roster.joinees)+len(c.wake.heap)+len(c.wake.touched)+len(c.kept.pended)+len(c.kept.roles) != 0 || c.reasm.Pending() != 0 {
 		t.Fatalf("left after forgetting: %d remotes, %d names, %d joinees, %d timers, %d touched, %d pended, %d roles' records, %d reassembling",
-			len(c.remotes), len(c.byName), len(c.joinees), len(c.timers), len(c.touched), len(c.pended), len(c.roles), c.reasm.Pending())
+			len(c.roster.remotes), len(c.roster.byName), len(c.roster.joinees), len(c.wake.heap), len(c.wake.touched), len(c.kept.pended), len(c.kept.roles), c.reasm.Pending())
 	}
 	c.PublishKeys()
 	if c.KeyTable().lookup(uid) != nil {
@@ -403,8 +403,8 @@ func TestForgetCap(t *testing.T) {
 	if len(forgotten) != 1 || forgotten[0] != "other1" {
 		t.Fatalf("forgotten %v, want other1 (the longest silent)", forgotten)
 	}
-	if len(p.main.remotes) != limit || len(p.main.byName) != limit || p.main.byName["other"] == nil || p.main.byName["late"] == nil {
-		t.Fatalf("main holds %d remotes", len(p.main.remotes))
+	if len(p.main.roster.remotes) != limit || len(p.main.roster.byName) != limit || p.main.roster.byName["other"] == nil || p.main.roster.byName["late"] == nil {
+		t.Fatalf("main holds %d remotes", len(p.main.roster.remotes))
 	}
 }
 
@@ -428,7 +428,7 @@ func TestForgetFreesMemory(t *testing.T) {
 	rs = nil
 	full := heap()
 	c.now = c.now.Add(time.Minute) // the budgets refill
-	for _, r := range c.remotes {
+	for _, r := range c.roster.remotes {
 		c.forget(r, ReasonSilent)
 	}
 	c.Deadline()
@@ -437,11 +437,11 @@ func TestForgetFreesMemory(t *testing.T) {
 	empty := heap()
 	t.Logf("heap: %d B before, %d B per remote held, %d B per remote after forgetting", before,
 		(full-before)/n, (int64(empty)-int64(before))/n)
-	if len(c.remotes)+len(c.byName)+len(c.timers)+len(c.lim.sources) != 0 {
-		t.Fatalf("still held: %d remotes, %d names, %d timers, %d sources' budgets", len(c.remotes), len(c.byName), len(c.timers), len(c.lim.sources))
+	if len(c.roster.remotes)+len(c.roster.byName)+len(c.wake.heap)+len(c.lim.sources) != 0 {
+		t.Fatalf("still held: %d remotes, %d names, %d timers, %d sources' budgets", len(c.roster.remotes), len(c.roster.byName), len(c.wake.heap), len(c.lim.sources))
 	}
-	if c.places.chunk != nil || len(c.places.free) != 0 {
-		t.Fatalf("the timer heap's places still hold a chunk of %d and %d cells given back", len(c.places.chunk), len(c.places.free))
+	if c.wake.places.chunk != nil || len(c.wake.places.free) != 0 {
+		t.Fatalf("the timer heap's places still hold a chunk of %d and %d cells given back", len(c.wake.places.chunk), len(c.wake.places.free))
 	}
 	if full < empty || empty > before+n*8 || (full-empty) < (full-before)*9/10 {
 		t.Fatalf("forgetting %d remotes freed %d B each of %d (heap %d → %d → %d)", n, (int64(full)-int64(empty))/n, (full-before)/n, before, full, empty)

@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"net/netip"
+	"time"
+)
 
 // Loss recovery within about one round trip (RFC 8985's RACK, RFC 9002's
 // thresholds), on timers of the sender's own: the wire is the reference's.
@@ -26,22 +29,6 @@ import "time"
 //
 // Each step of the walk either sends a message again (moving it to the
 // tail) or stops, so a done costs O(1) amortized, whatever is in flight.
-
-const (
-	// packetThreshold is how many datagrams after a message's, one of
-	// them answered, make it lost (RFC 9002 §6.1.1's kPacketThreshold).
-	packetThreshold = 3
-	// timerGranularity is the least a timer's margin is (RFC 9002's
-	// kGranularity).
-	timerGranularity = time.Millisecond
-	// maxAnswerDelay is the longest a raet-go receiver waits to answer a
-	// message it has whole: it answers in the moment it completes it (the
-	// done, or the answers of that moment to a session that bundles), so
-	// the bound is its owner's turn; the probe waits for it on top of the
-	// round trip. A message still missing segments is answered with a
-	// resend as soon as its burst's last packet (wf) comes.
-	maxAnswerDelay = 10 * time.Millisecond
-)
 
 // seqBefore says whether transmission a went before b (numbers wrap).
 func seqBefore(a, b uint32) bool { return int32(a-b) < 0 }
@@ -99,7 +86,7 @@ func (c *Core) detectLost(r *remote) {
 		if r.rackSeq-m.seq < packetThreshold && c.now.Before(at) {
 			if !m.lostAt.Equal(at) {
 				m.lostAt = at
-				c.retime(m)
+				c.wake.retime(m)
 			}
 			return
 		}
@@ -128,7 +115,7 @@ func (r *remote) lossDelay() time.Duration {
 // moment's bundles).
 func (m *messenger) lost(c *Core) bool {
 	m.lostAt = time.Time{}
-	c.retime(m)
+	c.wake.retime(m)
 	if m.bundled {
 		if m.queued {
 			return false
@@ -142,4 +129,32 @@ func (m *messenger) lost(c *Core) bool {
 	}
 	m.sendAgain(c)
 	return true
+}
+
+// used records that r's transaction ti of session si is over, done or (with
+// refused) refused: the window remembers which while si is the remote's
+// session.
+func (c *Core) used(r *remote, si, ti uint32, refused bool) {
+	if si == r.rsid {
+		r.window.mark(ti, c.now, c.replayHold, refused)
+	}
+}
+
+// timeRequest starts timing in *sent a request that goes to `to` now, or
+// stops it (zero) when it went again or waits for the keep.
+func (c *Core) timeRequest(sent *time.Time, to netip.AddrPort, again bool) {
+	*sent = time.Time{}
+	if _, held := c.heldFor(to); !again && !held {
+		*sent = c.now
+	}
+}
+
+// timedAnswer gives r's estimate the time since *sent, the request an answer
+// came to, when it was timed (a request of the handshake's: seed), and
+// stops timing it.
+func (c *Core) timedAnswer(r *remote, sent *time.Time, seed bool) {
+	if !sent.IsZero() {
+		r.observeRTT(c.now.Sub(*sent), seed)
+		*sent = time.Time{}
+	}
 }

@@ -62,7 +62,7 @@ func TestRejoinFromAnotherAddress(t *testing.T) {
 	if !ok || ReasonOf(err) != ReasonAddressChanged || !errors.Is(err, ErrRejected) {
 		t.Fatalf("moved on an immutable road: %v (%v)", err, ok)
 	}
-	if len(p.main.remotes) != 1 || len(p.other.remotes) != 1 {
+	if len(p.main.roster.remotes) != 1 || len(p.other.roster.remotes) != 1 {
 		t.Fatal("a remote was forgotten")
 	}
 	var found bool

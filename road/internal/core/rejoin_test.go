@@ -106,7 +106,7 @@ func TestJoinRetriedWhileMainWaitsForAck(t *testing.T) {
 	if err := <-res; ReasonOf(err) != ReasonNoAnswer {
 		t.Fatalf("the first join: %v; want no answer", err)
 	}
-	if len(p.main.remotes) != 1 || len(p.mainRemote().inProcess(codec.TransactionKindJoin)) != 1 {
+	if len(p.main.roster.remotes) != 1 || len(p.mainRemote().inProcess(codec.TransactionKindJoin)) != 1 {
 		t.Fatal("the main does not wait for the first join's ack")
 	}
 	lost = false
@@ -123,7 +123,7 @@ func TestJoinRetriedWhileMainWaitsForAck(t *testing.T) {
 		}
 		t.Logf("try %d: %v", try, err)
 	}
-	if r := p.mainRemote(); r == nil || !r.allowed || !p.otherRemote().allowed || p.main.strangerJoins != 0 {
+	if r := p.mainRemote(); r == nil || !r.allowed || !p.otherRemote().allowed || p.main.kept.strangers != 0 {
 		t.Fatal("not allowed on both sides after the retry")
 	}
 	p.stillWorks(t, len(p.delivered[p.main]))

@@ -1,216 +1,14 @@
 package core
 
 import (
-	"net/netip"
 	"time"
 
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/keep"
-	"github.com/raet-go/raet/keys"
 	"github.com/raet-go/raet/packet"
 )
 
-// remote is a remote estate, owned by the core. What a message to it or
-// from it reads and writes comes first, in the struct's first lines (its
-// negotiated profile among them): with ten thousand remotes, each message
-// finds its remote out of the cache, and every other line it touches is
-// another miss. What joins, allows and presence read comes after.
-type remote struct {
-	nuid uint32 // our uid for it (the key of core.remotes)
-	fuid uint32 // its uid for us
-
-	sid  uint32 // session of transactions we start
-	rsid uint32 // last session of transactions it started
-	tid  uint32 // last transaction id we gave
-
-	// The flags sit together: the struct is one of the costs of a remote.
-	main       bool
-	kind       uint8
-	joined     bool
-	allowed    bool
-	alived     bool
-	aliveKnown bool
-	reaped     bool
-	added      bool // in core.remotes (a vacuous joinent's remote is not, until accepted)
-	capsFresh  bool // peerCaps come from a join of this run (not lost in a restart)
-	// sessionReset says it joined afresh (vacuously) since the window's
-	// session began, so that its next allow may set rsid back (see route).
-	sessionReset bool
-	rttSeeded    bool // srtt has only the handshake's samples (observeRTT)
-	// unconfirmed: we joined it vacuously and have allowed no session
-	// since, so it may never have seen our join complete (renew).
-	unconfirmed bool
-	// mends counts our allows with it that failed in a row (mendLater).
-	mends uint8
-
-	// srtt and rttvar estimate, as TCP does (RFC 6298), how long the remote
-	// takes to answer a request: a message's last packet sent, and the
-	// handshake's (timeRequest). The message timers start from it, so a
-	// remote (or a machine) slowed down by load gets fewer needless
-	// retransmissions, from its first message on. Zero srtt: no sample
-	// yet. In µs: the struct is a cost of every remote.
-	srtt, rttvar int32
-
-	// rttMin is the least sample of a message, rttLast the latest (µs;
-	// zero: none): rack.go's thresholds.
-	rttMin, rttLast int32
-
-	// sendOrder holds its messages under way in the order of their last
-	// transmission, sendSeq that transmission's number, and rackSeq the
-	// newest transmission a done answered (rack.go).
-	sendOrder        orderList[*messenger]
-	sendSeq, rackSeq uint32
-
-	ha   netip.AddrPort
-	coat packet.Coat // the session's coat: NaCl, or a negotiated coat (Config.Coat)
-	// prof is the negotiated profile of this session, in negotiated; nil:
-	// the reference's.
-	prof *profile
-
-	// ours and theirs are its transactions that we and it started (txn,
-	// eachTxn); each nil when it has none.
-	ours, theirs map[txnID]txn
-	// heapSlot is its place in the core's timer heap, marked that it
-	// waits in core.touched (timers.go).
-	heapSlot
-	// clock holds its transactions by deadline (timers.go).
-	clock timerHeap[txn]
-	// saved holds messages waiting to start, in order: those whose
-	// messenger a new session made stale (sent again after the next
-	// allow) and those the send window holds back (sendwin.go).
-	saved []*messenger
-	// savedDue is when a message in saved may time out: no later than the
-	// earliest of their timeouts (it may be earlier, once the message
-	// that set it has left; the tick at it walks saved and sets it
-	// anew), so that neither a flush nor a tick walks saved for a
-	// deadline; zero: none of them times out.
-	savedDue expiry
-	// win is what its messages under way hold (sendwin.go); nil: none.
-	win *sendWindow
-	// starved is its oldest message refused for room, while it waits
-	// (fair.go); nil: none.
-	starved   *starved
-	roomWaits int32 // its whole messages waiting for room to deliver (Core.roomWaits)
-	// retransmits counts its packets sent again (Remote): in what would
-	// be padding, as any counter more would take a remote to a larger
-	// size class of the heap.
-	retransmits uint32
-
-	presence time.Time // next alive
-	reapAt   time.Time // reaped if no alive success by then
-	heard    time.Time // its last authenticated packet (or when we added it)
-	// heardLinks are its neighbours in the core's remotes by when they
-	// were last heard (silenceList, forget.go): prev heard before it.
-	heardLinks links[*remote]
-
-	// negotiated holds prof's profile, beside the rest of what a message
-	// reads.
-	negotiated profile
-
-	// window holds the transaction ids it used in its session rsid.
-	window replayWindow
-	mids   midFilter // message ids delivered, across sessions
-
-	name string
-	role string
-	fqdn string
-
-	verify keys.VerifyKey
-	pub    keys.PublicKey
-
-	// keptSid is the session its kept estate holds (0: none written in
-	// this run): a restart counts on from it (restore), so it is never
-	// older than sid, and may be newer (joined reserves the allow's).
-	keptSid uint32
-	// joinAckTi is the transaction of joinAck.
-	joinAckTi uint32
-
-	short     keys.Box       // our short-term pair for this session (privee)
-	peerShort keys.PublicKey // its short-term public key (publee)
-	peerCaps  *caps          // what it advertised in the last join; nil: nothing (the reference), shared (shareCaps)
-
-	// replies and joins are its budgets of replies to packets of no live
-	// transaction and of join requests.
-	replies, joins bucket
-
-	reasmWarned int64     // unix ns: no reassembly warning logged for it before this
-	forgetAt    time.Time // once reaped: forgotten if still silent then (forget.go)
-
-	// waiters are Join calls waiting for this remote to be allowed.
-	waiters []chan error
-	// joinAck is the ack of the last join we completed as joiner, sent
-	// again if the joinent repeats its response (joinAckTi).
-	joinAck []byte
-	// answered is our joinent that accepted its join and ended without
-	// its ack (joinent.unacked): its first signed hello completes it.
-	answered *joinent
-	// mendAt (unix ns): presence starts no allow of ours with it before
-	// (mendLater).
-	mendAt int64
-}
-
-// txnKey indexes a remote's transactions (§8.1): who started it, session
-// and transaction id. The uids of the reference's index are the remote's.
-type txnKey struct {
-	rf bool // the remote initiated it
-	si uint32
-	ti uint32
-}
-
-// txnID is a txnKey but for who started it: the key of one side's table
-// (remote.ours, remote.theirs), 8 bytes that a map hashes as one word
-// (txnKey, with rf, has a hash of its own per field: each message looked
-// its key up several times).
-type txnID struct{ si, ti uint32 }
-
-func (k txnKey) id() txnID { return txnID{k.si, k.ti} }
-
 func (r *remote) orderLinks() *links[*remote] { return &r.heardLinks }
-
-// table is the map of r's transactions of k's side.
-func (r *remote) table(k txnKey) *map[txnID]txn {
-	if k.rf {
-		return &r.theirs
-	}
-	return &r.ours
-}
-
-// txn is r's transaction at k; nil when there is none.
-func (r *remote) txn(k txnKey) txn { return (*r.table(k))[k.id()] }
-
-// numTxns is how many transactions r has.
-func (r *remote) numTxns() int { return len(r.ours) + len(r.theirs) }
-
-// eachTxn yields r's transactions, ours then theirs; the one yielded may
-// be removed.
-func (r *remote) eachTxn(yield func(txn) bool) {
-	for _, m := range [2]map[txnID]txn{r.ours, r.theirs} {
-		for _, t := range m {
-			if !yield(t) {
-				return
-			}
-		}
-	}
-}
-
-// txn is a transaction state machine. It never blocks or does I/O: it
-// handles packets and timer expiries by calling the core, which queues what
-// to send.
-type txn interface {
-	kind() codec.TransactionKind
-	key() txnKey
-	receive(c *Core, p *rxPacket)
-	// tick runs the timers that are due at c.now.
-	tick(c *Core)
-	// deadline is when tick must run next (zero: no timer).
-	deadline() time.Time
-	// abort ends the transaction because its session went stale, sending
-	// the peer a nack of kind pk when it is not zero.
-	abort(c *Core, pk codec.PacketKind)
-	// timerSlot is its place in its remote's clock, by deadline (each
-	// kind embeds a heapSlot); whatever moves its deadline retimes it.
-	timerSlot() *heapSlot
-}
 
 // coatKind is the coat kind of the session: NaCl unless another was
 // negotiated.
@@ -259,15 +57,6 @@ func sidAfter(sid uint32) uint32 {
 	return sid
 }
 
-// used records that r's transaction ti of session si is over, done or (with
-// refused) refused: the window remembers which while si is the remote's
-// session.
-func (c *Core) used(r *remote, si, ti uint32, refused bool) {
-	if si == r.rsid {
-		r.window.mark(ti, c.now, c.replayHold, refused)
-	}
-}
-
 // validSid reports whether session new is not older than old (§9.2).
 func validSid(new, old uint32) bool {
 	if new == 0 || old == 0 {
@@ -281,24 +70,6 @@ func (r *remote) inProcess(k codec.TransactionKind) []txn {
 	for t := range r.eachTxn {
 		if t.kind() == k {
 			out = append(out, t)
-		}
-	}
-	return out
-}
-
-func (c *Core) info(r *remote) Remote {
-	out := Remote{Name: r.name, UID: r.nuid, FUID: r.fuid, Addr: r.ha, Role: r.role, Kind: r.kind, Main: r.main,
-		Joined: r.joined, Allowed: r.allowed, Alive: r.alived, Reaped: r.reaped, SID: r.sid, RSID: r.rsid,
-		HeadKind: c.cfg.HeadKind, FootKind: codec.FootKindNaCl, CoatKind: r.coatKind(), MaxPacketSize: c.cfg.MaxPacketSize,
-		SRTT: time.Duration(r.srtt) * time.Microsecond, RTTVar: time.Duration(r.rttvar) * time.Microsecond, LastHeard: r.heard,
-		Retransmits: uint64(r.retransmits), Transactions: r.numTxns(), Waiting: len(r.saved)}
-	if p := r.prof; p != nil {
-		out.HeadKind, out.MaxPacketSize = p.codec.Kind(), p.mps
-		if p.mac != nil {
-			out.FootKind = codec.FootKindMAC
-		}
-		if p.aead != nil {
-			out.FootKind = codec.FootKindNada
 		}
 	}
 	return out
@@ -341,25 +112,6 @@ const (
 // allower's hello (the allowent's cookie waits for its keep to hold the
 // join: joined), and the join, whose packets are not authenticated (an
 // unauthenticated packet changes nothing of a remote, docs/security.md).
-
-// timeRequest starts timing in *sent a request that goes to `to` now, or
-// stops it (zero) when it went again or waits for the keep.
-func (c *Core) timeRequest(sent *time.Time, to netip.AddrPort, again bool) {
-	*sent = time.Time{}
-	if _, held := c.heldFor(to); !again && !held {
-		*sent = c.now
-	}
-}
-
-// timedAnswer gives r's estimate the time since *sent, the request an answer
-// came to, when it was timed (a request of the handshake's: seed), and
-// stops timing it.
-func (c *Core) timedAnswer(r *remote, sent *time.Time, seed bool) {
-	if !sent.IsZero() {
-		r.observeRTT(c.now.Sub(*sent), seed)
-		*sent = time.Time{}
-	}
-}
 
 // observeRTT takes a sample of the time from a request to its answer
 // (never of a request sent again: Karn's rule). The handshake's samples
@@ -448,3 +200,19 @@ func (r *remote) segmentedRedo() redo {
 	}
 	return d
 }
+
+const (
+	// packetThreshold is how many datagrams after a message's, one of
+	// them answered, make it lost (RFC 9002 §6.1.1's kPacketThreshold).
+	packetThreshold = 3
+	// timerGranularity is the least a timer's margin is (RFC 9002's
+	// kGranularity).
+	timerGranularity = time.Millisecond
+	// maxAnswerDelay is the longest a raet-go receiver waits to answer a
+	// message it has whole: it answers in the moment it completes it (the
+	// done, or the answers of that moment to a session that bundles), so
+	// the bound is its owner's turn; the probe waits for it on top of the
+	// round trip. A message still missing segments is answered with a
+	// resend as soon as its burst's last packet (wf) comes.
+	maxAnswerDelay = 10 * time.Millisecond
+)

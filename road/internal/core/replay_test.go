@@ -259,7 +259,7 @@ func TestSeenFeetShared(t *testing.T) {
 		check(a, dg)
 	}
 	grown := len(a.mem.sets) * seenWays
-	for _, rr := range slices.Collect(maps.Values(p.main.remotes)) {
+	for _, rr := range slices.Collect(maps.Values(p.main.roster.remotes)) {
 		if rr != p.mainRemote() {
 			p.main.removeRemote(rr, ErrRejected)
 		}

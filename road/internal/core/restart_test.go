@@ -34,8 +34,8 @@ func restartedMain(tb testing.TB, n int, cfg Config) (*Core, time.Time) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if len(c.remotes) != n {
-		tb.Fatalf("%d remotes loaded, want %d", len(c.remotes), n)
+	if len(c.roster.remotes) != n {
+		tb.Fatalf("%d remotes loaded, want %d", len(c.roster.remotes), n)
 	}
 	c.Start(netip.MustParseAddrPort("127.0.0.1:7530"), now)
 	return c, now

@@ -115,11 +115,11 @@ func TestAllowSeedsRTT(t *testing.T) {
 			for _, from := range []*Core{p.other, p.main} {
 				before := from.Counters().Retransmits
 				if err := p.send(from, map[string]any{"first": true}); err != errNoOutcome {
-					t.Fatalf("%s's message done at once over a %v link: %v", from.name, oneWay, err)
+					t.Fatalf("%s's message done at once over a %v link: %v", from.local.name, oneWay, err)
 				}
 				p.advance(10 * oneWay)
 				if got := from.Counters().Retransmits - before; got != 0 {
-					t.Fatalf("%s's first message was sent again %d times, before its done could come", from.name, got)
+					t.Fatalf("%s's first message was sent again %d times, before its done could come", from.local.name, got)
 				}
 			}
 			if got := len(p.delivered[p.main]) + len(p.delivered[p.other]); got != 2 {

@@ -104,7 +104,7 @@ func TestSignLaterAllocs(t *testing.T) {
 	})
 	p.join()
 	c := p.other
-	r := c.byName["main"]
+	r := c.roster.byName["main"]
 	h := c.outHead(codec.TransactionKindMessage, codec.PacketKindAck, r.nuid, r.fuid, r.sid, 1, true)
 	h.BodyKind, h.CoatKind, h.FootKind = c.cfg.BodyKind, codec.CoatKindNaCl, codec.FootKindNaCl
 	out := make([]Datagram, 0, 4)

@@ -150,20 +150,6 @@ type diskStore struct {
 // that makes the core's calls: each write is durable when the call returns.
 func DiskStore(k *keep.Keep) Store { return &diskStore{k: k} }
 
-// WriteBehind has the core's writes to its DiskStore go to w (a
-// keep.Writer of that keep) from now on: the core queues them with w, and
-// the owner reports them durable with KeepDurable (w's
-// WriterConfig.OnDurable). w must be the only writer of the keep while the
-// core runs; its Queue must hold at least 2 writes (a local estate's).
-func (c *Core) WriteBehind(w *keep.Writer) error {
-	d, ok := c.store.(*diskStore)
-	if !ok {
-		return errors.New("raet: only a keep on disk is written behind")
-	}
-	d.w = w
-	return nil
-}
-
 func (d *diskStore) loadLocal() (keep.LocalEstate, keep.LocalRole, bool, error) {
 	e, err := d.k.LoadLocal()
 	if errors.Is(err, fs.ErrNotExist) {

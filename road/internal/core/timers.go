@@ -39,30 +39,6 @@ type slotted interface {
 	timerSlot() *heapSlot
 }
 
-// heapSlot is a timed thing's place in its heap: its key (due), and
-// 1 + its index there (0 when it is not in it), kept where place points:
-// at idx, which set makes it point to, unless the core gave it a cell of
-// its remotePlaces. marked says that it waits to be keyed again
-// (core.touched, core.retimed). A transaction's also says whose txns (and
-// clock) hold it: in, nil when none does.
-type heapSlot struct {
-	due    time.Time
-	in     *remote
-	place  *int32
-	idx    int32
-	marked bool
-}
-
-func (s *heapSlot) timerSlot() *heapSlot { return s }
-
-// index is 1 + its index in its heap; 0 when it is not in it.
-func (s *heapSlot) index() int32 {
-	if s.place == nil {
-		return 0
-	}
-	return *s.place
-}
-
 // next is the earliest due time; zero when the heap is empty.
 func (h timerHeap[T]) next() time.Time {
 	if len(h) == 0 {
@@ -166,161 +142,26 @@ func (h timerHeap[T]) put(i int, e timerEntry[T]) {
 	*e.place = int32(i + 1)
 }
 
-// remotePlaces hands out the cells where the core's remotes keep their
-// index in its timer heap (heapSlot.place), from chunks of placesChunk, so
-// that the cells of ten thousand remotes take 40 KB and a heap move
-// writes a few lines of them. A remote takes one when it enters the heap
-// and gives it back when it leaves (flushWake); when the heap is rebuilt
-// (shrink), the cells are dealt again from as few chunks as the heap
-// needs.
-type remotePlaces struct {
-	chunk []int32 // the newest chunk; next is its first cell not dealt
-	next  int
-	free  []*int32 // cells given back
+// heapSlot is a timed thing's place in its heap: its key (due), and
+// 1 + its index there (0 when it is not in it), kept where place points:
+// at idx, which set makes it point to, unless the core gave it a cell of
+// its remotePlaces. marked says that it waits to be keyed again
+// (wakeClock.touched, wakeClock.retimed). A transaction's also says whose txns (and
+// clock) hold it: in, nil when none does.
+type heapSlot struct {
+	due    time.Time
+	in     *remote
+	place  *int32
+	idx    int32
+	marked bool
 }
 
-const placesChunk = 256
+func (s *heapSlot) timerSlot() *heapSlot { return s }
 
-func (p *remotePlaces) take() *int32 {
-	if n := len(p.free); n > 0 {
-		cell := p.free[n-1]
-		p.free = p.free[:n-1]
-		return cell
+// index is 1 + its index in its heap; 0 when it is not in it.
+func (s *heapSlot) index() int32 {
+	if s.place == nil {
+		return 0
 	}
-	if p.next == len(p.chunk) {
-		p.chunk, p.next = make([]int32, placesChunk), 0
-	}
-	p.next++
-	return &p.chunk[p.next-1]
+	return *s.place
 }
-
-func (p *remotePlaces) give(cell *int32) { p.free = append(p.free, cell) }
-
-// compact deals the cells of h's remotes, every remote that holds one,
-// again from new chunks.
-func (p *remotePlaces) compact(h timerHeap[*remote]) {
-	*p = remotePlaces{}
-	for i := range h {
-		cell := p.take()
-		*cell = int32(i + 1)
-		h[i].place, h[i].v.place = cell, cell
-	}
-}
-
-// touch marks r: its timers may have moved, and flushWake keys it again.
-func (c *Core) touch(r *remote) {
-	if !r.marked {
-		r.marked = true
-		c.touched = append(c.touched, r)
-	}
-}
-
-// retime marks transaction t: its deadline may have moved, and flushWake
-// keys it again in its remote's clock (and the remote in the core's heap).
-// Whatever moves a transaction's timers (its redo, its timeout, a
-// messenger's queued) calls it; addTxn retimes what it adds, so that one
-// not added yet is left alone (and one removed, by removeTxn, too).
-func (c *Core) retime(t txn) {
-	if s := t.timerSlot(); s.in != nil && !s.marked {
-		s.marked = true
-		c.retimed = append(c.retimed, t)
-	}
-}
-
-// flushWake keys again the transactions retimed and the remotes touched
-// since the last call; the owner calls it (through Deadline) after every
-// event. A transaction removed meanwhile is no longer marked (removeTxn);
-// a remote the core no longer tracks (removed, forgotten, a vacuous join
-// given up) leaves the heap. The cost is O(what moved · log), whatever is
-// in flight.
-func (c *Core) flushWake() {
-	for i, t := range c.retimed {
-		c.retimed[i] = nil
-		if s := t.timerSlot(); s.marked {
-			s.marked = false
-			c.keyed++
-			s.in.clock.set(t, t.deadline())
-			c.touch(s.in)
-		}
-	}
-	c.retimed = c.retimed[:0]
-	for i, r := range c.touched {
-		r.marked = false
-		c.touched[i] = nil
-		at := time.Time{}
-		if c.tracked(r) {
-			at = c.remoteDeadline(r)
-		}
-		if r.place == nil && !at.IsZero() {
-			r.place = c.places.take()
-		}
-		c.timers.set(r, at)
-		if at.IsZero() && r.place != nil {
-			c.places.give(r.place)
-			r.place = nil
-		}
-	}
-	c.touched = c.touched[:0]
-	if c.shrinkTimers { // the forgotten left the heap just now (shrink)
-		c.timers = append(timerHeap[*remote](nil), c.timers...)
-		c.places.compact(c.timers)
-		c.touched, c.retimed, c.due, c.shrinkTimers = nil, nil, nil, false
-	}
-}
-
-// tracked says whether r is the core's: added, or a vacuous join in
-// progress (c.joinees).
-func (c *Core) tracked(r *remote) bool { return r.added || c.joinees[r.ha] == r }
-
-// remoteDeadline is the earliest of r's timers: what tickRemote acts on,
-// so that none stays due after its tick. Its transactions' is the root of
-// r.clock.
-func (c *Core) remoteDeadline(r *remote) time.Time {
-	d := earliest(r.clock.next(), time.Time(r.savedDue))
-	if r.prof != nil && r.prof.aeadCheck != 0 {
-		d = earliest(d, time.Unix(0, r.prof.aeadCheck))
-	}
-	if !r.added {
-		return d
-	}
-	if c.cfg.AlivePeriod >= 0 && !r.reaped {
-		d = earliest(d, r.presence)
-	}
-	if c.reaps() && !r.reaped {
-		d = earliest(d, r.reapAt)
-	}
-	if r.reaped {
-		d = earliest(d, r.forgetAt)
-	}
-	return d
-}
-
-// tick runs the timers due at now: only the remotes whose earliest timer
-// is due are visited (c.visits counts them), again while running them made
-// more due (a few rounds at most: what is left, the next tick runs).
-func (c *Core) tick(now time.Time) {
-	c.now = now
-	if !c.pendAt.IsZero() && !now.Before(c.pendAt) {
-		c.checkPended()
-	}
-	c.answers.expire(now)
-	for range tickRounds {
-		c.flushWake()
-		due := c.due[:0]
-		for c.timers.dueAt(now) {
-			due = append(due, c.timers.pop())
-		}
-		for i, r := range due {
-			c.visits++
-			c.touch(r)
-			c.tickRemote(r)
-			due[i] = nil
-		}
-		c.due = due[:0]
-		if len(due) == 0 {
-			return
-		}
-	}
-}
-
-const tickRounds = 4

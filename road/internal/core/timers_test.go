@@ -90,7 +90,7 @@ func BenchmarkIdleTick(b *testing.B) {
 		b.Run(fmt.Sprint("N=", n), func(b *testing.B) {
 			c, rs, now := idleMain(b, n)
 			step := time.Second / time.Duration(n)
-			v := c.visits
+			v := c.wake.visits
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
@@ -101,10 +101,10 @@ func BenchmarkIdleTick(b *testing.B) {
 				c.Tick(now)
 			}
 			b.StopTimer()
-			if c.visits != v {
-				b.Fatalf("%d remotes visited by idle ticks", c.visits-v)
+			if c.wake.visits != v {
+				b.Fatalf("%d remotes visited by idle ticks", c.wake.visits-v)
 			}
-			b.ReportMetric(float64(c.visits-v)/float64(b.N), "visits/tick")
+			b.ReportMetric(float64(c.wake.visits-v)/float64(b.N), "visits/tick")
 		})
 	}
 }
@@ -115,7 +115,7 @@ func TestIdleTickVisitsNone(t *testing.T) {
 	for _, n := range []int{10, 1000} {
 		c, rs, now := idleMain(t, n)
 		step := time.Second / time.Duration(n)
-		v := c.visits
+		v := c.wake.visits
 		i := 0
 		allocs := testing.AllocsPerRun(3*n, func() {
 			now = now.Add(step)
@@ -125,8 +125,8 @@ func TestIdleTickVisitsNone(t *testing.T) {
 			c.Deadline()
 			c.Tick(now)
 		})
-		if c.visits != v || allocs != 0 {
-			t.Errorf("%d remotes: idle ticks visited %d remotes and allocated %.1f times", n, c.visits-v, allocs)
+		if c.wake.visits != v || allocs != 0 {
+			t.Errorf("%d remotes: idle ticks visited %d remotes and allocated %.1f times", n, c.wake.visits-v, allocs)
 		}
 	}
 }
@@ -144,7 +144,7 @@ func TestRemotePlacesApart(t *testing.T) {
 			t.Fatalf("%s keeps its index in itself (place %p)", r.name, r.place)
 		case cells[r.place]:
 			t.Fatalf("%s shares its cell", r.name)
-		case i == 0 || c.timers[i-1].v != r || c.timers[i-1].place != r.place:
+		case i == 0 || c.wake.heap[i-1].v != r || c.wake.heap[i-1].place != r.place:
 			t.Fatalf("%s's cell says %d, where the heap does not hold it", r.name, i)
 		}
 		cells[r.place] = true
@@ -158,7 +158,7 @@ func TestRemotePlacesApart(t *testing.T) {
 // remotes: it walks them all).
 func checkClocks(tb testing.TB, c *Core) {
 	tb.Helper()
-	if len(c.remotes) > 64 {
+	if len(c.roster.remotes) > 64 {
 		return
 	}
 	c.flushWake()
@@ -168,32 +168,32 @@ func checkClocks(tb testing.TB, c *Core) {
 			s, d := t.timerSlot(), t.deadline()
 			switch {
 			case d.IsZero() && s.index() != 0:
-				tb.Fatalf("%s: %s %v has no deadline but is in the clock", c.name, t.kind(), t.key())
+				tb.Fatalf("%s: %s %v has no deadline but is in the clock", c.local.name, t.kind(), t.key())
 			case d.IsZero():
 			case s.index() == 0 || int(s.index()) > len(r.clock) || r.clock[s.index()-1].v != t || !s.due.Equal(d) || r.clock[s.index()-1].at != d.UnixNano():
-				tb.Fatalf("%s: %s %v is due %v, its clock says %v (slot %d): not retimed", c.name, t.kind(), t.key(), d, s.due, s.index())
+				tb.Fatalf("%s: %s %v is due %v, its clock says %v (slot %d): not retimed", c.local.name, t.kind(), t.key(), d, s.due, s.index())
 			default:
 				n++
 			}
 		}
 		if len(r.clock) != n {
-			tb.Fatalf("%s: %s's clock holds %d, %d of its transactions have a deadline", c.name, r.name, len(r.clock), n)
+			tb.Fatalf("%s: %s's clock holds %d, %d of its transactions have a deadline", c.local.name, r.name, len(r.clock), n)
 		}
 		for _, m := range r.saved {
 			if due := time.Time(m.timeout); !due.IsZero() && (time.Time(r.savedDue).IsZero() || due.Before(time.Time(r.savedDue))) {
-				tb.Fatalf("%s: %s holds a message due %v, its saved are due %v", c.name, r.name, due, time.Time(r.savedDue))
+				tb.Fatalf("%s: %s holds a message due %v, its saved are due %v", c.local.name, r.name, due, time.Time(r.savedDue))
 			}
 		}
 		for i := 1; i < len(r.clock); i++ {
 			if r.clock[i].at < r.clock[(i-1)/4].at {
-				tb.Fatalf("%s: %s's clock out of heap order at %d", c.name, r.name, i)
+				tb.Fatalf("%s: %s's clock out of heap order at %d", c.local.name, r.name, i)
 			}
 		}
 	}
-	for _, r := range c.remotes {
+	for _, r := range c.roster.remotes {
 		check(r)
 	}
-	for _, r := range c.joinees {
+	for _, r := range c.roster.joinees {
 		if !r.added {
 			check(r)
 		}
@@ -229,13 +229,13 @@ func TestTimersInFlight(t *testing.T) {
 		p := inFlight(t, n)
 		c := p.other
 		c.Deadline()
-		keyed, v := c.keyed, c.visits
+		keyed, v := c.wake.keyed, c.wake.visits
 		p.sendAll(c, k, 8)
 		p.pump()
 		c.Deadline()
-		per[n] = float64(c.keyed-keyed) / k
-		if c.visits != v {
-			t.Errorf("n=%d: %d remotes ticked, nothing was due", n, c.visits-v)
+		per[n] = float64(c.wake.keyed-keyed) / k
+		if c.wake.visits != v {
+			t.Errorf("n=%d: %d remotes ticked, nothing was due", n, c.wake.visits-v)
 		}
 		if got := len(p.otherRemote().clock); got != n+k {
 			t.Errorf("n=%d: the clock holds %d, want %d", n, got, n+k)
@@ -269,13 +269,13 @@ func TestHeldNotWalked(t *testing.T) {
 		if held < n/2 {
 			t.Fatalf("n=%d: %d held back, want most", n, held)
 		}
-		walked, visits := c.savedWalked, c.visits
+		walked, visits := c.wake.savedWalked, c.wake.visits
 		p.advance(timeout / 2) // resends of those under way: ticks of r
-		if c.visits == visits {
+		if c.wake.visits == visits {
 			t.Fatalf("n=%d: no tick in %v", n, timeout/2)
 		}
-		if c.savedWalked != walked || len(r.saved) != held {
-			t.Errorf("n=%d: %d held messages walked in %d ticks, %d of %d left, before any was due", n, c.savedWalked-walked, c.visits-visits, len(r.saved), held)
+		if c.wake.savedWalked != walked || len(r.saved) != held {
+			t.Errorf("n=%d: %d held messages walked in %d ticks, %d of %d left, before any was due", n, c.wake.savedWalked-walked, c.wake.visits-visits, len(r.saved), held)
 		}
 		p.advance(timeout)
 		failed := 0
@@ -284,8 +284,8 @@ func TestHeldNotWalked(t *testing.T) {
 				failed++
 			}
 		}
-		if len(r.saved) != 0 || failed != n || c.savedWalked-walked > uint64(2*held) {
-			t.Errorf("n=%d: %d held left, %d of %d timed out, %d walked for %d held", n, len(r.saved), failed, n, c.savedWalked-walked, held)
+		if len(r.saved) != 0 || failed != n || c.wake.savedWalked-walked > uint64(2*held) {
+			t.Errorf("n=%d: %d held left, %d of %d timed out, %d walked for %d held", n, len(r.saved), failed, n, c.wake.savedWalked-walked, held)
 		}
 	}
 }

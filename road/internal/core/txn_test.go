@@ -162,8 +162,8 @@ func TestJoinPendedThenRejected(t *testing.T) {
 	if !p.hasEvent(p.main, EventRejected) || !p.hasEvent(p.main, EventRemoved) {
 		t.Fatalf("main's events %v", p.kinds(p.main, 0))
 	}
-	if len(p.main.remotes) != 0 || len(p.other.remotes) != 0 {
-		t.Fatalf("remotes left: main %d, other %d", len(p.main.remotes), len(p.other.remotes))
+	if len(p.main.roster.remotes) != 0 || len(p.other.roster.remotes) != 0 {
+		t.Fatalf("remotes left: main %d, other %d", len(p.main.roster.remotes), len(p.other.roster.remotes))
 	}
 	res = make(chan error, 1)
 	p.other.Join(p.mainAddr, res, p.now)
@@ -191,8 +191,8 @@ func TestJoinPendTimeout(t *testing.T) {
 		t.Fatalf("pended join: %v (%v)", err, ok)
 	}
 	p.advance(2 * time.Second)
-	if len(p.main.pended) != 0 || len(p.main.joinees) != 0 {
-		t.Fatalf("main still holds %d pended joins, %d joinees", len(p.main.pended), len(p.main.joinees))
+	if len(p.main.kept.pended) != 0 || len(p.main.roster.joinees) != 0 {
+		t.Fatalf("main still holds %d pended joins, %d joinees", len(p.main.kept.pended), len(p.main.roster.joinees))
 	}
 	if d := p.main.Deadline(); !d.IsZero() {
 		t.Errorf("main has a timer left at %v", d)
@@ -263,7 +263,7 @@ func TestSimultaneousJoinsAndAllows(t *testing.T) {
 			continue
 		}
 		if ok && !errors.Is(err, ErrRefused) {
-			t.Fatalf("%s's join: %v", j.c.name, err)
+			t.Fatalf("%s's join: %v", j.c.local.name, err)
 		}
 		res := make(chan error, 1)
 		if _, up := j.c.Join(j.to, res, p.now); !up {
@@ -271,12 +271,12 @@ func TestSimultaneousJoinsAndAllows(t *testing.T) {
 			p.advance(100 * time.Millisecond)
 		}
 		if err, ok := outcome(res); !ok || err != nil {
-			t.Fatalf("%s's second join: %v (%v)", j.c.name, err, ok)
+			t.Fatalf("%s's second join: %v (%v)", j.c.local.name, err, ok)
 		}
 	}
 	for _, c := range []*Core{p.main, p.other} {
 		if rs := c.Remotes(); len(rs) != 1 || !rs[0].Allowed {
-			t.Fatalf("%s's remotes %+v", c.name, rs)
+			t.Fatalf("%s's remotes %+v", c.local.name, rs)
 		}
 	}
 	if err := p.send(p.main, map[string]any{"x": 1}); err != nil {

@@ -233,7 +233,7 @@ func TestStrangersBoundedInMemory(t *testing.T) {
 		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 60, byte(i / 200), byte(1 + i%200)}), 9000)
 		p.inject(p.main, p.namedJoin(t, fmt.Sprint("m", i)), from)
 	}
-	if n := len(p.main.pended); n != maxPendingStrangers {
+	if n := len(p.main.kept.pended); n != maxPendingStrangers {
 		t.Fatalf("%d pended, want %d", n, maxPendingStrangers)
 	}
 	st := p.main.store.(*memStore)
