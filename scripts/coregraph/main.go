@@ -1,7 +1,7 @@
 // Command coregraph measures the file graph of one Go package (by default
 // road/internal/core): how its files refer to each other, how many of
-// those references run back up, the size of one struct, and the functions
-// too long or too branchy to read at once.
+// those references run back up, and the size of one struct. The functions
+// too long or too branchy to read at once are scripts/funcsize's.
 //
 // An arrow A→B is a pair of distinct non-test files of the package where
 // A uses an identifier (type, function, method, field, variable or
@@ -19,12 +19,6 @@
 // order does not depend on the files' names or their declared order,
 // except to break ties, and a graph without cycles has none.
 //
-// Long functions have more than -lines lines from func to its closing
-// brace; branchy ones a cyclomatic complexity over -complexity, counted
-// as gocyclo does: 1, plus one for each if, for, range, case and select
-// case that is not default, && and ||. Function literals count in the
-// function that holds them.
-//
 // Usage:
 //
 //	go run ./scripts/coregraph [flags] [package directory]
@@ -38,8 +32,7 @@
 //	go run ./scripts/coregraph -type Stack road
 //
 // Output: JSON lines on stdout, a summary first ({"kind":"summary",...}),
-// then each over-limit function ({"kind":"func",...}) and, with -arrows,
-// each arrow ({"kind":"arrow",...}); -text prints the same as text.
+// then, with -arrows, each arrow ({"kind":"arrow",...}); -text prints the same as text.
 //
 // Exit codes: 0 measured; 1 the package could not be read or type
 // checked; 2 bad usage.
@@ -69,13 +62,11 @@ func main() {
 }
 
 type options struct {
-	typ      string
-	maxLines int
-	maxCyclo int
-	arrows   bool
-	text     bool
-	why      bool
-	dir      string
+	typ    string
+	arrows bool
+	text   bool
+	why    bool
+	dir    string
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -83,8 +74,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.typ, "type", "Core", "the struct whose fields and methods are counted")
-	fs.IntVar(&o.maxLines, "lines", 60, "a function longer than this many lines is listed")
-	fs.IntVar(&o.maxCyclo, "complexity", 20, "a function with a cyclomatic complexity over this is listed")
 	fs.BoolVar(&o.arrows, "arrows", false, "list every arrow")
 	fs.BoolVar(&o.text, "text", false, "text instead of JSON lines")
 	fs.BoolVar(&o.why, "why", false, "with -arrows, the identifiers each arrow uses")
@@ -132,33 +121,22 @@ type Arrow struct {
 	Names []string `json:"names,omitempty"`
 }
 
-// Func is a function over one of the limits.
-type Func struct {
-	Kind       string `json:"kind"`
-	Name       string `json:"name"`
-	Pos        string `json:"pos"`
-	Lines      int    `json:"lines"`
-	Complexity int    `json:"complexity"`
-}
-
 // Summary is the package's figures.
 type Summary struct {
-	Kind      string   `json:"kind"`
-	Package   string   `json:"package"`
-	Files     int      `json:"files"`
-	Arrows    int      `json:"arrows"`
-	Back      int      `json:"back"`
-	Type      string   `json:"type"`
-	Fields    int      `json:"fields"`
-	Methods   int      `json:"methods"`
-	OverLimit int      `json:"over_limit"`
-	Order     []string `json:"order"` // lowest first
+	Kind    string   `json:"kind"`
+	Package string   `json:"package"`
+	Files   int      `json:"files"`
+	Arrows  int      `json:"arrows"`
+	Back    int      `json:"back"`
+	Type    string   `json:"type"`
+	Fields  int      `json:"fields"`
+	Methods int      `json:"methods"`
+	Order   []string `json:"order"` // lowest first
 }
 
 type measurement struct {
 	sum    Summary
 	arrows []Arrow
-	funcs  []Func
 }
 
 func measure(o options) (*measurement, error) {
@@ -238,26 +216,6 @@ func measure(o options) (*measurement, error) {
 		}
 	}
 
-	for _, f := range files {
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Body == nil {
-				continue
-			}
-			lines := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
-			cx := complexity(fd)
-			if lines <= o.maxLines && cx <= o.maxCyclo {
-				continue
-			}
-			name := fd.Name.Name
-			if fd.Recv != nil && len(fd.Recv.List) == 1 {
-				name = recvName(fd.Recv.List[0].Type) + "." + name
-			}
-			p := fset.Position(fd.Pos())
-			m.funcs = append(m.funcs, Func{Kind: "func", Name: name, Pos: fmt.Sprintf("%s:%d", filepath.Base(p.Filename), p.Line), Lines: lines, Complexity: cx})
-		}
-	}
-	m.sum.OverLimit = len(m.funcs)
 	return m, nil
 }
 
@@ -279,45 +237,6 @@ func objName(obj types.Object) string {
 		}
 	}
 	return obj.Name()
-}
-
-func recvName(e ast.Expr) string {
-	switch t := e.(type) {
-	case *ast.StarExpr:
-		return recvName(t.X)
-	case *ast.IndexExpr:
-		return recvName(t.X)
-	case *ast.IndexListExpr:
-		return recvName(t.X)
-	case *ast.Ident:
-		return t.Name
-	}
-	return "?"
-}
-
-// complexity is gocyclo's count for fd.
-func complexity(fd *ast.FuncDecl) int {
-	n := 1
-	ast.Inspect(fd, func(x ast.Node) bool {
-		switch x := x.(type) {
-		case *ast.IfStmt, *ast.ForStmt, *ast.RangeStmt:
-			n++
-		case *ast.CaseClause:
-			if x.List != nil {
-				n++
-			}
-		case *ast.CommClause:
-			if x.Comm != nil {
-				n++
-			}
-		case *ast.BinaryExpr:
-			if x.Op == token.LAND || x.Op == token.LOR {
-				n++
-			}
-		}
-		return true
-	})
-	return n
 }
 
 // feedbackOrder orders names lowest first by the Eades–Lin–Smyth
@@ -419,12 +338,9 @@ func sift(order []string, uses map[[2]string]int) []string {
 func (m *measurement) write(w io.Writer, o options) error {
 	if o.text {
 		s := m.sum
-		fmt.Fprintf(w, "%s: %d files, %d arrows, %d back up; %s: %d fields, %d methods; %d functions over %d lines or complexity %d\n",
-			s.Package, s.Files, s.Arrows, s.Back, s.Type, s.Fields, s.Methods, s.OverLimit, o.maxLines, o.maxCyclo)
+		fmt.Fprintf(w, "%s: %d files, %d arrows, %d back up; %s: %d fields, %d methods\n",
+			s.Package, s.Files, s.Arrows, s.Back, s.Type, s.Fields, s.Methods)
 		fmt.Fprintf(w, "order, lowest first: %s\n", strings.Join(s.Order, " "))
-		for _, f := range m.funcs {
-			fmt.Fprintf(w, "func %s %s: %d lines, complexity %d\n", f.Name, f.Pos, f.Lines, f.Complexity)
-		}
 		if o.arrows {
 			for _, a := range m.arrows {
 				back := ""
@@ -443,11 +359,6 @@ func (m *measurement) write(w io.Writer, o options) error {
 	enc := json.NewEncoder(w)
 	if err := enc.Encode(m.sum); err != nil {
 		return err
-	}
-	for _, f := range m.funcs {
-		if err := enc.Encode(f); err != nil {
-			return err
-		}
 	}
 	if o.arrows {
 		for _, a := range m.arrows {
