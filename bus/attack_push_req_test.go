@@ -11,7 +11,7 @@ import (
 
 	"github.com/raet-go/raet/bus"
 	"github.com/raet-go/raet/bus/envelope"
-	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/protocol"
 )
 
 // The attacks of issue 32 on jobs and requests, by a joined peer that
@@ -51,10 +51,10 @@ func answerHellos(tr *bus.MemTransport) {
 		select {
 		case m := <-tr.Receive():
 			var e envelope.Envelope
-			if envelope.Decode(m.Body, &e) != nil || e.Kind != codec.BusKindHello || !e.Reply {
+			if envelope.Decode(m.Body, &e) != nil || e.Kind != protocol.BusKindHello || !e.Reply {
 				continue
 			}
-			rep := envelope.Envelope{Version: envelope.Version, Kind: codec.BusKindHello, Epoch: 7, Time: e.Time}
+			rep := envelope.Envelope{Version: envelope.Version, Kind: protocol.BusKindHello, Epoch: 7, Time: e.Time}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_ = tr.Send(ctx, m.From, rep.Map())
 			cancel()
@@ -92,7 +92,7 @@ func TestAttackForgedDones(t *testing.T) {
 		}
 		synctest.Wait() // the worker holds 4 jobs, 16 wait
 		for id := range ids {
-			rawSend(t, trs[2], "pusher", envelope.Envelope{Kind: codec.BusKindDone, ID: id, Body: "forged"})
+			rawSend(t, trs[2], "pusher", envelope.Envelope{Kind: protocol.BusKindDone, ID: id, Body: "forged"})
 		}
 		synctest.Wait()
 		close(release)
@@ -133,7 +133,7 @@ func TestAttackUnreadAnswers(t *testing.T) {
 		before := runtime.NumGoroutine()
 		const n = 20_000
 		for i := range n {
-			rawSend(t, trs[2], "server", envelope.Envelope{Kind: codec.BusKindReq, ID: uint64(i + 1),
+			rawSend(t, trs[2], "server", envelope.Envelope{Kind: protocol.BusKindReq, ID: uint64(i + 1),
 				Subject: "nobody.serves", Deadline: 60_000})
 		}
 		synctest.Wait()
@@ -199,7 +199,7 @@ func TestAttackRequestsHoldTheirShare(t *testing.T) {
 		go answerHellos(trs[2])
 		const n = 1000
 		for i := range n {
-			rawSend(t, trs[2], "server", envelope.Envelope{Kind: codec.BusKindReq, ID: uint64(i + 1),
+			rawSend(t, trs[2], "server", envelope.Envelope{Kind: protocol.BusKindReq, ID: uint64(i + 1),
 				Subject: "slow", Deadline: 60_000})
 		}
 		synctest.Wait()
@@ -257,7 +257,7 @@ func greedyRun(t *testing.T, n int, greedy bool, within time.Duration) (took tim
 	}
 	go answerHellos(trs[2])
 	if greedy {
-		rawSend(t, trs[2], "pusher", envelope.Envelope{Kind: codec.BusKindReady, Credit: 1 << 31})
+		rawSend(t, trs[2], "pusher", envelope.Envelope{Kind: protocol.BusKindReady, Credit: 1 << 31})
 	}
 	synctest.Wait()
 	start := time.Now()
@@ -314,7 +314,7 @@ func TestAttackJobParked(t *testing.T) {
 		ptr, mtr := trs[0], trs[1]
 		pusher := newNode(t, ptr, &bus.Config{Heartbeat: time.Second, JobTimeout: 5 * time.Second, JobAttempts: 3})
 		go answerHellos(mtr)
-		rawSend(t, mtr, "pusher", envelope.Envelope{Kind: codec.BusKindReady, Credit: 1})
+		rawSend(t, mtr, "pusher", envelope.Envelope{Kind: protocol.BusKindReady, Credit: 1})
 		synctest.Wait()
 		id, err := pusher.Push(t.Context(), "job", "the body")
 		if err != nil {
@@ -358,15 +358,15 @@ func TestAttackForgedReply(t *testing.T) {
 			got <- rep.Body
 		}()
 		var req envelope.Envelope
-		for req.Kind != codec.BusKindReq { // hellos first
+		for req.Kind != protocol.BusKindReq { // hellos first
 			m := <-trs[1].Receive()
 			if err := envelope.Decode(m.Body, &req); err != nil {
 				t.Fatal(err)
 			}
 		}
-		rawSend(t, trs[2], "client", envelope.Envelope{Kind: codec.BusKindRep, ID: req.ID, Body: "forged"})
+		rawSend(t, trs[2], "client", envelope.Envelope{Kind: protocol.BusKindRep, ID: req.ID, Body: "forged"})
 		synctest.Wait()
-		rawSend(t, trs[1], "client", envelope.Envelope{Kind: codec.BusKindRep, ID: req.ID, Body: "real"})
+		rawSend(t, trs[1], "client", envelope.Envelope{Kind: protocol.BusKindRep, ID: req.ID, Body: "real"})
 		if b := <-got; b != "real" {
 			t.Fatalf("the request was answered %v", b)
 		}
@@ -384,7 +384,7 @@ func TestAttackOverduePullerLosesCredit(t *testing.T) {
 		trs := memPeers(t, 0, "pusher", "mallory")
 		pusher := newNode(t, trs[0], &bus.Config{Heartbeat: time.Second, JobTimeout: 5 * time.Second, JobAttempts: 100})
 		go answerHellos(trs[1])
-		ready := envelope.Envelope{Kind: codec.BusKindReady, Credit: 1000}
+		ready := envelope.Envelope{Kind: protocol.BusKindReady, Credit: 1000}
 		rawSend(t, trs[1], "pusher", ready)
 		synctest.Wait()
 		for i := range 20 {

@@ -11,8 +11,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/protocol"
 )
 
 // Retained is a published message kept for replay.
@@ -27,7 +27,7 @@ type Retained struct {
 // Query selects retained messages for a new subscription.
 type Query struct {
 	Filters []string
-	Replay  codec.BusReplay
+	Replay  protocol.BusReplay
 	Arg     uint64 // N, S or T (Unix nanoseconds), as Replay says
 	// Max, when above 0, bounds the messages selected: the newest Max, and
 	// lost is set when older ones were selected too (Config.MaxReplay).
@@ -170,7 +170,7 @@ func (h *MemoryHistory) expire(r *subjectRing) error {
 
 // Select returns what q selects, in sequence order.
 func (h *MemoryHistory) Select(q Query) ([]Retained, bool, error) {
-	if q.Replay == codec.BusReplayNone {
+	if q.Replay == protocol.BusReplayNone {
 		return nil, false, nil
 	}
 	var out []Retained
@@ -184,21 +184,21 @@ func (h *MemoryHistory) Select(q Query) ([]Retained, bool, error) {
 		}
 		for _, m := range r.msgs {
 			switch q.Replay {
-			case codec.BusReplaySinceSeq:
+			case protocol.BusReplaySinceSeq:
 				if m.Seq <= q.Arg {
 					continue
 				}
-			case codec.BusReplaySinceTime:
+			case protocol.BusReplaySinceTime:
 				if m.Time < int64(q.Arg) {
 					continue
 				}
 			}
 			out = append(out, m)
 		}
-		if q.Replay == codec.BusReplaySinceSeq && r.trimmed > q.Arg {
+		if q.Replay == protocol.BusReplaySinceSeq && r.trimmed > q.Arg {
 			lost = true
 		}
-		if q.Replay == codec.BusReplaySinceTime && r.trimmed != 0 && (len(r.msgs) == 0 || r.msgs[0].Time > int64(q.Arg)) {
+		if q.Replay == protocol.BusReplaySinceTime && r.trimmed != 0 && (len(r.msgs) == 0 || r.msgs[0].Time > int64(q.Arg)) {
 			lost = true
 		}
 	}
@@ -211,7 +211,7 @@ func (h *MemoryHistory) Select(q Query) ([]Retained, bool, error) {
 		}
 		return 0
 	})
-	if q.Replay == codec.BusReplayLast && uint64(len(out)) > q.Arg {
+	if q.Replay == protocol.BusReplayLast && uint64(len(out)) > q.Arg {
 		out = out[uint64(len(out))-q.Arg:]
 	}
 	if q.Max > 0 && len(out) > q.Max {
@@ -483,6 +483,6 @@ func (h *noHistory) Epoch() uint64           { return h.epoch }
 func (h *noHistory) LastSeq() uint64         { return h.seq }
 func (h *noHistory) Append(m Retained) error { h.seq = m.Seq; return nil }
 func (h *noHistory) Select(q Query) ([]Retained, bool, error) {
-	return nil, q.Replay == codec.BusReplaySinceSeq && q.Arg < h.seq, nil
+	return nil, q.Replay == protocol.BusReplaySinceSeq && q.Arg < h.seq, nil
 }
 func (h *noHistory) Close() error { return nil }

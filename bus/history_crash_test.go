@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus"
-	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/protocol"
 )
 
 // crashChildEnv names the bolt file a re-executed test binary publishes
@@ -39,7 +39,7 @@ func TestBoltHistorySurvivesKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	kept, _, err := h.Select(bus.Query{Filters: []string{">"}, Replay: codec.BusReplaySinceSeq})
+	kept, _, err := h.Select(bus.Query{Filters: []string{">"}, Replay: protocol.BusReplaySinceSeq})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/raet-go/raet/bus"
 	"github.com/raet-go/raet/bus/envelope"
-	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/protocol"
 )
 
 // hostile is a joined peer that speaks raw envelopes to the publisher "pub"
@@ -62,9 +62,9 @@ func pubAndOK(t *testing.T, queue int, cfg *bus.Config) (net *bus.MemNet, pub, o
 }
 
 // sub sends a raw subscribe envelope.
-func (h *hostile) sub(id uint64, filters []string, policy bus.Policy, hwm uint32, replay codec.BusReplay, arg uint64) {
+func (h *hostile) sub(id uint64, filters []string, policy bus.Policy, hwm uint32, replay protocol.BusReplay, arg uint64) {
 	h.t.Helper()
-	e := envelope.Envelope{Version: envelope.Version, Kind: codec.BusKindSub, ID: id, Filters: filters,
+	e := envelope.Envelope{Version: envelope.Version, Kind: protocol.BusKindSub, ID: id, Filters: filters,
 		Policy: policy, HWM: hwm, Replay: replay, ReplayArg: arg}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -81,7 +81,7 @@ func (h *hostile) answers(n int) map[string]int {
 	for seen := 0; seen < n; {
 		m := recvMsg(h.t.(*testing.T), h.tr)
 		var e envelope.Envelope
-		if err := envelope.Decode(m.Body, &e); err != nil || e.Kind != codec.BusKindSubOK {
+		if err := envelope.Decode(m.Body, &e); err != nil || e.Kind != protocol.BusKindSubOK {
 			continue
 		}
 		out[e.Error]++

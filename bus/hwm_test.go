@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus"
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/netsim"
 	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/protocol"
 	"github.com/raet-go/raet/road"
 )
 
@@ -356,7 +356,7 @@ type heldPubs struct {
 }
 
 func (h *heldPubs) Send(ctx context.Context, to string, body any) error {
-	if kind, ix := kindIndex(body); kind == codec.BusKindPub {
+	if kind, ix := kindIndex(body); kind == protocol.BusKindPub {
 		select {
 		case <-h.open:
 		case <-ctx.Done():
@@ -370,15 +370,15 @@ func (h *heldPubs) Send(ctx context.Context, to string, body any) error {
 }
 
 // kindIndex reads the kind and stream index of an envelope being sent.
-func kindIndex(body any) (codec.BusKind, uint64) {
-	var kind codec.BusKind
+func kindIndex(body any) (protocol.BusKind, uint64) {
+	var kind protocol.BusKind
 	var ix uint64
 	m, _ := body.(packet.OrderedMap)
 	for _, kv := range m {
 		switch kv.Key {
 		case "ek":
 			v, _ := kv.Value.(uint8)
-			kind = codec.BusKind(v)
+			kind = protocol.BusKind(v)
 		case "ix":
 			ix, _ = kv.Value.(uint64)
 		}

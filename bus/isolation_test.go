@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus"
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/netsim"
+	"github.com/raet-go/raet/protocol"
 )
 
 // One subscription its application never reads holds up nothing else of
@@ -178,7 +178,7 @@ type dropAcks struct {
 }
 
 func (d *dropAcks) Send(ctx context.Context, to string, body any) error {
-	if kind, _ := kindIndex(body); kind == codec.BusKindAck && d.n.Add(-1) >= 0 {
+	if kind, _ := kindIndex(body); kind == protocol.BusKindAck && d.n.Add(-1) >= 0 {
 		return nil
 	}
 	return d.Transport.Send(ctx, to, body)

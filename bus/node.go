@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus/envelope"
-	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/protocol"
 )
 
 // Config configures a Node. The zero value works; a nil *Config is the zero
@@ -409,21 +409,21 @@ func (n *Node) receive(m Message) {
 	}
 	n.heard(m.From)
 	switch e.Kind {
-	case codec.BusKindHello:
+	case protocol.BusKindHello:
 		n.hello(m.From, &e)
-	case codec.BusKindSub, codec.BusKindUnsub:
+	case protocol.BusKindSub, protocol.BusKindUnsub:
 		n.pub.control(m.From, &e)
-	case codec.BusKindAck:
+	case protocol.BusKindAck:
 		n.pub.ack(m.From, &e)
-	case codec.BusKindSubOK, codec.BusKindPub, codec.BusKindDrop, codec.BusKindCut, codec.BusKindGap:
+	case protocol.BusKindSubOK, protocol.BusKindPub, protocol.BusKindDrop, protocol.BusKindCut, protocol.BusKindGap:
 		n.sub.input(m.From, &e)
-	case codec.BusKindReq:
+	case protocol.BusKindReq:
 		n.rep.input(m.From, &e)
-	case codec.BusKindRep:
+	case protocol.BusKindRep:
 		n.req.input(m.From, &e)
-	case codec.BusKindReady, codec.BusKindDone:
+	case protocol.BusKindReady, protocol.BusKindDone:
 		n.push.input(m.From, &e)
-	case codec.BusKindJob:
+	case protocol.BusKindJob:
 		n.pull.input(m.From, &e)
 	default:
 		n.stats.unknownKind.Add(1)
@@ -437,6 +437,6 @@ func (n *Node) bad(from string, e *envelope.Envelope, why string) {
 }
 
 // envelope returns an envelope of kind k with the version set.
-func newEnvelope(k codec.BusKind) envelope.Envelope {
+func newEnvelope(k protocol.BusKind) envelope.Envelope {
 	return envelope.Envelope{Version: envelope.Version, Kind: k}
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus/envelope"
-	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/protocol"
 )
 
 // peer is what the node knows of one peer. Its fields are guarded by
@@ -170,7 +170,7 @@ func (n *Node) hello(from string, e *envelope.Envelope) {
 // sendHello queues a hello to p: asking for an answer (ask), or answering
 // one sent at echo.
 func (n *Node) sendHello(p *peer, ask bool, echo int64) {
-	e := newEnvelope(codec.BusKindHello)
+	e := newEnvelope(protocol.BusKindHello)
 	e.Epoch = n.epoch
 	e.Groups = n.rep.groups()
 	e.Reply = ask
@@ -333,7 +333,7 @@ func (n *Node) control(p *peer, e envelope.Envelope) bool {
 	select {
 	case p.ctl <- e:
 	default:
-		if e.Kind == codec.BusKindHello && e.Reply {
+		if e.Kind == protocol.BusKindHello && e.Reply {
 			p.helloOut = false
 		}
 		n.stats.controlDrops.Add(1)
@@ -358,7 +358,7 @@ func (n *Node) drainControl(p *peer) {
 			p.ctlMu.Unlock()
 			return
 		}
-		if e.Kind == codec.BusKindHello && e.Reply {
+		if e.Kind == protocol.BusKindHello && e.Reply {
 			p.helloOut = false
 		}
 		p.ctlMu.Unlock()

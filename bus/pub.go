@@ -12,19 +12,19 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus/envelope"
-	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/protocol"
 )
 
 // Policy is what a publisher does with a subscription whose queue is at its
 // high-water mark.
-type Policy = codec.BusPolicy
+type Policy = protocol.BusPolicy
 
 // The policies.
 const (
-	Block      = codec.BusPolicyBlock      // Publish waits for room
-	DropNewest = codec.BusPolicyDropNewest // the new message is dropped
-	DropOldest = codec.BusPolicyDropOldest // the oldest queued message is dropped
-	Cut        = codec.BusPolicyCut        // the subscription is cut off
+	Block      = protocol.BusPolicyBlock      // Publish waits for room
+	DropNewest = protocol.BusPolicyDropNewest // the new message is dropped
+	DropOldest = protocol.BusPolicyDropOldest // the oldest queued message is dropped
+	Cut        = protocol.BusPolicyCut        // the subscription is cut off
 )
 
 // Pub is a message to publish.
@@ -298,7 +298,7 @@ func (p *publisher) publishLocked(ctx context.Context, m Pub) (uint64, error) {
 }
 
 func pubEnvelope(id uint64, r Retained) envelope.Envelope {
-	e := newEnvelope(codec.BusKindPub)
+	e := newEnvelope(protocol.BusKindPub)
 	e.ID, e.Subject, e.Seq, e.Time, e.Origin, e.Body = id, r.Subject, r.Seq, r.Time, r.Origin, r.Body
 	return e
 }
@@ -326,7 +326,7 @@ func (s *outSub) held() int { return len(s.queue) + s.inflight }
 // and its queue fills, for its policy to apply. The cut notice goes past
 // the window, so that the subscriber learns why its stream ended.
 func (s *outSub) shut() bool {
-	return s.window > 0 && s.nextIx-s.acked >= s.window && (len(s.queue) == 0 || s.queue[0].Kind != codec.BusKindCut)
+	return s.window > 0 && s.nextIx-s.acked >= s.window && (len(s.queue) == 0 || s.queue[0].Kind != protocol.BusKindCut)
 }
 
 // ack takes an acknowledgement from the subscriber: its application took
@@ -356,7 +356,7 @@ func (p *publisher) offerLocked(s *outSub, e envelope.Envelope) {
 			p.dropLocked(s, e.Subject)
 			return
 		case DropOldest:
-			if i := slices.IndexFunc(s.queue, func(q envelope.Envelope) bool { return q.Kind == codec.BusKindPub }); i >= 0 {
+			if i := slices.IndexFunc(s.queue, func(q envelope.Envelope) bool { return q.Kind == protocol.BusKindPub }); i >= 0 {
 				p.dropLocked(s, s.queue[i].Subject)
 				copy(s.queue[1:i+1], s.queue[:i]) // a gap notice before it stays first
 				s.queue[0] = envelope.Envelope{}
@@ -391,13 +391,13 @@ func (p *publisher) dropLocked(s *outSub, subject string) {
 // its stream, after what is in flight. Later messages do not go to it.
 func (p *publisher) cutLocked(s *outSub, why, text string) {
 	for _, q := range s.queue {
-		if q.Kind == codec.BusKindPub {
+		if q.Kind == protocol.BusKindPub {
 			s.pending[q.Subject]++
 			s.stats.Drops[q.Subject]++
 			p.total.Drops++
 		}
 	}
-	e := newEnvelope(codec.BusKindCut)
+	e := newEnvelope(protocol.BusKindCut)
 	e.ID = s.key.id
 	e.Error = text
 	s.use.queued += 1 - len(s.queue)
@@ -497,7 +497,7 @@ func (p *publisher) stats() PublisherStats {
 // control takes a sub or unsub envelope from peer.
 func (p *publisher) control(from string, e *envelope.Envelope) {
 	key := subKey{from, e.ID}
-	if e.Kind == codec.BusKindUnsub {
+	if e.Kind == protocol.BusKindUnsub {
 		p.mu.Lock()
 		if s := p.subs[key]; s != nil {
 			p.endLocked(s, "unsubscribed")
@@ -505,7 +505,7 @@ func (p *publisher) control(from string, e *envelope.Envelope) {
 		p.mu.Unlock()
 		return
 	}
-	ok := newEnvelope(codec.BusKindSubOK)
+	ok := newEnvelope(protocol.BusKindSubOK)
 	ok.ID = e.ID
 	if err := p.subscribe(from, e); err != nil {
 		ok.Error = err.Error()
@@ -603,7 +603,7 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 	if u.subs >= p.n.cfg.MaxPeerSubscriptions {
 		return overBudget("subscriptions of a peer", p.n.cfg.MaxPeerSubscriptions)
 	}
-	if e.Replay != codec.BusReplayNone {
+	if e.Replay != protocol.BusReplayNone {
 		replays := 0
 		for k, o := range p.subs {
 			if k.peer == from && o.replaying() {
@@ -619,7 +619,7 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 	s.ctx, s.cancel = context.WithCancel(p.n.ctx)
 	s.stats = SubscriberStats{Peer: from, ID: e.ID, Policy: policy, HWM: hwm, Drops: map[string]uint64{}}
 	q := Query{Filters: e.Filters, Replay: e.Replay, Arg: e.ReplayArg, Max: p.n.cfg.MaxReplay}
-	foreign := q.Replay == codec.BusReplaySinceSeq && e.Epoch != 0 && e.Epoch != p.hist.Epoch()
+	foreign := q.Replay == protocol.BusReplaySinceSeq && e.Epoch != 0 && e.Epoch != p.hist.Epoch()
 	if foreign { // S counts another history's messages: everything retained
 		q.Arg = 0
 	}
@@ -635,7 +635,7 @@ func (p *publisher) subscribe(from string, e *envelope.Envelope) error {
 		return overBudget("messages queued for a peer", p.n.cfg.MaxPeerQueued)
 	}
 	if lost || foreign {
-		g := newEnvelope(codec.BusKindGap)
+		g := newEnvelope(protocol.BusKindGap)
 		g.ID, g.Epoch, g.Seq = e.ID, p.hist.Epoch(), e.ReplayArg
 		if len(msgs) > 0 && !foreign {
 			g.Seq = msgs[0].Seq - 1
@@ -698,7 +698,7 @@ func (s *outSub) replaying() bool {
 		return false
 	}
 	h := s.queue[0]
-	return (h.Kind == codec.BusKindPub || h.Kind == codec.BusKindGap) && h.Seq <= s.replayTo
+	return (h.Kind == protocol.BusKindPub || h.Kind == protocol.BusKindGap) && h.Seq <= s.replayTo
 }
 
 // endedSilent ends the refusal of a repeated request for a subscription
@@ -841,7 +841,7 @@ func (p *publisher) take(s *outSub) (envelope.Envelope, bool) {
 	case s.shut():
 		s.senders-- // woken again by an ack
 		return e, false
-	case p.holdBack && len(s.queue) > 0 && s.queue[0].Kind == codec.BusKindPub && s.queue[0].Seq > p.durable:
+	case p.holdBack && len(s.queue) > 0 && s.queue[0].Kind == protocol.BusKindPub && s.queue[0].Seq > p.durable:
 		s.senders-- // woken again when it is on disk
 		return e, false
 	case len(s.queue) > 0:
@@ -849,7 +849,7 @@ func (p *publisher) take(s *outSub) (envelope.Envelope, bool) {
 		s.queue[0] = envelope.Envelope{} // let the body go
 		s.queue = s.queue[1:]            // append reallocates, and drops the head, in time
 	case len(s.pending) > 0:
-		e = newEnvelope(codec.BusKindDrop)
+		e = newEnvelope(protocol.BusKindDrop)
 		e.ID = s.key.id
 	default:
 		s.senders--
@@ -900,7 +900,7 @@ func (p *publisher) send(s *outSub, e envelope.Envelope) *outSub {
 	// be retrying: the subscription ends when the last of them is done, so
 	// none is abandoned (the subscriber restores the order by index and
 	// would hold the cut behind the hole for ever).
-	s.cutSent = s.cutSent || e.Kind == codec.BusKindCut
+	s.cutSent = s.cutSent || e.Kind == protocol.BusKindCut
 	if s.cutSent && s.inflight == 0 {
 		p.endLocked(s, s.why)
 	}

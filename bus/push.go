@@ -12,8 +12,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/raet-go/raet/bus/envelope"
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/protocol"
 )
 
 // JobResult is a job done, as the pusher sees it: once per job.
@@ -291,7 +291,7 @@ func (p *pusher) dispatch() {
 		}
 		p.pullers[best].inflight[j.id] = j
 		p.jobs[j.id] = j
-		e := newEnvelope(codec.BusKindJob)
+		e := newEnvelope(protocol.BusKindJob)
 		e.ID, e.Subject, e.Body = j.id, j.subject, j.body
 		e.Deadline = uint32(p.n.cfg.JobTimeout.Milliseconds())
 		out = append(out, send{best, e})
@@ -397,7 +397,7 @@ func (p *pusher) forgetLocked(name string) {
 func (p *pusher) input(from string, e *envelope.Envelope) {
 	p.mu.Lock()
 	switch e.Kind {
-	case codec.BusKindReady:
+	case protocol.BusKindReady:
 		ps := p.pullers[from]
 		if ps == nil {
 			earned, ok := p.earned[from]
@@ -420,7 +420,7 @@ func (p *pusher) input(from string, e *envelope.Envelope) {
 		}
 		p.dispatch()
 		return
-	case codec.BusKindDone:
+	case protocol.BusKindDone:
 		j := p.jobs[e.ID]
 		if j == nil {
 			if p.pullers[from] != nil {
@@ -583,7 +583,7 @@ func (n *Node) Pull(pushers []string, credit int, h JobHandler) (*Puller, error)
 }
 
 func (pl *Puller) offer(pusher string) {
-	e := newEnvelope(codec.BusKindReady)
+	e := newEnvelope(protocol.BusKindReady)
 	e.Credit = uint32(pl.credit)
 	pl.n.mu.Lock()
 	p := pl.n.peerLocked(pusher)
@@ -674,7 +674,7 @@ func (pl *Puller) run(in incomingJob) {
 	if pl.ctx.Err() != nil {
 		return // closed: not acknowledged
 	}
-	done := newEnvelope(codec.BusKindDone)
+	done := newEnvelope(protocol.BusKindDone)
 	done.ID, done.Body = j.ID, body
 	if err != nil {
 		done.Body, done.Error = nil, err.Error()

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus/envelope"
-	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/protocol"
 )
 
 // Errors of requests; test with errors.Is.
@@ -200,7 +200,7 @@ func (r *requester) do(ctx context.Context, peer, subject string, body any) (Rep
 		r.mu.Unlock()
 	}()
 
-	e := newEnvelope(codec.BusKindReq)
+	e := newEnvelope(protocol.BusKindReq)
 	e.ID, e.Subject, e.Body, e.Time = id, subject, body, p.sent.UnixNano()
 	if dl, ok := ctx.Deadline(); ok {
 		e.Deadline = uint32(max(time.Until(dl).Milliseconds(), 1))
@@ -538,7 +538,7 @@ func (r *responder) idleLocked(name string, a *answerer) {
 // handlers never wait for the network: a peer's queue beyond
 // Config.MaxPeerAnswers drops the answer and counts it.
 func (r *responder) answer(in incoming, held bool, body any, errText string) {
-	rep := newEnvelope(codec.BusKindRep)
+	rep := newEnvelope(protocol.BusKindRep)
 	rep.ID, rep.Body, rep.Error = in.e.ID, body, errText
 	until := in.at.Add(r.n.cfg.RequestTimeout)
 	if in.e.Deadline > 0 {

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus/envelope"
-	"github.com/raet-go/raet/codec"
+	"github.com/raet-go/raet/protocol"
 )
 
 // Replay says which retained messages a subscription wants before the live
 // ones.
 type Replay struct {
-	Mode codec.BusReplay
+	Mode protocol.BusReplay
 	N    uint64    // ReplayLast: how many
 	Seq  uint64    // ReplaySinceSeq: every message after this sequence number
 	Time time.Time // ReplaySinceTime: every message published at or after this
@@ -28,10 +28,10 @@ type Replay struct {
 
 // The replay modes.
 const (
-	ReplayNone      = codec.BusReplayNone
-	ReplayLast      = codec.BusReplayLast
-	ReplaySinceSeq  = codec.BusReplaySinceSeq
-	ReplaySinceTime = codec.BusReplaySinceTime
+	ReplayNone      = protocol.BusReplayNone
+	ReplayLast      = protocol.BusReplayLast
+	ReplaySinceSeq  = protocol.BusReplaySinceSeq
+	ReplaySinceTime = protocol.BusReplaySinceTime
 )
 
 // SubOptions are a subscription's options; nil means the defaults.
@@ -249,7 +249,7 @@ func (s *subscriber) start(sub *Subscription, resume bool) {
 		p := s.n.peerLocked(sub.publisher)
 		s.n.mu.Unlock()
 		if p != nil {
-			u := newEnvelope(codec.BusKindUnsub)
+			u := newEnvelope(protocol.BusKindUnsub)
 			u.ID = old
 			s.n.control(p, u)
 		}
@@ -265,7 +265,7 @@ func (s *subscriber) send(sub *Subscription) {
 		return
 	}
 	resume := sub.resume
-	e := newEnvelope(codec.BusKindSub)
+	e := newEnvelope(protocol.BusKindSub)
 	e.ID, e.Filters, e.Policy, e.HWM = sub.id, sub.filters, sub.opt.Policy, uint32(sub.opt.HWM)
 	e.Credit = uint32(sub.window)
 	r := sub.opt.Replay
@@ -335,7 +335,7 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 	s.mu.Lock()
 	sub := s.byID[subKey{from, e.ID}]
 	if sub == nil {
-		stray := e.Kind != codec.BusKindSubOK && s.forgetLocked(subKey{from, e.ID})
+		stray := e.Kind != protocol.BusKindSubOK && s.forgetLocked(subKey{from, e.ID})
 		s.mu.Unlock()
 		s.n.bad(from, e, "no such subscription")
 		if stray { // the publisher sends for a subscription we ended: stop it
@@ -343,7 +343,7 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 			p := s.n.peerLocked(from)
 			s.n.mu.Unlock()
 			if p != nil {
-				u := newEnvelope(codec.BusKindUnsub)
+				u := newEnvelope(protocol.BusKindUnsub)
 				u.ID = e.ID
 				s.n.control(p, u)
 			}
@@ -352,7 +352,7 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 	}
 	var out []item
 	switch e.Kind {
-	case codec.BusKindSubOK:
+	case protocol.BusKindSubOK:
 		switch {
 		case e.Error != "" && sub.confirmed && strings.HasSuffix(e.Error, endedSilent):
 			// Released while we were out of touch: subscribe again,
@@ -473,7 +473,7 @@ func (sub *Subscription) tookLocked(it item) *envelope.Envelope {
 // ackLocked returns the acknowledgement of what the application took.
 func (sub *Subscription) ackLocked() *envelope.Envelope {
 	sub.ackSent, sub.ackAgain = sub.acked, true
-	e := newEnvelope(codec.BusKindAck)
+	e := newEnvelope(protocol.BusKindAck)
 	e.ID, e.Index = sub.id, sub.acked
 	return &e
 }
@@ -605,7 +605,7 @@ func (sub *Subscription) deliveryLocked(e *envelope.Envelope) (Delivery, bool) {
 	sub.addDrops(e.Drops)
 	d := Delivery{Publisher: sub.publisher, Drops: e.Drops}
 	switch e.Kind {
-	case codec.BusKindPub:
+	case protocol.BusKindPub:
 		if sub.seq != 0 && e.Seq <= sub.seq {
 			// Already delivered before a resubscription.
 			sub.stats.Duplicates++
@@ -619,12 +619,12 @@ func (sub *Subscription) deliveryLocked(e *envelope.Envelope) (Delivery, bool) {
 		sub.stats.Messages++
 		d.Kind, d.Subject, d.Seq, d.Time, d.Origin, d.Body = DeliveryMessage, e.Subject, e.Seq, time.Unix(0, e.Time), e.Origin, e.Body
 		d.Epoch = sub.epoch
-	case codec.BusKindDrop:
+	case protocol.BusKindDrop:
 		d.Kind = DeliveryDrops
-	case codec.BusKindCut:
+	case protocol.BusKindCut:
 		sub.err = ErrCut
 		d.Kind = DeliveryCut
-	case codec.BusKindGap:
+	case protocol.BusKindGap:
 		sub.stats.Gaps++
 		if e.Epoch != 0 {
 			if e.Epoch != sub.epoch {
@@ -719,7 +719,7 @@ func (s *subscriber) leave() {
 	var wg sync.WaitGroup
 	for _, k := range ended {
 		wg.Go(func() {
-			u := newEnvelope(codec.BusKindUnsub)
+			u := newEnvelope(protocol.BusKindUnsub)
 			u.ID = k.id
 			if err := s.n.t.Send(ctx, k.peer, u.Map()); err != nil {
 				s.n.log.Debug("unsubscription not sent", "peer", k.peer, "id", k.id, "err", err)
@@ -747,7 +747,7 @@ func (sub *Subscription) Close() error {
 		p := s.n.peerLocked(sub.publisher)
 		s.n.mu.Unlock()
 		if p != nil {
-			u := newEnvelope(codec.BusKindUnsub)
+			u := newEnvelope(protocol.BusKindUnsub)
 			u.ID = id
 			s.n.control(p, u)
 		}

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus/envelope"
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/protocol"
 )
 
 // BusInfo is a bus envelope (package bus: pub/sub, request/reply,
@@ -77,10 +77,10 @@ func (d *Dissector) decodeBus(p *Packet) {
 		from, to = p.SrcPath, p.DstPath
 	}
 	switch e.Kind {
-	case codec.BusKindReq, codec.BusKindJob:
-		d.bus.add(busKey{from, to, e.ID, e.Kind == codec.BusKindJob}, busSeen{p.N, p.Time})
-	case codec.BusKindRep, codec.BusKindDone:
-		if s, ok := d.bus.seen[busKey{to, from, e.ID, e.Kind == codec.BusKindDone}]; ok {
+	case protocol.BusKindReq, protocol.BusKindJob:
+		d.bus.add(busKey{from, to, e.ID, e.Kind == protocol.BusKindJob}, busSeen{p.N, p.Time})
+	case protocol.BusKindRep, protocol.BusKindDone:
+		if s, ok := d.bus.seen[busKey{to, from, e.ID, e.Kind == protocol.BusKindDone}]; ok {
 			p.Bus.ReplyTo, p.Bus.Elapsed = s.n, p.Time.Sub(s.time)
 		}
 	}

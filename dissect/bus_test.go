@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/raet-go/raet/bus"
-	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/dissect"
 	"github.com/raet-go/raet/lane"
+	"github.com/raet-go/raet/protocol"
 )
 
 // busCapture runs a subscription, a request and a job between two lane
@@ -91,7 +91,7 @@ func busCapture(t *testing.T) []byte {
 func TestDissectBus(t *testing.T) {
 	capture := busCapture(t)
 	d := dissect.NewDissector(nil)
-	byKind := map[codec.BusKind]*dissect.Packet{}
+	byKind := map[protocol.BusKind]*dissect.Packet{}
 	var reqN, jobN int
 	var lines []string
 	// A page sent is tapped after the kernel took it, so its answer, read
@@ -109,18 +109,18 @@ func TestDissectBus(t *testing.T) {
 		cp := *p
 		byKind[p.Bus.Envelope.Kind] = &cp
 		switch p.Bus.Envelope.Kind {
-		case codec.BusKindReq:
+		case protocol.BusKindReq:
 			reqN = p.N
-		case codec.BusKindJob:
+		case protocol.BusKindJob:
 			jobN = p.N
 		}
 		lines = append(lines, string(p.AppendJSON(nil)))
 	}
-	pub := byKind[codec.BusKindPub]
+	pub := byKind[protocol.BusKindPub]
 	if pub == nil || pub.Bus.Envelope.Subject != "a.b" || pub.Bus.Envelope.Seq != 1 || !strings.Contains(pub.Bus.Summary(), "BUS pub id ") || !strings.Contains(pub.Bus.Summary(), " subject a.b seq 1 index 1") {
 		t.Fatalf("pub: %+v", pub)
 	}
-	rep, done := byKind[codec.BusKindRep], byKind[codec.BusKindDone]
+	rep, done := byKind[protocol.BusKindRep], byKind[protocol.BusKindDone]
 	if rep == nil || rep.Bus.ReplyTo != reqN || reqN == 0 || !strings.Contains(rep.Bus.Summary(), "reply to #") {
 		t.Fatalf("rep %+v, request #%d\n%s", rep, reqN, strings.Join(lines, "\n"))
 	}
@@ -133,14 +133,14 @@ func TestDissectBus(t *testing.T) {
 	}
 	// Named fields, the content as body, and no HTML escaping: the
 	// filter reads "a.>", not "a.\u003e".
-	js = string(byKind[codec.BusKindSub].AppendJSON(nil))
+	js = string(byKind[protocol.BusKindSub].AppendJSON(nil))
 	if !strings.Contains(js, `"bus":{"kind":"sub","id":`) || !strings.Contains(js, `"filters":["a.>"]`) || strings.Contains(js, `"fi"`) {
 		t.Fatalf("sub JSON %s", js)
 	}
 	if js = string(pub.AppendJSON(nil)); !strings.Contains(js, `"subject":"a.b","seq":1,"index":1,"time":`) || !strings.Contains(js, `"body":{"x":1}}`) {
 		t.Fatalf("pub JSON %s", js)
 	}
-	for _, k := range []codec.BusKind{codec.BusKindHello, codec.BusKindSub, codec.BusKindSubOK, codec.BusKindReq, codec.BusKindReady} {
+	for _, k := range []protocol.BusKind{protocol.BusKindHello, protocol.BusKindSub, protocol.BusKindSubOK, protocol.BusKindReq, protocol.BusKindReady} {
 		if byKind[k] == nil {
 			t.Errorf("no %v envelope in the capture", k)
 		}

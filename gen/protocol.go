@@ -4,11 +4,8 @@ import "github.com/raet-go/raet/spec"
 
 // ProtocolPath is where emitProtocol writes package protocol: the spec's
 // values that no head field has (the keep's, the bus's) and the default
-// port; CodecAliasPath the aliases of its enumerations in package codec.
-const (
-	ProtocolPath   = "protocol/protocol_gen.go"
-	CodecAliasPath = "codec/protocol_gen.go"
-)
+// port.
+const ProtocolPath = "protocol/protocol_gen.go"
 
 const protocolImport = Module + "/protocol"
 
@@ -60,49 +57,5 @@ func (g *generator) emitProtocol() error {
 	for _, e := range enums {
 		g.emitEnum(f, e)
 	}
-	if err := g.add(f); err != nil {
-		return err
-	}
-	var bus []*spec.Enum
-	for _, e := range enums {
-		if g.envelopeEnum(e) {
-			bus = append(bus, e)
-		}
-	}
-	return g.emitCodecAliases(bus)
-}
-
-// envelopeEnum reports whether a field of the bus envelope has the type e.
-func (g *generator) envelopeEnum(e *spec.Enum) bool {
-	for _, f := range g.s.Envelope.Fields {
-		if f.Enum == e {
-			return true
-		}
-	}
-	return false
-}
-
-// emitCodecAliases writes package codec's aliases of the bus envelope's
-// enumerations, which package protocol declares, for the callers that still
-// name them in codec (package bus and the dissector's bus layer) until they
-// name protocol.
-func (g *generator) emitCodecAliases(enums []*spec.Enum) error {
-	f := g.newFile(CodecAliasPath, "codec")
-	f.P("// The bus envelope's enumerations, which package protocol declares and")
-	f.P("// documents, under the names they had here before.")
-	f.P("type (")
-	for _, e := range enums {
-		f.Pf("%s = %s", e.Name, f.Q(protocolImport, e.Name))
-	}
-	f.P(")")
-	f.P()
-	f.P("// Their values.")
-	f.P("const (")
-	for _, e := range enums {
-		for _, v := range e.Values {
-			f.Pf("%s = %s", enumConst(e, v), f.Q(protocolImport, enumConst(e, v)))
-		}
-	}
-	f.P(")")
 	return g.add(f)
 }

@@ -8,19 +8,20 @@ import (
 	"github.com/raet-go/raet/bus/envelope"
 	"github.com/raet-go/raet/codec"
 	"github.com/raet-go/raet/packet"
+	"github.com/raet-go/raet/protocol"
 )
 
 // samples has one envelope of every kind, with every field set somewhere.
 func samples() []envelope.Envelope {
 	return []envelope.Envelope{
-		{Version: 1, Kind: codec.BusKindHello, Epoch: 1<<63 + 5, Time: -3, Groups: []string{"g1", "g2"}, Credit: 4, Reply: true},
-		{Version: 1, Kind: codec.BusKindSub, ID: 7, Filters: []string{"orders.>", "*.x"}, Seq: 99, Policy: codec.BusPolicyCut,
-			HWM: 1000, Replay: codec.BusReplaySinceSeq, ReplayArg: 42, Epoch: 3},
-		{Version: 1, Kind: codec.BusKindPub, ID: 7, Subject: "orders.new", Seq: 100, Index: 3, Time: 1700000000000000000,
+		{Version: 1, Kind: protocol.BusKindHello, Epoch: 1<<63 + 5, Time: -3, Groups: []string{"g1", "g2"}, Credit: 4, Reply: true},
+		{Version: 1, Kind: protocol.BusKindSub, ID: 7, Filters: []string{"orders.>", "*.x"}, Seq: 99, Policy: protocol.BusPolicyCut,
+			HWM: 1000, Replay: protocol.BusReplaySinceSeq, ReplayArg: 42, Epoch: 3},
+		{Version: 1, Kind: protocol.BusKindPub, ID: 7, Subject: "orders.new", Seq: 100, Index: 3, Time: 1700000000000000000,
 			Origin: "alice", Drops: map[string]uint64{"a.b": 2, "c": 1 << 40}, Body: map[string]any{"n": int64(1)}},
-		{Version: 1, Kind: codec.BusKindGap, ID: 7, Missed: 12, Seq: 50, Index: 4, Epoch: 9},
-		{Version: 1, Kind: codec.BusKindRep, ID: 1 << 50, Error: "no responder", Body: "text"},
-		{Version: 1, Kind: codec.BusKindJob, ID: 5, Deadline: 30000, Body: []any{int64(1), "x"}},
+		{Version: 1, Kind: protocol.BusKindGap, ID: 7, Missed: 12, Seq: 50, Index: 4, Epoch: 9},
+		{Version: 1, Kind: protocol.BusKindRep, ID: 1 << 50, Error: "no responder", Body: "text"},
+		{Version: 1, Kind: protocol.BusKindJob, ID: 5, Deadline: 30000, Body: []any{int64(1), "x"}},
 	}
 }
 
@@ -53,7 +54,7 @@ func TestRoundTrip(t *testing.T) {
 
 // The JSON bytes of a request, as a reference estate would write them.
 func TestJSONBytes(t *testing.T) {
-	e := envelope.Envelope{Version: 1, Kind: codec.BusKindReq, ID: 3, Subject: "svc.echo", Deadline: 2000,
+	e := envelope.Envelope{Version: 1, Kind: protocol.BusKindReq, ID: 3, Subject: "svc.echo", Deadline: 2000,
 		Body: packet.OrderedMap{{Key: "x", Value: 1}}}
 	raw, err := packet.JSONBody{}.Marshal(nil, e.Map())
 	if err != nil {
