@@ -705,6 +705,13 @@ func (s *outSub) replaying() bool {
 // released as silent: the subscriber, alive after all, subscribes again.
 const endedSilent = "ended (silent)"
 
+// endedCut and endedSlow end the refusal of a repeated request for a
+// subscription cut off (cutLocked's whys), whose cut is on its way.
+const (
+	endedCut  = "ended (cut)"
+	endedSlow = "ended (slow)"
+)
+
 // release ends the subscriptions of the peers named, for why.
 func (p *publisher) release(names map[string]bool, why string) {
 	if len(names) == 0 {

@@ -360,6 +360,12 @@ func (s *subscriber) input(from string, e *envelope.Envelope) {
 			s.mu.Unlock()
 			s.start(sub, true)
 			return
+		case e.Error != "" && sub.confirmed && (strings.HasSuffix(e.Error, endedCut) || strings.HasSuffix(e.Error, endedSlow)):
+			// The refusal of a repeat of a request the publisher cut: its
+			// cut, queued before this refusal but sent on another path,
+			// ends the subscription with what it dropped.
+			s.mu.Unlock()
+			return
 		case strings.HasPrefix(e.Error, budgetRefusal):
 			sub.err = fmt.Errorf("%w: %s refused the subscription: %s", ErrOverBudget, from, e.Error)
 			s.endLocked(sub)
